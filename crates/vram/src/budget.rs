@@ -1,0 +1,349 @@
+//! Pure accounting: how many bytes may be in use at once, with RAII reservations and a fair
+//! (first come, first served) blocking acquire. No CUDA here, so all of it is tested on the CPU.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::error::{Result, VramError};
+
+/// A byte budget shared by clones (one per device, one for pinned host memory).
+#[derive(Clone)]
+pub struct Budget {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    kind: &'static str,
+    total: u64,
+    state: Mutex<State>,
+    cond: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    in_use: u64,
+    peak: u64,
+    next_ticket: u64,
+    /// Tickets of blocked `acquire` calls, oldest first. Only the front may take bytes, so a
+    /// large waiter is never overtaken by later small ones.
+    queue: VecDeque<u64>,
+}
+
+impl fmt::Debug for Budget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.inner.state.lock();
+        f.debug_struct("Budget")
+            .field("kind", &self.inner.kind)
+            .field("total", &self.inner.total)
+            .field("in_use", &s.in_use)
+            .field("peak", &s.peak)
+            .field("waiters", &s.queue.len())
+            .finish()
+    }
+}
+
+impl Budget {
+    /// A budget of `total` bytes; `kind` ("device", "host") only labels errors.
+    pub fn new(kind: &'static str, total: u64) -> Self {
+        Self {
+            inner: Arc::new(Inner { kind, total, state: Mutex::new(State::default()), cond: Condvar::new() }),
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        self.inner.kind
+    }
+    pub fn total(&self) -> u64 {
+        self.inner.total
+    }
+    pub fn in_use(&self) -> u64 {
+        self.inner.state.lock().in_use
+    }
+    /// Highest `in_use` seen since creation.
+    pub fn peak(&self) -> u64 {
+        self.inner.state.lock().peak
+    }
+    pub fn available(&self) -> u64 {
+        self.inner.total - self.inner.state.lock().in_use
+    }
+    /// True if both handles refer to the same budget.
+    pub fn same_as(&self, other: &Budget) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+    /// Number of blocked `acquire` calls.
+    pub fn waiters(&self) -> usize {
+        self.inner.state.lock().queue.len()
+    }
+
+    fn check_size(&self, bytes: u64) -> Result<()> {
+        if bytes > self.inner.total {
+            return Err(VramError::ExceedsBudget { kind: self.inner.kind, requested: bytes, total: self.inner.total });
+        }
+        Ok(())
+    }
+
+    fn take(&self, s: &mut State, bytes: u64) -> Reservation {
+        s.in_use += bytes;
+        s.peak = s.peak.max(s.in_use);
+        Reservation { budget: self.clone(), bytes }
+    }
+
+    /// Takes `bytes` now if they are free and nobody is queued ahead; never blocks.
+    pub fn try_acquire(&self, bytes: u64) -> Option<Reservation> {
+        let mut s = self.inner.state.lock();
+        (s.queue.is_empty() && self.inner.total - s.in_use >= bytes).then(|| self.take(&mut s, bytes))
+    }
+
+    /// Like [`try_acquire`](Self::try_acquire) but says why it failed.
+    pub fn try_acquire_or_err(&self, bytes: u64) -> Result<Reservation> {
+        self.check_size(bytes)?;
+        self.try_acquire(bytes).ok_or_else(|| VramError::OutOfBudget {
+            kind: self.inner.kind,
+            requested: bytes,
+            available: self.available(),
+        })
+    }
+
+    /// Waits up to `timeout` for `bytes`, first come first served. A request larger than the
+    /// whole budget fails at once with [`VramError::ExceedsBudget`].
+    pub fn acquire(&self, bytes: u64, timeout: Duration) -> Result<Reservation> {
+        self.check_size(bytes)?;
+        let start = Instant::now();
+        let deadline = start.checked_add(timeout);
+        let mut s = self.inner.state.lock();
+        if s.queue.is_empty() && self.inner.total - s.in_use >= bytes {
+            return Ok(self.take(&mut s, bytes));
+        }
+        let ticket = s.next_ticket;
+        s.next_ticket += 1;
+        s.queue.push_back(ticket);
+        loop {
+            if s.queue.front() == Some(&ticket) && self.inner.total - s.in_use >= bytes {
+                s.queue.pop_front();
+                let r = self.take(&mut s, bytes);
+                // The next in line may fit too.
+                self.inner.cond.notify_all();
+                return Ok(r);
+            }
+            let timed_out = match deadline {
+                Some(d) => self.inner.cond.wait_until(&mut s, d).timed_out(),
+                None => {
+                    self.inner.cond.wait(&mut s);
+                    false
+                }
+            };
+            if timed_out && !(s.queue.front() == Some(&ticket) && self.inner.total - s.in_use >= bytes) {
+                s.queue.retain(|&t| t != ticket);
+                // Whoever was behind us may now be at the front.
+                self.inner.cond.notify_all();
+                return Err(VramError::Timeout { kind: self.inner.kind, requested: bytes, waited: start.elapsed() });
+            }
+        }
+    }
+
+    fn give_back(&self, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        let mut s = self.inner.state.lock();
+        debug_assert!(s.in_use >= bytes, "budget underflow");
+        s.in_use -= bytes;
+        drop(s);
+        self.inner.cond.notify_all();
+    }
+}
+
+/// Bytes held from a [`Budget`]; returned when dropped.
+#[must_use = "dropping a Reservation returns its bytes immediately"]
+pub struct Reservation {
+    budget: Budget,
+    bytes: u64,
+}
+
+impl fmt::Debug for Reservation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reservation").field("kind", &self.budget.kind()).field("bytes", &self.bytes).finish()
+    }
+}
+
+impl Reservation {
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+    pub fn budget(&self) -> &Budget {
+        &self.budget
+    }
+
+    /// Returns `bytes` of this reservation to the budget early.
+    pub fn release_part(&mut self, bytes: u64) -> Result<()> {
+        if bytes > self.bytes {
+            return Err(VramError::InvalidSize(format!("release_part({bytes}) but only {} held", self.bytes)));
+        }
+        self.bytes -= bytes;
+        self.budget.give_back(bytes);
+        Ok(())
+    }
+
+    /// Moves `bytes` of this reservation into a new one (e.g. to hand to a buffer); the budget's
+    /// `in_use` does not change.
+    pub fn split(&mut self, bytes: u64) -> Result<Reservation> {
+        if bytes > self.bytes {
+            return Err(VramError::InvalidSize(format!("split({bytes}) but only {} held", self.bytes)));
+        }
+        self.bytes -= bytes;
+        Ok(Reservation { budget: self.budget.clone(), bytes })
+    }
+
+    /// Merges `other` (from the same budget) into this one.
+    pub fn merge(&mut self, mut other: Reservation) -> Result<()> {
+        if !self.budget.same_as(&other.budget) {
+            return Err(VramError::InvalidSize("merge of reservations from different budgets".into()));
+        }
+        self.bytes += std::mem::take(&mut other.bytes);
+        Ok(())
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.budget.give_back(self.bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::thread;
+
+    #[test]
+    fn accounting_and_raii() {
+        let b = Budget::new("device", 1000);
+        let mut r1 = b.try_acquire(600).unwrap();
+        assert_eq!((b.in_use(), b.available()), (600, 400));
+        assert!(b.try_acquire(401).is_none());
+        let r2 = b.try_acquire(400).unwrap();
+        assert_eq!(b.available(), 0);
+        r1.release_part(100).unwrap();
+        assert_eq!(b.in_use(), 900);
+        assert!(r1.release_part(501).is_err());
+        let part = r1.split(200).unwrap();
+        assert_eq!((r1.bytes(), part.bytes(), b.in_use()), (300, 200, 900));
+        drop(part);
+        assert_eq!(b.in_use(), 700);
+        drop(r2);
+        drop(r1);
+        assert_eq!((b.in_use(), b.peak()), (0, 1000));
+    }
+
+    #[test]
+    fn too_large_fails_immediately() {
+        let b = Budget::new("device", 1000);
+        let t = Instant::now();
+        let e = b.acquire(1001, Duration::from_secs(3600)).unwrap_err();
+        assert!(matches!(e, VramError::ExceedsBudget { requested: 1001, total: 1000, .. }), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(1));
+        assert!(matches!(b.try_acquire_or_err(1001), Err(VramError::ExceedsBudget { .. })));
+        let _r = b.try_acquire(10).unwrap();
+        assert!(matches!(b.try_acquire_or_err(991), Err(VramError::OutOfBudget { available: 990, .. })));
+    }
+
+    #[test]
+    fn timeout_returns_error_and_leaves_queue() {
+        let b = Budget::new("device", 100);
+        let _r = b.try_acquire(80).unwrap();
+        let e = b.acquire(50, Duration::from_millis(30)).unwrap_err();
+        assert!(matches!(e, VramError::Timeout { requested: 50, .. }));
+        assert_eq!(b.waiters(), 0);
+        assert_eq!(b.in_use(), 80);
+    }
+
+    #[test]
+    fn blocking_acquire_wakes_on_release() {
+        let b = Budget::new("device", 100);
+        let r = b.try_acquire(100).unwrap();
+        let b2 = b.clone();
+        let h = thread::spawn(move || b2.acquire(60, Duration::from_secs(10)).map(|r| r.bytes()));
+        while b.waiters() == 0 {
+            thread::yield_now();
+        }
+        drop(r);
+        assert_eq!(h.join().unwrap().unwrap(), 60);
+        assert_eq!(b.in_use(), 0);
+    }
+
+    /// A big waiter queued first gets served before small requests that arrive later, even
+    /// though the small ones would fit earlier.
+    #[test]
+    fn fifo_big_waiter_not_starved() {
+        let b = Budget::new("device", 100);
+        let mut hold = b.try_acquire(90).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let big = {
+            let (b, tx) = (b.clone(), tx.clone());
+            thread::spawn(move || {
+                let r = b.acquire(100, Duration::from_secs(10)).unwrap();
+                tx.send("big").unwrap();
+                drop(r);
+            })
+        };
+        while b.waiters() < 1 {
+            thread::yield_now();
+        }
+        // A small request now must not jump the queue, neither via try_acquire...
+        assert!(b.try_acquire(5).is_none());
+        // ...nor via acquire.
+        let small = {
+            let b = b.clone();
+            thread::spawn(move || {
+                let r = b.acquire(5, Duration::from_secs(10)).unwrap();
+                tx.send("small").unwrap();
+                drop(r);
+            })
+        };
+        while b.waiters() < 2 {
+            thread::yield_now();
+        }
+        hold.release_part(50).unwrap(); // 40 in use: small would fit, big would not
+        thread::sleep(Duration::from_millis(30));
+        assert!(rx.try_recv().is_err(), "nobody may be served while the big one waits");
+        drop(hold);
+        assert_eq!(rx.recv().unwrap(), "big");
+        assert_eq!(rx.recv().unwrap(), "small");
+        big.join().unwrap();
+        small.join().unwrap();
+        assert_eq!((b.in_use(), b.peak(), b.waiters()), (0, 100, 0));
+    }
+
+    #[test]
+    fn timed_out_front_waiter_unblocks_next() {
+        let b = Budget::new("device", 100);
+        let _hold = b.try_acquire(50).unwrap();
+        let b1 = b.clone();
+        let big = thread::spawn(move || b1.acquire(100, Duration::from_millis(50)));
+        while b.waiters() < 1 {
+            thread::yield_now();
+        }
+        let b2 = b.clone();
+        let small = thread::spawn(move || b2.acquire(40, Duration::from_secs(10)).map(|r| r.bytes()));
+        assert!(matches!(big.join().unwrap(), Err(VramError::Timeout { .. })));
+        assert_eq!(small.join().unwrap().unwrap(), 40);
+    }
+
+    #[test]
+    fn merge_same_budget_only() {
+        let a = Budget::new("device", 100);
+        let c = Budget::new("device", 100);
+        let mut r = a.try_acquire(10).unwrap();
+        r.merge(a.try_acquire(20).unwrap()).unwrap();
+        assert_eq!((r.bytes(), a.in_use()), (30, 30));
+        assert!(r.merge(c.try_acquire(5).unwrap()).is_err());
+        assert_eq!(c.in_use(), 0);
+        drop(r);
+        assert_eq!(a.in_use(), 0);
+    }
+}

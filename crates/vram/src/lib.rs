@@ -1,0 +1,151 @@
+//! VRAM and pinned-host-memory management for cuzk.
+//!
+//! Invariant: every device allocation goes through a [`Vram`] and is charged to its device
+//! [`Budget`] before memory is requested from the driver; the charge is returned only after the
+//! memory is freed. Every pinned/registered host allocation is charged to the host budget.
+//!
+//! Multi-buffer allocation is failure-atomic by construction: buffers are RAII, so allocating
+//! with `?` frees the earlier buffers and returns their budget when a later step fails:
+//!
+//! ```
+//! # use cuzk_vram::*;
+//! # use std::sync::Arc;
+//! # fn demo(vram: &Vram) -> Result<()> {
+//! let mut res = vram.reserve(Vram::bytes_for::<u64>(1024)? + Vram::bytes_for::<u32>(4096)?)?;
+//! let a = vram.alloc_in::<u64>(&mut res, 1024)?; // on error below, `a` and `res` drop here
+//! let b = vram.alloc_in::<u32>(&mut res, 4096)?;
+//! # drop((a, b)); Ok(()) }
+//! # demo(&Vram::with_budgets(Arc::new(FakeBackend::new(1 << 30)), Budget::new("device", 1 << 20), Budget::new("host", 1 << 20))).unwrap();
+//! ```
+
+mod backend;
+mod budget;
+mod buffer;
+mod config;
+mod error;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytemuck::Pod;
+
+pub use backend::{CudaBackend, DevicePtr, FakeBackend, FakeCounts, Faults, MemInfo, MemoryBackend, cuda_error_name};
+pub use budget::{Budget, Reservation};
+pub use buffer::{DEVICE_ALIGN, DeviceBuffer, PinnedBuffer, RegisteredHost, device_bytes_for};
+pub use config::{BudgetConfig, DEFAULT_MARGIN_FLOOR, DEFAULT_MARGIN_FRACTION, parse_size, physical_ram};
+pub use error::{Result, VramError};
+
+/// The allocator of one device: a memory backend plus the device and host budgets.
+/// Cheap to clone (shared state).
+#[derive(Clone, Debug)]
+pub struct Vram {
+    backend: Arc<dyn MemoryBackend>,
+    device: Budget,
+    host: Budget,
+    mem_at_start: Option<MemInfo>,
+}
+
+impl Vram {
+    /// Budgets from `cuMemGetInfo` now and `cfg` (see [`BudgetConfig`] for the formula).
+    pub fn new(backend: Arc<dyn MemoryBackend>, cfg: &BudgetConfig) -> Result<Self> {
+        let info = backend.mem_get_info()?;
+        let device = Budget::new("device", cfg.device_budget(info.free, info.total));
+        let host = Budget::new("host", cfg.pinned_budget(physical_ram()));
+        Ok(Self { backend, device, host, mem_at_start: Some(info) })
+    }
+
+    /// Explicit budgets (tests, or several `Vram`s sharing one host budget).
+    pub fn with_budgets(backend: Arc<dyn MemoryBackend>, device: Budget, host: Budget) -> Self {
+        Self { backend, device, host, mem_at_start: None }
+    }
+
+    pub fn backend(&self) -> &Arc<dyn MemoryBackend> {
+        &self.backend
+    }
+    pub fn budget(&self) -> &Budget {
+        &self.device
+    }
+    pub fn host_budget(&self) -> &Budget {
+        &self.host
+    }
+    /// What `cuMemGetInfo` said when the budget was computed (if built by [`Vram::new`]).
+    pub fn mem_at_start(&self) -> Option<MemInfo> {
+        self.mem_at_start
+    }
+
+    /// Device-budget bytes for `len` elements of `T` (rounded to [`DEVICE_ALIGN`]).
+    pub fn bytes_for<T>(len: usize) -> Result<u64> {
+        device_bytes_for::<T>(len)
+    }
+
+    /// Reserves device budget now or fails with `OutOfBudget` / `ExceedsBudget`.
+    pub fn reserve(&self, bytes: u64) -> Result<Reservation> {
+        self.device.try_acquire_or_err(bytes)
+    }
+
+    /// Reserves device budget, waiting up to `timeout` (first come, first served).
+    pub fn reserve_wait(&self, bytes: u64, timeout: Duration) -> Result<Reservation> {
+        self.device.acquire(bytes, timeout)
+    }
+
+    /// Allocates `len` elements, charging the budget; fails at once if the budget is short.
+    /// Contents are unspecified (whatever the device memory held).
+    pub fn alloc<T: Pod>(&self, len: usize) -> Result<DeviceBuffer<T>> {
+        let r = self.reserve(Self::bytes_for::<T>(len)?)?;
+        DeviceBuffer::new(self.backend.clone(), r, len)
+    }
+
+    /// As [`alloc`](Self::alloc) but waits up to `timeout` for budget.
+    pub fn alloc_wait<T: Pod>(&self, len: usize, timeout: Duration) -> Result<DeviceBuffer<T>> {
+        let r = self.reserve_wait(Self::bytes_for::<T>(len)?, timeout)?;
+        DeviceBuffer::new(self.backend.clone(), r, len)
+    }
+
+    /// Allocates `len` elements out of an existing reservation (which shrinks by
+    /// `bytes_for::<T>(len)`; the buffer returns those bytes to the budget when dropped).
+    pub fn alloc_in<T: Pod>(&self, from: &mut Reservation, len: usize) -> Result<DeviceBuffer<T>> {
+        if !from.budget().same_as(&self.device) {
+            return Err(VramError::InvalidSize("reservation is not from this device's budget".into()));
+        }
+        let r = from.split(Self::bytes_for::<T>(len)?)?;
+        DeviceBuffer::new(self.backend.clone(), r, len)
+    }
+
+    /// Allocates one buffer per length, all or nothing: the total is reserved first, and if
+    /// any allocation fails every earlier one is freed and the budget is restored exactly.
+    pub fn alloc_many<T: Pod>(&self, lens: &[usize]) -> Result<Vec<DeviceBuffer<T>>> {
+        let mut total = 0u64;
+        for &l in lens {
+            total = total
+                .checked_add(Self::bytes_for::<T>(l)?)
+                .ok_or_else(|| VramError::InvalidSize("total size overflows".into()))?;
+        }
+        let mut res = self.reserve(total)?;
+        lens.iter().map(|&l| self.alloc_in(&mut res, l)).collect()
+    }
+
+    /// Allocates and fills from `data` (synchronous copy).
+    pub fn from_host<T: Pod>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
+        let mut b = self.alloc(data.len())?;
+        b.copy_from_host(data)?;
+        Ok(b)
+    }
+
+    /// Page-locked, zeroed host buffer charged to the host budget.
+    pub fn pinned<T: Pod>(&self, len: usize) -> Result<PinnedBuffer<T>> {
+        let bytes = (len as u64)
+            .checked_mul(std::mem::size_of::<T>() as u64)
+            .ok_or_else(|| VramError::InvalidSize(format!("{len} elements overflow")))?;
+        let r = self.host.try_acquire_or_err(bytes)?;
+        PinnedBuffer::new(self.backend.clone(), r, len)
+    }
+
+    /// Page-locks `data` until the returned guard drops; charged to the host budget.
+    pub fn register<'a, T: Pod>(&self, data: &'a mut [T]) -> Result<RegisteredHost<'a, T>> {
+        let r = self.host.try_acquire_or_err(std::mem::size_of_val(data) as u64)?;
+        RegisteredHost::new(self.backend.clone(), r, data)
+    }
+}
+
+#[cfg(test)]
+mod tests;
