@@ -20,6 +20,7 @@ macro_rules! curve_group {
         generator = $generator:ident, affine_on_curve = $affine_on_curve:ident,
         affine_in_group = $affine_in_group:ident, batch_to_affine = $batch_to_affine:ident,
         compress = $compress:ident, serialize = $serialize:ident,
+        pippenger = $pippenger:ident, pippenger_scratch = $pippenger_scratch:ident,
         uncompress = $uncompress:ident,
     ) => {
         /// A point in affine coordinates, as stored in proving keys; the identity is `(0, 0)`.
@@ -238,6 +239,39 @@ macro_rules! curve_group {
                 $affine(out)
             }
 
+            /// `Σ scalars[i] · points[i]` by blst's single-threaded Pippenger; `None` when the
+            /// lengths differ. Parallel and sparse-aware MSM is built on this in `cuzk-msm`.
+            pub fn pippenger(points: &[$affine], scalars: &[Fr]) -> Option<Self> {
+                if points.len() != scalars.len() {
+                    return None;
+                }
+                if points.is_empty() {
+                    return Some(Self::identity());
+                }
+                let bytes: Vec<blst_scalar> = scalars.iter().map(|s| s.to_blst_scalar()).collect();
+                // blst convention: a pointer array whose second entry is null names one
+                // contiguous array.
+                let point_ptrs = [points.as_ptr() as *const $raw_affine, core::ptr::null()];
+                let scalar_ptrs = [bytes.as_ptr() as *const u8, core::ptr::null()];
+                // SAFETY: blst asks for this many bytes of scratch, rounded up to whole limbs.
+                let scratch_bytes = unsafe { $pippenger_scratch(points.len()) };
+                let mut scratch = vec![0u64; scratch_bytes.div_ceil(8)];
+                let mut out = $raw_proj::default();
+                // SAFETY: `points` and `bytes` are contiguous arrays of `points.len()` elements
+                // (each scalar 32 bytes, of which 255 bits are read); `scratch` is large enough.
+                unsafe {
+                    $pippenger(
+                        &mut out,
+                        point_ptrs.as_ptr(),
+                        points.len(),
+                        scalar_ptrs.as_ptr(),
+                        255,
+                        scratch.as_mut_ptr(),
+                    )
+                };
+                Some(Self(out))
+            }
+
             /// Converts many points with one field inversion.
             pub fn batch_to_affine(points: &[Self]) -> Vec<$affine> {
                 let mut out = vec![$affine::default(); points.len()];
@@ -375,6 +409,7 @@ curve_group! {
     generator = blst_p1_generator, affine_on_curve = blst_p1_affine_on_curve,
     affine_in_group = blst_p1_affine_in_g1, batch_to_affine = blst_p1s_to_affine,
     compress = blst_p1_affine_compress, serialize = blst_p1_affine_serialize,
+    pippenger = blst_p1s_mult_pippenger, pippenger_scratch = blst_p1s_mult_pippenger_scratch_sizeof,
     uncompress = blst_p1_uncompress,
 }
 
@@ -387,6 +422,7 @@ curve_group! {
     generator = blst_p2_generator, affine_on_curve = blst_p2_affine_on_curve,
     affine_in_group = blst_p2_affine_in_g2, batch_to_affine = blst_p2s_to_affine,
     compress = blst_p2_affine_compress, serialize = blst_p2_affine_serialize,
+    pippenger = blst_p2s_mult_pippenger, pippenger_scratch = blst_p2s_mult_pippenger_scratch_sizeof,
     uncompress = blst_p2_uncompress,
 }
 
@@ -510,6 +546,37 @@ mod tests {
             G1Affine::from_uncompressed(&flagged),
             Err(DecodeError::BadEncoding)
         );
+    }
+
+    #[test]
+    fn pippenger_matches_sum_of_products() {
+        let mut rng = ChaCha20Rng::seed_from_u64(9);
+        for n in [0usize, 1, 2, 3, 17, 64] {
+            let mut points: Vec<G1Affine> = (0..n)
+                .map(|_| G1Projective::random(&mut rng).to_affine())
+                .collect();
+            let scalars: Vec<Fr> = (0..n).map(|_| Fr::random(&mut rng)).collect();
+            if n > 2 {
+                points[1] = G1Affine::identity();
+                points[2] = -points[0];
+            }
+            let expected: G1Projective = points.iter().zip(&scalars).map(|(p, s)| *p * *s).sum();
+            assert_eq!(
+                G1Projective::pippenger(&points, &scalars),
+                Some(expected),
+                "n = {n}"
+            );
+            let g2: Vec<G2Affine> = (0..n)
+                .map(|_| G2Projective::random(&mut rng).to_affine())
+                .collect();
+            let expected: G2Projective = g2.iter().zip(&scalars).map(|(p, s)| *p * *s).sum();
+            assert_eq!(
+                G2Projective::pippenger(&g2, &scalars),
+                Some(expected),
+                "n = {n}"
+            );
+        }
+        assert_eq!(G1Projective::pippenger(&[G1Affine::generator()], &[]), None);
     }
 
     proptest! {
