@@ -1,0 +1,424 @@
+// cuzk: Montgomery arithmetic over N 32-bit limbs (little-endian), for moduli with at least one
+// spare top bit (p < 2^(32N-1)); BLS12-381's Fr (255 bits, N=8) and Fp (381 bits, N=12) qualify.
+//
+// Design (ideas from supranational/sppark ff/mont_t.cuh, code written for cuzk):
+//  * every limb loop is fully unrolled (N is a template constant) so the element lives in
+//    registers; no run-time indexing, no local memory;
+//  * products are accumulated with PTX carry chains (mad.lo.cc / madc.hi.cc); a row a*b_i is
+//    split into two chains, the even limbs a[0],a[2],.. (writing positions j, j+1 consecutively)
+//    and the odd limbs a[1],a[3],.., so that each chain alternates lo/hi without gaps;
+//  * multiplication is CIOS: one accumulator t[0..N], per row t += a*b_i, m = t[0]*M0,
+//    t += m*p, t >>= 32 (the shift is a register rename);
+//  * squaring computes the 2N-limb square (cross products once, doubled, plus the diagonal)
+//    and reduces it with redc_wide (lo*R^-1 via N reduction-only rows, plus hi);
+//  * the wide (unreduced 2N-limb) product and redc_wide are public so that Fp2 can use lazy
+//    reduction (3 wide products, 2 reductions).
+//
+// Reduction guarantees (p < 2^(32N-1), R = 2^(32N)):
+//  * every public operation takes canonical inputs (< p) and returns canonical outputs (< p);
+//  * mul: T_{i+1} = (T_i + a*b_i + m*p)/2^32 < 2p whenever a < p, T_i < 2p; before the shift
+//    T_i + a*b_i + m*p < 2p + 2^33 p < 2^(32N+32), so N+1 accumulator limbs never overflow;
+//    the result (< 2p) gets one conditional subtraction;
+//  * redc_wide(X) requires X < p*R: lo*R^-1 (reduction rows only) is <= p, hi = floor(X/R) < p,
+//    their sum < 2p, one conditional subtraction.
+#pragma once
+
+#include <cstdint>
+#include "ptx.cuh"
+
+namespace cuzk {
+
+// P must provide:
+//   static constexpr int n;                   number of 32-bit limbs (even, >= 4)
+//   static CUZK_DEV uint32_t mod(int i);      modulus limbs
+//   static CUZK_DEV uint32_t m0();            -p^-1 mod 2^32
+//   static CUZK_DEV uint32_t one(int i);      R mod p (Montgomery one)
+//   static CUZK_DEV uint32_t rr(int i);       R^2 mod p (to Montgomery)
+template <class P>
+struct __align__(16) mont_t {
+    static constexpr int n = P::n;
+    static_assert(n % 2 == 0 && n >= 4, "limb count must be even and >= 4");
+    using params = P;
+
+    uint32_t v[n];
+
+    CUZK_DEV uint32_t& operator[](int i) { return v[i]; }
+    CUZK_DEV const uint32_t& operator[](int i) const { return v[i]; }
+
+    // ---- constants / predicates ----------------------------------------------------------------
+    static CUZK_DEV mont_t zero()
+    {
+        mont_t r;
+#pragma unroll
+        for (int i = 0; i < n; i++) r.v[i] = 0;
+        return r;
+    }
+    static CUZK_DEV mont_t one()
+    {
+        mont_t r;
+#pragma unroll
+        for (int i = 0; i < n; i++) r.v[i] = P::one(i);
+        return r;
+    }
+    static CUZK_DEV mont_t modulus()
+    {
+        mont_t r;
+#pragma unroll
+        for (int i = 0; i < n; i++) r.v[i] = P::mod(i);
+        return r;
+    }
+    CUZK_DEV bool is_zero() const
+    {
+        uint32_t acc = v[0];
+#pragma unroll
+        for (int i = 1; i < n; i++) acc |= v[i];
+        return acc == 0;
+    }
+    // equality of canonical representatives
+    friend CUZK_DEV bool operator==(const mont_t& a, const mont_t& b)
+    {
+        uint32_t acc = 0;
+#pragma unroll
+        for (int i = 0; i < n; i++) acc |= a.v[i] ^ b.v[i];
+        return acc == 0;
+    }
+    friend CUZK_DEV bool operator!=(const mont_t& a, const mont_t& b) { return !(a == b); }
+
+    // ---- reduction helpers -----------------------------------------------------------------------
+    // x in [0, 2p) -> [0, p)  (branch-free: compute x - p, keep x if that borrowed)
+    static CUZK_DEV void final_sub(uint32_t x[n])
+    {
+        uint32_t d[n];
+        d[0] = ptx::sub_cc(x[0], P::mod(0));
+#pragma unroll
+        for (int i = 1; i < n; i++) d[i] = ptx::subc_cc(x[i], P::mod(i));
+        uint32_t borrow = ptx::borrow_mask();
+#pragma unroll
+        for (int i = 0; i < n; i++) x[i] = borrow ? x[i] : d[i];
+    }
+
+    // ---- additive ops (canonical in, canonical out) -------------------------------------------
+    friend CUZK_DEV mont_t operator+(const mont_t& a, const mont_t& b)
+    {
+        mont_t r;
+        r.v[0] = ptx::add_cc(a.v[0], b.v[0]);
+#pragma unroll
+        for (int i = 1; i < n; i++) r.v[i] = ptx::addc_cc(a.v[i], b.v[i]);
+        // a + b < 2p < 2^(32n): no carry out of the top limb
+        final_sub(r.v);
+        return r;
+    }
+    friend CUZK_DEV mont_t operator-(const mont_t& a, const mont_t& b)
+    {
+        mont_t r;
+        r.v[0] = ptx::sub_cc(a.v[0], b.v[0]);
+#pragma unroll
+        for (int i = 1; i < n; i++) r.v[i] = ptx::subc_cc(a.v[i], b.v[i]);
+        uint32_t mask = ptx::borrow_mask();   // all ones iff a < b
+        r.v[0] = ptx::add_cc(r.v[0], P::mod(0) & mask);
+#pragma unroll
+        for (int i = 1; i < n - 1; i++) r.v[i] = ptx::addc_cc(r.v[i], P::mod(i) & mask);
+        r.v[n - 1] = ptx::addc(r.v[n - 1], P::mod(n - 1) & mask);
+        return r;
+    }
+    CUZK_DEV mont_t operator-() const
+    {
+        mont_t r;
+        r.v[0] = ptx::sub_cc(P::mod(0), v[0]);
+#pragma unroll
+        for (int i = 1; i < n - 1; i++) r.v[i] = ptx::subc_cc(P::mod(i), v[i]);
+        r.v[n - 1] = ptx::subc(P::mod(n - 1), v[n - 1]);
+        uint32_t mask = is_zero() ? 0u : ~0u;   // -0 = 0, not p
+#pragma unroll
+        for (int i = 0; i < n; i++) r.v[i] &= mask;
+        return r;
+    }
+    CUZK_DEV mont_t& operator+=(const mont_t& b) { return *this = *this + b; }
+    CUZK_DEV mont_t& operator-=(const mont_t& b) { return *this = *this - b; }
+    CUZK_DEV mont_t dbl() const { return *this + *this; }
+    // conditional negation (flag uniform or not; branch-free)
+    CUZK_DEV mont_t cneg(bool flag) const
+    {
+        mont_t ng = -*this;
+        mont_t r;
+#pragma unroll
+        for (int i = 0; i < n; i++) r.v[i] = flag ? ng.v[i] : v[i];
+        return r;
+    }
+
+    // ---- lazy (unreduced) helpers for extension fields; value semantics documented per use ----
+    // plain a + b over n limbs, no reduction: caller guarantees a + b < 2^(32n)
+    static CUZK_DEV mont_t add_nored(const mont_t& a, const mont_t& b)
+    {
+        mont_t r;
+        r.v[0] = ptx::add_cc(a.v[0], b.v[0]);
+#pragma unroll
+        for (int i = 1; i < n - 1; i++) r.v[i] = ptx::addc_cc(a.v[i], b.v[i]);
+        r.v[n - 1] = ptx::addc(a.v[n - 1], b.v[n - 1]);
+        return r;
+    }
+
+    // ---- wide product: w[0..2n) = a * b (any a, b < 2^(32n)) ------------------------------------
+    // Row i adds a*b_i at limb offset i as two chains (even / odd limbs of a). After row i the
+    // partial sum is a*(b mod 2^(32(i+1))) < 2^(32(n+i+1)), so nothing carries past limb n+i, and
+    // limb n+i is first written in row i. 2n^2 IMAD.
+    static CUZK_DEV void mul_wide(uint32_t w[2 * n], const mont_t& a, const mont_t& b)
+    {
+        // row 0: even limbs assigned, odd limbs accumulated
+        uint32_t b0 = b.v[0];
+#pragma unroll
+        for (int j = 0; j < n; j += 2) {
+            w[j] = a.v[j] * b0;
+            w[j + 1] = __umulhi(a.v[j], b0);
+        }
+        ptx::mad_lo_cc(w[1], a.v[1], b0);
+#pragma unroll
+        for (int j = 1; j < n - 2; j += 2) {
+            ptx::madc_hi_cc(w[j + 1], a.v[j], b0);
+            ptx::madc_lo_cc(w[j + 2], a.v[j + 2], b0);
+        }
+        w[n] = ptx::madc_hi_0(a.v[n - 1], b0);
+
+#pragma unroll
+        for (int i = 1; i < n; i++) {
+            uint32_t bi = b.v[i];
+            // odd chain: positions i+1 .. i+n (i+n fresh)
+            ptx::mad_lo_cc(w[i + 1], a.v[1], bi);
+#pragma unroll
+            for (int j = 1; j < n - 2; j += 2) {
+                ptx::madc_hi_cc(w[i + j + 1], a.v[j], bi);
+                ptx::madc_lo_cc(w[i + j + 2], a.v[j + 2], bi);
+            }
+            w[i + n] = ptx::madc_hi_0(a.v[n - 1], bi);
+            // even chain: positions i .. i+n-1, carry into i+n
+            ptx::mad_lo_cc(w[i], a.v[0], bi);
+            ptx::madc_hi_cc(w[i + 1], a.v[0], bi);
+#pragma unroll
+            for (int j = 2; j < n; j += 2) {
+                ptx::madc_lo_cc(w[i + j], a.v[j], bi);
+                ptx::madc_hi_cc(w[i + j + 1], a.v[j], bi);
+            }
+            ptx::addc_0(w[i + n]);
+        }
+    }
+
+    // ---- wide square: w[0..2n) = a^2 (any a < 2^(32n)); n^2 + n IMAD -----------------------------
+    static CUZK_DEV void sqr_wide(uint32_t w[2 * n], const mont_t& a)
+    {
+        // cross products S = sum_{i<j} a_i a_j 2^(32(i+j)) into w[1..2n-2].
+        // Row i, terms j = i+1..n-1 at positions i+j (lo), i+j+1 (hi), split by parity of j-i-1:
+        // chain A (j = i+1, i+3, ..) and chain B (j = i+2, i+4, ..). The partial sum after row i
+        // is < 2^(32(n+i+1)); limb n+i is first written in row i, by the chain holding j = n-1.
+        {
+            // row 0: chain A (odd j) assigned, chain B (even j >= 2) accumulated
+            uint32_t a0 = a.v[0];
+#pragma unroll
+            for (int j = 1; j < n; j += 2) {
+                w[j] = a.v[j] * a0;
+                w[j + 1] = __umulhi(a.v[j], a0);
+            }
+            ptx::mad_lo_cc(w[2], a.v[2], a0);
+            ptx::madc_hi_cc(w[3], a.v[2], a0);
+#pragma unroll
+            for (int j = 4; j < n; j += 2) {
+                ptx::madc_lo_cc(w[j], a.v[j], a0);
+                ptx::madc_hi_cc(w[j + 1], a.v[j], a0);
+            }
+            ptx::addc_0(w[n]);
+        }
+#pragma unroll
+        for (int i = 1; i < n - 1; i++) {
+            uint32_t ai = a.v[i];
+            // first chain: the one containing j = n-1, i.e. j = n-1, n-3, .. >= i+1 (ascending).
+            // (n-1) - (i+1) = n-2-i; it is chain A iff i is even.
+            const int jf = (i % 2 == 0) ? i + 1 : i + 2;   // first j of that chain
+            // second chain: the other parity, ends at j = n-2, position i+n-1, carry into i+n
+            const int js = (i % 2 == 0) ? i + 2 : i + 1;
+            ptx::mad_lo_cc(w[i + jf], a.v[jf], ai);
+#pragma unroll
+            for (int j = jf; j < n - 1; j += 2) {
+                ptx::madc_hi_cc(w[i + j + 1], a.v[j], ai);
+                ptx::madc_lo_cc(w[i + j + 2], a.v[j + 2], ai);
+            }
+            w[i + n] = ptx::madc_hi_0(a.v[n - 1], ai);
+            if (js <= n - 2) {
+                ptx::mad_lo_cc(w[i + js], a.v[js], ai);
+                ptx::madc_hi_cc(w[i + js + 1], a.v[js], ai);
+#pragma unroll
+                for (int j = js + 2; j <= n - 2; j += 2) {
+                    ptx::madc_lo_cc(w[i + j], a.v[j], ai);
+                    ptx::madc_hi_cc(w[i + j + 1], a.v[j], ai);
+                }
+                ptx::addc_0(w[i + n]);
+            }
+        }
+        // double: w[0] = 0 and w[2n-1] = 0 so far; 2S < 2^(64n)
+        w[2 * n - 1] = w[2 * n - 2] >> 31;
+#pragma unroll
+        for (int k = 2 * n - 2; k >= 2; k--) w[k] = __funnelshift_l(w[k - 1], w[k], 1);
+        w[1] = w[1] << 1;
+        // diagonal a_i^2 at positions 2i, 2i+1; the total a^2 < 2^(64n): no carry out
+        w[0] = a.v[0] * a.v[0];
+        ptx::mad_hi_cc(w[1], a.v[0], a.v[0]);
+#pragma unroll
+        for (int i = 1; i < n - 1; i++) {
+            ptx::madc_lo_cc(w[2 * i], a.v[i], a.v[i]);
+            ptx::madc_hi_cc(w[2 * i + 1], a.v[i], a.v[i]);
+        }
+        ptx::madc_lo_cc(w[2 * n - 2], a.v[n - 1], a.v[n - 1]);
+        ptx::madc_hi(w[2 * n - 1], a.v[n - 1], a.v[n - 1]);
+    }
+
+    // ---- reduction-only rows: t <- t * R^-1 mod p, result in [0, p] (not reduced) -------------
+    // n rows of m = t0*M0; t = (t + m*p) >> 32. With t < R: (t + m p)/2^32 < R/2^32 + p, and after
+    // n rows t_final = (t + M p)/R < 1 + p. 2n^2 + n IMAD.
+    static CUZK_DEV void redc_rows(uint32_t t[n])
+    {
+        const uint32_t M0 = P::m0();
+#pragma unroll
+        for (int i = 0; i < n; i++) {
+            uint32_t m = t[0] * M0;
+            uint32_t top;
+            // even chain: positions 0..n-1, carry into top
+            ptx::mad_lo_cc(t[0], P::mod(0), m);   // t[0] becomes 0
+            ptx::madc_hi_cc(t[1], P::mod(0), m);
+#pragma unroll
+            for (int j = 2; j < n; j += 2) {
+                ptx::madc_lo_cc(t[j], P::mod(j), m);
+                ptx::madc_hi_cc(t[j + 1], P::mod(j), m);
+            }
+            top = ptx::carry_out();
+            // odd chain: positions 1..n
+            ptx::mad_lo_cc(t[1], P::mod(1), m);
+#pragma unroll
+            for (int j = 1; j < n - 2; j += 2) {
+                ptx::madc_hi_cc(t[j + 1], P::mod(j), m);
+                ptx::madc_lo_cc(t[j + 2], P::mod(j + 2), m);
+            }
+            ptx::madc_hi(top, P::mod(n - 1), m);
+            // shift
+#pragma unroll
+            for (int k = 0; k < n - 1; k++) t[k] = t[k + 1];
+            t[n - 1] = top;
+        }
+    }
+
+    // X = w[0..2n) < p*R  ->  X * R^-1 mod p, canonical
+    static CUZK_DEV mont_t redc_wide(uint32_t w[2 * n])
+    {
+        mont_t lo;
+#pragma unroll
+        for (int i = 0; i < n; i++) lo.v[i] = w[i];
+        redc_rows(lo.v);   // <= p
+        mont_t r;
+        r.v[0] = ptx::add_cc(lo.v[0], w[n]);
+#pragma unroll
+        for (int i = 1; i < n - 1; i++) r.v[i] = ptx::addc_cc(lo.v[i], w[n + i]);
+        r.v[n - 1] = ptx::addc(lo.v[n - 1], w[2 * n - 1]);   // <= p + (p-1) < 2p
+        final_sub(r.v);
+        return r;
+    }
+
+    // ---- Montgomery multiplication (CIOS), a, b < p -> a*b*R^-1 mod p, canonical ---------------
+    // 4n^2 + n IMAD, n+1 accumulator registers.
+    friend CUZK_DEV mont_t operator*(const mont_t& a, const mont_t& b)
+    {
+        const uint32_t M0 = P::m0();
+        uint32_t t[n + 1];
+        // row 0: t = a*b_0 (even limbs assigned, odd accumulated; t[n] fresh)
+        {
+            uint32_t b0 = b.v[0];
+#pragma unroll
+            for (int j = 0; j < n; j += 2) {
+                t[j] = a.v[j] * b0;
+                t[j + 1] = __umulhi(a.v[j], b0);
+            }
+            ptx::mad_lo_cc(t[1], a.v[1], b0);
+#pragma unroll
+            for (int j = 1; j < n - 2; j += 2) {
+                ptx::madc_hi_cc(t[j + 1], a.v[j], b0);
+                ptx::madc_lo_cc(t[j + 2], a.v[j + 2], b0);
+            }
+            t[n] = ptx::madc_hi_0(a.v[n - 1], b0);
+        }
+#pragma unroll
+        for (int i = 0; i < n; i++) {
+            if (i > 0) {
+                uint32_t bi = b.v[i];
+                // even chain: t[0..n-1] += even limbs of a*bi, carry into fresh t[n]
+                ptx::mad_lo_cc(t[0], a.v[0], bi);
+                ptx::madc_hi_cc(t[1], a.v[0], bi);
+#pragma unroll
+                for (int j = 2; j < n; j += 2) {
+                    ptx::madc_lo_cc(t[j], a.v[j], bi);
+                    ptx::madc_hi_cc(t[j + 1], a.v[j], bi);
+                }
+                t[n] = ptx::carry_out();
+                // odd chain: t[1..n]
+                ptx::mad_lo_cc(t[1], a.v[1], bi);
+#pragma unroll
+                for (int j = 1; j < n - 2; j += 2) {
+                    ptx::madc_hi_cc(t[j + 1], a.v[j], bi);
+                    ptx::madc_lo_cc(t[j + 2], a.v[j + 2], bi);
+                }
+                ptx::madc_hi(t[n], a.v[n - 1], bi);
+            }
+            // reduction: t += m*p, t[0] becomes 0
+            uint32_t m = t[0] * M0;
+            ptx::mad_lo_cc(t[0], P::mod(0), m);
+            ptx::madc_hi_cc(t[1], P::mod(0), m);
+#pragma unroll
+            for (int j = 2; j < n; j += 2) {
+                ptx::madc_lo_cc(t[j], P::mod(j), m);
+                ptx::madc_hi_cc(t[j + 1], P::mod(j), m);
+            }
+            ptx::addc_0(t[n]);
+            ptx::mad_lo_cc(t[1], P::mod(1), m);
+#pragma unroll
+            for (int j = 1; j < n - 2; j += 2) {
+                ptx::madc_hi_cc(t[j + 1], P::mod(j), m);
+                ptx::madc_lo_cc(t[j + 2], P::mod(j + 2), m);
+            }
+            ptx::madc_hi(t[n], P::mod(n - 1), m);
+            // shift down one limb (t[0] == 0)
+#pragma unroll
+            for (int k = 0; k < n; k++) t[k] = t[k + 1];
+        }
+        mont_t r;
+#pragma unroll
+        for (int k = 0; k < n; k++) r.v[k] = t[k];   // < 2p
+        final_sub(r.v);
+        return r;
+    }
+    CUZK_DEV mont_t& operator*=(const mont_t& b) { return *this = *this * b; }
+
+    // a^2 via the wide square (n^2 + n IMAD) and redc_wide (2n^2 + n): a < p -> a^2 < p^2 < pR
+    CUZK_DEV mont_t sqr() const
+    {
+        uint32_t w[2 * n];
+        sqr_wide(w, *this);
+        return redc_wide(w);
+    }
+
+    // ---- conversions -----------------------------------------------------------------------------
+    // Montgomery form -> canonical integer (multiply by 1)
+    CUZK_DEV mont_t to_canonical() const
+    {
+        mont_t r = *this;
+        redc_rows(r.v);   // <= p
+        final_sub(r.v);
+        return r;
+    }
+    // canonical integer (< p) -> Montgomery form (multiply by R^2)
+    CUZK_DEV mont_t to_mont() const
+    {
+        mont_t rr;
+#pragma unroll
+        for (int i = 0; i < n; i++) rr.v[i] = P::rr(i);
+        return *this * rr;
+    }
+};
+
+template <class P> CUZK_DEV mont_t<P> sqr(const mont_t<P>& a) { return a.sqr(); }
+
+} // namespace cuzk

@@ -1,0 +1,139 @@
+// cuzk: test and benchmark kernels for the field (ff/) and curve (ec/) headers.
+// Element-wise kernels use a grid-stride loop over n elements; point kernels return Jacobian
+// coordinates (blst_p1 / blst_p2 layout) so the host can compare with blst. Every input must be
+// canonical (< modulus), every output is canonical.
+#include "ff/bls12_381.cuh"
+#include "ec/bls12_381.cuh"
+
+using namespace cuzk;
+
+#define GRID_STRIDE(i, n) \
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += gridDim.x * blockDim.x)
+
+// ---- element-wise field ops -----------------------------------------------------------------------
+#define FIELD_BINARY(NAME, T, EXPR)                                                          \
+    extern "C" __global__ void __launch_bounds__(256)                                        \
+    NAME(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out, uint32_t n) \
+    {                                                                                        \
+        GRID_STRIDE(i, n) { T x = a[i]; T y = b[i]; out[i] = (EXPR); }                       \
+    }
+#define FIELD_UNARY(NAME, T, EXPR)                                                           \
+    extern "C" __global__ void __launch_bounds__(256)                                        \
+    NAME(const T* __restrict__ a, T* __restrict__ out, uint32_t n)                           \
+    {                                                                                        \
+        GRID_STRIDE(i, n) { T x = a[i]; out[i] = (EXPR); }                                   \
+    }
+
+FIELD_BINARY(fr_mul, fr_t, x * y)
+FIELD_BINARY(fr_add, fr_t, x + y)
+FIELD_BINARY(fr_sub, fr_t, x - y)
+FIELD_UNARY(fr_sqr, fr_t, x.sqr())
+FIELD_UNARY(fr_neg, fr_t, -x)
+FIELD_UNARY(fr_dbl, fr_t, x.dbl())
+FIELD_UNARY(fr_to_canonical, fr_t, x.to_canonical())
+FIELD_UNARY(fr_to_mont, fr_t, x.to_mont())
+
+FIELD_BINARY(fp_mul, fp_t, x * y)
+FIELD_BINARY(fp_add, fp_t, x + y)
+FIELD_BINARY(fp_sub, fp_t, x - y)
+FIELD_UNARY(fp_sqr, fp_t, x.sqr())
+FIELD_UNARY(fp_neg, fp_t, -x)
+FIELD_UNARY(fp_dbl, fp_t, x.dbl())
+FIELD_UNARY(fp_to_canonical, fp_t, x.to_canonical())
+FIELD_UNARY(fp_to_mont, fp_t, x.to_mont())
+
+FIELD_BINARY(fp2_mul, fp2_t, x * y)
+FIELD_BINARY(fp2_add, fp2_t, x + y)
+FIELD_BINARY(fp2_sub, fp2_t, x - y)
+FIELD_UNARY(fp2_sqr, fp2_t, x.sqr())
+FIELD_UNARY(fp2_neg, fp2_t, -x)
+
+// ---- point ops: Jacobian in (arbitrary Z), Jacobian out --------------------------------------------
+#define POINT_KERNELS(G, F)                                                                          \
+    extern "C" __global__ void __launch_bounds__(128)                                                \
+    G##_xyzz_add(const jacobian_t<F>* __restrict__ a, const jacobian_t<F>* __restrict__ b,           \
+                 jacobian_t<F>* __restrict__ out, uint32_t n)                                        \
+    {                                                                                                \
+        GRID_STRIDE(i, n) {                                                                          \
+            xyzz_t<F> p = xyzz_t<F>::from_jacobian(a[i]);                                            \
+            xyzz_t<F> q = xyzz_t<F>::from_jacobian(b[i]);                                            \
+            out[i] = p.add(q).to_jacobian();                                                         \
+        }                                                                                            \
+    }                                                                                                \
+    extern "C" __global__ void __launch_bounds__(128)                                                \
+    G##_xyzz_dbl(const jacobian_t<F>* __restrict__ a, jacobian_t<F>* __restrict__ out, uint32_t n)  \
+    {                                                                                                \
+        GRID_STRIDE(i, n) { out[i] = xyzz_t<F>::from_jacobian(a[i]).dbl().to_jacobian(); }          \
+    }                                                                                                \
+    extern "C" __global__ void __launch_bounds__(128)                                                \
+    G##_xyzz_add_affine(const jacobian_t<F>* __restrict__ a, const affine_t<F>* __restrict__ b,     \
+                        jacobian_t<F>* __restrict__ out, uint32_t n)                                 \
+    {                                                                                                \
+        GRID_STRIDE(i, n) {                                                                          \
+            out[i] = xyzz_t<F>::from_jacobian(a[i]).add_affine(b[i]).to_jacobian();                  \
+        }                                                                                            \
+    }                                                                                                \
+    extern "C" __global__ void __launch_bounds__(128)                                                \
+    G##_jacobian_add(const jacobian_t<F>* __restrict__ a, const jacobian_t<F>* __restrict__ b,       \
+                     jacobian_t<F>* __restrict__ out, uint32_t n)                                    \
+    {                                                                                                \
+        GRID_STRIDE(i, n) { out[i] = a[i].add(b[i]); }                                               \
+    }                                                                                                \
+    extern "C" __global__ void __launch_bounds__(128)                                                \
+    G##_jacobian_dbl(const jacobian_t<F>* __restrict__ a, jacobian_t<F>* __restrict__ out,          \
+                     uint32_t n)                                                                     \
+    {                                                                                                \
+        GRID_STRIDE(i, n) { out[i] = a[i].dbl(); }                                                   \
+    }                                                                                                \
+    extern "C" __global__ void __launch_bounds__(128)                                                \
+    G##_jacobian_add_affine(const jacobian_t<F>* __restrict__ a, const affine_t<F>* __restrict__ b, \
+                            jacobian_t<F>* __restrict__ out, uint32_t n)                             \
+    {                                                                                                \
+        GRID_STRIDE(i, n) { out[i] = a[i].add_affine(b[i]); }                                        \
+    }
+
+POINT_KERNELS(g1, fp_t)
+POINT_KERNELS(g2, fp2_t)
+
+// ---- throughput benches ---------------------------------------------------------------------------
+// Thread t < n loads x = in[t], y = in[(t + 1) % n], runs CHAINS independent dependent chains
+// c_k <- c_k * y for `iters` iterations (CHAINS * iters multiplications), and writes the sum of the
+// chains so nothing is optimised away. Multiplications performed = n * iters * CHAINS.
+template <class T, int CHAINS>
+__device__ __forceinline__ void mul_bench(const T* __restrict__ in, T* __restrict__ out, uint32_t n,
+                                          uint32_t iters)
+{
+    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    T y = in[t + 1 < n ? t + 1 : 0];
+    T c[CHAINS];
+    c[0] = in[t];
+#pragma unroll
+    for (int k = 1; k < CHAINS; k++) c[k] = c[k - 1] + y;
+#pragma unroll 1
+    for (uint32_t it = 0; it < iters; it++) {
+#pragma unroll
+        for (int k = 0; k < CHAINS; k++) c[k] = c[k] * y;
+    }
+#pragma unroll
+    for (int k = 1; k < CHAINS; k++) c[0] = c[0] + c[k];
+    out[t] = c[0];
+}
+
+#define FR_BENCH_CHAINS 4
+#define FP_BENCH_CHAINS 4
+#define FP2_BENCH_CHAINS 2
+
+extern "C" __global__ void __launch_bounds__(256)
+fr_mul_bench(const fr_t* __restrict__ in, fr_t* __restrict__ out, uint32_t n, uint32_t iters)
+{ mul_bench<fr_t, FR_BENCH_CHAINS>(in, out, n, iters); }
+extern "C" __global__ void __launch_bounds__(256)
+fp_mul_bench(const fp_t* __restrict__ in, fp_t* __restrict__ out, uint32_t n, uint32_t iters)
+{ mul_bench<fp_t, FP_BENCH_CHAINS>(in, out, n, iters); }
+extern "C" __global__ void __launch_bounds__(256)
+fp2_mul_bench(const fp2_t* __restrict__ in, fp2_t* __restrict__ out, uint32_t n, uint32_t iters)
+{ mul_bench<fp2_t, FP2_BENCH_CHAINS>(in, out, n, iters); }
+
+// chain counts, so the host computes the operation count without hard-coding them
+extern "C" __global__ void bench_chains(uint32_t* out)
+{ out[0] = FR_BENCH_CHAINS; out[1] = FP_BENCH_CHAINS; out[2] = FP2_BENCH_CHAINS; }
