@@ -2,6 +2,7 @@
 #pragma once
 
 #include "../ff/mont.cuh"
+#include "ec_field.cuh"
 
 namespace cuzk {
 

@@ -25,16 +25,16 @@ struct __align__(16) jacobian_t {
     // dbl-2009-l; the identity maps to Z3 = 0 with no branch
     CUZK_DEV jacobian_t dbl() const
     {
-        F A = X.sqr();
-        F B = Y.sqr();
-        F C = B.sqr();
-        F D = ((X + B).sqr() - A - C).dbl();
+        F A = ec_sqr(X);
+        F B = ec_sqr(Y);
+        F C = ec_sqr(B);
+        F D = (ec_sqr(X + B) - A - C).dbl();
         F E = A.dbl() + A;
-        F Fv = E.sqr();
+        F Fv = ec_sqr(E);
         jacobian_t r;
         r.X = Fv - D.dbl();
-        r.Y = E * (D - r.X) - C.dbl().dbl().dbl();
-        r.Z = (Y * Z).dbl();
+        r.Y = ec_mul(E, D - r.X) - C.dbl().dbl().dbl();
+        r.Z = ec_mul(Y, Z).dbl();
         return r;
     }
 
@@ -43,26 +43,26 @@ struct __align__(16) jacobian_t {
     {
         if (is_inf()) return q;
         if (q.is_inf()) return *this;
-        F Z1Z1 = Z.sqr();
-        F Z2Z2 = q.Z.sqr();
-        F U1 = X * Z2Z2;
-        F U2 = q.X * Z1Z1;
-        F S1 = Y * q.Z * Z2Z2;
-        F S2 = q.Y * Z * Z1Z1;
+        F Z1Z1 = ec_sqr(Z);
+        F Z2Z2 = ec_sqr(q.Z);
+        F U1 = ec_mul(X, Z2Z2);
+        F U2 = ec_mul(q.X, Z1Z1);
+        F S1 = ec_mul(ec_mul(Y, q.Z), Z2Z2);
+        F S2 = ec_mul(ec_mul(q.Y, Z), Z1Z1);
         F H = U2 - U1;
         F rr = S2 - S1;
         if (H.is_zero()) {
             if (rr.is_zero()) return dbl();
             return inf();
         }
-        F I = H.dbl().sqr();
-        F J = H * I;
+        F I = ec_sqr(H.dbl());
+        F J = ec_mul(H, I);
         rr = rr.dbl();
-        F V = U1 * I;
+        F V = ec_mul(U1, I);
         jacobian_t r;
-        r.X = rr.sqr() - J - V.dbl();
-        r.Y = rr * (V - r.X) - (S1 * J).dbl();
-        r.Z = ((Z + q.Z).sqr() - Z1Z1 - Z2Z2) * H;
+        r.X = ec_sqr(rr) - J - V.dbl();
+        r.Y = ec_mul(rr, V - r.X) - ec_mul(S1, J).dbl();
+        r.Z = ec_mul(ec_sqr(Z + q.Z) - Z1Z1 - Z2Z2, H);
         return r;
     }
 
@@ -71,24 +71,24 @@ struct __align__(16) jacobian_t {
     {
         if (q.is_inf()) return *this;
         if (is_inf()) return from_affine(q);
-        F Z1Z1 = Z.sqr();
-        F U2 = q.x * Z1Z1;
-        F S2 = q.y * Z * Z1Z1;
+        F Z1Z1 = ec_sqr(Z);
+        F U2 = ec_mul(q.x, Z1Z1);
+        F S2 = ec_mul(ec_mul(q.y, Z), Z1Z1);
         F H = U2 - X;
         F rr = S2 - Y;
         if (H.is_zero()) {
             if (rr.is_zero()) return dbl();
             return inf();
         }
-        F HH = H.sqr();
+        F HH = ec_sqr(H);
         F I = HH.dbl().dbl();
-        F J = H * I;
+        F J = ec_mul(H, I);
         rr = rr.dbl();
-        F V = X * I;
+        F V = ec_mul(X, I);
         jacobian_t r;
-        r.X = rr.sqr() - J - V.dbl();
-        r.Y = rr * (V - r.X) - (Y * J).dbl();
-        r.Z = (Z + H).sqr() - Z1Z1 - HH;
+        r.X = ec_sqr(rr) - J - V.dbl();
+        r.Y = ec_mul(rr, V - r.X) - ec_mul(Y, J).dbl();
+        r.Z = ec_sqr(Z + H) - Z1Z1 - HH;
         return r;
     }
 };

@@ -24,30 +24,30 @@ struct __align__(16) xyzz_t {
     // from Jacobian (X, Y, Z): ZZ = Z^2, ZZZ = Z^3 (identity Z = 0 -> ZZ = 0). 1M + 1S.
     static CUZK_DEV xyzz_t from_jacobian(const jacobian_t<F>& j)
     {
-        F zz = j.Z.sqr();
-        return {j.X, j.Y, zz, zz * j.Z};
+        F zz = ec_sqr(j.Z);
+        return {j.X, j.Y, zz, ec_mul(zz, j.Z)};
     }
     CUZK_DEV xyzz_t operator-() const { return {X, -Y, ZZ, ZZZ}; }
     CUZK_DEV xyzz_t cneg(bool flag) const { return {X, Y.cneg(flag), ZZ, ZZZ}; }
 
     // Jacobian (X*ZZ, Y*ZZZ, ZZ): with ZZ = z^2, ZZZ = z^3, X*ZZ/ZZ^2 = X/ZZ and
     // Y*ZZZ/ZZ^3 = Y*ZZZ/ZZZ^2 = Y/ZZZ. Identity -> Z = 0. 2M.
-    CUZK_DEV jacobian_t<F> to_jacobian() const { return {X * ZZ, Y * ZZZ, ZZ}; }
+    CUZK_DEV jacobian_t<F> to_jacobian() const { return {ec_mul(X, ZZ), ec_mul(Y, ZZZ), ZZ}; }
 
     // dbl-2008-s-1; the identity maps to ZZ3 = V*0 = 0 with no branch
     CUZK_DEV xyzz_t dbl() const
     {
         F U = Y.dbl();
-        F V = U.sqr();
-        F W = U * V;
-        F S = X * V;
-        F M = X.sqr();
+        F V = ec_sqr(U);
+        F W = ec_mul(U, V);
+        F S = ec_mul(X, V);
+        F M = ec_sqr(X);
         M = M.dbl() + M;
         xyzz_t r;
-        r.X = M.sqr() - S.dbl();
-        r.Y = M * (S - r.X) - W * Y;
-        r.ZZ = V * ZZ;
-        r.ZZZ = W * ZZZ;
+        r.X = ec_sqr(M) - S.dbl();
+        r.Y = ec_mul(M, S - r.X) - ec_mul(W, Y);
+        r.ZZ = ec_mul(V, ZZ);
+        r.ZZZ = ec_mul(W, ZZZ);
         return r;
     }
 
@@ -55,14 +55,14 @@ struct __align__(16) xyzz_t {
     static CUZK_DEV xyzz_t dbl_affine(const affine_t<F>& a)
     {
         F U = a.y.dbl();
-        F V = U.sqr();
-        F W = U * V;
-        F S = a.x * V;
-        F M = a.x.sqr();
+        F V = ec_sqr(U);
+        F W = ec_mul(U, V);
+        F S = ec_mul(a.x, V);
+        F M = ec_sqr(a.x);
         M = M.dbl() + M;
         xyzz_t r;
-        r.X = M.sqr() - S.dbl();
-        r.Y = M * (S - r.X) - W * a.y;
+        r.X = ec_sqr(M) - S.dbl();
+        r.Y = ec_mul(M, S - r.X) - ec_mul(W, a.y);
         r.ZZ = V;
         r.ZZZ = W;
         return r;
@@ -73,22 +73,22 @@ struct __align__(16) xyzz_t {
     {
         if (is_inf()) return q;
         if (q.is_inf()) return *this;
-        F U1 = X * q.ZZ;
-        F S1 = Y * q.ZZZ;
-        F P = q.X * ZZ - U1;
-        F R = q.Y * ZZZ - S1;
+        F U1 = ec_mul(X, q.ZZ);
+        F S1 = ec_mul(Y, q.ZZZ);
+        F P = ec_mul(q.X, ZZ) - U1;
+        F R = ec_mul(q.Y, ZZZ) - S1;
         if (P.is_zero()) {
             if (R.is_zero()) return dbl();
             return inf();
         }
-        F PP = P.sqr();
-        F PPP = P * PP;
-        F Q = U1 * PP;
+        F PP = ec_sqr(P);
+        F PPP = ec_mul(P, PP);
+        F Q = ec_mul(U1, PP);
         xyzz_t r;
-        r.X = R.sqr() - PPP - Q.dbl();
-        r.Y = R * (Q - r.X) - S1 * PPP;
-        r.ZZ = ZZ * q.ZZ * PP;
-        r.ZZZ = ZZZ * q.ZZZ * PPP;
+        r.X = ec_sqr(R) - PPP - Q.dbl();
+        r.Y = ec_mul(R, Q - r.X) - ec_mul(S1, PPP);
+        r.ZZ = ec_mul(ec_mul(ZZ, q.ZZ), PP);
+        r.ZZZ = ec_mul(ec_mul(ZZZ, q.ZZZ), PPP);
         return r;
     }
 
@@ -97,20 +97,20 @@ struct __align__(16) xyzz_t {
     {
         if (q.is_inf()) return *this;
         if (is_inf()) return from_affine(q);
-        F P = q.x * ZZ - X;
-        F R = q.y * ZZZ - Y;
+        F P = ec_mul(q.x, ZZ) - X;
+        F R = ec_mul(q.y, ZZZ) - Y;
         if (P.is_zero()) {
             if (R.is_zero()) return dbl_affine(q);
             return inf();
         }
-        F PP = P.sqr();
-        F PPP = P * PP;
-        F Q = X * PP;
+        F PP = ec_sqr(P);
+        F PPP = ec_mul(P, PP);
+        F Q = ec_mul(X, PP);
         xyzz_t r;
-        r.X = R.sqr() - PPP - Q.dbl();
-        r.Y = R * (Q - r.X) - Y * PPP;
-        r.ZZ = ZZ * PP;
-        r.ZZZ = ZZZ * PPP;
+        r.X = ec_sqr(R) - PPP - Q.dbl();
+        r.Y = ec_mul(R, Q - r.X) - ec_mul(Y, PPP);
+        r.ZZ = ec_mul(ZZ, PP);
+        r.ZZZ = ec_mul(ZZZ, PPP);
         return r;
     }
 };

@@ -1,0 +1,22 @@
+// cuzk: the multiplication / squaring entry points the curve formulas use.
+//   ec_mul(a, b), ec_sqr(a): for the base field (fp_t, fr_t) these are the inline Montgomery ops;
+//   for Fp2 they are out-of-line (__noinline__) calls, which keeps G2 formulas (~15 Fp2
+//   multiplications each, ~1500 instructions per multiplication) small enough to compile quickly
+//   and to fit in registers (an inlined G2 addition spills: 255 registers are not enough for the
+//   compiler's interleaving).
+#pragma once
+
+#include "../ff/mont.cuh"
+#include "../ff/fp2.cuh"
+
+namespace cuzk {
+
+template <class P> CUZK_DEV mont_t<P> ec_mul(const mont_t<P>& a, const mont_t<P>& b) { return a * b; }
+template <class P> CUZK_DEV mont_t<P> ec_sqr(const mont_t<P>& a) { return a.sqr(); }
+
+template <class F> __device__ __noinline__ fp2x_t<F> fp2_mul_call(const fp2x_t<F> a, const fp2x_t<F> b) { return a * b; }
+template <class F> __device__ __noinline__ fp2x_t<F> fp2_sqr_call(const fp2x_t<F> a) { return a.sqr(); }
+template <class F> CUZK_DEV fp2x_t<F> ec_mul(const fp2x_t<F>& a, const fp2x_t<F>& b) { return fp2_mul_call(a, b); }
+template <class F> CUZK_DEV fp2x_t<F> ec_sqr(const fp2x_t<F>& a) { return fp2_sqr_call(a); }
+
+} // namespace cuzk
