@@ -1,0 +1,274 @@
+//! Finding nvcc, compiling `kernels/*.cu` to fatbins and parsing ptxas reports.
+//!
+//! This one file is used by both `crates/gpu/build.rs` and `xtask` (each includes it with
+//! `#[path]`), so there is exactly one way to build kernels. Standard library only.
+#![allow(dead_code)] // each includer uses a different subset
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// SASS targets of a full build; PTX is added for the newest so future GPUs can JIT.
+pub const DEFAULT_ARCHS: &[&str] = &["sm_80", "sm_86", "sm_89", "sm_90"];
+/// Env vars that change what gets built (build.rs reruns when they change).
+pub const ENV_VARS: &[&str] = &["NVCC", "CUDA_HOME", "CUDA_PATH", "CUZK_CUDA_ARCHS", "CUZK_NO_CUDA"];
+/// Where `cargo xtask setup-cuda` installs the pinned PyPI toolkit, relative to the repo root.
+pub const PIP_TARGET: &str = ".cuda/pip";
+pub const PIP_NVCC: &str = ".cuda/pip/nvidia/cu13/bin/nvcc";
+/// Pinned wheels: newer nvvm/crt emit PTX that a CUDA 13.0 driver rejects.
+pub const PIP_PACKAGES: &[&str] = &[
+    "nvidia-cuda-nvcc==13.0.88",
+    "nvidia-nvvm==13.0.88",
+    "nvidia-cuda-crt==13.0.88",
+    "nvidia-cuda-runtime==13.0.96",
+    "nvidia-cuda-cccl==13.0.85",
+];
+/// Source marker that allows local-memory spills in one kernel: `// cuzk: allow-spills NAME`.
+pub const ALLOW_SPILLS_MARKER: &str = "cuzk: allow-spills";
+
+/// Why no nvcc was found (for messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoNvcc {
+    /// `CUZK_NO_CUDA=1`.
+    Disabled,
+    /// `NVCC` names a file that does not exist.
+    BadEnv(PathBuf),
+    /// Nothing in CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda or the repo's .cuda/.
+    NotFound,
+}
+
+impl std::fmt::Display for NoNvcc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoNvcc::Disabled => write!(f, "CUZK_NO_CUDA is set"),
+            NoNvcc::BadEnv(p) => write!(f, "NVCC={} does not exist", p.display()),
+            NoNvcc::NotFound => write!(f, "no nvcc in NVCC, CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda or {PIP_NVCC}"),
+        }
+    }
+}
+
+fn env_nonempty(k: &str) -> Option<String> {
+    std::env::var(k).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// Finds nvcc: `NVCC` (exclusive when set), `CUDA_HOME`, `CUDA_PATH`, `PATH`,
+/// `/usr/local/cuda/bin`, then `<repo>/.cuda/pip/nvidia/cu13/bin/nvcc`.
+pub fn find_nvcc(repo_root: &Path) -> Result<PathBuf, NoNvcc> {
+    if env_nonempty("CUZK_NO_CUDA").is_some_and(|v| v != "0") {
+        return Err(NoNvcc::Disabled);
+    }
+    if let Some(p) = env_nonempty("NVCC") {
+        let p = PathBuf::from(p);
+        return if p.is_file() { Ok(p) } else { Err(NoNvcc::BadEnv(p)) };
+    }
+    let mut candidates = Vec::new();
+    for k in ["CUDA_HOME", "CUDA_PATH"] {
+        if let Some(h) = env_nonempty(k) {
+            candidates.push(PathBuf::from(h).join("bin/nvcc"));
+        }
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        candidates.extend(std::env::split_paths(&path).map(|d| d.join("nvcc")));
+    }
+    candidates.push(PathBuf::from("/usr/local/cuda/bin/nvcc"));
+    candidates.push(repo_root.join(PIP_NVCC));
+    candidates.into_iter().find(|p| p.is_file()).ok_or(NoNvcc::NotFound)
+}
+
+/// SASS archs from `CUZK_CUDA_ARCHS` (comma/space separated, e.g. `sm_90`), else the full list.
+pub fn archs() -> Result<Vec<String>, String> {
+    match env_nonempty("CUZK_CUDA_ARCHS") {
+        None => Ok(DEFAULT_ARCHS.iter().map(|s| s.to_string()).collect()),
+        Some(v) => {
+            let list: Vec<String> = v.split([',', ' ']).filter(|s| !s.is_empty()).map(str::to_string).collect();
+            for a in &list {
+                let ok = a.strip_prefix("sm_").is_some_and(|n| n.len() >= 2 && n.chars().all(|c| c.is_ascii_alphanumeric()));
+                if !ok {
+                    return Err(format!("CUZK_CUDA_ARCHS: {a:?} is not like sm_90"));
+                }
+            }
+            Ok(list)
+        }
+    }
+}
+
+/// `-gencode` flags: SASS for each arch, PTX for the newest.
+pub fn gencode_args(archs: &[String]) -> Vec<String> {
+    let mut v = Vec::new();
+    for a in archs {
+        let n = &a[3..];
+        v.push("-gencode".to_string());
+        v.push(format!("arch=compute_{n},code=sm_{n}"));
+    }
+    if let Some(newest) = archs.iter().max_by_key(|a| a[3..].trim_end_matches(|c: char| c.is_alphabetic()).parse::<u32>().unwrap_or(0)) {
+        let n = &newest[3..];
+        v.push("-gencode".to_string());
+        v.push(format!("arch=compute_{n},code=compute_{n}"));
+    }
+    v
+}
+
+/// Top-level `kernels/*.cu` files (the entry points; headers live in sub-folders), sorted.
+pub fn entry_files(kernels_dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(kernels_dir)
+        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "cu")).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Include dirs besides the kernels dir: CCCL headers of the PyPI toolkit live in
+/// `<toolkit>/include/cccl`, which nvcc does not search by itself.
+pub fn extra_includes(nvcc: &Path) -> Vec<PathBuf> {
+    let Some(root) = nvcc.parent().and_then(Path::parent) else { return Vec::new() };
+    [root.join("include/cccl")].into_iter().filter(|p| p.is_dir()).collect()
+}
+
+/// Compiles one entry file to a fatbin at `out`; returns ptxas' `-v` report (stderr).
+pub fn compile(nvcc: &Path, src: &Path, kernels_dir: &Path, archs: &[String], out: &Path) -> Result<String, String> {
+    let mut cmd = Command::new(nvcc);
+    cmd.arg("-fatbin").args(["-O3", "-std=c++17", "-Xptxas", "-v", "--threads", "0"]);
+    cmd.args(gencode_args(archs));
+    cmd.arg("-I").arg(kernels_dir);
+    for inc in extra_includes(nvcc) {
+        cmd.arg("-I").arg(inc);
+    }
+    cmd.arg("-o").arg(out).arg(src);
+    let output = cmd.output().map_err(|e| format!("cannot run {}: {e}", nvcc.display()))?;
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    if !output.status.success() {
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        return Err(format!("nvcc failed on {} ({}):\n{stdout}{stderr}", src.display(), output.status));
+    }
+    Ok(stderr)
+}
+
+/// Resource use of one kernel for one arch, from `-Xptxas -v`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KernelReport {
+    pub name: String,
+    pub arch: String,
+    pub registers: u32,
+    pub shared_bytes: u64,
+    pub stack_bytes: u64,
+    pub spill_stores: u64,
+    pub spill_loads: u64,
+}
+
+fn number_before(line: &str, suffix: &str) -> Option<u64> {
+    let i = line.find(suffix)?;
+    line[..i].split(|c: char| !c.is_ascii_digit()).rfind(|s| !s.is_empty())?.parse().ok()
+}
+
+/// Parses ptxas `-v` output: for each "Compiling entry function 'NAME' for 'sm_XX'" the
+/// following "N bytes stack frame, N bytes spill stores, N bytes spill loads" and
+/// "Used N registers, ... N bytes smem" lines.
+pub fn parse_ptxas(log: &str) -> Vec<KernelReport> {
+    let mut out: Vec<KernelReport> = Vec::new();
+    let mut cur: Option<KernelReport> = None;
+    for line in log.lines() {
+        if let Some(rest) = line.split("Compiling entry function '").nth(1) {
+            out.extend(cur.take());
+            let mut parts = rest.split('\'');
+            let name = parts.next().unwrap_or_default().to_string();
+            let arch = parts.nth(1).unwrap_or_default().to_string();
+            cur = Some(KernelReport { name, arch, ..Default::default() });
+        } else if line.contains("Compiling function '") {
+            // A non-inlined device function: its numbers are not the kernel's.
+            out.extend(cur.take());
+        } else if let Some(k) = cur.as_mut() {
+            if line.contains("bytes stack frame") {
+                k.stack_bytes = number_before(line, "bytes stack frame").unwrap_or(0);
+                k.spill_stores = number_before(line, "bytes spill stores").unwrap_or(0);
+                k.spill_loads = number_before(line, "bytes spill loads").unwrap_or(0);
+            } else if line.contains("registers") && line.contains("Used") {
+                k.registers = number_before(line, "registers").unwrap_or(0) as u32;
+                k.shared_bytes = number_before(line, "bytes smem").unwrap_or(0);
+            }
+        }
+    }
+    out.extend(cur);
+    out
+}
+
+/// Kernels whose spills are allowed by a `// cuzk: allow-spills NAME` comment anywhere in `srcs`.
+pub fn allowed_spills(srcs: &[String]) -> Vec<String> {
+    srcs.iter()
+        .flat_map(|s| s.lines())
+        .filter_map(|l| l.split(ALLOW_SPILLS_MARKER).nth(1))
+        .filter_map(|rest| rest.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+/// A fixed-width table of reports.
+pub fn format_table(file: &str, reports: &[KernelReport]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{file}:");
+    let _ = writeln!(s, "  {:<40} {:<7} {:>5} {:>9} {:>7} {:>8} {:>8}", "kernel", "arch", "regs", "smem(B)", "stack", "spill-st", "spill-ld");
+    for r in reports {
+        let _ = writeln!(
+            s,
+            "  {:<40} {:<7} {:>5} {:>9} {:>7} {:>8} {:>8}",
+            r.name, r.arch, r.registers, r.shared_bytes, r.stack_bytes, r.spill_stores, r.spill_loads
+        );
+    }
+    s
+}
+
+/// Rust identifier for the fatbin constant of an entry file stem: `msm_g1` -> `MSM_G1`.
+pub fn const_name(stem: &str) -> String {
+    let mut s: String = stem.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
+    if s.starts_with(|c: char| c.is_ascii_digit()) {
+        s.insert(0, '_');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOG: &str = "ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'cuzk_smoke_fill' for 'sm_80'
+ptxas info    : Function properties for cuzk_smoke_fill
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 10 registers, used 0 barriers, 368 bytes cmem[0]
+ptxas info    : Compiling function 'helper' for 'sm_90'
+ptxas info    : Function properties for helper
+    8 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Compiling entry function '_Z3bigPj' for 'sm_90'
+ptxas info    : Function properties for _Z3bigPj
+    96 bytes stack frame, 40 bytes spill stores, 44 bytes spill loads
+ptxas info    : Used 255 registers, used 1 barriers, 4096 bytes smem, 368 bytes cmem[0]
+";
+
+    #[test]
+    fn parses_ptxas() {
+        let r = parse_ptxas(LOG);
+        assert_eq!(r.len(), 2, "{r:?}");
+        assert_eq!(r[0], KernelReport { name: "cuzk_smoke_fill".into(), arch: "sm_80".into(), registers: 10, ..Default::default() });
+        assert_eq!(
+            r[1],
+            KernelReport {
+                name: "_Z3bigPj".into(),
+                arch: "sm_90".into(),
+                registers: 255,
+                shared_bytes: 4096,
+                stack_bytes: 96,
+                spill_stores: 40,
+                spill_loads: 44
+            }
+        );
+    }
+
+    #[test]
+    fn gencode_and_names() {
+        let a: Vec<String> = ["sm_80", "sm_90"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(
+            gencode_args(&a),
+            ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90", "-gencode", "arch=compute_90,code=compute_90"]
+        );
+        assert_eq!(const_name("msm-g1"), "MSM_G1");
+        assert_eq!(allowed_spills(&["x // cuzk: allow-spills big_kernel\n".into()]), ["big_kernel"]);
+    }
+}

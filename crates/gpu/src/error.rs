@@ -1,0 +1,27 @@
+use cuzk_vram::VramError;
+
+/// Errors of the GPU runtime. Every CUDA failure carries the driver's error name and the
+/// operation that failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GpuError {
+    #[error("no CUDA driver (libcuda) found on this machine")]
+    NoDriver,
+    #[error("no CUDA device found")]
+    NoDevice,
+    #[error("kernels were not built: run `cargo xtask setup-cuda` and rebuild")]
+    KernelsNotBuilt,
+    #[error("CUDA error {name} in {op}")]
+    Cuda { op: &'static str, name: String },
+    #[error("no kernel module {0:?} is embedded (expected kernels/{0}.cu)")]
+    UnknownModule(String),
+    #[error("invalid launch of {kernel}: {reason}")]
+    InvalidLaunch { kernel: String, reason: String },
+    #[error(transparent)]
+    Vram(#[from] VramError),
+}
+
+pub type Result<T, E = GpuError> = std::result::Result<T, E>;
+
+pub(crate) fn cuda(op: &'static str) -> impl Fn(cudarc::driver::DriverError) -> GpuError {
+    move |e| GpuError::Cuda { op, name: cuzk_vram::cuda_error_name(&e) }
+}

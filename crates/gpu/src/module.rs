@@ -1,0 +1,301 @@
+//! Embedded fatbins, lazily loaded per device, and the checked launch layer.
+//!
+//! Kernel family files (`ff.rs`, `ntt.rs`, `msm.rs`, ...) wrap each kernel in a safe, typed
+//! function that checks buffer lengths and then calls [`Gpu::launch`]:
+//!
+//! ```ignore
+//! pub fn smoke_fill(gpu: &Gpu, stream: &Stream, out: &mut DeviceBuffer<u32>, seed: u32) -> Result<()> {
+//!     let p = cuzk_smoke_params { n: u32::try_from(out.len())?, seed };
+//!     let cfg = LaunchConfig::for_elements(out.len(), CUZK_DEFAULT_BLOCK)?;
+//!     // SAFETY: the kernel writes out[0..p.n] only and p.n == out.len().
+//!     unsafe { gpu.launch(stream, "smoke", "cuzk_smoke_fill", cfg, &[out, &p]) }
+//! }
+//! ```
+
+use std::collections::HashMap;
+use std::ffi::{CString, c_void};
+use std::sync::Arc;
+
+use bytemuck::Pod;
+use cudarc::driver::{CudaContext, result, sys};
+use cuzk_vram::DeviceBuffer;
+use parking_lot::Mutex;
+
+use crate::device::{Gpu, Stream};
+use crate::error::{GpuError, Result, cuda};
+
+#[cfg(cuzk_kernels)]
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/fatbins.rs"));
+}
+
+/// Whether this build embeds compiled kernels (nvcc was found at build time).
+pub const fn kernels_built() -> bool {
+    cfg!(cuzk_kernels)
+}
+
+pub(crate) fn require_kernels() -> Result<()> {
+    if kernels_built() { Ok(()) } else { Err(GpuError::KernelsNotBuilt) }
+}
+
+/// The embedded fatbin of `kernels/<module>.cu`.
+pub fn fatbin(module: &str) -> Result<&'static [u8]> {
+    require_kernels()?;
+    #[cfg(cuzk_kernels)]
+    if let Some((_, b)) = embedded::ALL.iter().find(|(n, _)| *n == module) {
+        return Ok(b);
+    }
+    Err(GpuError::UnknownModule(module.to_string()))
+}
+
+/// Names of the embedded modules (entry-file stems).
+pub fn module_names() -> Vec<&'static str> {
+    #[cfg(cuzk_kernels)]
+    return embedded::ALL.iter().map(|(n, _)| *n).collect();
+    #[cfg(not(cuzk_kernels))]
+    Vec::new()
+}
+
+/// SASS archs the kernels were built for (empty without kernels).
+pub fn kernel_archs() -> &'static str {
+    #[cfg(cuzk_kernels)]
+    return embedded::ARCHS;
+    #[cfg(not(cuzk_kernels))]
+    ""
+}
+
+/// ptxas resource report of the build (registers, smem, spills per kernel).
+pub fn ptxas_report() -> &'static str {
+    #[cfg(cuzk_kernels)]
+    return embedded::PTXAS_REPORT;
+    #[cfg(not(cuzk_kernels))]
+    ""
+}
+
+struct Module {
+    raw: sys::CUmodule,
+    ctx: Arc<CudaContext>,
+}
+
+// SAFETY: a CUmodule handle may be used from any thread once its context is bound.
+unsafe impl Send for Module {}
+// SAFETY: as above; the handle is never mutated.
+unsafe impl Sync for Module {}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        let _ = self.ctx.bind_to_thread();
+        // SAFETY: loaded by us, unloaded once; functions hold an Arc<Module> so none outlive it.
+        let _ = unsafe { result::module::unload(self.raw) };
+    }
+}
+
+/// A kernel handle plus its parameter sizes (from `cuFuncGetParamInfo`), used to reject
+/// launches whose arguments do not match the kernel's signature.
+#[derive(Clone)]
+pub(crate) struct Function {
+    raw: sys::CUfunction,
+    param_sizes: Option<Vec<usize>>,
+    _module: Arc<Module>,
+}
+
+// SAFETY: as for Module.
+unsafe impl Send for Function {}
+// SAFETY: as for Module.
+unsafe impl Sync for Function {}
+
+#[derive(Default)]
+pub(crate) struct ModuleCache {
+    modules: Mutex<HashMap<String, Arc<Module>>>,
+    functions: Mutex<HashMap<(String, String), Function>>,
+}
+
+fn load_module(ctx: &Arc<CudaContext>, image: &[u8]) -> Result<Module> {
+    // cuModuleLoadData reads the fatbin header in place; give it 8-byte alignment
+    // (include_bytes! only guarantees 1).
+    let mut aligned = vec![0u64; image.len().div_ceil(8)];
+    bytemuck::cast_slice_mut::<u64, u8>(&mut aligned)[..image.len()].copy_from_slice(image);
+    ctx.bind_to_thread().map_err(cuda("cuCtxSetCurrent"))?;
+    // SAFETY: `aligned` holds a complete fatbin produced by nvcc; the driver copies what it keeps.
+    let raw = unsafe { result::module::load_data(aligned.as_ptr().cast()) }.map_err(cuda("cuModuleLoadData"))?;
+    Ok(Module { raw, ctx: ctx.clone() })
+}
+
+fn param_sizes(f: sys::CUfunction) -> Option<Vec<usize>> {
+    let mut v = Vec::new();
+    for i in 0..256 {
+        let (mut off, mut size) = (0usize, 0usize);
+        // SAFETY: f is a live function handle; out-pointers are valid locals.
+        match unsafe { sys::cuFuncGetParamInfo(f, i, &mut off, &mut size) } {
+            sys::CUresult::CUDA_SUCCESS => v.push(size),
+            // Past the last parameter.
+            sys::CUresult::CUDA_ERROR_INVALID_VALUE => return Some(v),
+            // Older driver without the query: launch unchecked rather than fail.
+            _ => return None,
+        }
+    }
+    Some(v)
+}
+
+impl Gpu {
+    /// Loads (once per device) module `module` and returns kernel `func` from it.
+    pub(crate) fn function(&self, module: &str, func: &str) -> Result<Function> {
+        let cache = &self.inner.modules;
+        let key = (module.to_string(), func.to_string());
+        if let Some(f) = cache.functions.lock().get(&key) {
+            return Ok(f.clone());
+        }
+        let image = fatbin(module)?;
+        let m = {
+            let mut mods = cache.modules.lock();
+            match mods.get(module) {
+                Some(m) => m.clone(),
+                None => {
+                    let m = Arc::new(load_module(&self.inner.ctx, image)?);
+                    mods.insert(module.to_string(), m.clone());
+                    m
+                }
+            }
+        };
+        let name = CString::new(func)
+            .map_err(|_| GpuError::InvalidLaunch { kernel: func.to_string(), reason: "name contains NUL".into() })?;
+        self.inner.ctx.bind_to_thread().map_err(cuda("cuCtxSetCurrent"))?;
+        // SAFETY: m.raw is a live module.
+        let raw = unsafe { result::module::get_function(m.raw, name) }.map_err(cuda("cuModuleGetFunction"))?;
+        let f = Function { raw, param_sizes: param_sizes(raw), _module: m };
+        cache.functions.lock().insert(key, f.clone());
+        Ok(f)
+    }
+
+    /// Loads every kernel module now (otherwise they load on first launch).
+    pub fn load_all_modules(&self) -> Result<()> {
+        require_kernels()?;
+        for name in module_names() {
+            let image = fatbin(name)?;
+            let mut mods = self.inner.modules.modules.lock();
+            if !mods.contains_key(name) {
+                mods.insert(name.to_string(), Arc::new(load_module(&self.inner.ctx, image)?));
+            }
+        }
+        Ok(())
+    }
+
+    /// Launches `module`/`func` on `stream` and checks the launch result. Argument count and
+    /// sizes are checked against the kernel's signature (`cuFuncGetParamInfo`). Set
+    /// `CUZK_SYNC_LAUNCHES=1` to also synchronize after each launch, so that a faulting kernel
+    /// is named in the error instead of surfacing at a later call.
+    ///
+    /// # Safety
+    /// The kernel must only access memory inside the buffers passed, given the other
+    /// arguments and `cfg` (the caller checks lengths), and buffers it writes must not be
+    /// read or written by anyone else until the stream has passed the kernel.
+    pub(crate) unsafe fn launch(
+        &self,
+        stream: &Stream,
+        module: &str,
+        func: &str,
+        cfg: LaunchConfig,
+        args: &[&dyn KernelArg],
+    ) -> Result<()> {
+        let invalid = |reason: String| GpuError::InvalidLaunch { kernel: format!("{module}::{func}"), reason };
+        if !Arc::ptr_eq(stream.cuda().context(), &self.inner.ctx) {
+            return Err(invalid(format!("stream {:?} belongs to another device", stream.name())));
+        }
+        cfg.validate().map_err(invalid)?;
+        let f = self.function(module, func)?;
+        if let Some(sizes) = &f.param_sizes {
+            let got: Vec<usize> = args.iter().map(|a| a.size()).collect();
+            if &got != sizes {
+                return Err(invalid(format!("kernel takes parameters of sizes {sizes:?}, got {got:?}")));
+            }
+        }
+        let mut params: Vec<*mut c_void> = args.iter().map(|a| a.param_ptr()).collect();
+        self.inner.ctx.bind_to_thread().map_err(cuda("cuCtxSetCurrent"))?;
+        // SAFETY: f is live; params point at values that live until this call returns (the
+        // driver copies them); memory safety of the kernel itself is the caller's contract.
+        unsafe {
+            result::launch_kernel(f.raw, cfg.grid, cfg.block, cfg.shared_bytes, stream.cuda().cu_stream(), &mut params)
+        }
+        .map_err(cuda("cuLaunchKernel"))?;
+        if std::env::var_os("CUZK_SYNC_LAUNCHES").is_some_and(|v| v != "0") {
+            stream.synchronize().map_err(|e| match e {
+                GpuError::Cuda { name, .. } => GpuError::Cuda { op: "kernel execution (CUZK_SYNC_LAUNCHES)", name: format!("{name} in {module}::{func}") },
+                e => e,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// Grid, block and dynamic shared memory of a launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchConfig {
+    pub grid: (u32, u32, u32),
+    pub block: (u32, u32, u32),
+    pub shared_bytes: u32,
+}
+
+impl LaunchConfig {
+    /// One thread per element, `block` threads per block (grid rounded up; kernels must
+    /// bounds-check or grid-stride).
+    pub fn for_elements(n: usize, block: u32) -> Result<Self> {
+        let block = block.max(1);
+        let blocks = n.div_ceil(block as usize).max(1);
+        let grid = u32::try_from(blocks)
+            .map_err(|_| GpuError::InvalidLaunch { kernel: String::new(), reason: format!("{n} elements need too many blocks") })?;
+        Ok(Self { grid: (grid, 1, 1), block: (block, 1, 1), shared_bytes: 0 })
+    }
+
+    pub fn with_shared(mut self, bytes: u32) -> Self {
+        self.shared_bytes = bytes;
+        self
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let (g, b) = (self.grid, self.block);
+        if [g.0, g.1, g.2, b.0, b.1, b.2].contains(&0) {
+            return Err(format!("zero dimension in grid {g:?} / block {b:?}"));
+        }
+        if b.0 as u64 * b.1 as u64 * b.2 as u64 > 1024 {
+            return Err(format!("block {b:?} has more than 1024 threads"));
+        }
+        if g.1 > 65535 || g.2 > 65535 {
+            return Err(format!("grid {g:?}: y and z are limited to 65535"));
+        }
+        Ok(())
+    }
+}
+
+/// A value that can be passed as a kernel parameter. Implemented for scalars, device buffers
+/// (passed as their device pointer) and the `#[repr(C)]` structs of `cuzk_shared.h`.
+pub trait KernelArg {
+    /// Pointer to the parameter's bytes, valid while `self` is borrowed.
+    fn param_ptr(&self) -> *mut c_void;
+    /// Size of the parameter in bytes, as the kernel sees it.
+    fn size(&self) -> usize;
+}
+
+macro_rules! by_value_kernel_arg {
+    ($($t:ty),* $(,)?) => {$(
+        impl KernelArg for $t {
+            fn param_ptr(&self) -> *mut std::ffi::c_void {
+                (self as *const $t).cast_mut().cast()
+            }
+            fn size(&self) -> usize {
+                std::mem::size_of::<$t>()
+            }
+        }
+    )*};
+}
+pub(crate) use by_value_kernel_arg;
+
+by_value_kernel_arg!(u8, i8, u16, i16, u32, i32, u64, i64, f32, f64);
+
+impl<T: Pod> KernelArg for DeviceBuffer<T> {
+    fn param_ptr(&self) -> *mut c_void {
+        (self.device_ptr_ref() as *const u64).cast_mut().cast()
+    }
+    fn size(&self) -> usize {
+        std::mem::size_of::<u64>()
+    }
+}

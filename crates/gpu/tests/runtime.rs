@@ -1,0 +1,152 @@
+//! Runtime tests. CPU tests run everywhere; `gpu_*` tests are `#[ignore = "gpu"]` and run with
+//! `cargo xtask gpu-test` or the bundle's run.sh; they panic with a clear message without a GPU.
+
+use std::time::Duration;
+
+use cuzk_gpu::{GpuError, Gpu, VramError, devices_report, driver_present, fatbin, kernels_built, smoke};
+
+fn gpu() -> Gpu {
+    Gpu::first().unwrap_or_else(|e| panic!("this GPU test needs a CUDA GPU and built kernels: {e}"))
+}
+
+// ---- CPU ----
+
+#[test]
+fn no_driver_is_an_error_not_a_panic() {
+    if driver_present() {
+        return; // covered by the GPU tests on a GPU machine
+    }
+    assert_eq!(Gpu::all().unwrap_err(), GpuError::NoDriver);
+    assert_eq!(Gpu::first().unwrap_err(), GpuError::NoDriver);
+    assert_eq!(cuzk_gpu::device_count().unwrap_err(), GpuError::NoDriver);
+    let r = devices_report();
+    assert!(r.contains("No CUDA driver"), "{r}");
+}
+
+#[test]
+fn fatbin_lookup_matches_build() {
+    if kernels_built() {
+        let smoke = fatbin("smoke").unwrap();
+        assert!(smoke.len() > 64, "fatbin suspiciously small");
+        assert!(cuzk_gpu::module_names().contains(&"smoke"));
+        assert_eq!(fatbin("no_such_module").unwrap_err(), GpuError::UnknownModule("no_such_module".into()));
+        assert!(!cuzk_gpu::kernel_archs().is_empty());
+        assert!(cuzk_gpu::ptxas_report().contains("cuzk_smoke_fill"));
+    } else {
+        let e = fatbin("smoke").unwrap_err();
+        assert_eq!(e, GpuError::KernelsNotBuilt);
+        assert!(e.to_string().contains("kernels were not built: run `cargo xtask setup-cuda`"), "{e}");
+        assert!(devices_report().contains("kernels were not built"));
+    }
+}
+
+#[test]
+fn error_messages_name_op_and_cuda_error() {
+    let e = GpuError::Cuda { op: "cuMemAlloc", name: "CUDA_ERROR_OUT_OF_MEMORY".into() };
+    assert_eq!(e.to_string(), "CUDA error CUDA_ERROR_OUT_OF_MEMORY in cuMemAlloc");
+    let e: GpuError = VramError::OutOfBudget { kind: "device", requested: 10, available: 5 }.into();
+    assert!(e.to_string().contains("budget exhausted"), "{e}");
+}
+
+#[test]
+fn launch_config_rounding() {
+    let c = cuzk_gpu::LaunchConfig::for_elements(1000, 256).unwrap();
+    assert_eq!((c.grid, c.block, c.shared_bytes), ((4, 1, 1), (256, 1, 1), 0));
+    assert_eq!(cuzk_gpu::LaunchConfig::for_elements(0, 256).unwrap().grid, (1, 1, 1));
+    assert_eq!(smoke::pattern(0, 0), 0);
+    assert_ne!(smoke::pattern(1, 0), smoke::pattern(2, 0));
+}
+
+// ---- GPU ----
+
+#[test]
+#[ignore = "gpu"]
+fn gpu_devices_report_lists_devices() {
+    let g = gpu();
+    let r = devices_report();
+    assert!(r.contains(&g.info().name), "{r}");
+    assert!(g.info().compute_capability >= (8, 0), "{:?}", g.info());
+    assert!(g.info().budget > 0 && g.info().budget <= g.info().free_at_start);
+    println!("{r}");
+}
+
+/// Poison, fill with the index pattern, copy back, check every element; time it with events.
+#[test]
+#[ignore = "gpu"]
+fn gpu_smoke_kernel_fills_pattern() {
+    let g = gpu();
+    let s = g.stream("smoke").unwrap();
+    for n in [1usize, 255, 256, 257, 1 << 20, 3_000_017] {
+        let mut buf = g.alloc::<u32>(n).unwrap();
+        buf.fill_bytes(0xA5).unwrap();
+        let (t0, t1) = (g.event().unwrap(), g.event().unwrap());
+        s.record(&t0).unwrap();
+        smoke::fill(&g, &s, &mut buf, 0xC0FFEE).unwrap();
+        s.record(&t1).unwrap();
+        let mut host = vec![0u32; n];
+        buf.copy_to_host_on(&mut host, s.cuda()).unwrap();
+        for (i, &v) in host.iter().enumerate() {
+            assert_eq!(v, smoke::pattern(i as u32, 0xC0FFEE), "n={n} i={i}");
+        }
+        assert!(t0.elapsed_ms(&t1).unwrap() >= 0.0);
+    }
+    assert_eq!(g.vram().budget().in_use(), 0);
+}
+
+/// Wrong argument lists are rejected before reaching the driver.
+#[test]
+#[ignore = "gpu"]
+fn gpu_launch_checks() {
+    let g = gpu();
+    let s = g.stream("checks").unwrap();
+    let mut empty = g.alloc::<u32>(0).unwrap();
+    smoke::fill(&g, &s, &mut empty, 1).unwrap(); // no launch for n = 0
+    let other = Gpu::all().unwrap();
+    assert!(!other.is_empty());
+    g.load_all_modules().unwrap();
+    s.synchronize().unwrap();
+}
+
+/// cuMemFreeAsync would keep freed memory in the stream pool; we use cuMemAlloc/cuMemFree, so
+/// allocate ~90% of the budget, free, and allocate it again.
+#[test]
+#[ignore = "gpu"]
+fn gpu_alloc_free_realloc_most_of_budget() {
+    let g = gpu();
+    let v = g.vram();
+    let bytes = (v.budget().total() / 10 * 9) as usize;
+    for round in 0..3 {
+        let mut b = v.alloc::<u8>(bytes).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        b.fill_bytes(round as u8).unwrap();
+        let free = g.mem_info().unwrap().free;
+        assert!(free < g.info().free_at_start - bytes as u64 / 2, "allocation not visible in cuMemGetInfo");
+        drop(b);
+        assert_eq!(v.budget().in_use(), 0);
+    }
+    // Several buffers, waiting acquire, then all again.
+    let parts = v.alloc_many::<u64>(&[bytes / 8 / 3; 3]).unwrap();
+    drop(parts);
+    let again = v.alloc_wait::<u8>(bytes, Duration::from_secs(1)).unwrap();
+    drop(again);
+    // Over the budget fails cleanly, without touching the driver.
+    assert!(matches!(v.alloc::<u8>(v.budget().total() as usize + 1), Err(VramError::ExceedsBudget { .. })));
+}
+
+#[test]
+#[ignore = "gpu"]
+fn gpu_pinned_roundtrip() {
+    let g = gpu();
+    let s = g.stream("pinned").unwrap();
+    let mut p = g.vram().pinned::<u64>(1 << 20).unwrap();
+    for (i, x) in p.iter_mut().enumerate() {
+        *x = i as u64 * 3;
+    }
+    let mut d = g.alloc::<u64>(1 << 20).unwrap();
+    d.copy_from_host_on(&p, s.cuda()).unwrap();
+    let mut back = vec![0u64; 1 << 20];
+    {
+        let mut reg = g.vram().register(&mut back).unwrap();
+        d.copy_to_host_on(&mut reg, s.cuda()).unwrap();
+    }
+    assert_eq!(&back[..], &p[..]);
+}
