@@ -1,0 +1,72 @@
+// cuzk: MSM kernels (see msm/pippenger.cuh for the pipeline). Launched through the safe wrappers
+// in crates/gpu/src/msm.rs; G1 kernels end in _g1 (Fp coordinates), G2 in _g2 (Fp2).
+#include "msm/pippenger.cuh"
+
+using namespace cuzk;
+
+extern "C" __global__ void __launch_bounds__(256)
+msm_prepare(const fr_t* in, fr_t* out, uint32_t n, uint32_t* counters)
+{
+    msm::prepare(in, out, n, counters);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+msm_histogram(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* counts)
+{
+    msm::histogram(canon, n, c, nwin, counts);
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+msm_scan(const uint32_t* __restrict__ counts, uint32_t len, uint32_t* offsets, uint32_t* cursors)
+{
+    msm::scan(counts, len, offsets, cursors);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+msm_scatter(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* cursors,
+            uint32_t* __restrict__ sorted)
+{
+    msm::scatter(canon, n, c, nwin, cursors, sorted);
+}
+
+#define MSM_POINT_KERNELS(G, F, TPB)                                                                     \
+    extern "C" __global__ void __launch_bounds__(TPB)                                                    \
+    msm_accumulate_##G(const affine_t<F>* __restrict__ points, const uint32_t* __restrict__ sorted,      \
+                       const uint32_t* __restrict__ offsets, uint32_t nkeys, uint32_t nthreads,          \
+                       uint32_t* pkeys, xyzz_t<F>* ppts, xyzz_t<F>* buckets)                             \
+    {                                                                                                    \
+        msm::accumulate<F>(points, sorted, offsets, nkeys, nthreads, pkeys, ppts, buckets);              \
+    }                                                                                                    \
+    extern "C" __global__ void __launch_bounds__(TPB)                                                    \
+    msm_merge_##G(const uint32_t* __restrict__ in_keys, const xyzz_t<F>* __restrict__ in_pts,            \
+                  uint32_t count, uint32_t K, uint32_t* pkeys, xyzz_t<F>* ppts, xyzz_t<F>* buckets,      \
+                  uint32_t final_level)                                                                  \
+    {                                                                                                    \
+        msm::merge<F>(in_keys, in_pts, count, K, pkeys, ppts, buckets, final_level);                     \
+    }                                                                                                    \
+    extern "C" __global__ void __launch_bounds__(TPB)                                                    \
+    msm_bucket_reduce_##G(const xyzz_t<F>* __restrict__ buckets, uint32_t B, uint32_t nwin, uint32_t L,  \
+                          xyzz_t<F>* __restrict__ out)                                                   \
+    {                                                                                                    \
+        msm::bucket_reduce<F>(buckets, B, nwin, L, out);                                                 \
+    }                                                                                                    \
+    extern "C" __global__ void __launch_bounds__(TPB)                                                    \
+    msm_sum_halves_##G(xyzz_t<F>* pts, uint32_t stride, uint32_t nseg, uint32_t count)                   \
+    {                                                                                                    \
+        msm::sum_halves<F>(pts, stride, nseg, count);                                                    \
+    }                                                                                                    \
+    extern "C" __global__ void __launch_bounds__(TPB)                                                    \
+    msm_ones_##G(const affine_t<F>* __restrict__ points, const fr_t* __restrict__ canon, uint32_t n,     \
+                 uint32_t nthreads, xyzz_t<F>* __restrict__ out)                                         \
+    {                                                                                                    \
+        msm::ones<F>(points, canon, n, nthreads, out);                                                   \
+    }                                                                                                    \
+    extern "C" __global__ void __launch_bounds__(TPB)                                                    \
+    msm_to_jacobian_##G(const xyzz_t<F>* __restrict__ in, uint32_t stride, uint32_t nseg,                \
+                        jacobian_t<F>* __restrict__ out, uint32_t out_base)                              \
+    {                                                                                                    \
+        msm::to_jacobian<F>(in, stride, nseg, out, out_base);                                            \
+    }
+
+MSM_POINT_KERNELS(g1, fp_t, 256)
+MSM_POINT_KERNELS(g2, fp2_t, 128)

@@ -1,0 +1,338 @@
+// cuzk: Pippenger MSM kernels, templated on the coordinate field (fp_t for G1, fp2_t for G2).
+//
+// Pipeline for one batch of n (point, scalar) pairs (crates/msm/src/gpu.rs drives it):
+//  1. prepare     scalars Montgomery -> canonical; count "general" scalars (neither 0 nor 1)
+//  2. histogram   signed c-bit digits of every general scalar; count entries per key
+//                 key = window * B + (|digit| - 1), B = 2^(c-1) buckets per window
+//  3. scan        exclusive prefix sum of the counts -> offsets (and a copy used as cursors)
+//  4. scatter     counting sort: sorted[cursor[key]++] = point index | sign << 31
+//  5. accumulate  each thread takes an equal slice of the sorted entries (perfect balance even
+//                 when all scalars share a bucket) and sums runs of equal key with XYZZ mixed
+//                 additions; runs strictly inside its slice are written to their bucket (owned:
+//                 no atomics), the first and last runs become "partials" (key, XYZZ)
+//  6. merge       partials sorted by key, reduced the same way K at a time, until one thread
+//                 handles everything that is left and writes every run
+//  7. reduce      per window, groups of L buckets: T_g = sum_j (j - gL + 1) S_j + gL * sum_j S_j
+//  8. sum_halves  tree sums (window sums, and the ones)
+//  9. ones        points whose scalar is one are summed by plain mixed additions, never sorted
+// 10. to_jacobian window sums and the ones sum in blst's Jacobian layout; the host does the
+//                 final sum_w 2^(cw) W_w.
+// Kernels never allocate; every buffer is passed in. Identity: affine (0,0), XYZZ ZZ = 0.
+#pragma once
+
+#include "../ff/bls12_381.cuh"
+#include "../ec/bls12_381.cuh"
+
+namespace cuzk {
+namespace msm {
+
+#define MSM_GRID_STRIDE(i, n) \
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += gridDim.x * blockDim.x)
+
+static constexpr uint32_t SIGN_BIT = 0x80000000u;
+// counters[] slots written by prepare
+static constexpr int CNT_GENERAL = 0;
+static constexpr int CNT_ONES = 1;
+
+__device__ __forceinline__ bool is_one_canonical(const fr_t& s)
+{
+    uint32_t acc = s.v[0] ^ 1u;
+#pragma unroll
+    for (int i = 1; i < 8; i++) acc |= s.v[i];
+    return acc == 0;
+}
+
+__device__ __forceinline__ bool is_general(const fr_t& s) { return !s.is_zero() && !is_one_canonical(s); }
+
+// Bits [off, off + c) of a 256-bit little-endian integer (c <= 31); zero beyond bit 255.
+__device__ __forceinline__ uint32_t get_bits(const fr_t& s, uint32_t off, uint32_t c)
+{
+    uint32_t limb = off >> 5, sh = off & 31;
+    uint32_t lo = limb < 8 ? s.v[limb] : 0;
+    uint32_t hi = limb + 1 < 8 ? s.v[limb + 1] : 0;
+    return __funnelshift_r(lo, hi, sh) & ((1u << c) - 1);
+}
+
+// Signed digit of window w given the carry from window w-1: digit in (-2^(c-1), 2^(c-1)].
+// Returns the digit's key (or ~0u for a zero digit) and updates carry; *neg is the sign.
+__device__ __forceinline__ uint32_t digit_key(const fr_t& s, uint32_t w, uint32_t c, uint32_t& carry, bool& neg)
+{
+    const uint32_t half = 1u << (c - 1);
+    uint32_t v = get_bits(s, w * c, c) + carry;
+    if (v > half) {
+        carry = 1;
+        v = (1u << c) - v;   // |v - 2^c|, 0 when v == 2^c
+        neg = true;
+    } else {
+        carry = 0;
+        neg = false;
+    }
+    return v == 0 ? ~0u : w * half + (v - 1);
+}
+
+// 1. in (Montgomery) -> out (canonical); in == out allowed (each element read before written).
+__device__ __forceinline__ void prepare(const fr_t* in, fr_t* out, uint32_t n, uint32_t* counters)
+{
+    uint32_t general = 0, ones = 0;
+    MSM_GRID_STRIDE(i, n)
+    {
+        fr_t s = in[i].to_canonical();
+        out[i] = s;
+        general += is_general(s);
+        ones += is_one_canonical(s);
+    }
+    // warp-aggregated counting: one atomic per warp
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        general += __shfl_down_sync(0xffffffffu, general, o);
+        ones += __shfl_down_sync(0xffffffffu, ones, o);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        if (general) atomicAdd(&counters[CNT_GENERAL], general);
+        if (ones) atomicAdd(&counters[CNT_ONES], ones);
+    }
+}
+
+// 2. counts[key] += 1 for every non-zero digit of every general scalar.
+__device__ __forceinline__ void histogram(const fr_t* canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* counts)
+{
+    MSM_GRID_STRIDE(i, n)
+    {
+        fr_t s = canon[i];
+        if (!is_general(s)) continue;
+        uint32_t carry = 0;
+        for (uint32_t w = 0; w < nwin; w++) {
+            bool neg;
+            uint32_t key = digit_key(s, w, c, carry, neg);
+            if (key != ~0u) atomicAdd(&counts[key], 1u);
+        }
+    }
+}
+
+// 3. Exclusive scan of counts[0..len) into offsets[0..len] (offsets[len] = total) and cursors.
+// One block; each thread scans a contiguous slice.
+__device__ __forceinline__ void scan(const uint32_t* counts, uint32_t len, uint32_t* offsets, uint32_t* cursors)
+{
+    __shared__ uint32_t sums[1024];
+    const uint32_t t = threadIdx.x, T = blockDim.x;
+    const uint32_t per = (len + T - 1) / T;
+    const uint32_t lo = min(len, t * per), hi = min(len, lo + per);
+    uint32_t sum = 0;
+    for (uint32_t i = lo; i < hi; i++) sum += counts[i];
+    sums[t] = sum;
+    __syncthreads();
+    // Hillis-Steele inclusive scan over the per-thread sums
+    for (uint32_t o = 1; o < T; o <<= 1) {
+        uint32_t v = t >= o ? sums[t - o] : 0;
+        __syncthreads();
+        sums[t] += v;
+        __syncthreads();
+    }
+    uint32_t run = sums[t] - sum;
+    for (uint32_t i = lo; i < hi; i++) {
+        uint32_t c = counts[i];
+        offsets[i] = run;
+        cursors[i] = run;
+        run += c;
+    }
+    if (t == T - 1) offsets[len] = sums[T - 1];
+}
+
+// 4. Counting-sort scatter (order inside a bucket is arbitrary: addition commutes).
+__device__ __forceinline__ void scatter(const fr_t* canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* cursors,
+                                        uint32_t* sorted)
+{
+    MSM_GRID_STRIDE(i, n)
+    {
+        fr_t s = canon[i];
+        if (!is_general(s)) continue;
+        uint32_t carry = 0;
+        for (uint32_t w = 0; w < nwin; w++) {
+            bool neg;
+            uint32_t key = digit_key(s, w, c, carry, neg);
+            if (key != ~0u) {
+                uint32_t pos = atomicAdd(&cursors[key], 1u);
+                sorted[pos] = i | (neg ? SIGN_BIT : 0u);
+            }
+        }
+    }
+}
+
+// Largest k in [0, nkeys) with offsets[k] <= pos < offsets[k+1] (pos < offsets[nkeys]).
+__device__ __forceinline__ uint32_t key_of(const uint32_t* offsets, uint32_t nkeys, uint32_t pos)
+{
+    uint32_t lo = 0, hi = nkeys;   // invariant: offsets[lo] <= pos < offsets[hi]
+    while (hi - lo > 1) {
+        uint32_t mid = (lo + hi) >> 1;
+        if (offsets[mid] <= pos) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+// Where the runs of one thread's slice go: the first and last to partials[2t], [2t+1] (they may
+// continue in the neighbours' slices), the ones in between to their bucket. With `final` set
+// (one thread sees everything) every run goes to its bucket.
+template <class F>
+struct run_sink {
+    xyzz_t<F>* buckets;
+    uint32_t* pkeys;
+    xyzz_t<F>* ppts;
+    uint32_t t;
+    bool final_level;
+    bool first_done;
+
+    __device__ __forceinline__ void run_end(uint32_t key, const xyzz_t<F>& acc)
+    {
+        if (final_level || first_done) {
+            buckets[key] = acc;
+        } else {
+            pkeys[2 * t] = key;
+            ppts[2 * t] = acc;
+            first_done = true;
+        }
+    }
+    __device__ __forceinline__ void slice_end(uint32_t key, const xyzz_t<F>& acc)
+    {
+        if (final_level) {
+            buckets[key] = acc;
+            return;
+        }
+        if (!first_done) {
+            pkeys[2 * t] = key;
+            ppts[2 * t] = xyzz_t<F>::inf();
+        }
+        pkeys[2 * t + 1] = key;
+        ppts[2 * t + 1] = acc;
+    }
+};
+
+// 5. Level 0: thread t of nthreads sums sorted[t*E/T, (t+1)*E/T) (E = offsets[nkeys]).
+// Empty slices emit identity partials keyed so that the partial array stays sorted: the key of
+// the next entry, or the dump key nkeys past the end (buckets has nkeys + 1 slots).
+template <class F>
+__device__ __forceinline__ void accumulate(const affine_t<F>* points, const uint32_t* sorted, const uint32_t* offsets,
+                                           uint32_t nkeys, uint32_t nthreads, uint32_t* pkeys, xyzz_t<F>* ppts,
+                                           xyzz_t<F>* buckets)
+{
+    const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nthreads) return;
+    const uint32_t E = offsets[nkeys];
+    const uint32_t s = (uint32_t)((uint64_t)E * t / nthreads);
+    const uint32_t e = (uint32_t)((uint64_t)E * (t + 1) / nthreads);
+    if (s == e) {
+        uint32_t key = s < E ? key_of(offsets, nkeys, s) : nkeys;
+        pkeys[2 * t] = pkeys[2 * t + 1] = key;
+        ppts[2 * t] = ppts[2 * t + 1] = xyzz_t<F>::inf();
+        return;
+    }
+    run_sink<F> sink{buckets, pkeys, ppts, t, false, false};
+    uint32_t key = key_of(offsets, nkeys, s);
+    uint32_t next = offsets[key + 1];
+    xyzz_t<F> acc = xyzz_t<F>::inf();
+    for (uint32_t pos = s; pos < e; pos++) {
+        if (pos == next) {
+            sink.run_end(key, acc);
+            acc = xyzz_t<F>::inf();
+            do {
+                key++;
+                next = offsets[key + 1];
+            } while (next == pos);   // skip empty keys
+        }
+        uint32_t entry = sorted[pos];
+        affine_t<F> p = points[entry & ~SIGN_BIT];
+        acc = acc.add_affine(p.cneg((entry & SIGN_BIT) != 0));
+    }
+    sink.slice_end(key, acc);
+}
+
+// 6. Level >= 1: thread t sums in[t*K, min((t+1)*K, count)) of the key-sorted partials.
+template <class F>
+__device__ __forceinline__ void merge(const uint32_t* in_keys, const xyzz_t<F>* in_pts, uint32_t count, uint32_t K,
+                                      uint32_t* pkeys, xyzz_t<F>* ppts, xyzz_t<F>* buckets, uint32_t final_level)
+{
+    const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    const uint32_t s = t * K;
+    if (s >= count) return;
+    const uint32_t e = min(count, s + K);
+    run_sink<F> sink{buckets, pkeys, ppts, t, final_level != 0, false};
+    uint32_t key = in_keys[s];
+    xyzz_t<F> acc = in_pts[s];
+    for (uint32_t i = s + 1; i < e; i++) {
+        uint32_t k = in_keys[i];
+        if (k != key) {
+            sink.run_end(key, acc);
+            key = k;
+            acc = in_pts[i];
+        } else {
+            acc = acc.add(in_pts[i]);
+        }
+    }
+    sink.slice_end(key, acc);
+}
+
+// 7. Thread (w, g), g < G: buckets w*B + [gL, gL + L) with weights j + 1, into out[w*G + g].
+template <class F>
+__device__ __forceinline__ void bucket_reduce(const xyzz_t<F>* buckets, uint32_t B, uint32_t nwin, uint32_t L,
+                                              xyzz_t<F>* out)
+{
+    const uint32_t G = B / L;
+    const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nwin * G) return;
+    const uint32_t w = t / G, g = t % G;
+    const xyzz_t<F>* b = buckets + (size_t)w * B + (size_t)g * L;
+    xyzz_t<F> run = xyzz_t<F>::inf(), acc = xyzz_t<F>::inf();
+    for (int j = (int)L - 1; j >= 0; j--) {
+        run = run.add(b[j]);
+        acc = acc.add(run);
+    }
+    // acc += (g*L) * run by double-and-add from the top bit
+    uint32_t m = g * L;
+    if (m != 0) {
+        xyzz_t<F> mul = xyzz_t<F>::inf();
+        for (int bit = 31 - __clz(m); bit >= 0; bit--) {
+            mul = mul.dbl();
+            if ((m >> bit) & 1) mul = mul.add(run);
+        }
+        acc = acc.add(mul);
+    }
+    out[t] = acc;
+}
+
+// 8. One tree step in each of nseg segments of `stride`: p[i] += p[rest + i], i < count/2,
+// rest = count - count/2 (the new count).
+template <class F>
+__device__ __forceinline__ void sum_halves(xyzz_t<F>* pts, uint32_t stride, uint32_t nseg, uint32_t count)
+{
+    const uint32_t half = count / 2, rest = count - half;
+    MSM_GRID_STRIDE(i, nseg * half)
+    {
+        uint32_t seg = i / half, j = i % half;
+        xyzz_t<F>* p = pts + (size_t)seg * stride;
+        p[j] = p[j].add(p[rest + j]);
+    }
+}
+
+// 9. Thread t of nthreads: sum of points[i] with canon[i] == 1, i = t, t + nthreads, ...
+template <class F>
+__device__ __forceinline__ void ones(const affine_t<F>* points, const fr_t* canon, uint32_t n, uint32_t nthreads,
+                                     xyzz_t<F>* out)
+{
+    const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nthreads) return;
+    xyzz_t<F> acc = xyzz_t<F>::inf();
+    for (uint32_t i = t; i < n; i += nthreads)
+        if (is_one_canonical(canon[i])) acc = acc.add_affine(points[i]);
+    out[t] = acc;
+}
+
+// 10. out[out_base + s] = in[s * stride] as Jacobian (blst layout), s < nseg.
+template <class F>
+__device__ __forceinline__ void to_jacobian(const xyzz_t<F>* in, uint32_t stride, uint32_t nseg, jacobian_t<F>* out,
+                                            uint32_t out_base)
+{
+    MSM_GRID_STRIDE(s, nseg) { out[out_base + s] = in[(size_t)s * stride].to_jacobian(); }
+}
+
+} // namespace msm
+} // namespace cuzk
