@@ -1,0 +1,165 @@
+//! Demo circuits whose witnesses look like real ones: about 70% of the values are bits from
+//! bit decompositions (booleanity and packing constraints), the rest full-width field elements
+//! from chains of squarings and products, with a few public inputs feeding the chains.
+//! Satisfied by construction; the total row count (instance rows included) is exactly 2^k, so
+//! the QAP domain is 2^k.
+
+use cuzk_field::Fr;
+use rand_core::RngCore;
+
+use crate::r1cs::{R1cs, R1csBuilder, R1csError, Variable, Witness};
+
+/// Fraction of the circuit constraints spent on bit decompositions (percent).
+const BOOLEAN_PERCENT: usize = 70;
+/// Bits per decomposed value: 32 booleanity rows + 1 packing row per block.
+const BITS_PER_VALUE: usize = 32;
+
+/// Why a demo circuit could not be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DemoError {
+    #[error("2^{log_constraints} rows cannot hold {num_public} public inputs plus their instance rows")]
+    TooSmall {
+        log_constraints: u32,
+        num_public: usize,
+    },
+    #[error("2^{0} constraints is above the supported maximum 2^28")]
+    TooLarge(u32),
+    #[error(transparent)]
+    R1cs(#[from] R1csError),
+}
+
+/// A satisfied circuit of exactly 2^`log_constraints` rows (including the `num_public + 1`
+/// instance rows) and its witness.
+pub fn circuit(
+    log_constraints: u32,
+    num_public: usize,
+    rng: &mut impl RngCore,
+) -> Result<(R1cs, Witness), DemoError> {
+    if log_constraints > 28 {
+        return Err(DemoError::TooLarge(log_constraints));
+    }
+    let rows = 1usize << log_constraints;
+    // Each public input starts a chain with one product row; keep at least one more row.
+    let Some(budget) = rows.checked_sub(2 * num_public + 2) else {
+        return Err(DemoError::TooSmall {
+            log_constraints,
+            num_public,
+        });
+    };
+    let total = budget + num_public + 1; // constraints excluding instance rows
+    // Every public input needs its own product row in the field part.
+    let field = (total - total * BOOLEAN_PERCENT / 100).max(num_public);
+    let boolean = total - field;
+
+    let mut b = R1csBuilder::with_capacity(total, 2 * total);
+    let one = Fr::ONE;
+    let minus_one = -Fr::ONE;
+
+    // Bit decompositions: b_j·(b_j − 1) = 0 for each bit, then (Σ 2^j·b_j)·1 = x.
+    let mut left = boolean;
+    let mut powers = Vec::with_capacity(BITS_PER_VALUE);
+    let mut p = Fr::ONE;
+    for _ in 0..BITS_PER_VALUE {
+        powers.push(p);
+        p = p.double();
+    }
+    let mut packing: Vec<(Variable, Fr)> = Vec::with_capacity(BITS_PER_VALUE);
+    while left > 0 {
+        let bits = (left - 1).min(BITS_PER_VALUE);
+        if bits == 0 {
+            // One row left: a lone booleanity constraint.
+            let bit = b.alloc_private(Fr::from_u64(rng.next_u64() & 1));
+            b.enforce(&[(bit, one)], &[(bit, one), (Variable::One, minus_one)], &[]);
+            break;
+        }
+        let value = rng.next_u64() & ((1u64 << bits) - 1);
+        packing.clear();
+        for (j, &pow) in powers.iter().enumerate().take(bits) {
+            let bit = b.alloc_private(Fr::from_u64((value >> j) & 1));
+            b.enforce(&[(bit, one)], &[(bit, one), (Variable::One, minus_one)], &[]);
+            packing.push((bit, pow));
+        }
+        let x = b.alloc_private(Fr::from_u64(value));
+        b.enforce(&packing, &[(Variable::One, one)], &[(x, one)]);
+        left -= bits + 1;
+    }
+
+    // Full-width chains: segment j starts with x1 = p_j·x0 for public input p_j, then
+    // alternates squarings x' = x·x and products x' = (x + 3)·x_prev.
+    let segments = num_public.max(1);
+    let mut left = field;
+    for seg in 0..segments {
+        let mut len = left / (segments - seg);
+        left -= len;
+        let x0 = b.alloc_private(Fr::random(rng));
+        let mut prev = x0;
+        let mut cur = if seg < num_public {
+            let p = b.alloc_public(Fr::random(rng));
+            let v = value(&b, p) * value(&b, x0);
+            let x1 = b.alloc_private(v);
+            b.enforce(&[(p, one)], &[(x0, one)], &[(x1, one)]);
+            len = len.saturating_sub(1);
+            x1
+        } else {
+            x0
+        };
+        let three = Fr::from_u64(3);
+        for i in 0..len {
+            let next = if i % 2 == 0 {
+                let v = value(&b, cur).square();
+                let x = b.alloc_private(v);
+                b.enforce(&[(cur, one)], &[(cur, one)], &[(x, one)]);
+                x
+            } else {
+                let v = (value(&b, cur) + three) * value(&b, prev);
+                let x = b.alloc_private(v);
+                b.enforce(
+                    &[(cur, one), (Variable::One, three)],
+                    &[(prev, one)],
+                    &[(x, one)],
+                );
+                x
+            };
+            prev = cur;
+            cur = next;
+        }
+    }
+    Ok(b.build()?)
+}
+
+fn value(b: &R1csBuilder, v: Variable) -> Fr {
+    // Only variables allocated by this module are read back.
+    b.value(v).unwrap_or(Fr::ZERO)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha20Rng;
+
+    #[test]
+    fn exact_size_satisfied_and_mostly_boolean() {
+        let mut rng = ChaCha20Rng::seed_from_u64(1);
+        for (k, p) in [(3u32, 3usize), (4, 0), (5, 2), (10, 3), (12, 1)] {
+            let (r1cs, w) = circuit(k, p, &mut rng).unwrap();
+            assert_eq!(r1cs.num_constraints(), 1 << k, "k = {k}");
+            assert_eq!(r1cs.num_public(), p);
+            assert_eq!(r1cs.is_satisfied(&w), Ok(()));
+            if k >= 10 {
+                let bits = w
+                    .private()
+                    .iter()
+                    .filter(|v| v.is_zero() || **v == Fr::ONE)
+                    .count();
+                let frac = bits as f64 / w.private().len() as f64;
+                assert!((0.6..0.8).contains(&frac), "boolean fraction {frac}");
+            }
+        }
+        assert!(matches!(
+            circuit(2, 2, &mut rng),
+            Err(DemoError::TooSmall { .. })
+        ));
+        assert_eq!(circuit(29, 1, &mut rng).unwrap_err(), DemoError::TooLarge(29));
+    }
+}

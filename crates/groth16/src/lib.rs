@@ -1,0 +1,40 @@
+//! Groth16 over BLS12-381: the CPU reference prover of cuzk, shaped so a GPU backend can sit
+//! behind the same calls.
+//!
+//! Flow (arkworks-style phases):
+//! 1. [`R1cs`] — sparse A, B, C in CSR form, built with [`R1csBuilder`] or loaded from a file;
+//!    the last `num_public + 1` rows bind the instance variables (see [`r1cs`]).
+//! 2. [`setup::generate_parameters`] — a [`ProvingKey`] from random toxic waste, by Lagrange
+//!    coefficients at τ and windowed fixed-base scalar multiplication.
+//! 3. [`prover::create_proof`] — witness map (a, b, c = A·z, B·z, C·z over the domain), quotient
+//!    H, five MSMs and the assembly with r, s; the heavy steps go through a [`ProverBackend`].
+//! 4. [`verifier::verify_proof`] — one multi-Miller loop and one final exponentiation.
+//!
+//! [`demo::circuit`] makes realistic test circuits; [`io`] reads and writes the versioned,
+//! checksummed file format.
+
+#![forbid(unsafe_code)]
+
+pub mod backend;
+pub mod demo;
+mod fixed_base;
+pub mod io;
+pub mod keys;
+pub mod prover;
+pub mod r1cs;
+pub mod setup;
+mod timing;
+pub mod verifier;
+
+pub use backend::{BackendError, CpuBackend, ProverBackend};
+pub use keys::{PreparedVerifyingKey, Proof, ProvingKey, VerifyingKey};
+pub use prover::{
+    ProofTimings, ProveError, create_proof, create_proof_with_backend,
+    create_proof_with_randomness,
+};
+pub use r1cs::{LinearCombination, R1cs, R1csBuilder, R1csError, SparseMatrix, Variable, Witness, WitnessError};
+pub use setup::{SetupError, SetupTimings, ToxicWaste, generate_parameters, generate_parameters_with_toxic_waste};
+pub use verifier::{VerifyError, prepare_verifying_key, verify_proof};
+
+pub use cuzk_field::Fr;
+pub use cuzk_ntt::Domain;

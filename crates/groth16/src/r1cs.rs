@@ -1,0 +1,770 @@
+//! Rank-1 constraint systems in CSR form, their assignments, and a builder.
+//!
+//! Column layout (the one bellperson and arkworks use): column 0 is the constant one, columns
+//! `1..=num_public` the public inputs, the rest the private witness. Row `i` is the constraint
+//! `<A_i, z> · <B_i, z> = <C_i, z>`.
+//!
+//! **Instance rows.** Groth16 needs the A-polynomials of the instance variables (the one and
+//! the public inputs) to be linearly independent, or a prover could shift value between public
+//! inputs without changing the proof. Like arkworks (`inline_all_lcs` then one row per instance
+//! variable) and bellperson (`x_i · 0 = 0` after synthesis), every [`R1cs`] ends with
+//! `num_public + 1` rows `x_i · 0 = 0`, i.e. A = {i: 1}, B = C = {}. They are always satisfied,
+//! [`R1csBuilder::build`] appends them, and [`R1cs::new`] refuses matrices that lack them.
+
+use core::fmt;
+
+use cuzk_field::Fr;
+use rayon::prelude::*;
+
+/// Rows per rayon task when evaluating the matrices: big enough to amortize scheduling, small
+/// enough to balance skewed rows.
+const EVAL_CHUNK_ROWS: usize = 1 << 12;
+
+/// A variable of a circuit under construction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Variable {
+    /// The constant one (column 0).
+    One,
+    /// The i-th public input, in allocation order.
+    Public(u32),
+    /// The i-th private witness value, in allocation order.
+    Private(u32),
+}
+
+/// `Σ coeff · var`, a convenience for building rows; [`R1csBuilder::enforce`] takes slices.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LinearCombination(pub Vec<(Variable, Fr)>);
+
+impl LinearCombination {
+    pub fn zero() -> Self {
+        Self(Vec::new())
+    }
+
+    /// Adds `coeff · var` (duplicates are merged when the system is built).
+    pub fn add(mut self, coeff: Fr, var: Variable) -> Self {
+        self.0.push((var, coeff));
+        self
+    }
+
+    pub fn terms(&self) -> &[(Variable, Fr)] {
+        &self.0
+    }
+}
+
+impl From<Variable> for LinearCombination {
+    fn from(v: Variable) -> Self {
+        Self(vec![(v, Fr::ONE)])
+    }
+}
+
+/// Why matrices or an assignment do not form a valid constraint system.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum R1csError {
+    #[error("matrix {matrix}: {reason}")]
+    MalformedMatrix { matrix: char, reason: String },
+    #[error(
+        "the matrices must have the same number of rows (A {a}, B {b}, C {c}) and {num_variables} columns"
+    )]
+    ShapeMismatch {
+        a: usize,
+        b: usize,
+        c: usize,
+        num_variables: usize,
+    },
+    #[error(
+        "{num_public} public inputs need at least {} variables, got {num_variables}",
+        num_public + 1
+    )]
+    TooFewVariables {
+        num_public: usize,
+        num_variables: usize,
+    },
+    #[error(
+        "row {row} must be the instance row `x_{variable} * 0 = 0` that binds public input {variable}"
+    )]
+    MissingInstanceRow { row: usize, variable: usize },
+    #[error("more than 2^32 - 1 variables")]
+    TooManyVariables,
+    #[error("variable {0:?} was never allocated")]
+    UnknownVariable(Variable),
+}
+
+/// Why an assignment does not satisfy, or does not fit, a constraint system.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WitnessError {
+    #[error("the assignment has {found} values, the circuit has {expected} variables")]
+    Length { expected: usize, found: usize },
+    #[error("the assignment has {found} public inputs, the circuit has {expected}")]
+    PublicCount { expected: usize, found: usize },
+    #[error("assignment entry 0 must be the constant one")]
+    FirstNotOne,
+    #[error("constraint {constraint} is not satisfied: <A,z>·<B,z> != <C,z>")]
+    Unsatisfied { constraint: usize },
+    #[error("evaluation output has {found} entries, the circuit has {expected} constraints")]
+    OutputLength { expected: usize, found: usize },
+}
+
+/// A sparse matrix in compressed sparse row form: row `i` has the entries
+/// `cols[row_ptr[i]..row_ptr[i+1]]` with values `vals[..]`, columns strictly increasing and
+/// values non-zero.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SparseMatrix {
+    num_cols: usize,
+    row_ptr: Vec<usize>,
+    cols: Vec<u32>,
+    vals: Vec<Fr>,
+}
+
+impl fmt::Debug for SparseMatrix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SparseMatrix")
+            .field("rows", &self.num_rows())
+            .field("cols", &self.num_cols)
+            .field("nnz", &self.nnz())
+            .finish()
+    }
+}
+
+impl SparseMatrix {
+    /// Checks the CSR invariants (monotone `row_ptr` from 0 to nnz, columns in range and
+    /// strictly increasing per row, no explicit zeros).
+    pub fn from_csr(
+        num_cols: usize,
+        row_ptr: Vec<usize>,
+        cols: Vec<u32>,
+        vals: Vec<Fr>,
+    ) -> Result<Self, String> {
+        if row_ptr.first() != Some(&0) {
+            return Err("row_ptr must start with 0".into());
+        }
+        if cols.len() != vals.len() || row_ptr.last() != Some(&cols.len()) {
+            return Err(format!(
+                "row_ptr ends at {:?} but there are {} columns and {} values",
+                row_ptr.last(),
+                cols.len(),
+                vals.len()
+            ));
+        }
+        let m = Self {
+            num_cols,
+            row_ptr,
+            cols,
+            vals,
+        };
+        let bad_row = (0..m.num_rows()).into_par_iter().find_first(|&i| {
+            let (s, e) = (m.row_ptr[i], m.row_ptr[i + 1]);
+            if s > e {
+                return true;
+            }
+            let cols = &m.cols[s..e];
+            cols.iter().any(|&c| c as usize >= num_cols)
+                || cols.windows(2).any(|w| w[0] >= w[1])
+                || m.vals[s..e].iter().any(Fr::is_zero)
+        });
+        match bad_row {
+            Some(i) => Err(format!(
+                "row {i} has a decreasing row_ptr, an out-of-range or repeated column, or a zero value"
+            )),
+            None => Ok(m),
+        }
+    }
+
+    pub fn num_rows(&self) -> usize {
+        self.row_ptr.len() - 1
+    }
+
+    pub fn num_cols(&self) -> usize {
+        self.num_cols
+    }
+
+    /// Number of stored (non-zero) entries.
+    pub fn nnz(&self) -> usize {
+        self.cols.len()
+    }
+
+    pub fn row_ptr(&self) -> &[usize] {
+        &self.row_ptr
+    }
+
+    pub fn cols(&self) -> &[u32] {
+        &self.cols
+    }
+
+    pub fn vals(&self) -> &[Fr] {
+        &self.vals
+    }
+
+    /// The columns and values of row `i`.
+    pub fn row(&self, i: usize) -> (&[u32], &[Fr]) {
+        let (s, e) = (self.row_ptr[i], self.row_ptr[i + 1]);
+        (&self.cols[s..e], &self.vals[s..e])
+    }
+
+    /// `<row i, z>`; `z` has at least `num_cols` entries (checked by callers).
+    #[inline]
+    fn dot_row(&self, i: usize, z: &[Fr], minus_one: Fr) -> Fr {
+        let (cols, vals) = self.row(i);
+        let mut acc = Fr::ZERO;
+        for (&c, &v) in cols.iter().zip(vals) {
+            let x = z[c as usize];
+            // Most coefficients are ±1: a comparison is far cheaper than a multiplication.
+            if v == Fr::ONE {
+                acc += x;
+            } else if v == minus_one {
+                acc -= x;
+            } else {
+                acc += v * x;
+            }
+        }
+        acc
+    }
+}
+
+
+/// A full assignment `z = (1, public inputs, private witness)`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Witness {
+    num_public: usize,
+    z: Vec<Fr>,
+}
+
+impl fmt::Debug for Witness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Witness")
+            .field("num_public", &self.num_public)
+            .field("len", &self.z.len())
+            .finish()
+    }
+}
+
+impl Witness {
+    pub fn new(public: &[Fr], private: &[Fr]) -> Self {
+        let mut z = Vec::with_capacity(1 + public.len() + private.len());
+        z.push(Fr::ONE);
+        z.extend_from_slice(public);
+        z.extend_from_slice(private);
+        Self {
+            num_public: public.len(),
+            z,
+        }
+    }
+
+    /// From a full assignment whose entry 0 is one.
+    pub fn from_assignment(num_public: usize, z: Vec<Fr>) -> Result<Self, WitnessError> {
+        if z.len() < num_public + 1 {
+            return Err(WitnessError::Length {
+                expected: num_public + 1,
+                found: z.len(),
+            });
+        }
+        if z[0] != Fr::ONE {
+            return Err(WitnessError::FirstNotOne);
+        }
+        Ok(Self { num_public, z })
+    }
+
+    /// The full assignment `z`, indexed by column.
+    pub fn assignment(&self) -> &[Fr] {
+        &self.z
+    }
+
+    /// Mutable access for tests and tools that tamper with a witness (entry 0 stays one).
+    pub fn set(&mut self, index: usize, value: Fr) -> Option<()> {
+        if index == 0 {
+            return None;
+        }
+        *self.z.get_mut(index)? = value;
+        Some(())
+    }
+
+    pub fn num_public(&self) -> usize {
+        self.num_public
+    }
+
+    pub fn public_inputs(&self) -> &[Fr] {
+        &self.z[1..=self.num_public]
+    }
+
+    pub fn private(&self) -> &[Fr] {
+        &self.z[self.num_public + 1..]
+    }
+
+    pub fn len(&self) -> usize {
+        self.z.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.z.is_empty()
+    }
+}
+
+/// A rank-1 constraint system whose last `num_public + 1` rows are the instance rows.
+#[derive(Clone, PartialEq, Eq)]
+pub struct R1cs {
+    num_public: usize,
+    num_variables: usize,
+    a: SparseMatrix,
+    b: SparseMatrix,
+    c: SparseMatrix,
+}
+
+impl fmt::Debug for R1cs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("R1cs")
+            .field("num_public", &self.num_public)
+            .field("num_variables", &self.num_variables)
+            .field("num_constraints", &self.num_constraints())
+            .field("nnz", &[self.a.nnz(), self.b.nnz(), self.c.nnz()])
+            .finish()
+    }
+}
+
+impl R1cs {
+    /// Checks shapes and that the system ends with the instance rows (see the module docs).
+    pub fn new(
+        num_public: usize,
+        num_variables: usize,
+        a: SparseMatrix,
+        b: SparseMatrix,
+        c: SparseMatrix,
+    ) -> Result<Self, R1csError> {
+        if num_variables < num_public + 1 {
+            return Err(R1csError::TooFewVariables {
+                num_public,
+                num_variables,
+            });
+        }
+        if num_variables > u32::MAX as usize {
+            return Err(R1csError::TooManyVariables);
+        }
+        let rows = a.num_rows();
+        if b.num_rows() != rows
+            || c.num_rows() != rows
+            || [&a, &b, &c].iter().any(|m| m.num_cols != num_variables)
+        {
+            return Err(R1csError::ShapeMismatch {
+                a: a.num_rows(),
+                b: b.num_rows(),
+                c: c.num_rows(),
+                num_variables,
+            });
+        }
+        let instance = num_public + 1;
+        if rows < instance {
+            return Err(R1csError::MissingInstanceRow {
+                row: rows,
+                variable: 0,
+            });
+        }
+        let first = rows - instance;
+        for v in 0..instance {
+            let row = first + v;
+            let ok = a.row(row) == (&[v as u32][..], &[Fr::ONE][..])
+                && b.row(row).0.is_empty()
+                && c.row(row).0.is_empty();
+            if !ok {
+                return Err(R1csError::MissingInstanceRow { row, variable: v });
+            }
+        }
+        Ok(Self {
+            num_public,
+            num_variables,
+            a,
+            b,
+            c,
+        })
+    }
+
+    pub fn num_public(&self) -> usize {
+        self.num_public
+    }
+
+    /// All variables including the constant one.
+    pub fn num_variables(&self) -> usize {
+        self.num_variables
+    }
+
+    pub fn num_private(&self) -> usize {
+        self.num_variables - self.num_public - 1
+    }
+
+    /// All rows, instance rows included: what the QAP domain must hold.
+    pub fn num_constraints(&self) -> usize {
+        self.a.num_rows()
+    }
+
+    /// Rows excluding the `num_public + 1` instance rows.
+    pub fn num_circuit_constraints(&self) -> usize {
+        self.num_constraints() - self.num_public - 1
+    }
+
+    /// The QAP domain size: the next power of two at or above the number of rows.
+    pub fn domain_size(&self) -> usize {
+        self.num_constraints().next_power_of_two()
+    }
+
+    pub fn a(&self) -> &SparseMatrix {
+        &self.a
+    }
+
+    pub fn b(&self) -> &SparseMatrix {
+        &self.b
+    }
+
+    pub fn c(&self) -> &SparseMatrix {
+        &self.c
+    }
+
+    /// Checks that `witness` fits this system (length, public count, leading one).
+    pub fn check_witness(&self, witness: &Witness) -> Result<(), WitnessError> {
+        if witness.num_public != self.num_public {
+            return Err(WitnessError::PublicCount {
+                expected: self.num_public,
+                found: witness.num_public,
+            });
+        }
+        if witness.z.len() != self.num_variables {
+            return Err(WitnessError::Length {
+                expected: self.num_variables,
+                found: witness.z.len(),
+            });
+        }
+        if witness.z[0] != Fr::ONE {
+            return Err(WitnessError::FirstNotOne);
+        }
+        Ok(())
+    }
+
+    /// `Ok` when every constraint holds; otherwise names the first failing one.
+    pub fn is_satisfied(&self, witness: &Witness) -> Result<(), WitnessError> {
+        self.check_witness(witness)?;
+        let n = self.num_constraints();
+        let (mut a, mut b, mut c) = (vec![Fr::ZERO; n], vec![Fr::ZERO; n], vec![Fr::ZERO; n]);
+        self.evaluate_into(witness.assignment(), &mut a, &mut b, &mut c)?;
+        first_unsatisfied(&a, &b, &c, n)
+    }
+
+    /// `A·z`, `B·z`, `C·z` into the first `num_constraints` entries of the outputs, in parallel
+    /// over row chunks. Entries past the rows are left untouched (callers zero-pad).
+    pub fn evaluate_into(
+        &self,
+        z: &[Fr],
+        a: &mut [Fr],
+        b: &mut [Fr],
+        c: &mut [Fr],
+    ) -> Result<(), WitnessError> {
+        if z.len() != self.num_variables {
+            return Err(WitnessError::Length {
+                expected: self.num_variables,
+                found: z.len(),
+            });
+        }
+        let n = self.num_constraints();
+        let shortest = a.len().min(b.len()).min(c.len());
+        if shortest < n {
+            return Err(WitnessError::OutputLength {
+                expected: n,
+                found: shortest,
+            });
+        }
+        let (a, b, c) = (&mut a[..n], &mut b[..n], &mut c[..n]);
+        a.par_chunks_mut(EVAL_CHUNK_ROWS)
+            .zip(b.par_chunks_mut(EVAL_CHUNK_ROWS))
+            .zip(c.par_chunks_mut(EVAL_CHUNK_ROWS))
+            .enumerate()
+            .for_each(|(chunk, ((a, b), c))| {
+                let base = chunk * EVAL_CHUNK_ROWS;
+                let m1 = -Fr::ONE;
+                for (j, ((a, b), c)) in a.iter_mut().zip(b).zip(c).enumerate() {
+                    let row = base + j;
+                    *a = self.a.dot_row(row, z, m1);
+                    *b = self.b.dot_row(row, z, m1);
+                    *c = self.c.dot_row(row, z, m1);
+                }
+            });
+        Ok(())
+    }
+}
+
+/// The first row `i < rows` with `a[i]·b[i] != c[i]`, found in parallel.
+pub(crate) fn first_unsatisfied(
+    a: &[Fr],
+    b: &[Fr],
+    c: &[Fr],
+    rows: usize,
+) -> Result<(), WitnessError> {
+    let bad = a[..rows]
+        .par_iter()
+        .zip(&b[..rows])
+        .zip(&c[..rows])
+        .position_first(|((a, b), c)| *a * *b != *c);
+    match bad {
+        Some(constraint) => Err(WitnessError::Unsatisfied { constraint }),
+        None => Ok(()),
+    }
+}
+
+/// Builds a constraint system and its assignment together, bellperson-style: public and
+/// private variables are numbered apart and laid out (one, public, private) by [`Self::build`].
+#[derive(Debug, Default)]
+pub struct R1csBuilder {
+    public: Vec<Fr>,
+    private: Vec<Fr>,
+    rows: [RowsBuilder; 3],
+}
+
+#[derive(Debug)]
+struct RowsBuilder {
+    row_ptr: Vec<usize>,
+    terms: Vec<(Variable, Fr)>,
+}
+
+impl Default for RowsBuilder {
+    fn default() -> Self {
+        Self {
+            row_ptr: vec![0],
+            terms: Vec::new(),
+        }
+    }
+}
+
+impl R1csBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reserves room for about this many constraints and terms per matrix.
+    pub fn with_capacity(constraints: usize, terms_per_matrix: usize) -> Self {
+        let rows = || RowsBuilder {
+            row_ptr: {
+                let mut v = Vec::with_capacity(constraints + 1);
+                v.push(0);
+                v
+            },
+            terms: Vec::with_capacity(terms_per_matrix),
+        };
+        Self {
+            public: Vec::new(),
+            private: Vec::with_capacity(constraints),
+            rows: [rows(), rows(), rows()],
+        }
+    }
+
+    pub fn alloc_public(&mut self, value: Fr) -> Variable {
+        self.public.push(value);
+        Variable::Public(index_u32(self.public.len() - 1))
+    }
+
+    pub fn alloc_private(&mut self, value: Fr) -> Variable {
+        self.private.push(value);
+        Variable::Private(index_u32(self.private.len() - 1))
+    }
+
+    /// The assigned value of a variable; `None` if it was not allocated here.
+    pub fn value(&self, v: Variable) -> Option<Fr> {
+        match v {
+            Variable::One => Some(Fr::ONE),
+            Variable::Public(i) => self.public.get(i as usize).copied(),
+            Variable::Private(i) => self.private.get(i as usize).copied(),
+        }
+    }
+
+    /// Adds the constraint `<a, z> · <b, z> = <c, z>` (it is not checked here: see
+    /// [`R1cs::is_satisfied`]).
+    pub fn enforce(&mut self, a: &[(Variable, Fr)], b: &[(Variable, Fr)], c: &[(Variable, Fr)]) {
+        for (rows, lc) in self.rows.iter_mut().zip([a, b, c]) {
+            rows.terms.extend_from_slice(lc);
+            rows.row_ptr.push(rows.terms.len());
+        }
+    }
+
+    pub fn num_constraints(&self) -> usize {
+        self.rows[0].row_ptr.len() - 1
+    }
+
+    pub fn num_public(&self) -> usize {
+        self.public.len()
+    }
+
+    pub fn num_private(&self) -> usize {
+        self.private.len()
+    }
+
+    /// Lays out the columns, merges repeated terms, drops zero coefficients, appends the
+    /// instance rows, and returns the system with its assignment.
+    pub fn build(self) -> Result<(R1cs, Witness), R1csError> {
+        let num_public = self.public.len();
+        let num_variables = 1 + num_public + self.private.len();
+        if num_variables > u32::MAX as usize {
+            return Err(R1csError::TooManyVariables);
+        }
+        let [ra, rb, rc] = self.rows;
+        let col = |v: Variable| -> Result<u32, R1csError> {
+            let c = match v {
+                Variable::One => 0,
+                Variable::Public(i) if (i as usize) < num_public => 1 + i as usize,
+                Variable::Private(i) if (i as usize) < num_variables - 1 - num_public => {
+                    1 + num_public + i as usize
+                }
+                other => return Err(R1csError::UnknownVariable(other)),
+            };
+            Ok(c as u32)
+        };
+        let finish = |rows: RowsBuilder, name: char, instance_a: bool| {
+            let mut m = compress(rows, &col)?;
+            for v in 0..=num_public {
+                if instance_a {
+                    m.cols.push(v as u32);
+                    m.vals.push(Fr::ONE);
+                }
+                m.row_ptr.push(m.cols.len());
+            }
+            m.num_cols = num_variables;
+            SparseMatrix::from_csr(m.num_cols, m.row_ptr, m.cols, m.vals)
+                .map_err(|reason| R1csError::MalformedMatrix { matrix: name, reason })
+        };
+        let (a, (b, c)) = rayon::join(
+            || finish(ra, 'A', true),
+            || rayon::join(|| finish(rb, 'B', false), || finish(rc, 'C', false)),
+        );
+        let r1cs = R1cs::new(num_public, num_variables, a?, b?, c?)?;
+        let witness = Witness::new(&self.public, &self.private);
+        Ok((r1cs, witness))
+    }
+}
+
+fn index_u32(i: usize) -> u32 {
+    // Saturating: `build` rejects systems this large, so the clamp is never observed.
+    u32::try_from(i).unwrap_or(u32::MAX)
+}
+
+/// Rows of (variable, coeff) terms to canonical CSR: columns sorted, repeats summed, zeros
+/// dropped.
+fn compress(
+    rows: RowsBuilder,
+    col: &(impl Fn(Variable) -> Result<u32, R1csError> + Sync),
+) -> Result<SparseMatrix, R1csError> {
+    let mut row_ptr = Vec::with_capacity(rows.row_ptr.len());
+    let mut cols = Vec::with_capacity(rows.terms.len());
+    let mut vals = Vec::with_capacity(rows.terms.len());
+    row_ptr.push(0);
+    let mut scratch: Vec<(u32, Fr)> = Vec::new();
+    for w in rows.row_ptr.windows(2) {
+        scratch.clear();
+        for &(v, coeff) in &rows.terms[w[0]..w[1]] {
+            scratch.push((col(v)?, coeff));
+        }
+        scratch.sort_unstable_by_key(|t| t.0);
+        let mut k = 0;
+        while k < scratch.len() {
+            let (c, mut sum) = scratch[k];
+            k += 1;
+            while k < scratch.len() && scratch[k].0 == c {
+                sum += scratch[k].1;
+                k += 1;
+            }
+            if !sum.is_zero() {
+                cols.push(c);
+                vals.push(sum);
+            }
+        }
+        row_ptr.push(cols.len());
+    }
+    Ok(SparseMatrix {
+        num_cols: 0,
+        row_ptr,
+        cols,
+        vals,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(v: u64) -> Fr {
+        Fr::from_u64(v)
+    }
+
+    #[test]
+    fn builder_lays_out_columns_and_appends_instance_rows() {
+        let mut b = R1csBuilder::new();
+        let x = b.alloc_private(f(3));
+        let out = b.alloc_public(f(9));
+        // x * x = out, with a repeated term in A that must be merged: (2x - x) * x = out.
+        b.enforce(
+            &[(x, f(2)), (x, -Fr::ONE)],
+            &[(x, Fr::ONE)],
+            &[(out, Fr::ONE)],
+        );
+        let (r1cs, w) = b.build().unwrap();
+        assert_eq!(r1cs.num_public(), 1);
+        assert_eq!(r1cs.num_variables(), 3);
+        assert_eq!(r1cs.num_constraints(), 3);
+        assert_eq!(r1cs.num_circuit_constraints(), 1);
+        assert_eq!(r1cs.a().row(0), (&[2u32][..], &[Fr::ONE][..]));
+        assert_eq!(r1cs.c().row(0).0, &[1u32]);
+        assert_eq!(r1cs.a().row(1).0, &[0u32]);
+        assert_eq!(r1cs.a().row(2).0, &[1u32]);
+        assert_eq!(w.assignment(), &[Fr::ONE, f(9), f(3)]);
+        assert_eq!(w.public_inputs(), &[f(9)]);
+        assert_eq!(r1cs.is_satisfied(&w), Ok(()));
+    }
+
+    #[test]
+    fn first_failing_constraint_is_named() {
+        let mut b = R1csBuilder::new();
+        let x = b.alloc_private(f(2));
+        let y = b.alloc_private(f(4));
+        let z = b.alloc_private(f(7));
+        b.enforce(&[(x, Fr::ONE)], &[(x, Fr::ONE)], &[(y, Fr::ONE)]);
+        b.enforce(&[(x, Fr::ONE)], &[(y, Fr::ONE)], &[(z, Fr::ONE)]); // 8 != 7
+        b.enforce(&[(y, Fr::ONE)], &[(y, Fr::ONE)], &[(z, Fr::ONE)]); // 16 != 7
+        let (r1cs, mut w) = b.build().unwrap();
+        assert_eq!(
+            r1cs.is_satisfied(&w),
+            Err(WitnessError::Unsatisfied { constraint: 1 })
+        );
+        w.set(3, f(8)).unwrap();
+        assert_eq!(
+            r1cs.is_satisfied(&w),
+            Err(WitnessError::Unsatisfied { constraint: 2 })
+        );
+        let short = Witness::new(&[], &[f(2), f(4)]);
+        assert_eq!(
+            r1cs.is_satisfied(&short),
+            Err(WitnessError::Length {
+                expected: 4,
+                found: 3
+            })
+        );
+        let wrong_public = Witness::new(&[f(2)], &[f(4), f(8)]);
+        assert!(matches!(
+            r1cs.is_satisfied(&wrong_public),
+            Err(WitnessError::PublicCount { .. })
+        ));
+    }
+
+    #[test]
+    fn unknown_variables_and_missing_instance_rows_are_rejected() {
+        let mut b = R1csBuilder::new();
+        b.enforce(&[(Variable::Private(5), Fr::ONE)], &[], &[]);
+        assert_eq!(
+            b.build().unwrap_err(),
+            R1csError::UnknownVariable(Variable::Private(5))
+        );
+
+        let empty = |rows: usize| {
+            SparseMatrix::from_csr(2, vec![0; rows + 1], vec![], vec![]).unwrap()
+        };
+        // One public input: two instance rows needed, A has none.
+        assert_eq!(
+            R1cs::new(1, 2, empty(2), empty(2), empty(2)).unwrap_err(),
+            R1csError::MissingInstanceRow { row: 0, variable: 0 }
+        );
+        assert!(SparseMatrix::from_csr(2, vec![0, 2], vec![1, 1], vec![Fr::ONE; 2]).is_err());
+        assert!(SparseMatrix::from_csr(2, vec![0, 1], vec![2], vec![Fr::ONE]).is_err());
+        assert!(SparseMatrix::from_csr(2, vec![0, 1], vec![1], vec![Fr::ZERO]).is_err());
+        assert!(SparseMatrix::from_csr(2, vec![0, 1], vec![1], vec![]).is_err());
+    }
+}

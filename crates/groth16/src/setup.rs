@@ -1,0 +1,270 @@
+//! Parameter generation from toxic waste (τ, α, β, γ, δ) for a given R1CS.
+//!
+//! u_i(τ), v_i(τ), w_i(τ) come from the domain's Lagrange coefficients at τ: u_i(τ) =
+//! Σ_rows A[row][i]·L_row(τ), computed column by column over a transposed (CSC) copy of each
+//! matrix so the work is parallel without per-thread copies of the outputs. All points are then
+//! made by windowed fixed-base multiplication (one table per group) with batched affine
+//! conversion.
+
+use std::time::{Duration, Instant};
+
+use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
+use cuzk_ntt::{Domain, NttError};
+use rand_core::RngCore;
+use rayon::prelude::*;
+
+use crate::fixed_base::FixedBaseTable;
+use crate::keys::{ProvingKey, VerifyingKey};
+use crate::r1cs::{R1cs, SparseMatrix};
+use crate::timing::timed;
+
+/// Why parameters could not be generated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SetupError {
+    #[error("no QAP domain for this circuit: {0}")]
+    Domain(#[from] NttError),
+    #[error("toxic waste {0} is zero")]
+    ZeroToxicWaste(&'static str),
+    #[error("τ lies in the evaluation domain (Z(τ) = 0)")]
+    TauInDomain,
+}
+
+/// The secret trapdoor of one setup; whoever knows it can forge proofs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ToxicWaste {
+    pub tau: Fr,
+    pub alpha: Fr,
+    pub beta: Fr,
+    pub gamma: Fr,
+    pub delta: Fr,
+}
+
+impl core::fmt::Debug for ToxicWaste {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("ToxicWaste(…)")
+    }
+}
+
+impl ToxicWaste {
+    /// Uniformly random non-zero values.
+    pub fn random(rng: &mut impl RngCore) -> Self {
+        let mut nonzero = || loop {
+            let v = Fr::random(rng);
+            if !v.is_zero() {
+                return v;
+            }
+        };
+        Self {
+            tau: nonzero(),
+            alpha: nonzero(),
+            beta: nonzero(),
+            gamma: nonzero(),
+            delta: nonzero(),
+        }
+    }
+}
+
+/// Wall-clock time of each setup phase.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetupTimings {
+    /// L_i(τ) over the domain.
+    pub lagrange: Duration,
+    /// u, v, w at τ from the transposed matrices, and the key scalars.
+    pub qap_at_tau: Duration,
+    /// G1 table and the a, b_g1, ic, l, h points.
+    pub g1: Duration,
+    /// G2 table and the b_g2 points.
+    pub g2: Duration,
+    pub total: Duration,
+}
+
+impl SetupTimings {
+    /// `(phase, duration)` rows for printing.
+    pub fn rows(&self) -> [(&'static str, Duration); 5] {
+        [
+            ("lagrange coefficients", self.lagrange),
+            ("QAP at tau", self.qap_at_tau),
+            ("G1 fixed-base", self.g1),
+            ("G2 fixed-base", self.g2),
+            ("total", self.total),
+        ]
+    }
+}
+
+/// A proving key for `r1cs` from fresh random toxic waste (which is dropped).
+pub fn generate_parameters(
+    r1cs: &R1cs,
+    rng: &mut impl RngCore,
+) -> Result<ProvingKey, SetupError> {
+    generate_parameters_with_toxic_waste(r1cs, &ToxicWaste::random(rng)).map(|(pk, _)| pk)
+}
+
+/// A proving key for `r1cs` from the given toxic waste, with per-phase timings.
+pub fn generate_parameters_with_toxic_waste(
+    r1cs: &R1cs,
+    tw: &ToxicWaste,
+) -> Result<(ProvingKey, SetupTimings), SetupError> {
+    let _span = tracing::info_span!(
+        "setup",
+        constraints = r1cs.num_constraints(),
+        variables = r1cs.num_variables()
+    )
+    .entered();
+    let start = Instant::now();
+    for (name, v) in [
+        ("tau", tw.tau),
+        ("alpha", tw.alpha),
+        ("beta", tw.beta),
+        ("gamma", tw.gamma),
+        ("delta", tw.delta),
+    ] {
+        if v.is_zero() {
+            return Err(SetupError::ZeroToxicWaste(name));
+        }
+    }
+    let domain = Domain::for_size(r1cs.num_constraints())?;
+    let n = domain.size();
+    let z_tau = domain.evaluate_vanishing_polynomial(tw.tau);
+    if z_tau.is_zero() {
+        return Err(SetupError::TauInDomain);
+    }
+    let gamma_inv = tw.gamma.inverse().ok_or(SetupError::ZeroToxicWaste("gamma"))?;
+    let delta_inv = tw.delta.inverse().ok_or(SetupError::ZeroToxicWaste("delta"))?;
+
+    let (lagrange, t_lagrange) = timed("setup.lagrange", || {
+        domain.evaluate_all_lagrange_coefficients(tw.tau)
+    });
+
+    // Scalars of every G1 point, laid out as [a | b_g1 | ic | l | h] so one table serves all.
+    let m = r1cs.num_variables();
+    let num_instance = r1cs.num_public() + 1;
+    let ((g1_scalars, v), t_qap) = timed("setup.qap_at_tau", || {
+        let (u, (v, w)) = rayon::join(
+            || column_evaluations(r1cs.a(), &lagrange),
+            || {
+                rayon::join(
+                    || column_evaluations(r1cs.b(), &lagrange),
+                    || column_evaluations(r1cs.c(), &lagrange),
+                )
+            },
+        );
+        let mut s = Vec::with_capacity(3 * m + n - 1);
+        s.extend_from_slice(&u);
+        s.extend_from_slice(&v);
+        let start = s.len();
+        s.resize(start + m, Fr::ZERO);
+        s[start..]
+            .par_iter_mut()
+            .enumerate()
+            .for_each(|(i, out)| {
+                let k = tw.beta * u[i] + tw.alpha * v[i] + w[i];
+                *out = k * if i < num_instance { gamma_inv } else { delta_inv };
+            });
+        let start = s.len();
+        s.resize(start + n - 1, Fr::ZERO);
+        powers_into(&mut s[start..], z_tau * delta_inv, tw.tau);
+        (s, v)
+    });
+
+    let (g1_points, t_g1) = timed("setup.g1", || {
+        let table = FixedBaseTable::<G1Affine>::new(G1Projective::generator(), g1_scalars.len());
+        table.batch_mul(&g1_scalars)
+    });
+    drop(g1_scalars);
+    let (b_g2_query, t_g2) = timed("setup.g2", || {
+        FixedBaseTable::<G2Affine>::new(G2Projective::generator(), m).batch_mul(&v)
+    });
+
+    let g1 = G1Projective::generator();
+    let g2 = G2Projective::generator();
+    let mut rest = g1_points;
+    let h_query = rest.split_off(3 * m);
+    let l_query = rest.split_off(2 * m + num_instance);
+    let ic = rest.split_off(2 * m);
+    let b_g1_query = rest.split_off(m);
+    let a_query = rest;
+    let vk = VerifyingKey {
+        alpha_g1: (g1 * tw.alpha).to_affine(),
+        beta_g2: (g2 * tw.beta).to_affine(),
+        gamma_g2: (g2 * tw.gamma).to_affine(),
+        delta_g2: (g2 * tw.delta).to_affine(),
+        ic,
+    };
+    let pk = ProvingKey {
+        vk,
+        beta_g1: (g1 * tw.beta).to_affine(),
+        delta_g1: (g1 * tw.delta).to_affine(),
+        a_query,
+        b_g1_query,
+        b_g2_query,
+        h_query,
+        l_query,
+    };
+    let timings = SetupTimings {
+        lagrange: t_lagrange,
+        qap_at_tau: t_qap,
+        g1: t_g1,
+        g2: t_g2,
+        total: start.elapsed(),
+    };
+    tracing::info!(total_ms = timings.total.as_secs_f64() * 1e3, "setup done");
+    Ok((pk, timings))
+}
+
+/// `out[j] = Σ_rows M[row][j] · lagrange[row]` for every column j, in parallel over columns of
+/// a transposed copy.
+fn column_evaluations(m: &SparseMatrix, lagrange: &[Fr]) -> Vec<Fr> {
+    let cols = m.num_cols();
+    // Counting-sort transpose: col_ptr, then (row, value) per entry in column order.
+    let mut col_ptr = vec![0usize; cols + 1];
+    for &c in m.cols() {
+        col_ptr[c as usize + 1] += 1;
+    }
+    for j in 0..cols {
+        col_ptr[j + 1] += col_ptr[j];
+    }
+    let mut next = col_ptr.clone();
+    let mut entries = vec![(0u32, Fr::ZERO); m.nnz()];
+    for row in 0..m.num_rows() {
+        let (cs, vs) = m.row(row);
+        for (&c, &v) in cs.iter().zip(vs) {
+            let slot = &mut next[c as usize];
+            entries[*slot] = (row as u32, v);
+            *slot += 1;
+        }
+    }
+    let mut out = vec![Fr::ZERO; cols];
+    out.par_iter_mut().enumerate().for_each(|(j, out)| {
+        *out = entries[col_ptr[j]..col_ptr[j + 1]]
+            .iter()
+            .map(|&(row, v)| {
+                let l = lagrange[row as usize];
+                if v == Fr::ONE { l } else { v * l }
+            })
+            .sum();
+    });
+    out
+}
+
+/// `out[i] = first · base^i`, in parallel chunks.
+fn powers_into(out: &mut [Fr], first: Fr, base: Fr) {
+    const CHUNK: usize = 1 << 12;
+    let step = base.pow(&[CHUNK as u64]);
+    let starts: Vec<Fr> = {
+        let mut s = Vec::with_capacity(out.len().div_ceil(CHUNK));
+        let mut acc = first;
+        for _ in 0..out.len().div_ceil(CHUNK) {
+            s.push(acc);
+            acc *= step;
+        }
+        s
+    };
+    out.par_chunks_mut(CHUNK)
+        .zip(starts)
+        .for_each(|(chunk, mut acc)| {
+            for slot in chunk {
+                *slot = acc;
+                acc *= base;
+            }
+        });
+}
