@@ -10,6 +10,7 @@ mod device;
 mod error;
 pub mod ff;
 mod module;
+pub mod msm;
 mod report;
 pub mod shared;
 pub mod smoke;
