@@ -24,25 +24,26 @@ msm_scan(const uint32_t* __restrict__ counts, uint32_t len, uint32_t* offsets, u
 
 extern "C" __global__ void __launch_bounds__(256)
 msm_scatter(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* cursors,
-            uint32_t* __restrict__ sorted)
+            uint32_t* __restrict__ sorted, uint32_t cap)
 {
-    msm::scatter(canon, n, c, nwin, cursors, sorted);
+    msm::scatter(canon, n, c, nwin, cursors, sorted, cap);
 }
 
 #define MSM_POINT_KERNELS(G, F, TPB)                                                                     \
     extern "C" __global__ void __launch_bounds__(TPB)                                                    \
-    msm_accumulate_##G(const affine_t<F>* __restrict__ points, const uint32_t* __restrict__ sorted,      \
+    msm_accumulate_##G(const affine_t<F>* __restrict__ points, uint32_t npoints,                         \
+                       const uint32_t* __restrict__ sorted, uint32_t cap,                                \
                        const uint32_t* __restrict__ offsets, uint32_t nkeys, uint32_t nthreads,          \
                        uint32_t* pkeys, xyzz_t<F>* ppts, xyzz_t<F>* buckets)                             \
     {                                                                                                    \
-        msm::accumulate<F>(points, sorted, offsets, nkeys, nthreads, pkeys, ppts, buckets);              \
+        msm::accumulate<F>(points, npoints, sorted, cap, offsets, nkeys, nthreads, pkeys, ppts, buckets); \
     }                                                                                                    \
     extern "C" __global__ void __launch_bounds__(TPB)                                                    \
     msm_merge_##G(const uint32_t* __restrict__ in_keys, const xyzz_t<F>* __restrict__ in_pts,            \
                   uint32_t count, uint32_t K, uint32_t* pkeys, xyzz_t<F>* ppts, xyzz_t<F>* buckets,      \
-                  uint32_t final_level)                                                                  \
+                  uint32_t nkeys, uint32_t final_level)                                                  \
     {                                                                                                    \
-        msm::merge<F>(in_keys, in_pts, count, K, pkeys, ppts, buckets, final_level);                     \
+        msm::merge<F>(in_keys, in_pts, count, K, pkeys, ppts, buckets, nkeys, final_level);              \
     }                                                                                                    \
     extern "C" __global__ void __launch_bounds__(TPB)                                                    \
     msm_bucket_reduce_##G(const xyzz_t<F>* __restrict__ buckets, uint32_t B, uint32_t nwin, uint32_t L,  \

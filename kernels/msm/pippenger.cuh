@@ -140,7 +140,7 @@ __device__ __forceinline__ void scan(const uint32_t* counts, uint32_t len, uint3
 
 // 4. Counting-sort scatter (order inside a bucket is arbitrary: addition commutes).
 __device__ __forceinline__ void scatter(const fr_t* canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* cursors,
-                                        uint32_t* sorted)
+                                        uint32_t* sorted, uint32_t cap)
 {
     MSM_GRID_STRIDE(i, n)
     {
@@ -152,7 +152,7 @@ __device__ __forceinline__ void scatter(const fr_t* canon, uint32_t n, uint32_t 
             uint32_t key = digit_key(s, w, c, carry, neg);
             if (key != ~0u) {
                 uint32_t pos = atomicAdd(&cursors[key], 1u);
-                sorted[pos] = i | (neg ? SIGN_BIT : 0u);
+                if (pos < cap) sorted[pos] = i | (neg ? SIGN_BIT : 0u);   // cap: memory safety only
             }
         }
     }
@@ -179,11 +179,13 @@ struct run_sink {
     uint32_t* pkeys;
     xyzz_t<F>* ppts;
     uint32_t t;
+    uint32_t nkeys;
     bool final_level;
     bool first_done;
 
     __device__ __forceinline__ void run_end(uint32_t key, const xyzz_t<F>& acc)
     {
+        key = min(key, nkeys);   // corrupt input lands in the dump slot, never out of bounds
         if (final_level || first_done) {
             buckets[key] = acc;
         } else {
@@ -194,6 +196,7 @@ struct run_sink {
     }
     __device__ __forceinline__ void slice_end(uint32_t key, const xyzz_t<F>& acc)
     {
+        key = min(key, nkeys);
         if (final_level) {
             buckets[key] = acc;
             return;
@@ -211,13 +214,13 @@ struct run_sink {
 // Empty slices emit identity partials keyed so that the partial array stays sorted: the key of
 // the next entry, or the dump key nkeys past the end (buckets has nkeys + 1 slots).
 template <class F>
-__device__ __forceinline__ void accumulate(const affine_t<F>* points, const uint32_t* sorted, const uint32_t* offsets,
-                                           uint32_t nkeys, uint32_t nthreads, uint32_t* pkeys, xyzz_t<F>* ppts,
-                                           xyzz_t<F>* buckets)
+__device__ __forceinline__ void accumulate(const affine_t<F>* points, uint32_t npoints, const uint32_t* sorted,
+                                           uint32_t cap, const uint32_t* offsets, uint32_t nkeys, uint32_t nthreads,
+                                           uint32_t* pkeys, xyzz_t<F>* ppts, xyzz_t<F>* buckets)
 {
     const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= nthreads) return;
-    const uint32_t E = offsets[nkeys];
+    const uint32_t E = min(offsets[nkeys], cap);
     const uint32_t s = (uint32_t)((uint64_t)E * t / nthreads);
     const uint32_t e = (uint32_t)((uint64_t)E * (t + 1) / nthreads);
     if (s == e) {
@@ -226,7 +229,7 @@ __device__ __forceinline__ void accumulate(const affine_t<F>* points, const uint
         ppts[2 * t] = ppts[2 * t + 1] = xyzz_t<F>::inf();
         return;
     }
-    run_sink<F> sink{buckets, pkeys, ppts, t, false, false};
+    run_sink<F> sink{buckets, pkeys, ppts, t, nkeys, false, false};
     uint32_t key = key_of(offsets, nkeys, s);
     uint32_t next = offsets[key + 1];
     xyzz_t<F> acc = xyzz_t<F>::inf();
@@ -236,12 +239,12 @@ __device__ __forceinline__ void accumulate(const affine_t<F>* points, const uint
             acc = xyzz_t<F>::inf();
             do {
                 key++;
-                next = offsets[key + 1];
-            } while (next == pos);   // skip empty keys
+                next = key < nkeys ? offsets[key + 1] : E;
+            } while (next == pos && key < nkeys);   // skip empty keys
         }
         uint32_t entry = sorted[pos];
-        affine_t<F> p = points[entry & ~SIGN_BIT];
-        acc = acc.add_affine(p.cneg((entry & SIGN_BIT) != 0));
+        uint32_t idx = entry & ~SIGN_BIT;
+        if (idx < npoints) acc = acc.add_affine(points[idx].cneg((entry & SIGN_BIT) != 0));
     }
     sink.slice_end(key, acc);
 }
@@ -249,13 +252,14 @@ __device__ __forceinline__ void accumulate(const affine_t<F>* points, const uint
 // 6. Level >= 1: thread t sums in[t*K, min((t+1)*K, count)) of the key-sorted partials.
 template <class F>
 __device__ __forceinline__ void merge(const uint32_t* in_keys, const xyzz_t<F>* in_pts, uint32_t count, uint32_t K,
-                                      uint32_t* pkeys, xyzz_t<F>* ppts, xyzz_t<F>* buckets, uint32_t final_level)
+                                      uint32_t* pkeys, xyzz_t<F>* ppts, xyzz_t<F>* buckets, uint32_t nkeys,
+                                      uint32_t final_level)
 {
     const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
     const uint32_t s = t * K;
     if (s >= count) return;
     const uint32_t e = min(count, s + K);
-    run_sink<F> sink{buckets, pkeys, ppts, t, final_level != 0, false};
+    run_sink<F> sink{buckets, pkeys, ppts, t, nkeys, final_level != 0, false};
     uint32_t key = in_keys[s];
     xyzz_t<F> acc = in_pts[s];
     for (uint32_t i = s + 1; i < e; i++) {

@@ -11,6 +11,7 @@ mod error;
 pub mod ff;
 mod module;
 pub mod msm;
+pub mod ntt;
 mod report;
 pub mod shared;
 pub mod smoke;

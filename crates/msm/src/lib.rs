@@ -3,6 +3,7 @@
 //! - [`cpu::msm`]: parallel (rayon) and sparse-aware CPU MSM over blst's Pippenger; the
 //!   reference every GPU path is checked against, and the fallback without a GPU.
 //! - [`cpu::naive_msm`]: double-and-add, the oracle for tests.
+//! - [`gpu::GpuMsm`]: GPU Pippenger over resident or streamed points, G1 and G2.
 //! - [`testing::random_points`]: many distinct random points quickly, for tests and benches.
 //!
 //! Points are affine ([`MsmPoint`] is implemented for [`G1Affine`] and [`G2Affine`]), scalars are
@@ -12,6 +13,7 @@
 
 pub mod cpu;
 mod error;
+pub mod gpu;
 pub mod testing;
 
 use core::fmt::Debug;
@@ -53,6 +55,7 @@ pub trait MsmPoint:
     /// The Jacobian form results are returned in.
     type Projective: Copy
         + Default
+        + bytemuck::Pod
         + Send
         + Sync
         + Eq

@@ -1,0 +1,526 @@
+//! Safe launch wrappers for `kernels/msm.cu` (Pippenger MSM; driven by `cuzk-msm`), plus the
+//! two memory helpers chunked MSM needs: scoped asynchronous uploads of host sub-ranges and a
+//! two-slot ring of pinned result buffers.
+//!
+//! Every wrapper checks that each buffer is large enough for what the kernel touches given the
+//! other arguments; kernels additionally clamp data-dependent indices (sorted entries, keys),
+//! so garbage device contents give wrong sums, never out-of-bounds accesses.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use bytemuck::Pod;
+use cuzk_vram::{DeviceBuffer, MemoryBackend, PinnedBuffer};
+
+use crate::device::{Event, Gpu, Stream};
+use crate::error::{GpuError, Result};
+use crate::module::{KernelArg, LaunchConfig};
+
+const MODULE: &str = "msm";
+
+/// The curve group an MSM kernel works on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Curve {
+    G1,
+    G2,
+}
+
+impl Curve {
+    /// Bytes of one affine point (blst_p1_affine / blst_p2_affine).
+    pub const fn affine_bytes(self) -> usize {
+        match self {
+            Curve::G1 => 96,
+            Curve::G2 => 192,
+        }
+    }
+    /// Bytes of one Jacobian point (blst_p1 / blst_p2).
+    pub const fn jacobian_bytes(self) -> usize {
+        self.affine_bytes() / 2 * 3
+    }
+    /// u64 words of one device XYZZ point (X, Y, ZZ, ZZZ); XYZZ buffers are `DeviceBuffer<u64>`.
+    pub const fn xyzz_words(self) -> usize {
+        self.affine_bytes() * 2 / 8
+    }
+    fn suffix(self) -> &'static str {
+        match self {
+            Curve::G1 => "g1",
+            Curve::G2 => "g2",
+        }
+    }
+    /// Threads per block of the point kernels (their `__launch_bounds__`).
+    const fn block(self) -> u32 {
+        match self {
+            Curve::G1 => 256,
+            Curve::G2 => 128,
+        }
+    }
+}
+
+/// Bytes of a scalar (Fr: 8 × u32).
+pub const SCALAR_BYTES: usize = 32;
+/// Most entries a [`scan`] handles in one launch of its single block.
+pub const MAX_SCAN_LEN: usize = 1 << 26;
+
+fn invalid(kernel: &str, reason: String) -> GpuError {
+    GpuError::InvalidLaunch { kernel: format!("{MODULE}::{kernel}"), reason }
+}
+
+fn u32_of(kernel: &str, what: &str, v: usize) -> Result<u32> {
+    u32::try_from(v).map_err(|_| invalid(kernel, format!("{what} = {v} does not fit in u32")))
+}
+
+fn need(kernel: &str, what: &str, have: usize, want: usize) -> Result<()> {
+    if have < want {
+        return Err(invalid(kernel, format!("{what} holds {have} elements, needs {want}")));
+    }
+    Ok(())
+}
+
+fn elem<T>(kernel: &str, what: &str, bytes: usize) -> Result<()> {
+    if size_of::<T>() != bytes {
+        return Err(invalid(kernel, format!("{what} elements are {} bytes, expected {bytes}", size_of::<T>())));
+    }
+    Ok(())
+}
+
+fn xyzz_len(kernel: &str, what: &str, curve: Curve, buf: &DeviceBuffer<u64>, points: usize) -> Result<()> {
+    need(kernel, what, buf.len() / curve.xyzz_words(), points)
+}
+
+/// Grid for a grid-stride kernel: enough blocks to cover `n`, capped (the loop does the rest).
+fn stride_cfg(n: usize, block: u32) -> Result<LaunchConfig> {
+    LaunchConfig::for_elements(n.min(1 << 26), block)
+}
+
+/// Scalars Montgomery → canonical, `dst[0..n) = canon(src[src_start..src_start+n))`, and
+/// `counters[0] += #scalars neither 0 nor 1`, `counters[1] += #ones`.
+pub fn prepare<S: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    src: &DeviceBuffer<S>,
+    src_start: usize,
+    dst: &mut DeviceBuffer<S>,
+    n: usize,
+    counters: &mut DeviceBuffer<u32>,
+) -> Result<()> {
+    const K: &str = "msm_prepare";
+    elem::<S>(K, "scalars", SCALAR_BYTES)?;
+    need(K, "src", src.len(), src_start.checked_add(n).ok_or_else(|| invalid(K, "range overflows".into()))?)?;
+    need(K, "dst", dst.len(), n)?;
+    need(K, "counters", counters.len(), 2)?;
+    if n == 0 {
+        return Ok(());
+    }
+    let src_ptr = src.device_ptr() + (src_start * SCALAR_BYTES) as u64;
+    let n32 = u32_of(K, "n", n)?;
+    // SAFETY: reads src[src_start..+n), writes dst[0..n) and counters[0..2); lengths checked.
+    unsafe { gpu.launch(stream, MODULE, K, stride_cfg(n, 256)?, &[&src_ptr, &*dst, &n32, &*counters]) }
+}
+
+/// As [`prepare`] with the scalars converted in place.
+pub fn prepare_in_place<S: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    scalars: &mut DeviceBuffer<S>,
+    n: usize,
+    counters: &mut DeviceBuffer<u32>,
+) -> Result<()> {
+    const K: &str = "msm_prepare";
+    elem::<S>(K, "scalars", SCALAR_BYTES)?;
+    need(K, "scalars", scalars.len(), n)?;
+    need(K, "counters", counters.len(), 2)?;
+    if n == 0 {
+        return Ok(());
+    }
+    let n32 = u32_of(K, "n", n)?;
+    // SAFETY: each thread reads element i and then writes element i (same buffer), i < n.
+    unsafe { gpu.launch(stream, MODULE, K, stride_cfg(n, 256)?, &[&*scalars, &*scalars, &n32, &*counters]) }
+}
+
+fn check_windows(kernel: &str, c: u32, nwin: u32) -> Result<usize> {
+    if !(2..=24).contains(&c) || nwin == 0 || c as u64 * nwin as u64 > 512 {
+        return Err(invalid(kernel, format!("window bits {c} × {nwin} windows out of range")));
+    }
+    Ok(nwin as usize * (1usize << (c - 1)))
+}
+
+/// `counts[key] += 1` per non-zero signed digit (key = window · 2^(c-1) + |digit| − 1) of each
+/// canonical general scalar in `canon[0..n)`. `counts` must be zeroed first.
+pub fn histogram<S: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    canon: &DeviceBuffer<S>,
+    n: usize,
+    c: u32,
+    nwin: u32,
+    counts: &mut DeviceBuffer<u32>,
+) -> Result<()> {
+    const K: &str = "msm_histogram";
+    elem::<S>(K, "scalars", SCALAR_BYTES)?;
+    let nkeys = check_windows(K, c, nwin)?;
+    need(K, "canon", canon.len(), n)?;
+    need(K, "counts", counts.len(), nkeys)?;
+    if n == 0 {
+        return Ok(());
+    }
+    let n32 = u32_of(K, "n", n)?;
+    // SAFETY: reads canon[0..n), increments counts[key] with key < nkeys (checked above).
+    unsafe { gpu.launch(stream, MODULE, K, stride_cfg(n, 256)?, &[canon, &n32, &c, &nwin, &*counts]) }
+}
+
+/// Exclusive prefix sum: `offsets[0..=len]` (`offsets[len]` = total) and `cursors[0..len)`.
+pub fn scan(
+    gpu: &Gpu,
+    stream: &Stream,
+    counts: &DeviceBuffer<u32>,
+    len: usize,
+    offsets: &mut DeviceBuffer<u32>,
+    cursors: &mut DeviceBuffer<u32>,
+) -> Result<()> {
+    const K: &str = "msm_scan";
+    need(K, "counts", counts.len(), len)?;
+    need(K, "offsets", offsets.len(), len + 1)?;
+    need(K, "cursors", cursors.len(), len)?;
+    if len > MAX_SCAN_LEN {
+        return Err(invalid(K, format!("{len} keys exceed {MAX_SCAN_LEN}")));
+    }
+    let len32 = u32_of(K, "len", len)?;
+    let cfg = LaunchConfig { grid: (1, 1, 1), block: (1024, 1, 1), shared_bytes: 0 };
+    // SAFETY: one block reads counts[0..len), writes offsets[0..=len) and cursors[0..len).
+    unsafe { gpu.launch(stream, MODULE, K, cfg, &[counts, &len32, &*offsets, &*cursors]) }
+}
+
+/// Counting-sort scatter: `sorted[cursors[key]++] = index | sign << 31` (writes past
+/// `sorted.len()` are dropped; size it for every entry).
+#[allow(clippy::too_many_arguments)]
+pub fn scatter<S: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    canon: &DeviceBuffer<S>,
+    n: usize,
+    c: u32,
+    nwin: u32,
+    cursors: &mut DeviceBuffer<u32>,
+    sorted: &mut DeviceBuffer<u32>,
+) -> Result<()> {
+    const K: &str = "msm_scatter";
+    elem::<S>(K, "scalars", SCALAR_BYTES)?;
+    let nkeys = check_windows(K, c, nwin)?;
+    need(K, "canon", canon.len(), n)?;
+    need(K, "cursors", cursors.len(), nkeys)?;
+    if n == 0 {
+        return Ok(());
+    }
+    if n > (1 << 31) {
+        return Err(invalid(K, "more than 2^31 points".into()));
+    }
+    let n32 = u32_of(K, "n", n)?;
+    let cap = u32_of(K, "sorted.len()", sorted.len())?;
+    // SAFETY: reads canon[0..n), atomics on cursors[key < nkeys], writes sorted[pos < cap].
+    unsafe {
+        gpu.launch(stream, MODULE, K, stride_cfg(n, 256)?, &[canon, &n32, &c, &nwin, &*cursors, &*sorted, &cap])
+    }
+}
+
+/// Level 0 of the bucket accumulation: `nthreads` equal slices of the `offsets[nkeys]` sorted
+/// entries; writes `2 · nthreads` partials and the buckets of runs inside a slice.
+/// `buckets` holds `nkeys + 1` XYZZ points (the last is a dump slot) and must start zeroed.
+#[allow(clippy::too_many_arguments)]
+pub fn accumulate<P: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    curve: Curve,
+    points: &DeviceBuffer<P>,
+    npoints: usize,
+    sorted: &DeviceBuffer<u32>,
+    offsets: &DeviceBuffer<u32>,
+    nkeys: usize,
+    nthreads: usize,
+    pkeys: &mut DeviceBuffer<u32>,
+    ppts: &mut DeviceBuffer<u64>,
+    buckets: &mut DeviceBuffer<u64>,
+) -> Result<()> {
+    let k = format!("msm_accumulate_{}", curve.suffix());
+    elem::<P>(&k, "points", curve.affine_bytes())?;
+    need(&k, "points", points.len(), npoints)?;
+    need(&k, "offsets", offsets.len(), nkeys + 1)?;
+    need(&k, "pkeys", pkeys.len(), 2 * nthreads)?;
+    xyzz_len(&k, "ppts", curve, ppts, 2 * nthreads)?;
+    xyzz_len(&k, "buckets", curve, buckets, nkeys + 1)?;
+    if nthreads == 0 {
+        return Err(invalid(&k, "no threads".into()));
+    }
+    let (np, cap, nk, nt) = (
+        u32_of(&k, "npoints", npoints)?,
+        u32_of(&k, "sorted.len()", sorted.len())?,
+        u32_of(&k, "nkeys", nkeys)?,
+        u32_of(&k, "nthreads", nthreads)?,
+    );
+    let cfg = LaunchConfig::for_elements(nthreads, curve.block())?;
+    let args: [&dyn KernelArg; 10] = [points, &np, sorted, &cap, offsets, &nk, &nt, &*pkeys, &*ppts, &*buckets];
+    // SAFETY: thread t < nthreads reads sorted[< min(offsets[nkeys], cap)], points[< npoints],
+    // offsets[0..=nkeys]; writes pkeys/ppts[2t, 2t+1] and buckets[<= nkeys] (keys clamped).
+    unsafe { gpu.launch(stream, MODULE, &k, cfg, &args) }
+}
+
+/// Level ≥ 1: `ceil(count / fan_in)` threads each reduce `fan_in` key-sorted partials, writing
+/// 2 partials per thread, or (with `final_level`, one thread) every run to its bucket.
+#[allow(clippy::too_many_arguments)]
+pub fn merge(
+    gpu: &Gpu,
+    stream: &Stream,
+    curve: Curve,
+    in_keys: &DeviceBuffer<u32>,
+    in_pts: &DeviceBuffer<u64>,
+    count: usize,
+    fan_in: usize,
+    out_keys: &mut DeviceBuffer<u32>,
+    out_pts: &mut DeviceBuffer<u64>,
+    buckets: &mut DeviceBuffer<u64>,
+    nkeys: usize,
+    final_level: bool,
+) -> Result<()> {
+    let k = format!("msm_merge_{}", curve.suffix());
+    if count == 0 || fan_in == 0 {
+        return Err(invalid(&k, "empty merge".into()));
+    }
+    let threads = count.div_ceil(fan_in);
+    if final_level && threads != 1 {
+        return Err(invalid(&k, "the final level must be one thread".into()));
+    }
+    need(&k, "in_keys", in_keys.len(), count)?;
+    xyzz_len(&k, "in_pts", curve, in_pts, count)?;
+    if !final_level {
+        need(&k, "out_keys", out_keys.len(), 2 * threads)?;
+        xyzz_len(&k, "out_pts", curve, out_pts, 2 * threads)?;
+    }
+    xyzz_len(&k, "buckets", curve, buckets, nkeys + 1)?;
+    let (c32, f32_, nk, fl) =
+        (u32_of(&k, "count", count)?, u32_of(&k, "fan_in", fan_in)?, u32_of(&k, "nkeys", nkeys)?, final_level as u32);
+    let cfg = LaunchConfig::for_elements(threads, curve.block())?;
+    let args: [&dyn KernelArg; 9] = [in_keys, in_pts, &c32, &f32_, &*out_keys, &*out_pts, &*buckets, &nk, &fl];
+    // SAFETY: thread t reads in[t*fan_in ..< count], writes out[2t, 2t+1] (not at the final
+    // level) and buckets[<= nkeys] (keys clamped in the kernel).
+    unsafe { gpu.launch(stream, MODULE, &k, cfg, &args) }
+}
+
+/// Bucket reduction: thread (w, g) of `nwin · (b / l)` writes
+/// `out[w·G + g] = Σ_{j<l} (g·l + j + 1) · buckets[w·b + g·l + j]`, `G = b / l`.
+#[allow(clippy::too_many_arguments)]
+pub fn bucket_reduce(
+    gpu: &Gpu,
+    stream: &Stream,
+    curve: Curve,
+    buckets: &DeviceBuffer<u64>,
+    b: usize,
+    nwin: usize,
+    l: usize,
+    out: &mut DeviceBuffer<u64>,
+) -> Result<()> {
+    let k = format!("msm_bucket_reduce_{}", curve.suffix());
+    if l == 0 || !b.is_multiple_of(l) {
+        return Err(invalid(&k, format!("group size {l} does not divide {b} buckets")));
+    }
+    let threads = nwin * (b / l);
+    xyzz_len(&k, "buckets", curve, buckets, nwin * b)?;
+    xyzz_len(&k, "out", curve, out, threads)?;
+    let (b32, w32, l32) = (u32_of(&k, "b", b)?, u32_of(&k, "nwin", nwin)?, u32_of(&k, "l", l)?);
+    let cfg = LaunchConfig::for_elements(threads, curve.block())?;
+    // SAFETY: reads buckets[0..nwin*b), writes out[0..threads).
+    unsafe { gpu.launch(stream, MODULE, &k, cfg, &[buckets, &b32, &w32, &l32, &*out]) }
+}
+
+/// One tree-sum step in each of `nseg` segments `pts[s·stride ..]` of `count` points: the
+/// first `count − count/2` now hold the sums. Repeat until `count == 1`.
+pub fn sum_halves(
+    gpu: &Gpu,
+    stream: &Stream,
+    curve: Curve,
+    pts: &mut DeviceBuffer<u64>,
+    stride: usize,
+    nseg: usize,
+    count: usize,
+) -> Result<()> {
+    let k = format!("msm_sum_halves_{}", curve.suffix());
+    if count > stride || nseg == 0 {
+        return Err(invalid(&k, format!("count {count} > stride {stride} or no segment")));
+    }
+    xyzz_len(&k, "pts", curve, pts, (nseg - 1) * stride + count)?;
+    let work = nseg * (count / 2);
+    if work == 0 {
+        return Ok(());
+    }
+    let (s32, n32, c32) = (u32_of(&k, "stride", stride)?, u32_of(&k, "nseg", nseg)?, u32_of(&k, "count", count)?);
+    // SAFETY: touches pts[s*stride + j], j < count, s < nseg.
+    unsafe { gpu.launch(stream, MODULE, &k, stride_cfg(work, curve.block())?, &[&*pts, &s32, &n32, &c32]) }
+}
+
+/// `out[t] = Σ points[i]` over `i ≡ t (mod nthreads)`, `i < n`, with canonical scalar one.
+#[allow(clippy::too_many_arguments)]
+pub fn ones<P: Pod, S: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    curve: Curve,
+    points: &DeviceBuffer<P>,
+    canon: &DeviceBuffer<S>,
+    n: usize,
+    nthreads: usize,
+    out: &mut DeviceBuffer<u64>,
+) -> Result<()> {
+    let k = format!("msm_ones_{}", curve.suffix());
+    elem::<P>(&k, "points", curve.affine_bytes())?;
+    elem::<S>(&k, "scalars", SCALAR_BYTES)?;
+    need(&k, "points", points.len(), n)?;
+    need(&k, "canon", canon.len(), n)?;
+    xyzz_len(&k, "out", curve, out, nthreads)?;
+    if nthreads == 0 {
+        return Err(invalid(&k, "no threads".into()));
+    }
+    let (n32, t32) = (u32_of(&k, "n", n)?, u32_of(&k, "nthreads", nthreads)?);
+    let cfg = LaunchConfig::for_elements(nthreads, curve.block())?;
+    // SAFETY: reads points/canon[0..n), writes out[0..nthreads).
+    unsafe { gpu.launch(stream, MODULE, &k, cfg, &[points, canon, &n32, &t32, &*out]) }
+}
+
+/// `out[out_base + s] = Jacobian(input[s · stride])` for `s < nseg` (blst layout).
+#[allow(clippy::too_many_arguments)]
+pub fn to_jacobian<J: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    curve: Curve,
+    input: &DeviceBuffer<u64>,
+    stride: usize,
+    nseg: usize,
+    out: &mut DeviceBuffer<J>,
+    out_base: usize,
+) -> Result<()> {
+    let k = format!("msm_to_jacobian_{}", curve.suffix());
+    elem::<J>(&k, "out", curve.jacobian_bytes())?;
+    if nseg == 0 {
+        return Ok(());
+    }
+    xyzz_len(&k, "input", curve, input, (nseg - 1) * stride + 1)?;
+    need(&k, "out", out.len(), out_base + nseg)?;
+    let (s32, n32, b32) = (u32_of(&k, "stride", stride)?, u32_of(&k, "nseg", nseg)?, u32_of(&k, "out_base", out_base)?);
+    // SAFETY: reads input[s*stride], writes out[out_base + s], s < nseg.
+    unsafe { gpu.launch(stream, MODULE, &k, stride_cfg(nseg, 128)?, &[input, &s32, &n32, &*out, &b32]) }
+}
+
+/// Runs `f` with an [`Uploader`] that enqueues asynchronous copies from `src` on `stream`;
+/// when this returns (or unwinds), `stream` has been synchronized, so no copy outlives the
+/// borrow of `src`. Copies are truly asynchronous when `src` is pinned.
+pub fn with_uploads<'a, T: Pod, R>(
+    gpu: &Gpu,
+    stream: &Stream,
+    src: &'a [T],
+    f: impl FnOnce(&Uploader<'a, '_, T>) -> Result<R>,
+) -> Result<R> {
+    struct SyncOnDrop<'s>(&'s Stream);
+    impl Drop for SyncOnDrop<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.synchronize();
+        }
+    }
+    let guard = SyncOnDrop(stream);
+    let up = Uploader { src, stream, backend: gpu.vram().backend().clone(), _p: PhantomData };
+    let r = f(&up);
+    drop(guard);
+    let synced = stream.synchronize();
+    let r = r?;
+    synced?;
+    Ok(r)
+}
+
+/// See [`with_uploads`].
+#[derive(Debug)]
+pub struct Uploader<'a, 's, T: Pod> {
+    src: &'a [T],
+    stream: &'s Stream,
+    backend: Arc<dyn MemoryBackend>,
+    _p: PhantomData<&'a T>,
+}
+
+impl<T: Pod> Uploader<'_, '_, T> {
+    /// Enqueues `dst[0..len) = src[start..start+len)` on the scope's stream. `dst` must not be
+    /// used by other streams until they wait for an event recorded after this.
+    pub fn upload(&self, start: usize, len: usize, dst: &mut DeviceBuffer<T>) -> Result<()> {
+        let end = start.checked_add(len).filter(|&e| e <= self.src.len());
+        let Some(end) = end else {
+            return Err(invalid("upload", format!("range {start}+{len} outside {} elements", self.src.len())));
+        };
+        need("upload", "dst", dst.len(), len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let part = &self.src[start..end];
+        // SAFETY: dst[0..len) lies in dst's live allocation; `part` is borrowed for the scope
+        // lifetime 'a and with_uploads synchronizes the stream before that borrow ends.
+        unsafe {
+            self.backend.copy_htod(dst.device_ptr(), part.as_ptr().cast(), size_of_val(part), Some(self.stream.cuda()))
+        }
+        .map_err(GpuError::from)
+    }
+}
+
+/// Two pinned host buffers of `len` elements used in turn for device → host results: a copy
+/// into one slot overlaps the caller's use of the other. Reading a slot waits for its copy.
+#[derive(Debug)]
+pub struct ResultRing<T: Pod> {
+    slots: [PinnedBuffer<T>; 2],
+    done: [Event; 2],
+    pending: [bool; 2],
+    stream: Stream,
+}
+
+impl<T: Pod> ResultRing<T> {
+    pub fn new(gpu: &Gpu, stream: &Stream, len: usize) -> Result<Self> {
+        Ok(Self {
+            slots: [gpu.vram().pinned(len)?, gpu.vram().pinned(len)?],
+            done: [gpu.event()?, gpu.event()?],
+            pending: [false; 2],
+            stream: stream.clone(),
+        })
+    }
+
+    /// Enqueues `slot ← src` (whole buffer, same length) on the ring's stream. Fails if the
+    /// slot still holds an unread result.
+    pub fn push(&mut self, slot: usize, src: &DeviceBuffer<T>) -> Result<()> {
+        let s = slot % 2;
+        if self.pending[s] {
+            return Err(invalid("ResultRing::push", format!("slot {s} was not read")));
+        }
+        need("ResultRing::push", "slot", self.slots[s].len(), src.len())?;
+        let dst = &mut self.slots[s][..src.len()];
+        // SAFETY: the pinned slot is owned by `self`; it is only read through `take`, which
+        // waits for `done[s]` first, and Drop synchronizes before freeing it.
+        unsafe { src.copy_to_host_async(dst, self.stream.cuda())? };
+        self.stream.record(&self.done[s])?;
+        self.pending[s] = true;
+        Ok(())
+    }
+
+    /// Waits for the copy into `slot` and returns its contents (and frees the slot).
+    pub fn take(&mut self, slot: usize) -> Result<&[T]> {
+        let s = slot % 2;
+        if !self.pending[s] {
+            return Err(invalid("ResultRing::take", format!("slot {s} is empty")));
+        }
+        self.done[s].synchronize()?;
+        self.pending[s] = false;
+        Ok(&self.slots[s])
+    }
+
+    pub fn is_pending(&self, slot: usize) -> bool {
+        self.pending[slot % 2]
+    }
+}
+
+impl<T: Pod> Drop for ResultRing<T> {
+    fn drop(&mut self) {
+        for s in 0..2 {
+            if self.pending[s] {
+                let _ = self.done[s].synchronize();
+            }
+        }
+    }
+}
