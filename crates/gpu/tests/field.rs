@@ -456,7 +456,7 @@ fn gpu_bench_field_throughput() {
         ceiling
     );
     println!("{:<6} {:>7} {:>6} {:>10} {:>12} {:>12} {:>10}", "field", "chains", "iters", "G mul/s", "IMAD/mul", "% ceiling", "vs sppark");
-    let mut report = |field: Field, ch: u32, iters: u32, rate: f64| {
+    let report = |field: Field, ch: u32, iters: u32, rate: f64| {
         let pct = 100.0 * rate * field.imad_per_mul() as f64 / ceiling;
         let g = rate / 1e9;
         println!(
