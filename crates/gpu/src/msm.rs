@@ -62,7 +62,10 @@ pub const SCALAR_BYTES: usize = 32;
 pub const MAX_SCAN_LEN: usize = 1 << 26;
 
 fn invalid(kernel: &str, reason: String) -> GpuError {
-    GpuError::InvalidLaunch { kernel: format!("{MODULE}::{kernel}"), reason }
+    GpuError::InvalidLaunch {
+        kernel: format!("{MODULE}::{kernel}"),
+        reason,
+    }
 }
 
 fn u32_of(kernel: &str, what: &str, v: usize) -> Result<u32> {
@@ -71,19 +74,34 @@ fn u32_of(kernel: &str, what: &str, v: usize) -> Result<u32> {
 
 fn need(kernel: &str, what: &str, have: usize, want: usize) -> Result<()> {
     if have < want {
-        return Err(invalid(kernel, format!("{what} holds {have} elements, needs {want}")));
+        return Err(invalid(
+            kernel,
+            format!("{what} holds {have} elements, needs {want}"),
+        ));
     }
     Ok(())
 }
 
 fn elem<T>(kernel: &str, what: &str, bytes: usize) -> Result<()> {
     if size_of::<T>() != bytes {
-        return Err(invalid(kernel, format!("{what} elements are {} bytes, expected {bytes}", size_of::<T>())));
+        return Err(invalid(
+            kernel,
+            format!(
+                "{what} elements are {} bytes, expected {bytes}",
+                size_of::<T>()
+            ),
+        ));
     }
     Ok(())
 }
 
-fn xyzz_len(kernel: &str, what: &str, curve: Curve, buf: &DeviceBuffer<u64>, points: usize) -> Result<()> {
+fn xyzz_len(
+    kernel: &str,
+    what: &str,
+    curve: Curve,
+    buf: &DeviceBuffer<u64>,
+    points: usize,
+) -> Result<()> {
     need(kernel, what, buf.len() / curve.xyzz_words(), points)
 }
 
@@ -105,7 +123,14 @@ pub fn prepare<S: Pod>(
 ) -> Result<()> {
     const K: &str = "msm_prepare";
     elem::<S>(K, "scalars", SCALAR_BYTES)?;
-    need(K, "src", src.len(), src_start.checked_add(n).ok_or_else(|| invalid(K, "range overflows".into()))?)?;
+    need(
+        K,
+        "src",
+        src.len(),
+        src_start
+            .checked_add(n)
+            .ok_or_else(|| invalid(K, "range overflows".into()))?,
+    )?;
     need(K, "dst", dst.len(), n)?;
     need(K, "counters", counters.len(), 2)?;
     if n == 0 {
@@ -114,7 +139,15 @@ pub fn prepare<S: Pod>(
     let src_ptr = src.device_ptr() + (src_start * SCALAR_BYTES) as u64;
     let n32 = u32_of(K, "n", n)?;
     // SAFETY: reads src[src_start..+n), writes dst[0..n) and counters[0..2); lengths checked.
-    unsafe { gpu.launch(stream, MODULE, K, stride_cfg(n, 256)?, &[&src_ptr, &*dst, &n32, &*counters]) }
+    unsafe {
+        gpu.launch(
+            stream,
+            MODULE,
+            K,
+            stride_cfg(n, 256)?,
+            &[&src_ptr, &*dst, &n32, &*counters],
+        )
+    }
 }
 
 /// As [`prepare`] with the scalars converted in place.
@@ -134,12 +167,23 @@ pub fn prepare_in_place<S: Pod>(
     }
     let n32 = u32_of(K, "n", n)?;
     // SAFETY: each thread reads element i and then writes element i (same buffer), i < n.
-    unsafe { gpu.launch(stream, MODULE, K, stride_cfg(n, 256)?, &[&*scalars, &*scalars, &n32, &*counters]) }
+    unsafe {
+        gpu.launch(
+            stream,
+            MODULE,
+            K,
+            stride_cfg(n, 256)?,
+            &[&*scalars, &*scalars, &n32, &*counters],
+        )
+    }
 }
 
 fn check_windows(kernel: &str, c: u32, nwin: u32) -> Result<usize> {
     if !(2..=24).contains(&c) || nwin == 0 || c as u64 * nwin as u64 > 512 {
-        return Err(invalid(kernel, format!("window bits {c} × {nwin} windows out of range")));
+        return Err(invalid(
+            kernel,
+            format!("window bits {c} × {nwin} windows out of range"),
+        ));
     }
     Ok(nwin as usize * (1usize << (c - 1)))
 }
@@ -165,7 +209,15 @@ pub fn histogram<S: Pod>(
     }
     let n32 = u32_of(K, "n", n)?;
     // SAFETY: reads canon[0..n), increments counts[key] with key < nkeys (checked above).
-    unsafe { gpu.launch(stream, MODULE, K, stride_cfg(n, 256)?, &[canon, &n32, &c, &nwin, &*counts]) }
+    unsafe {
+        gpu.launch(
+            stream,
+            MODULE,
+            K,
+            stride_cfg(n, 256)?,
+            &[canon, &n32, &c, &nwin, &*counts],
+        )
+    }
 }
 
 /// Exclusive prefix sum: `offsets[0..=len]` (`offsets[len]` = total) and `cursors[0..len)`.
@@ -185,9 +237,21 @@ pub fn scan(
         return Err(invalid(K, format!("{len} keys exceed {MAX_SCAN_LEN}")));
     }
     let len32 = u32_of(K, "len", len)?;
-    let cfg = LaunchConfig { grid: (1, 1, 1), block: (1024, 1, 1), shared_bytes: 0 };
+    let cfg = LaunchConfig {
+        grid: (1, 1, 1),
+        block: (1024, 1, 1),
+        shared_bytes: 0,
+    };
     // SAFETY: one block reads counts[0..len), writes offsets[0..=len) and cursors[0..len).
-    unsafe { gpu.launch(stream, MODULE, K, cfg, &[counts, &len32, &*offsets, &*cursors]) }
+    unsafe {
+        gpu.launch(
+            stream,
+            MODULE,
+            K,
+            cfg,
+            &[counts, &len32, &*offsets, &*cursors],
+        )
+    }
 }
 
 /// Counting-sort scatter: `sorted[cursors[key]++] = index | sign << 31` (writes past
@@ -218,7 +282,13 @@ pub fn scatter<S: Pod>(
     let cap = u32_of(K, "sorted.len()", sorted.len())?;
     // SAFETY: reads canon[0..n), atomics on cursors[key < nkeys], writes sorted[pos < cap].
     unsafe {
-        gpu.launch(stream, MODULE, K, stride_cfg(n, 256)?, &[canon, &n32, &c, &nwin, &*cursors, &*sorted, &cap])
+        gpu.launch(
+            stream,
+            MODULE,
+            K,
+            stride_cfg(n, 256)?,
+            &[canon, &n32, &c, &nwin, &*cursors, &*sorted, &cap],
+        )
     }
 }
 
@@ -257,7 +327,9 @@ pub fn accumulate<P: Pod>(
         u32_of(&k, "nthreads", nthreads)?,
     );
     let cfg = LaunchConfig::for_elements(nthreads, curve.block())?;
-    let args: [&dyn KernelArg; 10] = [points, &np, sorted, &cap, offsets, &nk, &nt, &*pkeys, &*ppts, &*buckets];
+    let args: [&dyn KernelArg; 10] = [
+        points, &np, sorted, &cap, offsets, &nk, &nt, &*pkeys, &*ppts, &*buckets,
+    ];
     // SAFETY: thread t < nthreads reads sorted[< min(offsets[nkeys], cap)], points[< npoints],
     // offsets[0..=nkeys]; writes pkeys/ppts[2t, 2t+1] and buckets[<= nkeys] (keys clamped).
     unsafe { gpu.launch(stream, MODULE, &k, cfg, &args) }
@@ -295,10 +367,16 @@ pub fn merge(
         xyzz_len(&k, "out_pts", curve, out_pts, 2 * threads)?;
     }
     xyzz_len(&k, "buckets", curve, buckets, nkeys + 1)?;
-    let (c32, f32_, nk, fl) =
-        (u32_of(&k, "count", count)?, u32_of(&k, "fan_in", fan_in)?, u32_of(&k, "nkeys", nkeys)?, final_level as u32);
+    let (c32, f32_, nk, fl) = (
+        u32_of(&k, "count", count)?,
+        u32_of(&k, "fan_in", fan_in)?,
+        u32_of(&k, "nkeys", nkeys)?,
+        final_level as u32,
+    );
     let cfg = LaunchConfig::for_elements(threads, curve.block())?;
-    let args: [&dyn KernelArg; 9] = [in_keys, in_pts, &c32, &f32_, &*out_keys, &*out_pts, &*buckets, &nk, &fl];
+    let args: [&dyn KernelArg; 9] = [
+        in_keys, in_pts, &c32, &f32_, &*out_keys, &*out_pts, &*buckets, &nk, &fl,
+    ];
     // SAFETY: thread t reads in[t*fan_in ..< count], writes out[2t, 2t+1] (not at the final
     // level) and buckets[<= nkeys] (keys clamped in the kernel).
     unsafe { gpu.launch(stream, MODULE, &k, cfg, &args) }
@@ -319,12 +397,19 @@ pub fn bucket_reduce(
 ) -> Result<()> {
     let k = format!("msm_bucket_reduce_{}", curve.suffix());
     if l == 0 || !b.is_multiple_of(l) {
-        return Err(invalid(&k, format!("group size {l} does not divide {b} buckets")));
+        return Err(invalid(
+            &k,
+            format!("group size {l} does not divide {b} buckets"),
+        ));
     }
     let threads = nwin * (b / l);
     xyzz_len(&k, "buckets", curve, buckets, nwin * b)?;
     xyzz_len(&k, "out", curve, out, threads)?;
-    let (b32, w32, l32) = (u32_of(&k, "b", b)?, u32_of(&k, "nwin", nwin)?, u32_of(&k, "l", l)?);
+    let (b32, w32, l32) = (
+        u32_of(&k, "b", b)?,
+        u32_of(&k, "nwin", nwin)?,
+        u32_of(&k, "l", l)?,
+    );
     let cfg = LaunchConfig::for_elements(threads, curve.block())?;
     // SAFETY: reads buckets[0..nwin*b), writes out[0..threads).
     unsafe { gpu.launch(stream, MODULE, &k, cfg, &[buckets, &b32, &w32, &l32, &*out]) }
@@ -343,16 +428,31 @@ pub fn sum_halves(
 ) -> Result<()> {
     let k = format!("msm_sum_halves_{}", curve.suffix());
     if count > stride || nseg == 0 {
-        return Err(invalid(&k, format!("count {count} > stride {stride} or no segment")));
+        return Err(invalid(
+            &k,
+            format!("count {count} > stride {stride} or no segment"),
+        ));
     }
     xyzz_len(&k, "pts", curve, pts, (nseg - 1) * stride + count)?;
     let work = nseg * (count / 2);
     if work == 0 {
         return Ok(());
     }
-    let (s32, n32, c32) = (u32_of(&k, "stride", stride)?, u32_of(&k, "nseg", nseg)?, u32_of(&k, "count", count)?);
+    let (s32, n32, c32) = (
+        u32_of(&k, "stride", stride)?,
+        u32_of(&k, "nseg", nseg)?,
+        u32_of(&k, "count", count)?,
+    );
     // SAFETY: touches pts[s*stride + j], j < count, s < nseg.
-    unsafe { gpu.launch(stream, MODULE, &k, stride_cfg(work, curve.block())?, &[&*pts, &s32, &n32, &c32]) }
+    unsafe {
+        gpu.launch(
+            stream,
+            MODULE,
+            &k,
+            stride_cfg(work, curve.block())?,
+            &[&*pts, &s32, &n32, &c32],
+        )
+    }
 }
 
 /// `out[t] = Σ points[i]` over `i ≡ t (mod nthreads)`, `i < n`, with canonical scalar one.
@@ -401,9 +501,21 @@ pub fn to_jacobian<J: Pod>(
     }
     xyzz_len(&k, "input", curve, input, (nseg - 1) * stride + 1)?;
     need(&k, "out", out.len(), out_base + nseg)?;
-    let (s32, n32, b32) = (u32_of(&k, "stride", stride)?, u32_of(&k, "nseg", nseg)?, u32_of(&k, "out_base", out_base)?);
+    let (s32, n32, b32) = (
+        u32_of(&k, "stride", stride)?,
+        u32_of(&k, "nseg", nseg)?,
+        u32_of(&k, "out_base", out_base)?,
+    );
     // SAFETY: reads input[s*stride], writes out[out_base + s], s < nseg.
-    unsafe { gpu.launch(stream, MODULE, &k, stride_cfg(nseg, 128)?, &[input, &s32, &n32, &*out, &b32]) }
+    unsafe {
+        gpu.launch(
+            stream,
+            MODULE,
+            &k,
+            stride_cfg(nseg, 128)?,
+            &[input, &s32, &n32, &*out, &b32],
+        )
+    }
 }
 
 /// Runs `f` with an [`Uploader`] that enqueues asynchronous copies from `src` on `stream`;
@@ -422,7 +534,12 @@ pub fn with_uploads<'a, T: Pod, R>(
         }
     }
     let guard = SyncOnDrop(stream);
-    let up = Uploader { src, stream, backend: gpu.vram().backend().clone(), _p: PhantomData };
+    let up = Uploader {
+        src,
+        stream,
+        backend: gpu.vram().backend().clone(),
+        _p: PhantomData,
+    };
     let r = f(&up);
     drop(guard);
     let synced = stream.synchronize();
@@ -446,7 +563,10 @@ impl<T: Pod> Uploader<'_, '_, T> {
     pub fn upload(&self, start: usize, len: usize, dst: &mut DeviceBuffer<T>) -> Result<()> {
         let end = start.checked_add(len).filter(|&e| e <= self.src.len());
         let Some(end) = end else {
-            return Err(invalid("upload", format!("range {start}+{len} outside {} elements", self.src.len())));
+            return Err(invalid(
+                "upload",
+                format!("range {start}+{len} outside {} elements", self.src.len()),
+            ));
         };
         need("upload", "dst", dst.len(), len)?;
         if len == 0 {
@@ -456,7 +576,12 @@ impl<T: Pod> Uploader<'_, '_, T> {
         // SAFETY: dst[0..len) lies in dst's live allocation; `part` is borrowed for the scope
         // lifetime 'a and with_uploads synchronizes the stream before that borrow ends.
         unsafe {
-            self.backend.copy_htod(dst.device_ptr(), part.as_ptr().cast(), size_of_val(part), Some(self.stream.cuda()))
+            self.backend.copy_htod(
+                dst.device_ptr(),
+                part.as_ptr().cast(),
+                size_of_val(part),
+                Some(self.stream.cuda()),
+            )
         }
         .map_err(GpuError::from)
     }
@@ -487,7 +612,10 @@ impl<T: Pod> ResultRing<T> {
     pub fn push(&mut self, slot: usize, src: &DeviceBuffer<T>) -> Result<()> {
         let s = slot % 2;
         if self.pending[s] {
-            return Err(invalid("ResultRing::push", format!("slot {s} was not read")));
+            return Err(invalid(
+                "ResultRing::push",
+                format!("slot {s} was not read"),
+            ));
         }
         need("ResultRing::push", "slot", self.slots[s].len(), src.len())?;
         let dst = &mut self.slots[s][..src.len()];

@@ -7,7 +7,9 @@ pub enum MsmError {
     LengthMismatch { points: usize, scalars: usize },
     #[error("MSM of {0} points: at most 2^27 are supported")]
     TooLarge(usize),
-    #[error("the VRAM budget cannot hold even the smallest MSM chunk ({needed} bytes needed, {available} available)")]
+    #[error(
+        "the VRAM budget cannot hold even the smallest MSM chunk ({needed} bytes needed, {available} available)"
+    )]
     NoRoom { needed: u64, available: u64 },
     #[error(transparent)]
     Gpu(#[from] cuzk_gpu::GpuError),

@@ -64,13 +64,18 @@ impl Plan {
     }
 
     pub fn new(general: usize, n: usize, c: Option<u32>, sm_count: usize) -> Self {
-        let c = c.unwrap_or_else(|| Self::choose_window(general)).clamp(2, MAX_WINDOW_BITS);
+        let c = c
+            .unwrap_or_else(|| Self::choose_window(general))
+            .clamp(2, MAX_WINDOW_BITS);
         let nwin = 256usize.div_ceil(c as usize);
         let buckets_per_window = 1usize << (c - 1);
         let wave = sm_count.max(1) * THREADS_PER_SM;
         let entries = general * nwin;
         let threads = (entries / 16).clamp(1, wave);
-        let groups = (wave / nwin).max(1).next_power_of_two().min(buckets_per_window);
+        let groups = (wave / nwin)
+            .max(1)
+            .next_power_of_two()
+            .min(buckets_per_window);
         Self {
             c,
             nwin,
@@ -218,8 +223,14 @@ impl<P: MsmPoint> GpuMsm<P> {
     /// Resident if the points and the scratch of a full MSM fit the free budget, otherwise
     /// copied into pinned memory and streamed.
     pub fn new(gpu: &Gpu, points: &[P]) -> Result<Self, MsmError> {
-        let plan = Plan::new(points.len(), points.len(), None, gpu.info().sm_count as usize);
-        let need = (size_of_val(points) + 64 * points.len()) as u64 + plan.scratch_bytes(curve::<P>());
+        let plan = Plan::new(
+            points.len(),
+            points.len(),
+            None,
+            gpu.info().sm_count as usize,
+        );
+        let need =
+            (size_of_val(points) + 64 * points.len()) as u64 + plan.scratch_bytes(curve::<P>());
         if need <= gpu.vram().budget().available() {
             return Self::resident(gpu, points);
         }
@@ -296,7 +307,10 @@ impl<P: MsmPoint> GpuMsm<P> {
 
     fn check_len(&self, scalars: usize) -> Result<(), MsmError> {
         if scalars != self.len() {
-            return Err(MsmError::LengthMismatch { points: self.len(), scalars });
+            return Err(MsmError::LengthMismatch {
+                points: self.len(),
+                scalars,
+            });
         }
         Ok(())
     }
@@ -336,7 +350,11 @@ impl<P: MsmPoint> GpuMsm<P> {
         scratch.out.copy_to_host_on(&mut out, s.cuda())?;
         let (windows, ones_sum) = out.split_at(plan.nwin);
         let windows = if general > 0 { windows } else { &[] };
-        let ones_sum = if ones > 0 { ones_sum[0] } else { P::Projective::default() };
+        let ones_sum = if ones > 0 {
+            ones_sum[0]
+        } else {
+            P::Projective::default()
+        };
         Ok(combine::<P>(windows, plan.c) + ones_sum)
     }
 
@@ -387,7 +405,20 @@ impl<P: MsmPoint> GpuMsm<P> {
                 } else {
                     (&sc.keys_b, &sc.pts_b, &mut sc.keys_a, &mut sc.pts_a)
                 };
-                k::merge(g, s, cv, ik, ip, count, fan_in, ok, op, &mut sc.buckets, nk, last)?;
+                k::merge(
+                    g,
+                    s,
+                    cv,
+                    ik,
+                    ip,
+                    count,
+                    fan_in,
+                    ok,
+                    op,
+                    &mut sc.buckets,
+                    nk,
+                    last,
+                )?;
                 if last {
                     break;
                 }
@@ -395,7 +426,16 @@ impl<P: MsmPoint> GpuMsm<P> {
                 from_a = !from_a;
             }
             let groups = plan.groups();
-            k::bucket_reduce(g, s, cv, &sc.buckets, plan.buckets_per_window, plan.nwin, plan.group, &mut sc.reduced)?;
+            k::bucket_reduce(
+                g,
+                s,
+                cv,
+                &sc.buckets,
+                plan.buckets_per_window,
+                plan.nwin,
+                plan.group,
+                &mut sc.reduced,
+            )?;
             let mut count = groups;
             while count > 1 {
                 k::sum_halves(g, s, cv, &mut sc.reduced, groups, plan.nwin, count)?;
@@ -423,12 +463,21 @@ impl<P: MsmPoint> GpuMsm<P> {
         (per * len) as u64 + plan.scratch_bytes(curve::<P>()) + 4096
     }
 
-    fn streamed_msm(&self, host: &PinnedBuffer<P>, scalars: Source<'_>) -> Result<P::Projective, MsmError> {
+    fn streamed_msm(
+        &self,
+        host: &PinnedBuffer<P>,
+        scalars: Source<'_>,
+    ) -> Result<P::Projective, MsmError> {
         let n = host.len();
         if n == 0 {
             return Ok(P::Projective::default());
         }
-        let available = self.gpu.vram().budget().available().min(self.vram_limit.unwrap_or(u64::MAX));
+        let available = self
+            .gpu
+            .vram()
+            .budget()
+            .available()
+            .min(self.vram_limit.unwrap_or(u64::MAX));
         let chunk = match self.chunk_len {
             Some(c) => c.min(n),
             None => {
@@ -437,7 +486,10 @@ impl<P: MsmPoint> GpuMsm<P> {
                     c = c.div_ceil(2);
                 }
                 if self.chunk_bytes(c) > available {
-                    return Err(MsmError::NoRoom { needed: self.chunk_bytes(c), available });
+                    return Err(MsmError::NoRoom {
+                        needed: self.chunk_bytes(c),
+                        available,
+                    });
                 }
                 c
             }
@@ -482,8 +534,12 @@ impl<P: MsmPoint> GpuMsm<P> {
                     s.wait(&uploaded[b])?;
                     counters.fill_bytes_async(0, s.cuda())?;
                     match scalars {
-                        Source::Host(_) => k::prepare(g, s, &sc_buf[b], 0, &mut canon, len, &mut counters)?,
-                        Source::Device(d) => k::prepare(g, s, d, start, &mut canon, len, &mut counters)?,
+                        Source::Host(_) => {
+                            k::prepare(g, s, &sc_buf[b], 0, &mut canon, len, &mut counters)?
+                        }
+                        Source::Device(d) => {
+                            k::prepare(g, s, d, start, &mut canon, len, &mut counters)?
+                        }
                     }
                     self.enqueue_batch(&pts_buf[b], len, &canon, &plan, &mut scratch, true, true)?;
                     s.record(&consumed[b])?;
@@ -523,9 +579,16 @@ fn combine<P: MsmPoint>(windows: &[P::Projective], c: u32) -> P::Projective {
 }
 
 /// One-shot MSM: uploads (or streams) the points, runs one MSM.
-pub fn msm<P: MsmPoint>(gpu: &Gpu, points: &[P], scalars: &[Fr]) -> Result<P::Projective, MsmError> {
+pub fn msm<P: MsmPoint>(
+    gpu: &Gpu,
+    points: &[P],
+    scalars: &[Fr],
+) -> Result<P::Projective, MsmError> {
     if points.len() != scalars.len() {
-        return Err(MsmError::LengthMismatch { points: points.len(), scalars: scalars.len() });
+        return Err(MsmError::LengthMismatch {
+            points: points.len(),
+            scalars: scalars.len(),
+        });
     }
     GpuMsm::new(gpu, points)?.msm(scalars)
 }
@@ -536,7 +599,10 @@ mod tests {
 
     #[test]
     fn window_choice_grows_with_n() {
-        let cs: Vec<u32> = [1usize << 10, 1 << 16, 1 << 20, 1 << 24].iter().map(|&m| Plan::choose_window(m)).collect();
+        let cs: Vec<u32> = [1usize << 10, 1 << 16, 1 << 20, 1 << 24]
+            .iter()
+            .map(|&m| Plan::choose_window(m))
+            .collect();
         assert!(cs.windows(2).all(|w| w[0] <= w[1]), "{cs:?}");
         assert_eq!(Plan::choose_window(1 << 20), 16);
         assert!(cs[3] >= 18, "{cs:?}");
