@@ -10,7 +10,11 @@ mod arith;
 mod cpu;
 mod domain;
 mod error;
+#[cfg(feature = "gpu")]
+pub mod gpu;
+mod plan;
 
 pub use cpu::bit_reverse_index;
 pub use domain::{Domain, Order};
 pub use error::NttError;
+pub use plan::Transform;

@@ -1,0 +1,155 @@
+//! Launch wrappers for the NTT kernels of `kernels/ntt.cu` (algorithm and table layout in
+//! `kernels/ntt/ntt.cuh`). The planning (which passes, flags and tables) lives in `cuzk-ntt`;
+//! these functions only check that every access a kernel makes stays inside its buffers.
+//!
+//! Generic over any [`Pod`] element of 32 bytes, so this crate does not depend on the field
+//! crate: `cuzk_field::Fr` has exactly the layout the kernels use (8 little-endian u32 limbs,
+//! Montgomery form). Inputs must be canonical; outputs are canonical.
+
+use bytemuck::Pod;
+use cuzk_vram::DeviceBuffer;
+
+use crate::device::{Gpu, Stream};
+use crate::error::{GpuError, Result};
+use crate::module::LaunchConfig;
+
+const MODULE: &str = "ntt";
+
+/// Table layout, mirrored from `kernels/ntt/ntt.cuh`.
+pub mod layout {
+    pub const SPLIT_BITS: u32 = 14;
+    pub const SPLIT: usize = 1 << SPLIT_BITS;
+    pub const MAX_LG: u32 = 28;
+    pub const INT_LG: u32 = 10;
+    pub const INT_LEN: usize = 1 << (INT_LG - 1);
+    pub const T_FWD_LO: usize = 0;
+    pub const T_FWD_HI: usize = T_FWD_LO + SPLIT;
+    pub const T_INV_LO: usize = T_FWD_HI + SPLIT;
+    pub const T_INV_HI: usize = T_INV_LO + SPLIT;
+    pub const T_G_LO: usize = T_INV_HI + SPLIT;
+    pub const T_G_HI: usize = T_G_LO + SPLIT;
+    pub const T_GI_LO: usize = T_G_HI + SPLIT;
+    pub const T_GI_HI: usize = T_GI_LO + SPLIT;
+    pub const T_FWD_INT: usize = T_GI_HI + SPLIT;
+    pub const T_INV_INT: usize = T_FWD_INT + INT_LEN;
+    pub const T_NINV: usize = T_INV_INT + INT_LEN;
+    pub const T_ZINV: usize = T_NINV + MAX_LG as usize + 1;
+    /// Elements in the table buffer every NTT kernel reads.
+    pub const T_LEN: usize = T_ZINV + MAX_LG as usize + 1;
+}
+
+/// Pass flags, mirrored from `kernels/ntt/ntt.cuh`.
+pub mod flags {
+    pub const DIT: u32 = 1 << 0;
+    pub const INVERSE: u32 = 1 << 1;
+    pub const TWIDDLE: u32 = 1 << 2;
+    pub const PRE_G: u32 = 1 << 3;
+    pub const PRE_GI: u32 = 1 << 4;
+    pub const PRE_NINV: u32 = 1 << 5;
+    pub const POST_G: u32 = 1 << 6;
+    pub const POST_GI: u32 = 1 << 7;
+    pub const POST_NINV: u32 = 1 << 8;
+    pub const ALL: u32 = (1 << 9) - 1;
+}
+
+/// log2 of the largest tile (rows × columns) of one pass.
+pub const TILE_LG: u32 = 10;
+
+fn invalid(kernel: &str, reason: String) -> GpuError {
+    GpuError::InvalidLaunch { kernel: kernel.to_string(), reason }
+}
+
+fn check_elem<T: Pod>(kernel: &str) -> Result<()> {
+    if std::mem::size_of::<T>() != 32 {
+        return Err(invalid(kernel, format!("element type has {} bytes, Fr has 32", std::mem::size_of::<T>())));
+    }
+    Ok(())
+}
+
+/// `data.len() == batch << lg_n` with `1 <= batch <= 65535`; returns the batch.
+fn check_batch<T: Pod>(kernel: &str, data: &DeviceBuffer<T>, lg_n: u32) -> Result<u32> {
+    if lg_n > layout::MAX_LG {
+        return Err(invalid(kernel, format!("2^{lg_n} exceeds the largest size 2^{}", layout::MAX_LG)));
+    }
+    let n = 1usize << lg_n;
+    let batch = data.len() / n;
+    if batch == 0 || data.len() % n != 0 || batch > 65535 {
+        return Err(invalid(kernel, format!("buffer of {} elements is not 1..=65535 polynomials of 2^{lg_n}", data.len())));
+    }
+    Ok(batch as u32)
+}
+
+fn check_tables<T: Pod>(kernel: &str, tables: &DeviceBuffer<T>) -> Result<()> {
+    if tables.len() != layout::T_LEN {
+        return Err(invalid(kernel, format!("table buffer has {} elements, expected {}", tables.len(), layout::T_LEN)));
+    }
+    Ok(())
+}
+
+/// One radix-2^k pass over every polynomial of `data` (`batch` × 2^lg_n elements, in place):
+/// bits `[s0, s0 + k)` of the transform, tiles of 2^k rows × 2^lg_c columns. Asynchronous.
+#[allow(clippy::too_many_arguments)]
+pub fn pass<T: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    data: &mut DeviceBuffer<T>,
+    tables: &DeviceBuffer<T>,
+    lg_n: u32,
+    s0: u32,
+    k: u32,
+    lg_c: u32,
+    pass_flags: u32,
+) -> Result<()> {
+    const K: &str = "cuzk_ntt_pass";
+    check_elem::<T>(K)?;
+    check_tables(K, tables)?;
+    let batch = check_batch(K, data, lg_n)?;
+    if k == 0 || k + lg_c > TILE_LG || s0 + k + lg_c > lg_n || pass_flags & !flags::ALL != 0 {
+        return Err(invalid(K, format!("bad pass geometry lg_n={lg_n} s0={s0} k={k} lg_c={lg_c} flags={pass_flags:#x}")));
+    }
+    let tile_lg = k + lg_c;
+    let cfg = LaunchConfig {
+        grid: (1 << (lg_n - tile_lg), batch, 1),
+        block: (1 << (tile_lg - 1), 1, 1),
+        shared_bytes: 32 << tile_lg,
+    };
+    // SAFETY: with the geometry checked above every block touches only its own tile inside
+    // polynomial blockIdx.y < batch of `data` (batch << lg_n == data.len()) and reads `tables`
+    // below T_LEN (exponents < 2^28 split 14/14, lg_n <= 28, internal index < 512); `data` is
+    // borrowed mutably for the launch and stream order protects it afterwards.
+    unsafe { gpu.launch(stream, MODULE, K, cfg, &[&*data, tables, &lg_n, &s0, &k, &lg_c, &pass_flags]) }
+}
+
+/// Bit-reversal permutation of every polynomial of `data`, in place. Asynchronous.
+pub fn bit_reverse<T: Pod>(gpu: &Gpu, stream: &Stream, data: &mut DeviceBuffer<T>, lg_n: u32) -> Result<()> {
+    const K: &str = "cuzk_ntt_bit_reverse";
+    check_elem::<T>(K)?;
+    let batch = check_batch(K, data, lg_n)?;
+    let blocks = ((1usize << lg_n).div_ceil(256)).min(1 << 16) as u32;
+    let cfg = LaunchConfig { grid: (blocks, batch, 1), block: (256, 1, 1), shared_bytes: 0 };
+    // SAFETY: indices i and bitrev(i) are below 2^lg_n inside polynomial blockIdx.y < batch.
+    unsafe { gpu.launch(stream, MODULE, K, cfg, &[&*data, &lg_n]) }
+}
+
+/// `a[i] = (a[i]·b[i] − c[i])·Z^-1` with `Z^-1 = tables[T_ZINV + lg_n]`, for one polynomial of
+/// 2^lg_n elements. Asynchronous.
+pub fn quotient<T: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    a: &mut DeviceBuffer<T>,
+    b: &DeviceBuffer<T>,
+    c: &DeviceBuffer<T>,
+    tables: &DeviceBuffer<T>,
+    lg_n: u32,
+) -> Result<()> {
+    const K: &str = "cuzk_ntt_quotient";
+    check_elem::<T>(K)?;
+    check_tables(K, tables)?;
+    if lg_n > layout::MAX_LG || [a.len(), b.len(), c.len()].iter().any(|&l| l != 1 << lg_n) {
+        return Err(invalid(K, format!("buffers of {}, {}, {} elements for size 2^{lg_n}", a.len(), b.len(), c.len())));
+    }
+    let blocks = ((1usize << lg_n).div_ceil(256)).min(1 << 16) as u32;
+    let cfg = LaunchConfig { grid: (blocks, 1, 1), block: (256, 1, 1), shared_bytes: 0 };
+    // SAFETY: the kernel touches indices below 2^lg_n == len of a, b, c, and tables[T_ZINV + lg_n].
+    unsafe { gpu.launch(stream, MODULE, K, cfg, &[&*a, b, c, tables, &lg_n]) }
+}

@@ -1,0 +1,182 @@
+//! GPU transforms on [`Domain`]: in place on device buffers on a caller's stream
+//! (asynchronous), host-slice conveniences staged through pinned memory, and the fused Groth16
+//! quotient pipeline. Bit-identical to the CPU calls (checked in `tests/gpu.rs`).
+//!
+//! Every device owns one table buffer (~4.2 MiB, all sizes up to 2^28), uploaded on first use
+//! and kept for the life of the process.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cuzk_field::Fr;
+use cuzk_gpu::{DeviceBuffer, Gpu, Stream, Vram, ntt as k};
+
+use crate::plan::{self, Pass, Transform};
+use crate::{Domain, NttError, Order};
+
+// The plan and the launch wrappers must agree with the kernels on layout and flags.
+const _: () = {
+    assert!(plan::T_LEN == k::layout::T_LEN);
+    assert!(plan::T_FWD_LO == k::layout::T_FWD_LO && plan::T_INV_LO == k::layout::T_INV_LO);
+    assert!(plan::T_G_LO == k::layout::T_G_LO && plan::T_GI_LO == k::layout::T_GI_LO);
+    assert!(plan::T_FWD_INT == k::layout::T_FWD_INT && plan::T_INV_INT == k::layout::T_INV_INT);
+    assert!(plan::T_NINV == k::layout::T_NINV && plan::T_ZINV == k::layout::T_ZINV);
+    assert!(plan::SPLIT_BITS == k::layout::SPLIT_BITS && plan::MAX_LG == k::layout::MAX_LG);
+    assert!(plan::INT_LG == k::layout::INT_LG && plan::TILE_LG == k::TILE_LG);
+    assert!(plan::F_DIT == k::flags::DIT && plan::F_INVERSE == k::flags::INVERSE && plan::F_TWIDDLE == k::flags::TWIDDLE);
+    assert!(plan::F_PRE_G == k::flags::PRE_G && plan::F_PRE_GI == k::flags::PRE_GI && plan::F_PRE_NINV == k::flags::PRE_NINV);
+    assert!(plan::F_POST_G == k::flags::POST_G && plan::F_POST_GI == k::flags::POST_GI);
+    assert!(plan::F_POST_NINV == k::flags::POST_NINV);
+};
+
+/// The device's table buffer, uploaded once per device.
+pub fn device_tables(gpu: &Gpu) -> Result<Arc<DeviceBuffer<Fr>>, NttError> {
+    static CACHE: OnceLock<Mutex<HashMap<usize, Arc<DeviceBuffer<Fr>>>>> = OnceLock::new();
+    let mut cache = CACHE.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(t) = cache.get(&gpu.ordinal()) {
+        return Ok(t.clone());
+    }
+    let t = Arc::new(gpu.vram().from_host(&plan::tables())?);
+    cache.insert(gpu.ordinal(), t.clone());
+    Ok(t)
+}
+
+/// Bytes of device budget that `count` vectors of `n` elements need, or `DoesNotFit`.
+pub fn check_fits(vram: &Vram, what: &'static str, count: usize, n: usize) -> Result<u64, NttError> {
+    let one = Vram::bytes_for::<Fr>(n)?;
+    let bytes = one.saturating_mul(count as u64);
+    let budget = vram.budget().total();
+    if bytes > budget {
+        return Err(NttError::DoesNotFit { what, bytes, budget });
+    }
+    Ok(bytes)
+}
+
+fn run_passes(
+    gpu: &Gpu,
+    stream: &Stream,
+    data: &mut DeviceBuffer<Fr>,
+    tables: &DeviceBuffer<Fr>,
+    lg_n: u32,
+    passes: &[Pass],
+) -> Result<(), NttError> {
+    for p in passes {
+        k::pass(gpu, stream, data, tables, lg_n, p.s0, p.k, p.lg_c, p.flags)?;
+    }
+    Ok(())
+}
+
+impl Domain {
+    /// `t` on every polynomial of `data` (a batch: `data.len()` a multiple of the domain size),
+    /// in place, with the given element orders. Enqueued on `stream`; returns before it runs.
+    pub fn gpu_transform(
+        &self,
+        gpu: &Gpu,
+        stream: &Stream,
+        data: &mut DeviceBuffer<Fr>,
+        t: Transform,
+        input: Order,
+        output: Order,
+    ) -> Result<(), NttError> {
+        let n = self.size();
+        if data.is_empty() || data.len() % n != 0 || data.len() / n > 65535 {
+            return Err(NttError::BadBatch { n, got: data.len() });
+        }
+        let lg_n = self.log_size();
+        let tables = device_tables(gpu)?;
+        let plan = plan::plan(lg_n, t, input, output);
+        if plan.permute_before {
+            k::bit_reverse(gpu, stream, data, lg_n)?;
+        }
+        run_passes(gpu, stream, data, &tables, lg_n, &plan.passes)?;
+        if plan.permute_after {
+            k::bit_reverse(gpu, stream, data, lg_n)?;
+        }
+        Ok(())
+    }
+
+    /// [`Self::gpu_transform`] on host data (one polynomial or a batch), staged through pinned
+    /// memory; returns when the result is back in `data`.
+    pub fn gpu_transform_host(
+        &self,
+        gpu: &Gpu,
+        data: &mut [Fr],
+        t: Transform,
+        input: Order,
+        output: Order,
+    ) -> Result<(), NttError> {
+        let n = self.size();
+        if data.is_empty() || data.len() % n != 0 {
+            return Err(NttError::BadBatch { n, got: data.len() });
+        }
+        check_fits(gpu.vram(), "the transform", data.len() / n, n)?;
+        let stream = gpu.stream("ntt-host")?;
+        let mut pinned = gpu.vram().pinned::<Fr>(data.len())?;
+        pinned.copy_from_slice(data);
+        let mut dev = gpu.alloc::<Fr>(data.len())?;
+        dev.copy_from_host_on(&pinned, stream.cuda())?;
+        self.gpu_transform(gpu, &stream, &mut dev, t, input, output)?;
+        dev.copy_to_host_on(&mut pinned, stream.cuda())?;
+        data.copy_from_slice(&pinned);
+        Ok(())
+    }
+
+    /// The Groth16 quotient on the device: `a`, `b`, `c` hold the evaluations of A·w, B·w, C·w
+    /// on the domain (natural order); on return `a` holds the coefficients of H (natural order),
+    /// exactly [`Domain::quotient_in_place`]. `b` and `c` are freed — their budget returned — as
+    /// soon as the point-wise step has consumed them (this call then waits for that step). No
+    /// host round trip between steps.
+    pub fn gpu_quotient(
+        &self,
+        gpu: &Gpu,
+        stream: &Stream,
+        a: &mut DeviceBuffer<Fr>,
+        mut b: DeviceBuffer<Fr>,
+        mut c: DeviceBuffer<Fr>,
+    ) -> Result<(), NttError> {
+        let n = self.size();
+        for v in [&*a, &b, &c] {
+            if v.len() != n {
+                return Err(NttError::LengthMismatch { expected: n, got: v.len() });
+            }
+        }
+        let lg_n = self.log_size();
+        let tables = device_tables(gpu)?;
+        let (to_coeffs, to_coset, back) = plan::quotient_plan(lg_n);
+        for v in [&mut *a, &mut b, &mut c] {
+            run_passes(gpu, stream, v, &tables, lg_n, &to_coeffs)?;
+            run_passes(gpu, stream, v, &tables, lg_n, &to_coset)?;
+        }
+        k::quotient(gpu, stream, a, &b, &c, &tables, lg_n)?;
+        // The free waits for the point-wise kernel, then the budget is available to others.
+        stream.synchronize()?;
+        drop((b, c));
+        run_passes(gpu, stream, a, &tables, lg_n, &back)?;
+        k::bit_reverse(gpu, stream, a, lg_n)?;
+        Ok(())
+    }
+
+    /// [`Self::gpu_quotient`] from host slices: allocates the three device vectors (any failed
+    /// allocation frees the ones before it), uploads, computes, downloads H.
+    pub fn gpu_quotient_host(&self, gpu: &Gpu, a: &[Fr], b: &[Fr], c: &[Fr]) -> Result<Vec<Fr>, NttError> {
+        let n = self.size();
+        for v in [a, b, c] {
+            self.check_len(v.len())?;
+        }
+        check_fits(gpu.vram(), "the quotient pipeline", 3, n)?;
+        let stream = gpu.stream("ntt-quotient")?;
+        let mut pinned = gpu.vram().pinned::<Fr>(n)?;
+        let mut upload = |src: &[Fr]| -> Result<DeviceBuffer<Fr>, NttError> {
+            let mut d = gpu.alloc::<Fr>(n)?;
+            pinned.copy_from_slice(src);
+            d.copy_from_host_on(&pinned, stream.cuda())?;
+            Ok(d)
+        };
+        let mut da = upload(a)?;
+        let db = upload(b)?;
+        let dc = upload(c)?;
+        self.gpu_quotient(gpu, &stream, &mut da, db, dc)?;
+        da.copy_to_host_on(&mut pinned, stream.cuda())?;
+        Ok(pinned.to_vec())
+    }
+}

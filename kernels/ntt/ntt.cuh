@@ -1,0 +1,207 @@
+// cuzk: radix-2^k NTT passes over BLS12-381 Fr.
+//
+// A transform of size N = 2^L is split into passes of k <= 10 bits (e.g. 8+8+8 for 2^24). One
+// pass is a batch of independent size-2^k DFTs along the rows of a (2^k x 2^R) view of each group
+// (R = L - s0 - k bits below the pass, s0 bits above it, already done): the four-step / Bailey
+// decomposition applied recursively. A block loads a tile of 2^k rows x C columns into shared
+// memory, runs all k radix-2 stages there (one __syncthreads per stage), and writes it back:
+// device memory is read and written once per pass, not once per stage.
+//
+// DIF (Gentleman-Sande): natural order in, bit-reversed out; passes run s0 = 0, k1, k1+k2, ...;
+// after each pass but the last, element (row p, column c) is multiplied by the inter-pass twiddle
+// w_M^(c * bitrev_k(p)), M = 2^(L - s0).
+// DIT (Cooley-Tukey) is the exact transpose: bit-reversed in, natural out, passes in reverse
+// order, the same twiddle applied before the pass's DFT. Same tables, same tiles.
+//
+// Twiddles: every root is a power of W = the primitive 2^28-th root of unity that cuzk-field
+// derives (so every domain of size <= 2^28 shares one table set per device): W^e = HI[e >> 14] *
+// LO[e & 0x3fff]. Internal DFT twiddles come from a direct table of w_1024^q, q < 512.
+// Coset scaling (g^i, g^-i) and the constants 1/n and Z^-1 live in the same table buffer and are
+// fused into the load of the first pass (pre) or the store of the last pass (post).
+#pragma once
+
+#include "ff/bls12_381.cuh"
+
+namespace cuzk {
+namespace ntt {
+
+// ---- table layout (mirrored in crates/gpu/src/ntt.rs) ------------------------------------------
+constexpr uint32_t SPLIT_BITS = 14;
+constexpr uint32_t SPLIT = 1u << SPLIT_BITS;                 // 16384
+constexpr uint32_t MAX_LG = 28;
+constexpr uint32_t INT_LG = 10;                              // internal table: w_1024
+constexpr uint32_t INT_LEN = 1u << (INT_LG - 1);             // 512
+constexpr uint32_t T_FWD_LO = 0;
+constexpr uint32_t T_FWD_HI = T_FWD_LO + SPLIT;
+constexpr uint32_t T_INV_LO = T_FWD_HI + SPLIT;
+constexpr uint32_t T_INV_HI = T_INV_LO + SPLIT;
+constexpr uint32_t T_G_LO = T_INV_HI + SPLIT;                // g^i
+constexpr uint32_t T_G_HI = T_G_LO + SPLIT;
+constexpr uint32_t T_GI_LO = T_G_HI + SPLIT;                 // g^-i
+constexpr uint32_t T_GI_HI = T_GI_LO + SPLIT;
+constexpr uint32_t T_FWD_INT = T_GI_HI + SPLIT;              // w_1024^q
+constexpr uint32_t T_INV_INT = T_FWD_INT + INT_LEN;          // w_1024^-q
+constexpr uint32_t T_NINV = T_INV_INT + INT_LEN;             // 1/2^L, L = 0..28
+constexpr uint32_t T_ZINV = T_NINV + MAX_LG + 1;             // 1/(g^(2^L) - 1)
+constexpr uint32_t T_LEN = T_ZINV + MAX_LG + 1;
+
+// ---- pass flags (mirrored in crates/gpu/src/ntt.rs) ---------------------------------------------
+constexpr uint32_t F_DIT = 1u << 0;          // Cooley-Tukey pass (else Gentleman-Sande)
+constexpr uint32_t F_INVERSE = 1u << 1;      // use w^-1
+constexpr uint32_t F_TWIDDLE = 1u << 2;      // inter-pass twiddle (not on the last DIF pass)
+constexpr uint32_t F_PRE_G = 1u << 3;        // load: x *= g^idx
+constexpr uint32_t F_PRE_GI = 1u << 4;       // load: x *= g^-idx
+constexpr uint32_t F_PRE_NINV = 1u << 5;     // load: x *= 1/n
+constexpr uint32_t F_POST_G = 1u << 6;       // store: x *= g^idx
+constexpr uint32_t F_POST_GI = 1u << 7;      // store: x *= g^-idx
+constexpr uint32_t F_POST_NINV = 1u << 8;    // store: x *= 1/n
+constexpr uint32_t F_ALL = (1u << 9) - 1;
+
+constexpr uint32_t TILE_LG = 10;             // elements per tile <= 1024, threads <= 512
+constexpr uint32_t MAX_THREADS = 1u << (TILE_LG - 1);
+
+__device__ __forceinline__ uint32_t bitrev(uint32_t x, uint32_t bits)
+{
+    return bits == 0 ? 0 : __brev(x) >> (32 - bits);
+}
+
+// Table read through the read-only cache.
+__device__ __forceinline__ fr_t ld(const fr_t* p)
+{
+    const uint4* q = reinterpret_cast<const uint4*>(p);
+    uint4 a = __ldg(q), b = __ldg(q + 1);
+    fr_t r;
+    r.v[0] = a.x; r.v[1] = a.y; r.v[2] = a.z; r.v[3] = a.w;
+    r.v[4] = b.x; r.v[5] = b.y; r.v[6] = b.z; r.v[7] = b.w;
+    return r;
+}
+
+// W^e (or W^-e), e < 2^28, from the split tables.
+__device__ __forceinline__ fr_t split_pow(const fr_t* tables, uint32_t lo_off, uint32_t e)
+{
+    fr_t lo = ld(tables + lo_off + (e & (SPLIT - 1)));
+    uint32_t h = e >> SPLIT_BITS;
+    if (h == 0) return lo;
+    return lo * ld(tables + lo_off + SPLIT + h);
+}
+
+// Shared memory tile as two planes of 16-byte halves: a warp reading consecutive elements reads
+// consecutive 16-byte words of one plane, so the accesses are free of bank conflicts.
+struct tile_t {
+    uint4* lo;
+    uint4* hi;
+    __device__ __forceinline__ fr_t get(uint32_t e) const
+    {
+        uint4 a = lo[e], b = hi[e];
+        fr_t r;
+        r.v[0] = a.x; r.v[1] = a.y; r.v[2] = a.z; r.v[3] = a.w;
+        r.v[4] = b.x; r.v[5] = b.y; r.v[6] = b.z; r.v[7] = b.w;
+        return r;
+    }
+    __device__ __forceinline__ void set(uint32_t e, const fr_t& x) const
+    {
+        lo[e] = make_uint4(x.v[0], x.v[1], x.v[2], x.v[3]);
+        hi[e] = make_uint4(x.v[4], x.v[5], x.v[6], x.v[7]);
+    }
+};
+
+// Multiplies x by the coset power and/or 1/n selected by `flags` (PRE or POST bits given as
+// g_bit, gi_bit, ninv_bit); idx is the element's natural-order index in its polynomial.
+__device__ __forceinline__ fr_t scale(fr_t x, const fr_t* tables, uint32_t flags, uint32_t g_bit,
+                                      uint32_t gi_bit, uint32_t ninv_bit, uint32_t idx, uint32_t lg_n)
+{
+    if (flags & g_bit) x = x * split_pow(tables, T_G_LO, idx);
+    if (flags & gi_bit) x = x * split_pow(tables, T_GI_LO, idx);
+    if (flags & ninv_bit) x = x * ld(tables + T_NINV + lg_n);
+    return x;
+}
+
+// One pass. Grid: x = blocks per polynomial (2^(L-k-lg_c)), y = polynomial of the batch.
+// Block: 2^(k+lg_c-1) threads (one butterfly each per stage), 2^(k+lg_c) * 32 bytes of dynamic
+// shared memory. The host checks: 1 <= k, k + lg_c <= TILE_LG, s0 + k + lg_c <= lg_n <= MAX_LG.
+__device__ __forceinline__ void pass(fr_t* __restrict__ data, const fr_t* __restrict__ tables,
+                                     uint32_t lg_n, uint32_t s0, uint32_t k, uint32_t lg_c, uint32_t flags)
+{
+    extern __shared__ uint4 smem[];
+    const uint32_t tile_lg = k + lg_c;
+    const uint32_t tile_n = 1u << tile_lg;
+    const uint32_t half = tile_n >> 1;
+    const tile_t tile{smem, smem + tile_n};
+
+    const uint32_t R = lg_n - s0 - k;                 // column bits
+    const uint32_t chunks_lg = R - lg_c;              // column chunks per group
+    const uint32_t blk = blockIdx.x;
+    const uint32_t group = blk >> chunks_lg;
+    const uint32_t col0 = (blk & ((1u << chunks_lg) - 1)) << lg_c;
+    fr_t* poly = data + ((size_t)blockIdx.y << lg_n);
+    const size_t base = ((size_t)group << (lg_n - s0)) + col0;
+
+    const bool dit = flags & F_DIT;
+    const bool inv = flags & F_INVERSE;
+    const uint32_t cmask = (1u << lg_c) - 1;
+    const uint32_t t = threadIdx.x;
+
+    // Load two elements per thread; consecutive threads take consecutive columns.
+#pragma unroll
+    for (uint32_t u = 0; u < 2; u++) {
+        uint32_t e = t + u * half;
+        uint32_t row = e >> lg_c, cl = e & cmask;
+        uint32_t pos = (uint32_t)(base + ((size_t)row << R) + cl);
+        const uint4* in = reinterpret_cast<const uint4*>(poly + pos);
+        uint4 a = in[0], b = in[1];
+        fr_t x;
+        x.v[0] = a.x; x.v[1] = a.y; x.v[2] = a.z; x.v[3] = a.w;
+        x.v[4] = b.x; x.v[5] = b.y; x.v[6] = b.z; x.v[7] = b.w;
+        if (flags & (F_PRE_G | F_PRE_GI | F_PRE_NINV))
+            x = scale(x, tables, flags, F_PRE_G, F_PRE_GI, F_PRE_NINV, dit ? bitrev(pos, lg_n) : pos, lg_n);
+        if (dit && (flags & F_TWIDDLE)) {
+            uint32_t ex = ((col0 + cl) * bitrev(row, k)) << (MAX_LG - lg_n + s0);
+            x = x * split_pow(tables, inv ? T_INV_LO : T_FWD_LO, ex);
+        }
+        tile.set(e, x);
+    }
+    __syncthreads();
+
+    const fr_t* itw = tables + (inv ? T_INV_INT : T_FWD_INT);
+    const uint32_t cl = t & cmask, q = t >> lg_c;     // column, butterfly index within column
+    for (uint32_t st = 0; st < k; st++) {
+        // DIF walks half-sizes 2^(k-1) .. 1, DIT 1 .. 2^(k-1).
+        const uint32_t lg_h = dit ? st : k - 1 - st;
+        const uint32_t h = 1u << lg_h;
+        const uint32_t j = q & (h - 1);
+        const uint32_t r = ((q >> lg_h) << (lg_h + 1)) | j;
+        const uint32_t e0 = (r << lg_c) | cl, e1 = e0 + (h << lg_c);
+        // w_(2h)^j = w_1024^(j * 512 / h)
+        const fr_t w = ld(itw + (j << (INT_LG - 1 - lg_h)));
+        fr_t x = tile.get(e0), y = tile.get(e1);
+        if (dit) {
+            y = y * w;
+            tile.set(e0, x + y);
+            tile.set(e1, x - y);
+        } else {
+            tile.set(e0, x + y);
+            tile.set(e1, (x - y) * w);
+        }
+        __syncthreads();
+    }
+
+#pragma unroll
+    for (uint32_t u = 0; u < 2; u++) {
+        uint32_t e = t + u * half;
+        uint32_t row = e >> lg_c, c = e & cmask;
+        uint32_t pos = (uint32_t)(base + ((size_t)row << R) + c);
+        fr_t x = tile.get(e);
+        if (!dit && (flags & F_TWIDDLE)) {
+            uint32_t ex = ((col0 + c) * bitrev(row, k)) << (MAX_LG - lg_n + s0);
+            x = x * split_pow(tables, inv ? T_INV_LO : T_FWD_LO, ex);
+        }
+        if (flags & (F_POST_G | F_POST_GI | F_POST_NINV))
+            x = scale(x, tables, flags, F_POST_G, F_POST_GI, F_POST_NINV, dit ? pos : bitrev(pos, lg_n), lg_n);
+        uint4* out = reinterpret_cast<uint4*>(poly + pos);
+        out[0] = make_uint4(x.v[0], x.v[1], x.v[2], x.v[3]);
+        out[1] = make_uint4(x.v[4], x.v[5], x.v[6], x.v[7]);
+    }
+}
+
+} // namespace ntt
+} // namespace cuzk
