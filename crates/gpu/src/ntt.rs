@@ -73,7 +73,7 @@ fn check_batch<T: Pod>(kernel: &str, data: &DeviceBuffer<T>, lg_n: u32) -> Resul
     }
     let n = 1usize << lg_n;
     let batch = data.len() / n;
-    if batch == 0 || data.len() % n != 0 || batch > 65535 {
+    if batch == 0 || !data.len().is_multiple_of(n) || batch > 65535 {
         return Err(invalid(kernel, format!("buffer of {} elements is not 1..=65535 polynomials of 2^{lg_n}", data.len())));
     }
     Ok(batch as u32)

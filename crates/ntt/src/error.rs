@@ -7,10 +7,18 @@ pub enum NttError {
     SizeTooLarge { min_n: usize },
     #[error("input has length {got}, the domain has size {expected}")]
     LengthMismatch { expected: usize, got: usize },
-    #[error("a batch of {got} elements is not a whole number (1..=65535) of polynomials of size {n}")]
+    #[error(
+        "a batch of {got} elements is not a whole number (1..=65535) of polynomials of size {n}"
+    )]
     BadBatch { n: usize, got: usize },
-    #[error("{what} needs {bytes} bytes of device memory, more than the whole VRAM budget of {budget} bytes")]
-    DoesNotFit { what: &'static str, bytes: u64, budget: u64 },
+    #[error(
+        "{what} needs {bytes} bytes of device memory, more than the whole VRAM budget of {budget} bytes"
+    )]
+    DoesNotFit {
+        what: &'static str,
+        bytes: u64,
+        budget: u64,
+    },
     #[cfg(feature = "gpu")]
     #[error(transparent)]
     Gpu(#[from] cuzk_gpu::GpuError),

@@ -23,8 +23,16 @@ const _: () = {
     assert!(plan::T_NINV == k::layout::T_NINV && plan::T_ZINV == k::layout::T_ZINV);
     assert!(plan::SPLIT_BITS == k::layout::SPLIT_BITS && plan::MAX_LG == k::layout::MAX_LG);
     assert!(plan::INT_LG == k::layout::INT_LG && plan::TILE_LG == k::TILE_LG);
-    assert!(plan::F_DIT == k::flags::DIT && plan::F_INVERSE == k::flags::INVERSE && plan::F_TWIDDLE == k::flags::TWIDDLE);
-    assert!(plan::F_PRE_G == k::flags::PRE_G && plan::F_PRE_GI == k::flags::PRE_GI && plan::F_PRE_NINV == k::flags::PRE_NINV);
+    assert!(
+        plan::F_DIT == k::flags::DIT
+            && plan::F_INVERSE == k::flags::INVERSE
+            && plan::F_TWIDDLE == k::flags::TWIDDLE
+    );
+    assert!(
+        plan::F_PRE_G == k::flags::PRE_G
+            && plan::F_PRE_GI == k::flags::PRE_GI
+            && plan::F_PRE_NINV == k::flags::PRE_NINV
+    );
     assert!(plan::F_POST_G == k::flags::POST_G && plan::F_POST_GI == k::flags::POST_GI);
     assert!(plan::F_POST_NINV == k::flags::POST_NINV);
 };
@@ -32,7 +40,10 @@ const _: () = {
 /// The device's table buffer, uploaded once per device.
 pub fn device_tables(gpu: &Gpu) -> Result<Arc<DeviceBuffer<Fr>>, NttError> {
     static CACHE: OnceLock<Mutex<HashMap<usize, Arc<DeviceBuffer<Fr>>>>> = OnceLock::new();
-    let mut cache = CACHE.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    let mut cache = CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
     if let Some(t) = cache.get(&gpu.ordinal()) {
         return Ok(t.clone());
     }
@@ -42,12 +53,21 @@ pub fn device_tables(gpu: &Gpu) -> Result<Arc<DeviceBuffer<Fr>>, NttError> {
 }
 
 /// Bytes of device budget that `count` vectors of `n` elements need, or `DoesNotFit`.
-pub fn check_fits(vram: &Vram, what: &'static str, count: usize, n: usize) -> Result<u64, NttError> {
+pub fn check_fits(
+    vram: &Vram,
+    what: &'static str,
+    count: usize,
+    n: usize,
+) -> Result<u64, NttError> {
     let one = Vram::bytes_for::<Fr>(n)?;
     let bytes = one.saturating_mul(count as u64);
     let budget = vram.budget().total();
     if bytes > budget {
-        return Err(NttError::DoesNotFit { what, bytes, budget });
+        return Err(NttError::DoesNotFit {
+            what,
+            bytes,
+            budget,
+        });
     }
     Ok(bytes)
 }
@@ -79,7 +99,7 @@ impl Domain {
         output: Order,
     ) -> Result<(), NttError> {
         let n = self.size();
-        if data.is_empty() || data.len() % n != 0 || data.len() / n > 65535 {
+        if data.is_empty() || !data.len().is_multiple_of(n) || data.len() / n > 65535 {
             return Err(NttError::BadBatch { n, got: data.len() });
         }
         let lg_n = self.log_size();
@@ -106,7 +126,7 @@ impl Domain {
         output: Order,
     ) -> Result<(), NttError> {
         let n = self.size();
-        if data.is_empty() || data.len() % n != 0 {
+        if data.is_empty() || !data.len().is_multiple_of(n) {
             return Err(NttError::BadBatch { n, got: data.len() });
         }
         check_fits(gpu.vram(), "the transform", data.len() / n, n)?;
@@ -137,7 +157,10 @@ impl Domain {
         let n = self.size();
         for v in [&*a, &b, &c] {
             if v.len() != n {
-                return Err(NttError::LengthMismatch { expected: n, got: v.len() });
+                return Err(NttError::LengthMismatch {
+                    expected: n,
+                    got: v.len(),
+                });
             }
         }
         let lg_n = self.log_size();
@@ -158,7 +181,13 @@ impl Domain {
 
     /// [`Self::gpu_quotient`] from host slices: allocates the three device vectors (any failed
     /// allocation frees the ones before it), uploads, computes, downloads H.
-    pub fn gpu_quotient_host(&self, gpu: &Gpu, a: &[Fr], b: &[Fr], c: &[Fr]) -> Result<Vec<Fr>, NttError> {
+    pub fn gpu_quotient_host(
+        &self,
+        gpu: &Gpu,
+        a: &[Fr],
+        b: &[Fr],
+        c: &[Fr],
+    ) -> Result<Vec<Fr>, NttError> {
         let n = self.size();
         for v in [a, b, c] {
             self.check_len(v.len())?;

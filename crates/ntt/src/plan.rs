@@ -23,7 +23,12 @@ pub enum Transform {
 }
 
 impl Transform {
-    pub const ALL: [Transform; 4] = [Self::Forward, Self::Inverse, Self::CosetForward, Self::CosetInverse];
+    pub const ALL: [Transform; 4] = [
+        Self::Forward,
+        Self::Inverse,
+        Self::CosetForward,
+        Self::CosetInverse,
+    ];
 }
 
 // Mirrors of the layout and flags in kernels/ntt/ntt.cuh (asserted equal to cuzk-gpu's copy in
@@ -74,7 +79,9 @@ pub(crate) struct Plan {
 /// Bits per pass, in DIF order: as few passes of ≤ TILE_LG bits as possible, balanced.
 fn split(lg_n: u32) -> Vec<u32> {
     let passes = lg_n.div_ceil(TILE_LG);
-    (0..passes).map(|i| lg_n / passes + u32::from(i < lg_n % passes)).collect()
+    (0..passes)
+        .map(|i| lg_n / passes + u32::from(i < lg_n % passes))
+        .collect()
 }
 
 /// The passes of a DIF (natural → bit-reversed) or DIT (bit-reversed → natural) network,
@@ -91,7 +98,12 @@ pub(crate) fn network(lg_n: u32, dit: bool, inverse: bool, pre: u32, post: u32) 
         if r > 0 {
             flags |= F_TWIDDLE;
         }
-        passes.push(Pass { s0, k, lg_c: r.min(TILE_LG - k), flags });
+        passes.push(Pass {
+            s0,
+            k,
+            lg_c: r.min(TILE_LG - k),
+            flags,
+        });
         s0 += k;
     }
     if dit {
@@ -108,7 +120,11 @@ pub(crate) fn network(lg_n: u32, dit: bool, inverse: bool, pre: u32, post: u32) 
 
 pub(crate) fn plan(lg_n: u32, t: Transform, input: Order, output: Order) -> Plan {
     let inverse = matches!(t, Transform::Inverse | Transform::CosetInverse);
-    let pre = if t == Transform::CosetForward { F_PRE_G } else { 0 };
+    let pre = if t == Transform::CosetForward {
+        F_PRE_G
+    } else {
+        0
+    };
     let post = match t {
         Transform::Forward | Transform::CosetForward => 0,
         Transform::Inverse => F_POST_NINV,
@@ -116,13 +132,25 @@ pub(crate) fn plan(lg_n: u32, t: Transform, input: Order, output: Order) -> Plan
     };
     if lg_n == 0 {
         // Size 1: every transform is the identity (g^0 = 1, 1/n = 1).
-        return Plan { permute_before: false, passes: Vec::new(), permute_after: false };
+        return Plan {
+            permute_before: false,
+            passes: Vec::new(),
+            permute_after: false,
+        };
     }
     // DIF takes natural input, DIT bit-reversed; one extra permutation when the output order
     // is not the network's.
     let dit = input == Order::BitReversed;
-    let native_out = if dit { Order::Natural } else { Order::BitReversed };
-    Plan { permute_before: false, passes: network(lg_n, dit, inverse, pre, post), permute_after: output != native_out }
+    let native_out = if dit {
+        Order::Natural
+    } else {
+        Order::BitReversed
+    };
+    Plan {
+        permute_before: false,
+        passes: network(lg_n, dit, inverse, pre, post),
+        permute_after: output != native_out,
+    }
 }
 
 /// The Groth16 quotient: per input, an inverse DIF (natural → bit-reversed coefficients) and a
@@ -170,7 +198,11 @@ pub(crate) fn tables() -> Vec<Fr> {
     }
     let mut g_pow = g; // g^(2^L)
     for _ in 0..=MAX_LG {
-        t.push((g_pow - Fr::ONE).inverse().expect("g is not a root of unity"));
+        t.push(
+            (g_pow - Fr::ONE)
+                .inverse()
+                .expect("g is not a root of unity"),
+        );
         g_pow = g_pow.square();
     }
     debug_assert_eq!(t.len(), T_LEN);
@@ -187,7 +219,11 @@ pub(crate) mod emu {
     fn split_pow(t: &[Fr], lo_off: usize, e: u32) -> Fr {
         let lo = t[lo_off + (e as usize & (SPLIT - 1))];
         let h = (e >> SPLIT_BITS) as usize;
-        if h == 0 { lo } else { lo * t[lo_off + SPLIT + h] }
+        if h == 0 {
+            lo
+        } else {
+            lo * t[lo_off + SPLIT + h]
+        }
     }
 
     fn scale(mut x: Fr, t: &[Fr], flags: u32, bits: (u32, u32, u32), idx: u32, lg_n: u32) -> Fr {
@@ -223,10 +259,15 @@ pub(crate) mod emu {
                     let (row, cl) = (e >> lg_c, e & cmask);
                     let pos = base + (row << r_bits) + cl;
                     let mut x = poly[pos as usize];
-                    let idx = if dit { bitrev(pos as usize, lg_n) as u32 } else { pos };
+                    let idx = if dit {
+                        bitrev(pos as usize, lg_n) as u32
+                    } else {
+                        pos
+                    };
                     x = scale(x, t, flags, (F_PRE_G, F_PRE_GI, F_PRE_NINV), idx, lg_n);
                     if dit && flags & F_TWIDDLE != 0 {
-                        let ex = ((col0 + cl) * bitrev(row as usize, k) as u32) << (MAX_LG - lg_n + s0);
+                        let ex =
+                            ((col0 + cl) * bitrev(row as usize, k) as u32) << (MAX_LG - lg_n + s0);
                         x *= split_pow(t, if inv { T_INV_LO } else { T_FWD_LO }, ex);
                     }
                     tile[e as usize] = x;
@@ -258,11 +299,17 @@ pub(crate) mod emu {
                     let pos = base + (row << r_bits) + c;
                     let mut x = tile[e as usize];
                     if !dit && flags & F_TWIDDLE != 0 {
-                        let ex = ((col0 + c) * bitrev(row as usize, k) as u32) << (MAX_LG - lg_n + s0);
+                        let ex =
+                            ((col0 + c) * bitrev(row as usize, k) as u32) << (MAX_LG - lg_n + s0);
                         x *= split_pow(t, if inv { T_INV_LO } else { T_FWD_LO }, ex);
                     }
-                    let idx = if dit { pos } else { bitrev(pos as usize, lg_n) as u32 };
-                    poly[pos as usize] = scale(x, t, flags, (F_POST_G, F_POST_GI, F_POST_NINV), idx, lg_n);
+                    let idx = if dit {
+                        pos
+                    } else {
+                        bitrev(pos as usize, lg_n) as u32
+                    };
+                    poly[pos as usize] =
+                        scale(x, t, flags, (F_POST_G, F_POST_GI, F_POST_NINV), idx, lg_n);
                 }
             }
         }
@@ -316,7 +363,9 @@ mod tests {
     fn reorder(v: &[Fr], order: Order, lg_n: u32) -> Vec<Fr> {
         match order {
             Order::Natural => v.to_vec(),
-            Order::BitReversed => (0..v.len()).map(|i| v[bit_reverse_index(i, lg_n)]).collect(),
+            Order::BitReversed => (0..v.len())
+                .map(|i| v[bit_reverse_index(i, lg_n)])
+                .collect(),
         }
     }
 
@@ -342,10 +391,16 @@ mod tests {
         let w = Fr::root_of_unity_of_order(MAX_LG).unwrap();
         assert_eq!(emu_pow(&t, T_FWD_LO, 123_456_789), w.pow(&[123_456_789]));
         assert_eq!(emu_pow(&t, T_INV_LO, 5) * w.pow(&[5]), Fr::ONE);
-        assert_eq!(emu_pow(&t, T_G_LO, (1 << 28) - 1), Fr::from_u64(7).pow(&[(1 << 28) - 1]));
+        assert_eq!(
+            emu_pow(&t, T_G_LO, (1 << 28) - 1),
+            Fr::from_u64(7).pow(&[(1 << 28) - 1])
+        );
         assert_eq!(t[T_FWD_INT + 1], Fr::root_of_unity_of_order(10).unwrap());
         assert_eq!(t[T_NINV + 20] * Fr::from_u64(1 << 20), Fr::ONE);
-        assert_eq!(t[T_ZINV + 16], Domain::new(16).unwrap().vanishing_on_coset_inverse());
+        assert_eq!(
+            t[T_ZINV + 16],
+            Domain::new(16).unwrap().vanishing_on_coset_inverse()
+        );
     }
 
     fn emu_pow(t: &[Fr], off: usize, e: u32) -> Fr {
@@ -365,13 +420,16 @@ mod tests {
                 for input in [Order::Natural, Order::BitReversed] {
                     for output in [Order::Natural, Order::BitReversed] {
                         // The three-pass size once for DIF and once for DIT, all fused scalings.
-                        let big_ok = (tr, input, output) == (Transform::CosetInverse, Order::Natural, Order::Natural)
-                            || (tr, input, output) == (Transform::CosetForward, Order::BitReversed, Order::Natural);
+                        let big_ok = (tr, input, output)
+                            == (Transform::CosetInverse, Order::Natural, Order::Natural)
+                            || (tr, input, output)
+                                == (Transform::CosetForward, Order::BitReversed, Order::Natural);
                         if lg_n == 21 && !big_ok {
                             continue;
                         }
                         let x = random(n * batch, u64::from(lg_n) * 31 + tr as u64);
-                        let mut dev: Vec<Fr> = x.chunks(n).flat_map(|p| reorder(p, input, lg_n)).collect();
+                        let mut dev: Vec<Fr> =
+                            x.chunks(n).flat_map(|p| reorder(p, input, lg_n)).collect();
                         emu::run(&mut dev, &t, lg_n, &plan(lg_n, tr, input, output));
                         for (b, poly) in x.chunks(n).enumerate() {
                             let mut want = poly.to_vec();
