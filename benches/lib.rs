@@ -1,0 +1,1 @@
+//! Criterion benches of the CPU reference live in `benches/`; run `cargo bench -p cuzk-benches`.

@@ -1,0 +1,223 @@
+//! End-to-end tests of the `cuzk` command: the files a user writes and reads, and the errors a
+//! user sees for bad ones. (A test target of `crates/cuzk`, which provides the binary.)
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn cuzk(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cuzk"))
+        .args(args)
+        .output()
+        .expect("run cuzk")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = cuzk(args);
+    assert!(
+        out.status.success(),
+        "cuzk {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs a command that must fail and returns its stderr.
+fn fails(args: &[&str]) -> String {
+    let out = cuzk(args);
+    assert!(!out.status.success(), "cuzk {args:?} should have failed");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+struct Files {
+    dir: PathBuf,
+}
+
+impl Files {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("cuzk-cli-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("temp dir");
+        Self { dir }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir
+            .join(name)
+            .to_str()
+            .expect("utf-8 temp path")
+            .to_owned()
+    }
+
+    /// circuit → setup → prove, for a 2^log circuit made from `seed`.
+    fn prove(&self, log: u32, seed: u64) {
+        let log = log.to_string();
+        let seed = seed.to_string();
+        ok(&[
+            "circuit",
+            "--log-constraints",
+            &log,
+            "--seed",
+            &seed,
+            "--r1cs",
+            &self.path("c.r1cs"),
+            "--witness",
+            &self.path("w.wit"),
+        ]);
+        ok(&[
+            "setup",
+            "--r1cs",
+            &self.path("c.r1cs"),
+            "--pk",
+            &self.path("key.pk"),
+            "--vk",
+            &self.path("key.vk"),
+        ]);
+        ok(&[
+            "prove",
+            "--r1cs",
+            &self.path("c.r1cs"),
+            "--pk",
+            &self.path("key.pk"),
+            "--witness",
+            &self.path("w.wit"),
+            "--proof",
+            &self.path("proof"),
+            "--public-out",
+            &self.path("public.wit"),
+        ]);
+    }
+
+    fn verify_args(&self, public: &str) -> [String; 7] {
+        [
+            "verify",
+            "--vk",
+            &self.path("key.vk"),
+            "--proof",
+            &self.path("proof"),
+            "--public",
+            public,
+        ]
+        .map(String::from)
+    }
+}
+
+impl Drop for Files {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+fn corrupt(path: &Path, at: usize) {
+    let mut bytes = fs::read(path).expect("read");
+    bytes[at] ^= 0x5a;
+    fs::write(path, bytes).expect("write");
+}
+
+#[test]
+fn demo_proves_and_verifies() {
+    let out = ok(&["demo", "--log-constraints", "8"]);
+    assert!(out.contains("proof verified"), "{out}");
+    assert!(out.contains("MSM H (G1)"), "timing table missing: {out}");
+}
+
+#[test]
+fn files_round_trip_and_proof_verifies() {
+    let f = Files::new("roundtrip");
+    f.prove(8, 1);
+    let out = ok(&strs(&f.verify_args(&f.path("public.wit"))));
+    assert!(out.contains("proof verifies"), "{out}");
+}
+
+#[test]
+fn wrong_public_inputs_are_rejected() {
+    let f = Files::new("wrong-public");
+    f.prove(8, 1);
+    // Another circuit's witness has other public inputs.
+    ok(&[
+        "circuit",
+        "--log-constraints",
+        "8",
+        "--seed",
+        "2",
+        "--r1cs",
+        &f.path("other.r1cs"),
+        "--witness",
+        &f.path("other.wit"),
+    ]);
+    let err = fails(&strs(&f.verify_args(&f.path("other.wit"))));
+    assert!(err.contains("does not verify"), "{err}");
+}
+
+#[test]
+fn corrupted_and_truncated_files_give_clear_errors() {
+    let f = Files::new("corrupt");
+    f.prove(8, 1);
+
+    corrupt(Path::new(&f.path("proof")), 20);
+    let err = fails(&strs(&f.verify_args(&f.path("public.wit"))));
+    assert!(
+        err.contains(&f.path("proof")),
+        "error must name the file: {err}"
+    );
+
+    let pk = f.path("key.pk");
+    let bytes = fs::read(&pk).expect("read");
+    fs::write(&pk, &bytes[..bytes.len() / 2]).expect("truncate");
+    let err = fails(&[
+        "prove",
+        "--r1cs",
+        &f.path("c.r1cs"),
+        "--pk",
+        &pk,
+        "--witness",
+        &f.path("w.wit"),
+        "--proof",
+        &f.path("p2"),
+    ]);
+    assert!(err.contains("truncated"), "{err}");
+
+    let err = fails(&[
+        "prove",
+        "--r1cs",
+        &f.path("c.r1cs"),
+        "--pk",
+        &f.path("missing"),
+        "--witness",
+        &f.path("w.wit"),
+        "--proof",
+        &f.path("p2"),
+    ]);
+    assert!(err.contains("cannot open"), "{err}");
+}
+
+#[test]
+fn witness_for_another_circuit_is_rejected() {
+    let f = Files::new("wrong-witness");
+    f.prove(8, 1);
+    ok(&[
+        "circuit",
+        "--log-constraints",
+        "9",
+        "--r1cs",
+        &f.path("big.r1cs"),
+        "--witness",
+        &f.path("big.wit"),
+    ]);
+    let err = fails(&[
+        "prove",
+        "--r1cs",
+        &f.path("c.r1cs"),
+        "--pk",
+        &f.path("key.pk"),
+        "--witness",
+        &f.path("big.wit"),
+        "--proof",
+        &f.path("p2"),
+    ]);
+    assert!(err.contains("witness"), "{err}");
+}
