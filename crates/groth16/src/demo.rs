@@ -17,7 +17,9 @@ const BITS_PER_VALUE: usize = 32;
 /// Why a demo circuit could not be made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DemoError {
-    #[error("2^{log_constraints} rows cannot hold {num_public} public inputs plus their instance rows")]
+    #[error(
+        "2^{log_constraints} rows cannot hold {num_public} public inputs plus their instance rows"
+    )]
     TooSmall {
         log_constraints: u32,
         num_public: usize,
@@ -69,14 +71,22 @@ pub fn circuit(
         if bits == 0 {
             // One row left: a lone booleanity constraint.
             let bit = b.alloc_private(Fr::from_u64(rng.next_u64() & 1));
-            b.enforce(&[(bit, one)], &[(bit, one), (Variable::One, minus_one)], &[]);
+            b.enforce(
+                &[(bit, one)],
+                &[(bit, one), (Variable::One, minus_one)],
+                &[],
+            );
             break;
         }
         let value = rng.next_u64() & ((1u64 << bits) - 1);
         packing.clear();
         for (j, &pow) in powers.iter().enumerate().take(bits) {
             let bit = b.alloc_private(Fr::from_u64((value >> j) & 1));
-            b.enforce(&[(bit, one)], &[(bit, one), (Variable::One, minus_one)], &[]);
+            b.enforce(
+                &[(bit, one)],
+                &[(bit, one), (Variable::One, minus_one)],
+                &[],
+            );
             packing.push((bit, pow));
         }
         let x = b.alloc_private(Fr::from_u64(value));
@@ -160,6 +170,9 @@ mod tests {
             circuit(2, 2, &mut rng),
             Err(DemoError::TooSmall { .. })
         ));
-        assert_eq!(circuit(29, 1, &mut rng).unwrap_err(), DemoError::TooLarge(29));
+        assert_eq!(
+            circuit(29, 1, &mut rng).unwrap_err(),
+            DemoError::TooLarge(29)
+        );
     }
 }

@@ -285,7 +285,12 @@ fn inconsistent(msg: impl Into<String>) -> FormatError {
 pub fn write_proving_key(w: impl Write, pk: &ProvingKey) -> Result<(), FormatError> {
     let m = pk.a_query.len();
     let n = pk.h_query.len() + 1;
-    let np = pk.vk.ic.len().checked_sub(1).ok_or_else(|| inconsistent("empty ic"))?;
+    let np = pk
+        .vk
+        .ic
+        .len()
+        .checked_sub(1)
+        .ok_or_else(|| inconsistent("empty ic"))?;
     if pk.b_g1_query.len() != m || pk.b_g2_query.len() != m || pk.l_query.len() + np + 1 != m {
         return Err(inconsistent("proving key queries have different lengths"));
     }
@@ -309,10 +314,14 @@ pub fn read_proving_key(r: impl Read) -> Result<ProvingKey, FormatError> {
     let np = r.len("num_public")?;
     let n = r.len("domain size")?;
     if np + 1 > m {
-        return Err(inconsistent(format!("{np} public inputs but {m} variables")));
+        return Err(inconsistent(format!(
+            "{np} public inputs but {m} variables"
+        )));
     }
     if !n.is_power_of_two() || n < 2 {
-        return Err(inconsistent(format!("domain size {n} is not a power of two ≥ 2")));
+        return Err(inconsistent(format!(
+            "domain size {n} is not a power of two ≥ 2"
+        )));
     }
     let vk = read_vk_points(&mut r, np)?;
     let beta_g1 = r.g1("beta_g1")?;
@@ -356,7 +365,11 @@ fn read_vk_points<R: Read>(
 
 /// Sizes: num_public. Payload: α_g1, β_g2, γ_g2, δ_g2, ic[num_public + 1].
 pub fn write_verifying_key(w: impl Write, vk: &VerifyingKey) -> Result<(), FormatError> {
-    let np = vk.ic.len().checked_sub(1).ok_or_else(|| inconsistent("empty ic"))?;
+    let np = vk
+        .ic
+        .len()
+        .checked_sub(1)
+        .ok_or_else(|| inconsistent("empty ic"))?;
     let mut w = HashingWriter::new(w, FileKind::VerifyingKey)?;
     w.u64(np)?;
     write_vk_points(&mut w, vk)?;
@@ -432,16 +445,20 @@ pub fn read_r1cs(r: impl Read) -> Result<R1cs, FormatError> {
     let nnz = [r.len("nnz(A)")?, r.len("nnz(B)")?, r.len("nnz(C)")?];
     let mut mats = Vec::with_capacity(3);
     for (name, nnz) in ["A", "B", "C"].into_iter().zip(nnz) {
-        let row_ptr: Vec<u64> = r.items(rows + 1, |b| Ok::<_, ()>(u64::from_le_bytes(*b)), |_, ()| {
-            inconsistent("unreachable")
-        })?;
+        let row_ptr: Vec<u64> = r.items(
+            rows + 1,
+            |b| Ok::<_, ()>(u64::from_le_bytes(*b)),
+            |_, ()| inconsistent("unreachable"),
+        )?;
         let row_ptr = row_ptr
             .into_iter()
             .map(|p| usize::try_from(p).map_err(|_| inconsistent("row pointer out of range")))
             .collect::<Result<Vec<usize>, _>>()?;
-        let cols: Vec<u32> = r.items(nnz, |b| Ok::<_, ()>(u32::from_le_bytes(*b)), |_, ()| {
-            inconsistent("unreachable")
-        })?;
+        let cols: Vec<u32> = r.items(
+            nnz,
+            |b| Ok::<_, ()>(u32::from_le_bytes(*b)),
+            |_, ()| inconsistent("unreachable"),
+        )?;
         let vals = r.frs("r1cs values", nnz)?;
         mats.push(
             SparseMatrix::from_csr(m, row_ptr, cols, vals)

@@ -29,11 +29,14 @@ pub mod verifier;
 pub use backend::{BackendError, CpuBackend, ProverBackend};
 pub use keys::{PreparedVerifyingKey, Proof, ProvingKey, VerifyingKey};
 pub use prover::{
-    ProofTimings, ProveError, create_proof, create_proof_with_backend,
-    create_proof_with_randomness,
+    ProofTimings, ProveError, create_proof, create_proof_with_backend, create_proof_with_randomness,
 };
-pub use r1cs::{LinearCombination, R1cs, R1csBuilder, R1csError, SparseMatrix, Variable, Witness, WitnessError};
-pub use setup::{SetupError, SetupTimings, ToxicWaste, generate_parameters, generate_parameters_with_toxic_waste};
+pub use r1cs::{
+    LinearCombination, R1cs, R1csBuilder, R1csError, SparseMatrix, Variable, Witness, WitnessError,
+};
+pub use setup::{
+    SetupError, SetupTimings, ToxicWaste, generate_parameters, generate_parameters_with_toxic_waste,
+};
 pub use verifier::{VerifyError, prepare_verifying_key, verify_proof};
 
 pub use cuzk_field::Fr;

@@ -22,7 +22,9 @@ use crate::timing::timed;
 pub enum ProveError {
     #[error("witness rejected: {0}")]
     Witness(#[from] WitnessError),
-    #[error("proving key does not match the circuit: {what} has {found} entries, expected {expected}")]
+    #[error(
+        "proving key does not match the circuit: {what} has {found} entries, expected {expected}"
+    )]
     KeyMismatch {
         what: &'static str,
         expected: usize,

@@ -220,7 +220,6 @@ impl SparseMatrix {
     }
 }
 
-
 /// A full assignment `z = (1, public inputs, private witness)`.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Witness {
@@ -620,8 +619,12 @@ impl R1csBuilder {
                 m.row_ptr.push(m.cols.len());
             }
             m.num_cols = num_variables;
-            SparseMatrix::from_csr(m.num_cols, m.row_ptr, m.cols, m.vals)
-                .map_err(|reason| R1csError::MalformedMatrix { matrix: name, reason })
+            SparseMatrix::from_csr(m.num_cols, m.row_ptr, m.cols, m.vals).map_err(|reason| {
+                R1csError::MalformedMatrix {
+                    matrix: name,
+                    reason,
+                }
+            })
         };
         let (a, (b, c)) = rayon::join(
             || finish(ra, 'A', true),
@@ -754,13 +757,15 @@ mod tests {
             R1csError::UnknownVariable(Variable::Private(5))
         );
 
-        let empty = |rows: usize| {
-            SparseMatrix::from_csr(2, vec![0; rows + 1], vec![], vec![]).unwrap()
-        };
+        let empty =
+            |rows: usize| SparseMatrix::from_csr(2, vec![0; rows + 1], vec![], vec![]).unwrap();
         // One public input: two instance rows needed, A has none.
         assert_eq!(
             R1cs::new(1, 2, empty(2), empty(2), empty(2)).unwrap_err(),
-            R1csError::MissingInstanceRow { row: 0, variable: 0 }
+            R1csError::MissingInstanceRow {
+                row: 0,
+                variable: 0
+            }
         );
         assert!(SparseMatrix::from_csr(2, vec![0, 2], vec![1, 1], vec![Fr::ONE; 2]).is_err());
         assert!(SparseMatrix::from_csr(2, vec![0, 1], vec![2], vec![Fr::ONE]).is_err());

@@ -92,10 +92,7 @@ impl SetupTimings {
 }
 
 /// A proving key for `r1cs` from fresh random toxic waste (which is dropped).
-pub fn generate_parameters(
-    r1cs: &R1cs,
-    rng: &mut impl RngCore,
-) -> Result<ProvingKey, SetupError> {
+pub fn generate_parameters(r1cs: &R1cs, rng: &mut impl RngCore) -> Result<ProvingKey, SetupError> {
     generate_parameters_with_toxic_waste(r1cs, &ToxicWaste::random(rng)).map(|(pk, _)| pk)
 }
 
@@ -128,8 +125,14 @@ pub fn generate_parameters_with_toxic_waste(
     if z_tau.is_zero() {
         return Err(SetupError::TauInDomain);
     }
-    let gamma_inv = tw.gamma.inverse().ok_or(SetupError::ZeroToxicWaste("gamma"))?;
-    let delta_inv = tw.delta.inverse().ok_or(SetupError::ZeroToxicWaste("delta"))?;
+    let gamma_inv = tw
+        .gamma
+        .inverse()
+        .ok_or(SetupError::ZeroToxicWaste("gamma"))?;
+    let delta_inv = tw
+        .delta
+        .inverse()
+        .ok_or(SetupError::ZeroToxicWaste("delta"))?;
 
     let (lagrange, t_lagrange) = timed("setup.lagrange", || {
         domain.evaluate_all_lagrange_coefficients(tw.tau)
@@ -153,13 +156,14 @@ pub fn generate_parameters_with_toxic_waste(
         s.extend_from_slice(&v);
         let start = s.len();
         s.resize(start + m, Fr::ZERO);
-        s[start..]
-            .par_iter_mut()
-            .enumerate()
-            .for_each(|(i, out)| {
-                let k = tw.beta * u[i] + tw.alpha * v[i] + w[i];
-                *out = k * if i < num_instance { gamma_inv } else { delta_inv };
-            });
+        s[start..].par_iter_mut().enumerate().for_each(|(i, out)| {
+            let k = tw.beta * u[i] + tw.alpha * v[i] + w[i];
+            *out = k * if i < num_instance {
+                gamma_inv
+            } else {
+                delta_inv
+            };
+        });
         let start = s.len();
         s.resize(start + n - 1, Fr::ZERO);
         powers_into(&mut s[start..], z_tau * delta_inv, tw.tau);
@@ -267,4 +271,80 @@ fn powers_into(out: &mut [Fr], first: Fr, base: Fr) {
                 acc *= base;
             }
         });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha20Rng;
+
+    /// u_i(τ) the slow way: interpolate the column over the domain, evaluate by Horner.
+    fn column_at_tau(m: &SparseMatrix, col: usize, domain: &Domain, tau: Fr) -> Fr {
+        let mut evals = vec![Fr::ZERO; domain.size()];
+        for (row, slot) in evals.iter_mut().enumerate().take(m.num_rows()) {
+            let (cols, vals) = m.row(row);
+            if let Some(k) = cols.iter().position(|&c| c as usize == col) {
+                *slot = vals[k];
+            }
+        }
+        domain.ifft_in_place(&mut evals).unwrap();
+        evals.iter().rev().fold(Fr::ZERO, |acc, c| acc * tau + *c)
+    }
+
+    #[test]
+    fn key_matches_direct_polynomial_evaluation() {
+        let mut rng = ChaCha20Rng::seed_from_u64(5);
+        let (r1cs, _) = crate::demo::circuit(5, 2, &mut rng).unwrap();
+        let tw = ToxicWaste::random(&mut rng);
+        let (pk, _) = generate_parameters_with_toxic_waste(&r1cs, &tw).unwrap();
+        let domain = Domain::for_size(r1cs.num_constraints()).unwrap();
+        let g1 = G1Projective::generator();
+        let g2 = G2Projective::generator();
+        let np = r1cs.num_public();
+        for i in 0..r1cs.num_variables() {
+            let u = column_at_tau(r1cs.a(), i, &domain, tw.tau);
+            let v = column_at_tau(r1cs.b(), i, &domain, tw.tau);
+            let w = column_at_tau(r1cs.c(), i, &domain, tw.tau);
+            assert_eq!(pk.a_query[i], (g1 * u).to_affine(), "a_query[{i}]");
+            assert_eq!(pk.b_g1_query[i], (g1 * v).to_affine(), "b_g1_query[{i}]");
+            assert_eq!(pk.b_g2_query[i], (g2 * v).to_affine(), "b_g2_query[{i}]");
+            let k = tw.beta * u + tw.alpha * v + w;
+            if i <= np {
+                let expected = g1 * (k * tw.gamma.inverse().unwrap());
+                assert_eq!(pk.vk.ic[i], expected.to_affine(), "ic[{i}]");
+            } else {
+                let expected = g1 * (k * tw.delta.inverse().unwrap());
+                assert_eq!(pk.l_query[i - np - 1], expected.to_affine(), "l_query[{i}]");
+            }
+        }
+        let z = tw.tau.pow(&[domain.size() as u64]) - Fr::ONE;
+        let mut t = z * tw.delta.inverse().unwrap();
+        assert_eq!(pk.h_query.len(), domain.size() - 1);
+        for (j, h) in pk.h_query.iter().enumerate() {
+            assert_eq!(*h, (g1 * t).to_affine(), "h_query[{j}]");
+            t *= tw.tau;
+        }
+        assert_eq!(pk.vk.alpha_g1, (g1 * tw.alpha).to_affine());
+        assert_eq!(pk.delta_g1, (g1 * tw.delta).to_affine());
+        assert_eq!(pk.vk.gamma_g2, (g2 * tw.gamma).to_affine());
+    }
+
+    #[test]
+    fn degenerate_toxic_waste_is_refused() {
+        let mut rng = ChaCha20Rng::seed_from_u64(6);
+        let (r1cs, _) = crate::demo::circuit(4, 1, &mut rng).unwrap();
+        let mut tw = ToxicWaste::random(&mut rng);
+        tw.gamma = Fr::ZERO;
+        assert_eq!(
+            generate_parameters_with_toxic_waste(&r1cs, &tw).unwrap_err(),
+            SetupError::ZeroToxicWaste("gamma")
+        );
+        tw.gamma = Fr::ONE;
+        tw.tau = Domain::for_size(16).unwrap().element(3);
+        assert_eq!(
+            generate_parameters_with_toxic_waste(&r1cs, &tw).unwrap_err(),
+            SetupError::TauInDomain
+        );
+    }
 }

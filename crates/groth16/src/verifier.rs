@@ -36,12 +36,11 @@ pub fn verify_proof(
             found: public_inputs.len(),
         });
     }
-    let inputs = cuzk_msm::cpu::msm(&ic[1..], public_inputs).map_err(|_| {
-        VerifyError::PublicInputCount {
+    let inputs =
+        cuzk_msm::cpu::msm(&ic[1..], public_inputs).map_err(|_| VerifyError::PublicInputCount {
             expected: ic.len() - 1,
             found: public_inputs.len(),
-        }
-    })?;
+        })?;
     let acc = ic[0].to_projective() + inputs;
     let acc: G1Affine = acc.to_affine();
     let b = G2Prepared::from(proof.b);

@@ -29,22 +29,38 @@ fn proof_verifies_and_any_tampering_fails() {
     let g2 = G2Projective::generator();
     let mut bad = proof;
     bad.a = (bad.a.to_projective() + g1).to_affine();
-    assert_eq!(verify_proof(&pvk, &bad, &inputs), Err(VerifyError::InvalidProof));
+    assert_eq!(
+        verify_proof(&pvk, &bad, &inputs),
+        Err(VerifyError::InvalidProof)
+    );
     let mut bad = proof;
     bad.b = (bad.b.to_projective() + g2).to_affine();
-    assert_eq!(verify_proof(&pvk, &bad, &inputs), Err(VerifyError::InvalidProof));
+    assert_eq!(
+        verify_proof(&pvk, &bad, &inputs),
+        Err(VerifyError::InvalidProof)
+    );
     let mut bad = proof;
     bad.c = (bad.c.to_projective() + g1).to_affine();
-    assert_eq!(verify_proof(&pvk, &bad, &inputs), Err(VerifyError::InvalidProof));
+    assert_eq!(
+        verify_proof(&pvk, &bad, &inputs),
+        Err(VerifyError::InvalidProof)
+    );
     // Swapping A and C must fail too (not just "any change to one point").
     let mut bad = proof;
     core::mem::swap(&mut bad.a, &mut bad.c);
-    assert_eq!(verify_proof(&pvk, &bad, &inputs), Err(VerifyError::InvalidProof));
+    assert_eq!(
+        verify_proof(&pvk, &bad, &inputs),
+        Err(VerifyError::InvalidProof)
+    );
 
     for i in 0..inputs.len() {
         let mut x = inputs.clone();
         x[i] += Fr::ONE;
-        assert_eq!(verify_proof(&pvk, &proof, &x), Err(VerifyError::InvalidProof), "input {i}");
+        assert_eq!(
+            verify_proof(&pvk, &proof, &x),
+            Err(VerifyError::InvalidProof),
+            "input {i}"
+        );
     }
     assert_eq!(
         verify_proof(&pvk, &proof, &inputs[1..]),
@@ -69,7 +85,10 @@ fn unsatisfied_or_misshapen_witness_gives_an_error_not_a_proof() {
     let ProveError::Witness(WitnessError::Unsatisfied { constraint }) = err else {
         panic!("expected an unsatisfied constraint, got {err:?}");
     };
-    assert_eq!(r1cs.is_satisfied(&bad), Err(WitnessError::Unsatisfied { constraint }));
+    assert_eq!(
+        r1cs.is_satisfied(&bad),
+        Err(WitnessError::Unsatisfied { constraint })
+    );
 
     let mut z = w.assignment().to_vec();
     z.pop();
@@ -126,7 +145,8 @@ fn quotient_satisfies_the_qap_identity_at_a_random_point() {
         let domain = Domain::for_size(r1cs.num_constraints()).unwrap();
         let n = domain.size();
         let (mut a, mut b, mut c) = (vec![Fr::ZERO; n], vec![Fr::ZERO; n], vec![Fr::ZERO; n]);
-        r1cs.evaluate_into(w.assignment(), &mut a, &mut b, &mut c).unwrap();
+        r1cs.evaluate_into(w.assignment(), &mut a, &mut b, &mut c)
+            .unwrap();
         let h = CpuBackend
             .quotient(&domain, a.clone(), b.clone(), c.clone())
             .unwrap();
@@ -136,13 +156,22 @@ fn quotient_satisfies_the_qap_identity_at_a_random_point() {
         }
         let x = Fr::random(&mut rng);
         let z = domain.evaluate_vanishing_polynomial(x);
-        assert_eq!(eval(&a, x) * eval(&b, x) - eval(&c, x), eval(&h, x) * z, "k = {k}");
+        assert_eq!(
+            eval(&a, x) * eval(&b, x) - eval(&c, x),
+            eval(&h, x) * z,
+            "k = {k}"
+        );
     }
 }
 
 /// A random satisfied R1CS: each constraint multiplies two random linear combinations of
 /// existing variables into a new variable, with random extra terms on the C side.
-fn random_circuit(seed: u64, constraints: usize, num_public: usize, density: usize) -> (R1cs, Witness) {
+fn random_circuit(
+    seed: u64,
+    constraints: usize,
+    num_public: usize,
+    density: usize,
+) -> (R1cs, Witness) {
     let mut rng = rng(seed);
     let mut b = R1csBuilder::new();
     let mut vars = vec![Variable::One];
@@ -160,7 +189,11 @@ fn random_circuit(seed: u64, constraints: usize, num_public: usize, density: usi
             (0..rng.gen_range(0..=density))
                 .map(|_| {
                     let v = vars[rng.gen_range(0..vars.len())];
-                    let c = if rng.gen_bool(0.5) { Fr::ONE } else { Fr::random(rng) };
+                    let c = if rng.gen_bool(0.5) {
+                        Fr::ONE
+                    } else {
+                        Fr::random(rng)
+                    };
                     (v, c)
                 })
                 .collect()
