@@ -19,12 +19,10 @@ pub enum NttError {
         bytes: u64,
         budget: u64,
     },
-    #[cfg(feature = "gpu")]
-    #[error(transparent)]
+        #[error(transparent)]
     Gpu(#[from] cuzk_gpu::GpuError),
 }
 
-#[cfg(feature = "gpu")]
 impl From<cuzk_gpu::VramError> for NttError {
     fn from(e: cuzk_gpu::VramError) -> Self {
         Self::Gpu(e.into())

@@ -10,7 +10,6 @@ mod arith;
 mod cpu;
 mod domain;
 mod error;
-#[cfg(feature = "gpu")]
 pub mod gpu;
 mod plan;
 

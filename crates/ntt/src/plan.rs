@@ -2,8 +2,6 @@
 //! (see `kernels/ntt/ntt.cuh`). Pure host logic, always compiled, so the plan is checked on the
 //! CPU by an emulator of the kernels (tests below) even on machines without a GPU.
 
-// Without the `gpu` feature only the CPU emulator in the tests uses the plan.
-#![cfg_attr(not(feature = "gpu"), allow(dead_code))]
 
 use cuzk_field::Fr;
 

@@ -1,5 +1,5 @@
 //! GPU transforms and the quotient pipeline against the CPU, bit for bit. Needs a GPU:
-//! `cargo test --release -p cuzk-ntt --features gpu --test gpu -- --ignored` (panics without
+//! `cargo test --release -p cuzk-ntt --test gpu -- --ignored` (panics without
 //! one). `gpu_bench_ntt` prints the benchmark rows (`--nocapture`).
 
 use std::time::Instant;
