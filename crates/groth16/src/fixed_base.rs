@@ -77,7 +77,10 @@ fn best_window(count: usize) -> usize {
 impl<P: AffinePoint> FixedBaseTable<P> {
     /// A table for `generator`, sized for about `count` multiplications.
     pub(crate) fn new(generator: P::Projective, count: usize) -> Self {
-        let window = best_window(count);
+        Self::with_window(generator, best_window(count))
+    }
+
+    fn with_window(generator: P::Projective, window: usize) -> Self {
         let windows = SCALAR_BITS.div_ceil(window);
         let per_window = (1usize << window) - 1;
         let mut bases = Vec::with_capacity(windows);
@@ -265,11 +268,37 @@ mod tests {
             windows: 128,
             table: row.repeat(128),
         };
-        let scalars = [Fr::from_u64(0b0101), Fr::from_u64(0b1111), Fr::from_u64(0b0111_0110)];
+        let scalars = [
+            Fr::from_u64(0b0101),
+            Fr::from_u64(0b1111),
+            Fr::from_u64(0b0111_0110),
+        ];
         let got = t.batch_mul(&scalars);
         assert_eq!(got, t.batch_mul_jacobian(&scalars));
         assert_eq!(got[0], (g * Fr::from_u64(2)).to_affine());
         assert_eq!(got[1], (g * Fr::from_u64(6)).to_affine());
+    }
+
+    /// Window sweep for tuning `best_window` (a benchmark):
+    /// `cargo test --release -p cuzk-groth16 --lib window_sweep -- --ignored --nocapture`
+    #[test]
+    #[ignore = "benchmark"]
+    fn window_sweep() {
+        let mut rng = ChaCha20Rng::seed_from_u64(2);
+        let scalars: Vec<Fr> = (0..1 << 18).map(|_| Fr::random(&mut rng)).collect();
+        for w in [8, 10, 12, 13, 14, 15, 16] {
+            let t0 = std::time::Instant::now();
+            let t = FixedBaseTable::<G1Affine>::with_window(G1Projective::generator(), w);
+            let t1 = std::time::Instant::now();
+            let out = t.batch_mul(&scalars);
+            let t2 = std::time::Instant::now();
+            println!(
+                "G1 2^18 w={w:2}: table {:7.1} ms, mul {:7.1} ms ({} points)",
+                (t1 - t0).as_secs_f64() * 1e3,
+                (t2 - t1).as_secs_f64() * 1e3,
+                out.len()
+            );
+        }
     }
 
     #[test]

@@ -153,7 +153,7 @@ impl SparseMatrix {
         };
         let bad_row = (0..m.num_rows()).into_par_iter().find_first(|&i| {
             let (s, e) = (m.row_ptr[i], m.row_ptr[i + 1]);
-            if s > e {
+            if s > e || e > m.cols.len() {
                 return true;
             }
             let cols = &m.cols[s..e];
@@ -194,8 +194,13 @@ impl SparseMatrix {
         &self.vals
     }
 
-    /// The columns and values of row `i`.
-    pub fn row(&self, i: usize) -> (&[u32], &[Fr]) {
+    /// The columns and values of row `i`; `None` past the last row.
+    pub fn row(&self, i: usize) -> Option<(&[u32], &[Fr])> {
+        (i < self.num_rows()).then(|| self.row_at(i))
+    }
+
+    /// Row `i < num_rows` (callers index within range).
+    pub(crate) fn row_at(&self, i: usize) -> (&[u32], &[Fr]) {
         let (s, e) = (self.row_ptr[i], self.row_ptr[i + 1]);
         (&self.cols[s..e], &self.vals[s..e])
     }
@@ -203,7 +208,7 @@ impl SparseMatrix {
     /// `<row i, z>`; `z` has at least `num_cols` entries (checked by callers).
     #[inline]
     fn dot_row(&self, i: usize, z: &[Fr], minus_one: Fr) -> Fr {
-        let (cols, vals) = self.row(i);
+        let (cols, vals) = self.row_at(i);
         let mut acc = Fr::ZERO;
         for (&c, &v) in cols.iter().zip(vals) {
             let x = z[c as usize];
@@ -358,9 +363,9 @@ impl R1cs {
         let first = rows - instance;
         for v in 0..instance {
             let row = first + v;
-            let ok = a.row(row) == (&[v as u32][..], &[Fr::ONE][..])
-                && b.row(row).0.is_empty()
-                && c.row(row).0.is_empty();
+            let ok = a.row_at(row) == (&[v as u32][..], &[Fr::ONE][..])
+                && b.row_at(row).0.is_empty()
+                && c.row_at(row).0.is_empty();
             if !ok {
                 return Err(R1csError::MissingInstanceRow { row, variable: v });
             }
@@ -705,10 +710,11 @@ mod tests {
         assert_eq!(r1cs.num_variables(), 3);
         assert_eq!(r1cs.num_constraints(), 3);
         assert_eq!(r1cs.num_circuit_constraints(), 1);
-        assert_eq!(r1cs.a().row(0), (&[2u32][..], &[Fr::ONE][..]));
-        assert_eq!(r1cs.c().row(0).0, &[1u32]);
-        assert_eq!(r1cs.a().row(1).0, &[0u32]);
-        assert_eq!(r1cs.a().row(2).0, &[1u32]);
+        assert_eq!(r1cs.a().row(0), Some((&[2u32][..], &[Fr::ONE][..])));
+        assert_eq!(r1cs.a().row(3), None);
+        assert_eq!(r1cs.c().row(0).unwrap().0, &[1u32]);
+        assert_eq!(r1cs.a().row(1).unwrap().0, &[0u32]);
+        assert_eq!(r1cs.a().row(2).unwrap().0, &[1u32]);
         assert_eq!(w.assignment(), &[Fr::ONE, f(9), f(3)]);
         assert_eq!(w.public_inputs(), &[f(9)]);
         assert_eq!(r1cs.is_satisfied(&w), Ok(()));
@@ -771,5 +777,9 @@ mod tests {
         assert!(SparseMatrix::from_csr(2, vec![0, 1], vec![2], vec![Fr::ONE]).is_err());
         assert!(SparseMatrix::from_csr(2, vec![0, 1], vec![1], vec![Fr::ZERO]).is_err());
         assert!(SparseMatrix::from_csr(2, vec![0, 1], vec![1], vec![]).is_err());
+        // An inner row pointer past the end (only the last one is checked up front).
+        assert!(SparseMatrix::from_csr(2, vec![0, 5, 1], vec![1], vec![Fr::ONE]).is_err());
+        assert!(SparseMatrix::from_csr(2, vec![1, 1], vec![1], vec![Fr::ONE]).is_err());
+        assert!(SparseMatrix::from_csr(2, vec![], vec![], vec![]).is_err());
     }
 }

@@ -230,7 +230,7 @@ fn column_evaluations(m: &SparseMatrix, lagrange: &[Fr]) -> Vec<Fr> {
     let mut next = col_ptr.clone();
     let mut entries = vec![(0u32, Fr::ZERO); m.nnz()];
     for row in 0..m.num_rows() {
-        let (cs, vs) = m.row(row);
+        let (cs, vs) = m.row_at(row);
         for (&c, &v) in cs.iter().zip(vs) {
             let slot = &mut next[c as usize];
             entries[*slot] = (row as u32, v);
@@ -283,7 +283,7 @@ mod tests {
     fn column_at_tau(m: &SparseMatrix, col: usize, domain: &Domain, tau: Fr) -> Fr {
         let mut evals = vec![Fr::ZERO; domain.size()];
         for (row, slot) in evals.iter_mut().enumerate().take(m.num_rows()) {
-            let (cols, vals) = m.row(row);
+            let (cols, vals) = m.row(row).unwrap();
             if let Some(k) = cols.iter().position(|&c| c as usize == col) {
                 *slot = vals[k];
             }

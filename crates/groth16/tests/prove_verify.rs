@@ -234,3 +234,21 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn smallest_circuits_work() {
+    // No constraints at all: one instance row, a domain of size 1, an empty h_query.
+    let mut rng = rng(5);
+    for public in [0usize, 1] {
+        let mut b = R1csBuilder::new();
+        for _ in 0..public {
+            b.alloc_public(Fr::from_u64(9));
+        }
+        let (r1cs, w) = b.build().unwrap();
+        assert_eq!(r1cs.num_constraints(), public + 1);
+        let pk = generate_parameters(&r1cs, &mut rng).unwrap();
+        let proof = create_proof(&pk, &r1cs, &w, &mut rng).unwrap();
+        let pvk = prepare_verifying_key(&pk.vk);
+        assert_eq!(verify_proof(&pvk, &proof, w.public_inputs()), Ok(()));
+    }
+}
