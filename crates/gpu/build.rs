@@ -16,7 +16,8 @@ fn main() {
         println!("cargo::rerun-if-env-changed={v}");
     }
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let root = manifest.join("../..");
+    // Canonical, so that build.rs and xtask compute the same kernel cache keys.
+    let root = manifest.join("../..").canonicalize().expect("repo root");
     let kernels = root.join("kernels");
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     println!("cargo::rerun-if-changed={}", kernels.display());
@@ -36,17 +37,22 @@ fn main() {
     println!("cargo::rerun-if-changed={}", nvcc.display());
     let archs = nvcc::archs().unwrap_or_else(|e| panic!("{e}"));
     let entries = nvcc::entry_files(&kernels);
+    // Cache shared by all profiles: cargo marks its target dir root with CACHEDIR.TAG.
+    let cache = out
+        .ancestors()
+        .find(|d| d.join("CACHEDIR.TAG").is_file())
+        .map_or_else(|| out.join("cache"), |t| t.join("cuzk-kernel-cache"));
 
     // One nvcc per entry file, in parallel; nvcc itself also spreads the archs over threads.
     let results: Vec<(PathBuf, PathBuf, Result<String, String>)> = std::thread::scope(|s| {
         let handles: Vec<_> = entries
             .iter()
             .map(|src| {
-                let (nvcc, kernels, archs, out) = (&nvcc, &kernels, &archs, &out);
+                let (nvcc, kernels, archs, out, cache) = (&nvcc, &kernels, &archs, &out, &cache);
                 s.spawn(move || {
                     let stem = src.file_stem().unwrap_or_default().to_string_lossy().into_owned();
                     let fatbin = out.join(format!("{stem}.fatbin"));
-                    let r = nvcc::compile(nvcc, src, kernels, archs, &fatbin);
+                    let r = nvcc::compile_cached(nvcc, src, kernels, archs, cache, &fatbin).map(|(log, _)| log);
                     (src.clone(), fatbin, r)
                 })
             })

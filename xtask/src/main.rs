@@ -1,0 +1,407 @@
+//! cuzk developer tasks (`cargo xtask <cmd>`, the rust-analyzer pattern).
+#![forbid(unsafe_code)]
+
+#[path = "../../crates/gpu/build/nvcc.rs"]
+mod nvcc;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail, ensure};
+
+const USAGE: &str = "usage: cargo xtask <command>
+
+  setup-cuda        find nvcc, or install the pinned PyPI CUDA 13.0 toolkit into .cuda/pip
+  kernels           compile kernels/*.cu, print registers/smem/stack/spills per kernel;
+                    fails on compile errors and on spills not allowed by
+                    `// cuzk: allow-spills <kernel>` in the kernel sources
+  codegen [--check] bindgen kernels/cuzk_shared.h -> crates/gpu/src/bindings.rs
+                    (--check: fail if the committed file is stale; needs libclang)
+  test [ARGS]       the CPU suite: cargo test --workspace [ARGS]
+  gpu-test          build and run only the GPU tests (#[ignore = \"gpu\"] fns named gpu_*);
+                    fails without a GPU or if any listed GPU test did not run
+  bundle            release, stripped GPU test/bench binaries + cuzk + run.sh in bundle/
+                    (sm_90 + PTX only; must stay under 60 MiB)
+
+env: NVCC, CUDA_HOME, CUDA_PATH (nvcc location), CUZK_CUDA_ARCHS=sm_90 (fewer archs, faster),
+     CUZK_NO_CUDA=1 (build without kernels)";
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(cmd) = args.first() else {
+        println!("{USAGE}");
+        return Ok(());
+    };
+    let rest = &args[1..];
+    match cmd.as_str() {
+        "setup-cuda" => setup_cuda(),
+        "kernels" => kernels(),
+        "codegen" => codegen(rest.iter().any(|a| a == "--check")),
+        "test" => test(rest),
+        "gpu-test" => gpu_test(),
+        "bundle" => bundle(),
+        "help" | "--help" | "-h" => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        other => bail!("unknown command {other:?}\n\n{USAGE}"),
+    }
+}
+
+fn root() -> PathBuf {
+    let r = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the repo root");
+    r.canonicalize().unwrap_or_else(|_| r.to_path_buf())
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(root());
+    c
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    eprintln!("$ {cmd:?}");
+    let st = cmd.status().with_context(|| format!("running {cmd:?}"))?;
+    ensure!(st.success(), "{cmd:?} failed: {st}");
+    Ok(())
+}
+
+// ---------------------------------------------------------------- setup-cuda
+
+fn setup_cuda() -> Result<()> {
+    let root = root();
+    let nvcc = match nvcc::find_nvcc(&root) {
+        Ok(p) => p,
+        Err(nvcc::NoNvcc::NotFound) => {
+            eprintln!("no nvcc found; installing the pinned PyPI toolkit into {}", nvcc::PIP_TARGET);
+            let py = if Command::new("python3").arg("--version").output().is_ok() { "python3" } else { "python" };
+            run(Command::new(py)
+                .current_dir(&root)
+                .args(["-m", "pip", "install", "--no-deps", "--upgrade", "--target", nvcc::PIP_TARGET])
+                .args(nvcc::PIP_PACKAGES))?;
+            nvcc::find_nvcc(&root).map_err(|e| anyhow::anyhow!("nvcc still not found after install: {e}"))?
+        }
+        Err(e) => bail!("{e}"),
+    };
+    let out = Command::new(&nvcc).arg("--version").output().with_context(|| format!("running {}", nvcc.display()))?;
+    ensure!(out.status.success(), "{} --version failed", nvcc.display());
+    let version = String::from_utf8_lossy(&out.stdout);
+    println!("nvcc: {}", nvcc.display());
+    println!("{}", version.lines().last().unwrap_or_default());
+    for inc in nvcc::extra_includes(&nvcc) {
+        println!("extra include: {}", inc.display());
+    }
+    println!("kernels build automatically with cargo build (crates/gpu/build.rs); `cargo xtask kernels` shows resource use.");
+    Ok(())
+}
+
+// ---------------------------------------------------------------- kernels
+
+/// (entry stem, Ok((ptxas log, from cache, compile time)) or the compile error).
+type Compiled = (String, Result<(String, bool, std::time::Duration), String>);
+
+fn kernels() -> Result<()> {
+    let root = root();
+    let nvcc = nvcc::find_nvcc(&root).map_err(|e| anyhow::anyhow!("{e}; run `cargo xtask setup-cuda`"))?;
+    let archs = nvcc::archs().map_err(anyhow::Error::msg)?;
+    let kdir = root.join("kernels");
+    let entries = nvcc::entry_files(&kdir);
+    ensure!(!entries.is_empty(), "no kernels/*.cu files");
+    let out_dir = root.join("target/xtask-kernels");
+    fs::create_dir_all(&out_dir)?;
+    println!("nvcc {} for {} (+PTX), {} entry files", nvcc.display(), archs.join(","), entries.len());
+
+    let results: Vec<Compiled> = std::thread::scope(|s| {
+        let hs: Vec<_> = entries
+            .iter()
+            .map(|src| {
+                let (nvcc, kdir, archs, out_dir) = (&nvcc, &kdir, &archs, &out_dir);
+                s.spawn(move || {
+                    let stem = src.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+                    let t = std::time::Instant::now();
+                    let r = nvcc::compile_cached(nvcc, src, kdir, archs, &cache_dir(), &out_dir.join(format!("{stem}.fatbin")));
+                    (stem, r.map(|(log, cached)| (log, cached, t.elapsed())))
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().expect("compile thread panicked")).collect()
+    });
+
+    let allowed = nvcc::allowed_spills(&kernel_sources(&kdir)?);
+    let mut errors = Vec::new();
+    let mut spills = Vec::new();
+    for (stem, r) in results {
+        match r {
+            Ok((log, cached, took)) => {
+                let reps = nvcc::parse_ptxas(&log);
+                print!("{}", nvcc::format_table(&format!("{stem}.cu"), &reps));
+                let size = fs::metadata(out_dir.join(format!("{stem}.fatbin"))).map(|m| m.len()).unwrap_or(0);
+                let how = if cached { "cached".to_string() } else { format!("compiled in {:.1} s", took.as_secs_f64()) };
+                println!("  fatbin {} KiB, {how}\n", size / 1024);
+                for k in reps.iter().filter(|k| k.spill_stores + k.spill_loads > 0) {
+                    if !allowed.iter().any(|a| k.name == *a || k.name.contains(a.as_str())) {
+                        spills.push(format!("{stem}.cu: {} ({}) spills {} B / {} B", k.name, k.arch, k.spill_stores, k.spill_loads));
+                    }
+                }
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    ensure!(errors.is_empty(), "kernel compilation failed:\n{}", errors.join("\n"));
+    ensure!(
+        spills.is_empty(),
+        "local-memory spills in kernels without `// {} <kernel>`:\n  {}",
+        nvcc::ALLOW_SPILLS_MARKER,
+        spills.join("\n  ")
+    );
+    println!("all kernels compiled, no unallowed spills");
+    Ok(())
+}
+
+/// The kernel cache build.rs uses with the default target dir (see nvcc::compile_cached).
+fn cache_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from).join("cuzk-kernel-cache")
+}
+
+/// Every file under kernels/ (entry files and the headers they include).
+fn kernel_sources(dir: &Path) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(dir)? {
+        let p = e?.path();
+        if p.is_dir() {
+            out.extend(kernel_sources(&p)?);
+        } else if p.extension().is_some_and(|x| ["cu", "cuh", "h", "hpp"].contains(&x.to_str().unwrap_or(""))) {
+            out.push(fs::read_to_string(&p).with_context(|| p.display().to_string())?);
+        }
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------- codegen
+
+const BINDINGS: &str = "crates/gpu/src/bindings.rs";
+
+fn codegen(check: bool) -> Result<()> {
+    let root = root();
+    let header = root.join("kernels/cuzk_shared.h");
+    let bindings = bindgen::Builder::default()
+        .header(header.to_string_lossy())
+        .allowlist_file(".*cuzk_shared\\.h")
+        .layout_tests(true)
+        .derive_default(true)
+        .derive_eq(true)
+        .use_core()
+        .generate()
+        .map_err(|e| anyhow::anyhow!("bindgen failed on {} (libclang needed: apt install libclang-dev): {e}", header.display()))?;
+    let text = format!(
+        "// @generated by `cargo xtask codegen` from kernels/cuzk_shared.h. Do not edit.\n{}",
+        bindings
+    );
+    let path = root.join(BINDINGS);
+    let old = fs::read_to_string(&path).unwrap_or_default();
+    if check {
+        ensure!(old == text, "{BINDINGS} is stale: run `cargo xtask codegen` and commit it");
+        println!("{BINDINGS} is up to date");
+    } else if old == text {
+        println!("{BINDINGS} unchanged");
+    } else {
+        fs::write(&path, text)?;
+        println!("wrote {BINDINGS}");
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- test / gpu-test
+
+fn test(extra: &[String]) -> Result<()> {
+    // The test profile is optimized (opt-level 3 in the root Cargo.toml).
+    run(cargo().args(["test", "--workspace"]).args(extra))
+}
+
+/// A test or bench executable built by cargo.
+struct Artifact {
+    /// `<package>-<target>` (unique in the workspace).
+    name: String,
+    path: PathBuf,
+}
+
+/// Builds with `cargo <args> --message-format=json` and returns the executables.
+fn build_executables(args: &[&str], envs: &[(&str, &str)]) -> Result<Vec<Artifact>> {
+    let mut cmd = cargo();
+    cmd.args(args).arg("--message-format=json-render-diagnostics").stdout(Stdio::piped());
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    eprintln!("$ {cmd:?}");
+    let out = cmd.spawn()?.wait_with_output()?;
+    ensure!(out.status.success(), "cargo {} failed", args.join(" "));
+    let mut v = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        if msg["reason"] != "compiler-artifact" {
+            continue;
+        }
+        let Some(exe) = msg["executable"].as_str() else { continue };
+        let target = msg["target"]["name"].as_str().unwrap_or("bin");
+        let pkg = package_name(msg["package_id"].as_str().unwrap_or("unknown"));
+        let name = if pkg.replace('-', "_") == target.replace('-', "_") { pkg } else { format!("{pkg}-{target}") };
+        v.push(Artifact { name, path: PathBuf::from(exe) });
+    }
+    Ok(v)
+}
+
+/// `path+file:///x/crates/gpu#cuzk-gpu@0.1.0` -> `cuzk-gpu`; `path+file:///x/xtask#0.1.0` -> `xtask`.
+fn package_name(id: &str) -> String {
+    let (url, frag) = id.rsplit_once('#').unwrap_or((id, ""));
+    match frag.split_once('@') {
+        Some((name, _)) => name.to_string(),
+        None => url.rsplit('/').next().unwrap_or(url).to_string(),
+    }
+}
+
+/// GPU tests of a libtest executable: ignored tests whose name starts with `gpu_`.
+fn list_gpu_tests(exe: &Path) -> Result<Vec<String>> {
+    let out = Command::new(exe).args(["--list", "--ignored", "gpu_"]).output().with_context(|| exe.display().to_string())?;
+    ensure!(out.status.success(), "{} --list failed", exe.display());
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_suffix(": test"))
+        .filter(|n| n.rsplit("::").next().is_some_and(|last| last.starts_with("gpu_")))
+        .map(str::to_string)
+        .collect())
+}
+
+/// Fills `dir` with tests/ (only executables that have GPU tests), gpu-tests.txt and run.sh.
+fn stage_tests(dir: &Path, exes: &[Artifact], strip: bool) -> Result<usize> {
+    fs::create_dir_all(dir.join("tests"))?;
+    let mut manifest = String::new();
+    let mut count = 0;
+    for a in exes {
+        let tests = list_gpu_tests(&a.path)?;
+        if tests.is_empty() {
+            continue;
+        }
+        copy_exe(&a.path, &dir.join("tests").join(&a.name), strip)?;
+        for t in &tests {
+            let _ = writeln!(manifest, "{} {t}", a.name);
+        }
+        count += tests.len();
+        println!("  {:<40} {} GPU tests", a.name, tests.len());
+    }
+    fs::write(dir.join("gpu-tests.txt"), manifest)?;
+    write_script(&dir.join("run.sh"))?;
+    Ok(count)
+}
+
+fn copy_exe(from: &Path, to: &Path, strip: bool) -> Result<()> {
+    fs::copy(from, to).with_context(|| format!("copy {} -> {}", from.display(), to.display()))?;
+    if strip {
+        let st = Command::new("strip").arg(to).status();
+        if !st.is_ok_and(|s| s.success()) {
+            eprintln!("warning: could not strip {}", to.display());
+        }
+    }
+    Ok(())
+}
+
+fn write_script(path: &Path) -> Result<()> {
+    fs::write(path, include_str!("run.sh"))?;
+    set_executable(path)
+}
+
+fn set_executable(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut p = fs::metadata(path)?.permissions();
+    p.set_mode(0o755);
+    fs::set_permissions(path, p)?;
+    Ok(())
+}
+
+fn gpu_test() -> Result<()> {
+    let exes = build_executables(&["test", "--workspace", "--no-run"], &[])?;
+    let dir = root().join("target/gpu-test");
+    let _ = fs::remove_dir_all(&dir);
+    let n = stage_tests(&dir, &exes, false)?;
+    ensure!(n > 0, "no GPU tests found (GPU tests are #[ignore = \"gpu\"] fns named gpu_*)");
+    // run.sh fails without a GPU and when any listed test did not run.
+    run(&mut Command::new(dir.join("run.sh")))
+}
+
+// ---------------------------------------------------------------- bundle
+
+const BUNDLE_LIMIT: u64 = 60 << 20;
+/// Bench executables to bundle: `<package>-<bench target> [args...]` per line.
+const BENCH_LIST: &str = "xtask/gpu-benches.txt";
+
+fn bundle() -> Result<()> {
+    let root = root();
+    let dir = root.join("bundle");
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir)?;
+    // A separate target dir: the sm_90-only kernel build must not invalidate normal builds.
+    let target_dir = root.join("target/bundle");
+    let td = target_dir.to_string_lossy().into_owned();
+    let envs = [("CUZK_CUDA_ARCHS", "sm_90")];
+    let nvcc = nvcc::find_nvcc(&root).map_err(|e| anyhow::anyhow!("{e}: a bundle without kernels is useless; run `cargo xtask setup-cuda`"))?;
+    println!("bundle: nvcc {}", nvcc.display());
+
+    let tests = build_executables(&["test", "--workspace", "--release", "--no-run", "--target-dir", &td], &envs)?;
+    let n = stage_tests(&dir, &tests, true)?;
+    ensure!(n > 0, "no GPU tests found");
+
+    let bench_list = fs::read_to_string(root.join(BENCH_LIST)).unwrap_or_default();
+    let wanted: Vec<&str> = bench_list.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+    if !wanted.is_empty() {
+        let benches = build_executables(&["bench", "--workspace", "--no-run", "--target-dir", &td], &envs)?;
+        let by_name: BTreeMap<&str, &Artifact> = benches.iter().map(|a| (a.name.as_str(), a)).collect();
+        fs::create_dir_all(dir.join("benches"))?;
+        for line in &wanted {
+            let name = line.split_whitespace().next().unwrap_or_default();
+            let a = by_name.get(name).with_context(|| {
+                format!("{BENCH_LIST}: no bench executable {name:?} (have: {:?})", by_name.keys().collect::<Vec<_>>())
+            })?;
+            copy_exe(&a.path, &dir.join("benches").join(name), true)?;
+        }
+        fs::write(dir.join("benches.txt"), wanted.join("\n") + "\n")?;
+    }
+
+    if root.join("crates/cuzk/Cargo.toml").is_file() {
+        let bins = build_executables(&["build", "--release", "-p", "cuzk", "--target-dir", &td], &envs)?;
+        match bins.iter().find(|a| a.path.file_name().is_some_and(|f| f == "cuzk")) {
+            Some(a) => copy_exe(&a.path, &dir.join("cuzk"), true)?,
+            None => eprintln!("warning: package cuzk built no `cuzk` binary; skipped"),
+        }
+    } else {
+        eprintln!("note: crates/cuzk does not exist yet; bundle has no cuzk binary");
+    }
+
+    let size = dir_size(&dir)?;
+    println!("bundle/: {n} GPU tests, {:.1} MiB (limit {} MiB)", size as f64 / (1 << 20) as f64, BUNDLE_LIMIT >> 20);
+    ensure!(size < BUNDLE_LIMIT, "bundle is {size} bytes, over the {} MiB limit", BUNDLE_LIMIT >> 20);
+    println!("run on the GPU machine: bundle/run.sh");
+    Ok(())
+}
+
+fn dir_size(p: &Path) -> Result<u64> {
+    let mut total = 0;
+    for e in fs::read_dir(p)? {
+        let e = e?;
+        let m = e.metadata()?;
+        total += if m.is_dir() { dir_size(&e.path())? } else { m.len() };
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn package_names() {
+        assert_eq!(package_name("path+file:///x/crates/gpu#cuzk-gpu@0.1.0"), "cuzk-gpu");
+        assert_eq!(package_name("path+file:///x/xtask#0.1.0"), "xtask");
+    }
+}
