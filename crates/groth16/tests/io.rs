@@ -1,7 +1,7 @@
 //! File format: round trips, and a typed error for every kind of damage.
 
 use cuzk_field::{DecodeError, Fp, Fr, G1Affine, G2Affine};
-use cuzk_groth16::io::{self, FileKind, FormatError};
+use cuzk_groth16::io::{self, FileKind, FormatError, PointChecks};
 use cuzk_groth16::{ProvingKey, R1cs, Witness, create_proof, demo, generate_parameters};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
@@ -187,7 +187,8 @@ fn off_curve_and_out_of_subgroup_points_are_rejected() {
     let mut pk = f.pk.clone();
     let last = pk.h_query.len() - 1;
     pk.h_query[last] = G1Affine::from_xy_unchecked(Fp::ZERO, Fp::from_u64(2));
-    let err = io::read_proving_key(&pk_bytes(&pk)[..]).unwrap_err();
+    let bytes = pk_bytes(&pk);
+    let err = io::read_proving_key(&bytes[..]).unwrap_err();
     assert!(
         matches!(
             err,
@@ -196,6 +197,21 @@ fn off_curve_and_out_of_subgroup_points_are_rejected() {
         ),
         "{err:?}"
     );
+    // Skipping subgroup checks loads it (for trusted keys), but still rejects off-curve points.
+    assert_eq!(
+        io::read_proving_key_with(&bytes[..], PointChecks::OnCurve).unwrap(),
+        pk
+    );
+    let mut off = pk.clone();
+    off.a_query[3] = G1Affine::from_xy_unchecked(p.x(), p.y() + Fp::ONE);
+    assert!(matches!(
+        io::read_proving_key_with(&pk_bytes(&off)[..], PointChecks::OnCurve),
+        Err(FormatError::InvalidPoint {
+            section: "a_query",
+            index: 3,
+            error: DecodeError::NotOnCurve
+        })
+    ));
 
     // G2: an off-curve b_g2 point and an off-curve δ in the verifying key.
     let q = f.pk.b_g2_query[3];
