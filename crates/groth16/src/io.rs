@@ -299,8 +299,9 @@ fn inconsistent(msg: impl Into<String>) -> FormatError {
     FormatError::Inconsistent(msg.into())
 }
 
-/// Sizes: num_variables, num_public, domain size n. Payload: α_g1, β_g2, γ_g2, δ_g2,
-/// ic[num_public + 1], β_g1, δ_g1, a[m], b_g1[m], b_g2[m], h[n − 1], l[m − num_public − 1].
+/// Sizes: num_variables m, num_public, domain size n. Payload: α_g1, β_g2, γ_g2, δ_g2,
+/// `ic[num_public + 1]`, β_g1, δ_g1, `a[m]`, `b_g1[m]`, `b_g2[m]`, `h[n − 1]`,
+/// `l[m − num_public − 1]`.
 pub fn write_proving_key(w: impl Write, pk: &ProvingKey) -> Result<(), FormatError> {
     let m = pk.a_query.len();
     let n = pk.h_query.len() + 1;
@@ -390,7 +391,7 @@ fn read_vk_points<R: Read>(
     })
 }
 
-/// Sizes: num_public. Payload: α_g1, β_g2, γ_g2, δ_g2, ic[num_public + 1].
+/// Sizes: num_public. Payload: α_g1, β_g2, γ_g2, δ_g2, `ic[num_public + 1]`.
 pub fn write_verifying_key(w: impl Write, vk: &VerifyingKey) -> Result<(), FormatError> {
     let np = vk
         .ic
@@ -446,7 +447,7 @@ pub fn read_proof(r: impl Read) -> Result<Proof, FormatError> {
 }
 
 /// Sizes: num_public, num_variables, rows, nnz(A), nnz(B), nnz(C). Payload per matrix:
-/// row_ptr[rows + 1] (u64), cols[nnz] (u32), vals[nnz] (Fr).
+/// `row_ptr[rows + 1]` (u64), `cols[nnz]` (u32), `vals[nnz]` (Fr).
 pub fn write_r1cs(w: impl Write, r1cs: &R1cs) -> Result<(), FormatError> {
     let mut w = HashingWriter::new(w, FileKind::R1cs)?;
     w.u64(r1cs.num_public())?;

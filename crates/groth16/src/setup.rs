@@ -1,7 +1,7 @@
 //! Parameter generation from toxic waste (τ, α, β, γ, δ) for a given R1CS.
 //!
 //! u_i(τ), v_i(τ), w_i(τ) come from the domain's Lagrange coefficients at τ: u_i(τ) =
-//! Σ_rows A[row][i]·L_row(τ), computed column by column over a transposed (CSC) copy of each
+//! `Σ_rows A[row][i]·L_row(τ)`, computed column by column over a transposed (CSC) copy of each
 //! matrix so the work is parallel without per-thread copies of the outputs. All points are then
 //! made by windowed fixed-base multiplication (one table per group) with batched affine
 //! conversion.
