@@ -37,11 +37,13 @@ fn main() {
     println!("cargo::rerun-if-changed={}", nvcc.display());
     let archs = nvcc::archs().unwrap_or_else(|e| panic!("{e}"));
     let entries = nvcc::entry_files(&kernels);
-    // Cache shared by all profiles: cargo marks its target dir root with CACHEDIR.TAG.
-    let cache = out
-        .ancestors()
-        .find(|d| d.join("CACHEDIR.TAG").is_file())
-        .map_or_else(|| out.join("cache"), |t| t.join("cuzk-kernel-cache"));
+    // Cache shared by all profiles (`CUZK_KERNEL_CACHE`, else <target dir>/cuzk-kernel-cache;
+    // cargo marks its target dir root with CACHEDIR.TAG).
+    let cache = std::env::var_os("CUZK_KERNEL_CACHE").map(PathBuf::from).unwrap_or_else(|| {
+        out.ancestors()
+            .find(|d| d.join("CACHEDIR.TAG").is_file())
+            .map_or_else(|| out.join("cache"), |t| t.join("cuzk-kernel-cache"))
+    });
 
     // One nvcc per entry file, in parallel; nvcc itself also spreads the archs over threads.
     let results: Vec<(PathBuf, PathBuf, Result<String, String>)> = std::thread::scope(|s| {

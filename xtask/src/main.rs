@@ -228,8 +228,9 @@ struct Artifact {
     path: PathBuf,
 }
 
-/// Builds with `cargo <args> --message-format=json` and returns the executables.
-fn build_executables(args: &[&str], envs: &[(&str, &str)]) -> Result<Vec<Artifact>> {
+/// Builds with `cargo <args> --message-format=json` and returns the executables (only
+/// libtest harnesses when `harness_only`: `cargo test` also reports the bins it builds).
+fn build_executables(args: &[&str], envs: &[(&str, &str)], harness_only: bool) -> Result<Vec<Artifact>> {
     let mut cmd = cargo();
     cmd.args(args).arg("--message-format=json-render-diagnostics").stdout(Stdio::piped());
     for (k, v) in envs {
@@ -245,6 +246,9 @@ fn build_executables(args: &[&str], envs: &[(&str, &str)]) -> Result<Vec<Artifac
             continue;
         }
         let Some(exe) = msg["executable"].as_str() else { continue };
+        if harness_only && msg["profile"]["test"] != true {
+            continue;
+        }
         let target = msg["target"]["name"].as_str().unwrap_or("bin");
         let pkg = package_name(msg["package_id"].as_str().unwrap_or("unknown"));
         let name = if pkg.replace('-', "_") == target.replace('-', "_") { pkg } else { format!("{pkg}-{target}") };
@@ -321,7 +325,7 @@ fn set_executable(path: &Path) -> Result<()> {
 }
 
 fn gpu_test() -> Result<()> {
-    let exes = build_executables(&["test", "--workspace", "--no-run"], &[])?;
+    let exes = build_executables(&["test", "--workspace", "--no-run"], &[], true)?;
     let dir = root().join("target/gpu-test");
     let _ = fs::remove_dir_all(&dir);
     let n = stage_tests(&dir, &exes, false)?;
@@ -344,18 +348,19 @@ fn bundle() -> Result<()> {
     // A separate target dir: the sm_90-only kernel build must not invalidate normal builds.
     let target_dir = root.join("target/bundle");
     let td = target_dir.to_string_lossy().into_owned();
-    let envs = [("CUZK_CUDA_ARCHS", "sm_90")];
+    let cache = cache_dir().to_string_lossy().into_owned();
+    let envs = [("CUZK_CUDA_ARCHS", "sm_90"), ("CUZK_KERNEL_CACHE", cache.as_str())];
     let nvcc = nvcc::find_nvcc(&root).map_err(|e| anyhow::anyhow!("{e}: a bundle without kernels is useless; run `cargo xtask setup-cuda`"))?;
     println!("bundle: nvcc {}", nvcc.display());
 
-    let tests = build_executables(&["test", "--workspace", "--release", "--no-run", "--target-dir", &td], &envs)?;
+    let tests = build_executables(&["test", "--workspace", "--release", "--no-run", "--target-dir", &td], &envs, true)?;
     let n = stage_tests(&dir, &tests, true)?;
     ensure!(n > 0, "no GPU tests found");
 
     let bench_list = fs::read_to_string(root.join(BENCH_LIST)).unwrap_or_default();
     let wanted: Vec<&str> = bench_list.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
     if !wanted.is_empty() {
-        let benches = build_executables(&["bench", "--workspace", "--no-run", "--target-dir", &td], &envs)?;
+        let benches = build_executables(&["bench", "--workspace", "--no-run", "--target-dir", &td], &envs, true)?;
         let by_name: BTreeMap<&str, &Artifact> = benches.iter().map(|a| (a.name.as_str(), a)).collect();
         fs::create_dir_all(dir.join("benches"))?;
         for line in &wanted {
@@ -369,7 +374,7 @@ fn bundle() -> Result<()> {
     }
 
     if root.join("crates/cuzk/Cargo.toml").is_file() {
-        let bins = build_executables(&["build", "--release", "-p", "cuzk", "--target-dir", &td], &envs)?;
+        let bins = build_executables(&["build", "--release", "-p", "cuzk", "--target-dir", &td], &envs, false)?;
         match bins.iter().find(|a| a.path.file_name().is_some_and(|f| f == "cuzk")) {
             Some(a) => copy_exe(&a.path, &dir.join("cuzk"), true)?,
             None => eprintln!("warning: package cuzk built no `cuzk` binary; skipped"),

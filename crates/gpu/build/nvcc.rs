@@ -11,7 +11,7 @@ use std::process::Command;
 /// SASS targets of a full build; PTX is added for the newest so future GPUs can JIT.
 pub const DEFAULT_ARCHS: &[&str] = &["sm_80", "sm_86", "sm_89", "sm_90"];
 /// Env vars that change what gets built (build.rs reruns when they change).
-pub const ENV_VARS: &[&str] = &["NVCC", "CUDA_HOME", "CUDA_PATH", "CUZK_CUDA_ARCHS", "CUZK_NO_CUDA"];
+pub const ENV_VARS: &[&str] = &["NVCC", "CUDA_HOME", "CUDA_PATH", "CUZK_CUDA_ARCHS", "CUZK_NO_CUDA", "CUZK_KERNEL_CACHE"];
 /// Where `cargo xtask setup-cuda` installs the pinned PyPI toolkit, relative to the repo root.
 pub const PIP_TARGET: &str = ".cuda/pip";
 pub const PIP_NVCC: &str = ".cuda/pip/nvidia/cu13/bin/nvcc";
