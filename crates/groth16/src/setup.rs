@@ -4,7 +4,7 @@
 //! `Σ_rows A[row][i]·L_row(τ)`, computed column by column over a transposed (CSC) copy of each
 //! matrix so the work is parallel without per-thread copies of the outputs. All points are then
 //! made by windowed fixed-base multiplication (one table per group) with batched affine
-//! conversion.
+//! additions (see `fixed_base`).
 
 use std::time::{Duration, Instant};
 
