@@ -27,3 +27,39 @@ pub fn fill(gpu: &Gpu, stream: &Stream, out: &mut DeviceBuffer<u32>, seed: u32) 
     // mutably here, and callers must sync `stream` before reading it (DeviceBuffer copies do).
     unsafe { gpu.launch(stream, "smoke", "cuzk_smoke_fill", cfg, &[&*out, &params]) }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Launches whose arguments do not match the kernel signature, or whose grid is invalid,
+    /// are rejected before reaching the driver; a correct launch then works.
+    #[test]
+    #[ignore = "gpu"]
+    fn gpu_launch_rejects_wrong_arguments() {
+        let gpu = Gpu::first().unwrap_or_else(|e| panic!("this GPU test needs a CUDA GPU and built kernels: {e}"));
+        let s = gpu.stream("launch-checks").unwrap();
+        let mut out = gpu.alloc::<u32>(1024).unwrap();
+        let p = cuzk_smoke_params { n: 1024, seed: 7 };
+        let cfg = LaunchConfig::for_elements(1024, 256).unwrap();
+        let invalid = |r: Result<()>| match r {
+            Err(GpuError::InvalidLaunch { reason, .. }) => reason,
+            other => panic!("expected InvalidLaunch, got {other:?}"),
+        };
+        // SAFETY (all below): rejected before launch, or the correct call as in `fill`.
+        let r = invalid(unsafe { gpu.launch(&s, "smoke", "cuzk_smoke_fill", cfg, &[&out]) });
+        assert!(r.contains("sizes"), "{r}");
+        let r = invalid(unsafe { gpu.launch(&s, "smoke", "cuzk_smoke_fill", cfg, &[&out, &7u32]) });
+        assert!(r.contains("sizes"), "{r}");
+        let bad = LaunchConfig { block: (2048, 1, 1), ..cfg };
+        assert!(invalid(unsafe { gpu.launch(&s, "smoke", "cuzk_smoke_fill", bad, &[&out, &p]) }).contains("1024"));
+        let e = unsafe { gpu.launch(&s, "smoke", "no_such_kernel", cfg, &[&out, &p]) }.unwrap_err();
+        assert!(matches!(&e, GpuError::Cuda { op: "cuModuleGetFunction", name } if name == "CUDA_ERROR_NOT_FOUND"), "{e}");
+        let e = unsafe { gpu.launch(&s, "nope", "cuzk_smoke_fill", cfg, &[&out, &p]) }.unwrap_err();
+        assert_eq!(e, GpuError::UnknownModule("nope".into()));
+        fill(&gpu, &s, &mut out, 7).unwrap();
+        let mut host = vec![0u32; 1024];
+        out.copy_to_host_on(&mut host, s.cuda()).unwrap();
+        assert!(host.iter().enumerate().all(|(i, &v)| v == pattern(i as u32, 7)));
+    }
+}

@@ -90,20 +90,23 @@ fn gpu_smoke_kernel_fills_pattern() {
         }
         assert!(t0.elapsed_ms(&t1).unwrap() >= 0.0);
     }
-    assert_eq!(g.vram().budget().in_use(), 0);
 }
 
-/// Wrong argument lists are rejected before reaching the driver.
+/// Every device opens, every embedded module loads (catches fatbins the driver rejects),
+/// and a device is opened once per process (shared budget).
 #[test]
 #[ignore = "gpu"]
-fn gpu_launch_checks() {
+fn gpu_all_devices_load_all_modules() {
     let g = gpu();
-    let s = g.stream("checks").unwrap();
+    let all = Gpu::all().unwrap();
+    assert!(!all.is_empty());
+    assert!(all[0].vram().budget().same_as(g.vram().budget()), "device 0 opened twice");
+    for d in &all {
+        d.load_all_modules().unwrap_or_else(|e| panic!("GPU {}: {e}", d.ordinal()));
+    }
+    let s = g.stream("empty").unwrap();
     let mut empty = g.alloc::<u32>(0).unwrap();
-    smoke::fill(&g, &s, &mut empty, 1).unwrap(); // no launch for n = 0
-    let other = Gpu::all().unwrap();
-    assert!(!other.is_empty());
-    g.load_all_modules().unwrap();
+    smoke::fill(&g, &s, &mut empty, 1).unwrap(); // n = 0: no launch
     s.synchronize().unwrap();
 }
 
@@ -116,17 +119,17 @@ fn gpu_alloc_free_realloc_most_of_budget() {
     let v = g.vram();
     let bytes = (v.budget().total() / 10 * 9) as usize;
     for round in 0..3 {
-        let mut b = v.alloc::<u8>(bytes).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        // Waits if other tests of this binary (run in parallel) hold memory.
+        let mut b = v.alloc_wait::<u8>(bytes, Duration::from_secs(120)).unwrap_or_else(|e| panic!("round {round}: {e}"));
         b.fill_bytes(round as u8).unwrap();
         let free = g.mem_info().unwrap().free;
         assert!(free < g.info().free_at_start - bytes as u64 / 2, "allocation not visible in cuMemGetInfo");
         drop(b);
-        assert_eq!(v.budget().in_use(), 0);
     }
     // Several buffers, waiting acquire, then all again.
     let parts = v.alloc_many::<u64>(&[bytes / 8 / 3; 3]).unwrap();
     drop(parts);
-    let again = v.alloc_wait::<u8>(bytes, Duration::from_secs(1)).unwrap();
+    let again = v.alloc_wait::<u8>(bytes, Duration::from_secs(120)).unwrap();
     drop(again);
     // Over the budget fails cleanly, without touching the driver.
     assert!(matches!(v.alloc::<u8>(v.budget().total() as usize + 1), Err(VramError::ExceedsBudget { .. })));
