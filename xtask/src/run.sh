@@ -33,7 +33,7 @@ for t in tests/*; do
     n_expected=$(printf '%s\n' "$expected" | grep -c .)
     total_listed=$((total_listed + n_expected))
     echo "=== $bin: $n_expected GPU tests"
-    "$t" --ignored gpu_ --test-threads=1 >"logs/$bin.log" 2>&1
+    "$t" --ignored gpu_ --test-threads=1 --show-output >"logs/$bin.log" 2>&1
     rc=$?
     cat "logs/$bin.log"
     passed=$(grep -E '^test .* \.\.\. ok$' "logs/$bin.log" | sed -E 's/^test (.*) \.\.\. ok$/\1/' | sort)
