@@ -272,35 +272,38 @@ struct __align__(16) mont_t {
     // ---- reduction-only rows: t <- t * R^-1 mod p, result in [0, p] (not reduced) -------------
     // n rows of m = t0*M0; t = (t + m*p) >> 32. With t < R: (t + m p)/2^32 < R/2^32 + p, and after
     // n rows t_final = (t + M p)/R < 1 + p. 2n^2 + n IMAD.
+    // Same even/odd split as operator* (see there): no one-limb shift, so no MOVs in SASS.
+    static CUZK_DEV void redc_row_(uint32_t* even, uint32_t* odd, const uint32_t* mod, bool first)
+    {
+        if (first) {
+            uint32_t m = even[0] * P::m0();
+            mul_n_(odd, mod + 1, m);
+            cmad_n_(even, mod, m);
+        } else {
+            // fold the old E[1] (now at limb 0) into E[0]; its carry enters O[0] via the shift
+            even[0] = ptx::add_cc(even[0], odd[1]);
+            uint32_t m = even[0] * P::m0();   // plain multiply: leaves CC alone
+            madc_n_rshift_(odd, mod + 1, m);
+            cmad_n_(even, mod, m);
+        }
+        ptx::addc_0(odd[n - 1]);
+    }
     static CUZK_DEV void redc_rows(uint32_t t[n])
     {
-        const uint32_t M0 = P::m0();
+        uint32_t mod[n];
 #pragma unroll
-        for (int i = 0; i < n; i++) {
-            uint32_t m = t[0] * M0;
-            uint32_t top;
-            // even chain: positions 0..n-1, carry into top
-            ptx::mad_lo_cc(t[0], P::mod(0), m);   // t[0] becomes 0
-            ptx::madc_hi_cc(t[1], P::mod(0), m);
+        for (int i = 0; i < n; i++) mod[i] = P::mod(i);
+        uint32_t odd[n];
 #pragma unroll
-            for (int j = 2; j < n; j += 2) {
-                ptx::madc_lo_cc(t[j], P::mod(j), m);
-                ptx::madc_hi_cc(t[j + 1], P::mod(j), m);
-            }
-            top = ptx::carry_out();
-            // odd chain: positions 1..n
-            ptx::mad_lo_cc(t[1], P::mod(1), m);
-#pragma unroll
-            for (int j = 1; j < n - 2; j += 2) {
-                ptx::madc_hi_cc(t[j + 1], P::mod(j), m);
-                ptx::madc_lo_cc(t[j + 2], P::mod(j + 2), m);
-            }
-            ptx::madc_hi(top, P::mod(n - 1), m);
-            // shift
-#pragma unroll
-            for (int k = 0; k < n - 1; k++) t[k] = t[k + 1];
-            t[n - 1] = top;
+        for (int i = 0; i < n; i += 2) {
+            redc_row_(t, odd, mod, i == 0);
+            redc_row_(odd, t, mod, false);
         }
+        // merge: limb k = t[k] + odd[k+1] (odd[0] is 0 after the last row)
+        t[0] = ptx::add_cc(t[0], odd[1]);
+#pragma unroll
+        for (int k = 1; k < n - 1; k++) t[k] = ptx::addc_cc(t[k], odd[k + 1]);
+        ptx::addc_0(t[n - 1]);
     }
 
     // X = w[0..2n) < p*R  ->  X * R^-1 mod p, canonical
@@ -319,76 +322,85 @@ struct __align__(16) mont_t {
         return r;
     }
 
-    // ---- Montgomery multiplication (CIOS), a, b < p -> a*b*R^-1 mod p, canonical ---------------
-    // 4n^2 + n IMAD, n+1 accumulator registers.
+    // ---- Montgomery multiplication (CIOS, even/odd split), a, b < p -> a*b*R^-1 mod p ----------
+    // The accumulator is two arrays: E[j] at limb j and O[j] at limb j+1, so each (lo, hi) pair of
+    // a product a_k*b_i lands in an aligned register pair and ptxas emits one IMAD.WIDE(.X) per
+    // pair with no MOVs. The one-limb shift of CIOS is never materialised: after a reduction E[0]
+    // is 0 and the arrays swap roles (the old O becomes the new E, the old E shifted by two limbs,
+    // done inside the next row's carry chain, becomes the new O). Layout idea: sppark's mont_t.
+    // The previous single-accumulator version shifted by one limb per row, which misaligned the
+    // pairs and cost ~150 MOV/IMAD.MOV per Fr mul in SASS.
+    // Bounds: as for plain CIOS (T < 2p between rows); the carry out of the O chain of a
+    // reduction is always 0 because p < 2^(32n-1) (spare top bit).
+    static CUZK_DEV void mul_n_(uint32_t* acc, const uint32_t* a, uint32_t bi)
+    {
+#pragma unroll
+        for (int j = 0; j < n; j += 2) {
+            acc[j] = a[j] * bi;
+            acc[j + 1] = __umulhi(a[j], bi);
+        }
+    }
+    // acc[j], acc[j+1] += lo, hi(a[j]*bi), j = 0, 2, .., n-2, one chain, carry out left in CC
+    static CUZK_DEV void cmad_n_(uint32_t* acc, const uint32_t* a, uint32_t bi)
+    {
+        ptx::mad_lo_cc(acc[0], a[0], bi);
+        ptx::madc_hi_cc(acc[1], a[0], bi);
+#pragma unroll
+        for (int j = 2; j < n; j += 2) {
+            ptx::madc_lo_cc(acc[j], a[j], bi);
+            ptx::madc_hi_cc(acc[j + 1], a[j], bi);
+        }
+    }
+    // odd[j], odd[j+1] = lo, hi(a[j]*bi) + odd[j+2], odd[j+3] + carry (shift by two limbs)
+    static CUZK_DEV void madc_n_rshift_(uint32_t* odd, const uint32_t* a, uint32_t bi)
+    {
+#pragma unroll
+        for (int j = 0; j < n - 2; j += 2) {
+            odd[j] = ptx::madc_lo_cc3(a[j], bi, odd[j + 2]);
+            odd[j + 1] = ptx::madc_hi_cc3(a[j], bi, odd[j + 3]);
+        }
+        odd[n - 2] = ptx::madc_lo_cc_0(a[n - 2], bi);
+        odd[n - 1] = ptx::madc_hi_0(a[n - 2], bi);
+    }
+    // one CIOS row (t += a*bi; t += m*p; t >>= 32) on the split accumulator
+    static CUZK_DEV void mad_n_redc_(uint32_t* even, uint32_t* odd, const uint32_t* a,
+                                     const uint32_t* mod, uint32_t bi, bool first)
+    {
+        if (first) {
+            mul_n_(odd, a + 1, bi);
+            mul_n_(even, a, bi);
+        } else {
+            // the old E[1] sits at limb 0 now: fold it into the new E[0]; its carry enters O[0]
+            even[0] = ptx::add_cc(even[0], odd[1]);
+            madc_n_rshift_(odd, a + 1, bi);
+            cmad_n_(even, a, bi);
+            ptx::addc_0(odd[n - 1]);
+        }
+        uint32_t m = even[0] * P::m0();
+        cmad_n_(odd, mod + 1, m);
+        cmad_n_(even, mod, m);
+        ptx::addc_0(odd[n - 1]);
+    }
+    // 2n^2 IMAD.WIDE (= 4n^2 32-bit IMAD slots) + n for the m's.
     friend CUZK_DEV mont_t operator*(const mont_t& a, const mont_t& b)
     {
-        const uint32_t M0 = P::m0();
-        uint32_t t[n + 1];
-        // row 0: t = a*b_0 (even limbs assigned, odd accumulated; t[n] fresh)
-        {
-            uint32_t b0 = b.v[0];
+        uint32_t mod[n];
 #pragma unroll
-            for (int j = 0; j < n; j += 2) {
-                t[j] = a.v[j] * b0;
-                t[j + 1] = __umulhi(a.v[j], b0);
-            }
-            ptx::mad_lo_cc(t[1], a.v[1], b0);
+        for (int i = 0; i < n; i++) mod[i] = P::mod(i);
+        mont_t even;
+        uint32_t odd[n];
 #pragma unroll
-            for (int j = 1; j < n - 2; j += 2) {
-                ptx::madc_hi_cc(t[j + 1], a.v[j], b0);
-                ptx::madc_lo_cc(t[j + 2], a.v[j + 2], b0);
-            }
-            t[n] = ptx::madc_hi_0(a.v[n - 1], b0);
+        for (int i = 0; i < n; i += 2) {
+            mad_n_redc_(even.v, odd, a.v, mod, b.v[i], i == 0);
+            mad_n_redc_(odd, even.v, a.v, mod, b.v[i + 1], false);
         }
+        // merge: result[k] = E[k] + O[k+1] (E[0] of the last row, held in odd[0], is 0)
+        even.v[0] = ptx::add_cc(even.v[0], odd[1]);
 #pragma unroll
-        for (int i = 0; i < n; i++) {
-            if (i > 0) {
-                uint32_t bi = b.v[i];
-                // even chain: t[0..n-1] += even limbs of a*bi, carry into fresh t[n]
-                ptx::mad_lo_cc(t[0], a.v[0], bi);
-                ptx::madc_hi_cc(t[1], a.v[0], bi);
-#pragma unroll
-                for (int j = 2; j < n; j += 2) {
-                    ptx::madc_lo_cc(t[j], a.v[j], bi);
-                    ptx::madc_hi_cc(t[j + 1], a.v[j], bi);
-                }
-                t[n] = ptx::carry_out();
-                // odd chain: t[1..n]
-                ptx::mad_lo_cc(t[1], a.v[1], bi);
-#pragma unroll
-                for (int j = 1; j < n - 2; j += 2) {
-                    ptx::madc_hi_cc(t[j + 1], a.v[j], bi);
-                    ptx::madc_lo_cc(t[j + 2], a.v[j + 2], bi);
-                }
-                ptx::madc_hi(t[n], a.v[n - 1], bi);
-            }
-            // reduction: t += m*p, t[0] becomes 0
-            uint32_t m = t[0] * M0;
-            ptx::mad_lo_cc(t[0], P::mod(0), m);
-            ptx::madc_hi_cc(t[1], P::mod(0), m);
-#pragma unroll
-            for (int j = 2; j < n; j += 2) {
-                ptx::madc_lo_cc(t[j], P::mod(j), m);
-                ptx::madc_hi_cc(t[j + 1], P::mod(j), m);
-            }
-            ptx::addc_0(t[n]);
-            ptx::mad_lo_cc(t[1], P::mod(1), m);
-#pragma unroll
-            for (int j = 1; j < n - 2; j += 2) {
-                ptx::madc_hi_cc(t[j + 1], P::mod(j), m);
-                ptx::madc_lo_cc(t[j + 2], P::mod(j + 2), m);
-            }
-            ptx::madc_hi(t[n], P::mod(n - 1), m);
-            // shift down one limb (t[0] == 0)
-#pragma unroll
-            for (int k = 0; k < n; k++) t[k] = t[k + 1];
-        }
-        mont_t r;
-#pragma unroll
-        for (int k = 0; k < n; k++) r.v[k] = t[k];   // < 2p
-        final_sub(r.v);
-        return r;
+        for (int k = 1; k < n - 1; k++) even.v[k] = ptx::addc_cc(even.v[k], odd[k + 1]);
+        ptx::addc_0(even.v[n - 1]);   // < 2p
+        final_sub(even.v);
+        return even;
     }
     CUZK_DEV mont_t& operator*=(const mont_t& b) { return *this = *this * b; }
 

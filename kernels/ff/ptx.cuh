@@ -47,6 +47,9 @@ inline uint32_t madc_hi_0(uint32_t a, uint32_t b) { return emu_add((wmul(a, b) >
 inline void addc_0(uint32_t& acc) { acc = emu_add((uint64_t)acc + cc_flag(), false); }
 inline void addc_0_cc(uint32_t& acc) { acc = emu_add((uint64_t)acc + cc_flag(), true); }
 inline uint32_t carry_out() { return cc_flag(); }
+inline uint32_t madc_lo_cc3(uint32_t a, uint32_t b, uint32_t c) { return emu_add((uint64_t)(uint32_t)wmul(a, b) + c + cc_flag(), true); }
+inline uint32_t madc_hi_cc3(uint32_t a, uint32_t b, uint32_t c) { return emu_add((wmul(a, b) >> 32) + c + cc_flag(), true); }
+inline uint32_t madc_lo_cc_0(uint32_t a, uint32_t b) { return emu_add((uint64_t)(uint32_t)wmul(a, b) + cc_flag(), true); }
 inline uint32_t borrow_mask() { return 0u - cc_flag(); }
 } // namespace ptx
 } // namespace cuzk
@@ -84,6 +87,16 @@ CUZK_DEV void madc_hi(uint32_t& acc, uint32_t a, uint32_t b)
 // fresh destination: r = hi(a*b) + carry, no carry out (caller proves it cannot overflow)
 CUZK_DEV uint32_t madc_hi_0(uint32_t a, uint32_t b)
 { uint32_t r; asm volatile("madc.hi.u32 %0, %1, %2, 0;" : "=r"(r) : "r"(a), "r"(b)); return r; }
+// three-operand forms with a separate destination: r = lo/hi(a*b) + c + carry, carry out.
+// Used by the even/odd-split multiplication to shift an accumulator by two limbs while adding,
+// so that (lo, hi) results always land in an aligned register pair (IMAD.WIDE, no MOVs).
+CUZK_DEV uint32_t madc_lo_cc3(uint32_t a, uint32_t b, uint32_t c)
+{ uint32_t r; asm volatile("madc.lo.cc.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r; }
+CUZK_DEV uint32_t madc_hi_cc3(uint32_t a, uint32_t b, uint32_t c)
+{ uint32_t r; asm volatile("madc.hi.cc.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r; }
+// fresh destination: r = lo(a*b) + carry, carry out
+CUZK_DEV uint32_t madc_lo_cc_0(uint32_t a, uint32_t b)
+{ uint32_t r; asm volatile("madc.lo.cc.u32 %0, %1, %2, 0;" : "=r"(r) : "r"(a), "r"(b)); return r; }
 // acc += carry (ends a chain)
 CUZK_DEV void addc_0(uint32_t& acc)
 { asm volatile("addc.u32 %0, %0, 0;" : "+r"(acc)); }

@@ -172,15 +172,19 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, const fr_t* __rest
         const uint32_t r = ((q >> lg_h) << (lg_h + 1)) | j;
         const uint32_t e0 = (r << lg_c) | cl, e1 = e0 + (h << lg_c);
         // w_(2h)^j = w_1024^(j * 512 / h)
-        const fr_t w = ld(itw + (j << (INT_LG - 1 - lg_h)));
         fr_t x = tile.get(e0), y = tile.get(e1);
-        if (dit) {
-            y = y * w;
+        // The h = 1 stage (last DIF, first DIT) has only w = w_2^0 = 1: skip its multiplication
+        // and table load (uniform branch; saves 1/k of the butterfly multiplications).
+        if (lg_h == 0) {
+            tile.set(e0, x + y);
+            tile.set(e1, x - y);
+        } else if (dit) {
+            y = y * ld(itw + (j << (INT_LG - 1 - lg_h)));
             tile.set(e0, x + y);
             tile.set(e1, x - y);
         } else {
             tile.set(e0, x + y);
-            tile.set(e1, (x - y) * w);
+            tile.set(e1, (x - y) * ld(itw + (j << (INT_LG - 1 - lg_h))));
         }
         __syncthreads();
     }
