@@ -12,7 +12,7 @@ use cuzk_field::{Fr, G1Projective, G2Projective};
 use cuzk_ntt::{Domain, NttError};
 use rand_core::RngCore;
 
-use crate::backend::{BackendError, CpuBackend, ProverBackend};
+use crate::backend::{BackendError, CpuBackend, ProverBackend, Query};
 use crate::keys::{Proof, ProvingKey};
 use crate::r1cs::{R1cs, Witness, WitnessError, first_unsatisfied};
 use crate::timing::timed;
@@ -39,6 +39,9 @@ pub enum ProveError {
 /// Wall-clock time of each prover phase.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProofTimings {
+    /// The backend's memory plan and key loading (a GPU uploads resident key points on the
+    /// first proof with a key; later proofs only check that the key is the same).
+    pub prepare: Duration,
     /// a, b, c = A·z, B·z, C·z over the domain, and the satisfaction check.
     pub witness_map: Duration,
     /// H from a, b, c (7 NTTs and the point-wise step).
@@ -55,8 +58,9 @@ pub struct ProofTimings {
 
 impl ProofTimings {
     /// `(phase, duration)` rows for printing, `total` last.
-    pub fn rows(&self) -> [(&'static str, Duration); 9] {
+    pub fn rows(&self) -> [(&'static str, Duration); 10] {
         [
+            ("prepare key", self.prepare),
             ("witness map", self.witness_map),
             ("quotient H", self.quotient),
             ("MSM A (G1)", self.msm_a),
@@ -149,6 +153,10 @@ pub fn create_proof_with_backend(
     let z = witness.assignment();
     let mut t = ProofTimings::default();
 
+    let (prepared, d) = timed("prepare", || backend.prepare(pk, n));
+    t.prepare = d;
+    prepared?;
+
     let (abc, d) = timed("witness_map", || -> Result<_, WitnessError> {
         let (mut a, mut b, mut c) = (vec![Fr::ZERO; n], vec![Fr::ZERO; n], vec![Fr::ZERO; n]);
         r1cs.evaluate_into(z, &mut a, &mut b, &mut c)?;
@@ -169,20 +177,24 @@ pub fn create_proof_with_backend(
         .into());
     }
 
-    let (msm_a, d) = timed("msm_a", || backend.msm_g1(&pk.a_query, z));
+    let (msm_a, d) = timed("msm_a", || backend.msm_g1(Query::A, &pk.a_query, z));
     t.msm_a = d;
-    let (msm_b_g1, d) = timed("msm_b_g1", || backend.msm_g1(&pk.b_g1_query, z));
+    let msm_a = msm_a?;
+    let (msm_b_g1, d) = timed("msm_b_g1", || backend.msm_g1(Query::BG1, &pk.b_g1_query, z));
     t.msm_b_g1 = d;
-    let (msm_b_g2, d) = timed("msm_b_g2", || backend.msm_g2(&pk.b_g2_query, z));
+    let msm_b_g1 = msm_b_g1?;
+    let (msm_b_g2, d) = timed("msm_b_g2", || backend.msm_g2(Query::BG2, &pk.b_g2_query, z));
     t.msm_b_g2 = d;
-    let (msm_h, d) = timed("msm_h", || backend.msm_g1(&pk.h_query, &h[..n - 1]));
+    let msm_b_g2 = msm_b_g2?;
+    let (msm_h, d) = timed("msm_h", || backend.msm_g1(Query::H, &pk.h_query, &h[..n - 1]));
     t.msm_h = d;
+    let msm_h = msm_h?;
     drop(h);
     let (msm_l, d) = timed("msm_l", || {
-        backend.msm_g1(&pk.l_query, &z[r1cs.num_public() + 1..])
+        backend.msm_g1(Query::L, &pk.l_query, &z[r1cs.num_public() + 1..])
     });
     t.msm_l = d;
-    let (msm_a, msm_b_g1, msm_b_g2, msm_h, msm_l) = (msm_a?, msm_b_g1?, msm_b_g2?, msm_h?, msm_l?);
+    let msm_l = msm_l?;
 
     let (proof, d) = timed("assembly", || {
         assemble(pk, r, s, msm_a, msm_b_g1, msm_b_g2, msm_h, msm_l)

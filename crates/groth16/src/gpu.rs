@@ -1,0 +1,699 @@
+//! The GPU prover backend: the fused quotient pipeline of cuzk-ntt and the Pippenger MSMs of
+//! cuzk-msm on one device, bit-identical to [`CpuBackend`](crate::CpuBackend).
+//!
+//! Key points stay on the device between proofs: one [`GpuMsm`] context per key query, made by
+//! [`ProverBackend::prepare`] (called by the prover before each proof) or on the first MSM over
+//! a query. A context is reused only for the same points: same address, same length and the
+//! same first, middle and last point; anything else is dropped and loaded again, so a new key
+//! never meets stale points.
+//!
+//! Memory plan ([`MemoryPlan`]): before loading anything, the backend computes the transient
+//! bytes of the largest phase (the quotient's three vectors of n Fr, or one MSM's scalars and
+//! Pippenger scratch) and keeps that much of the budget free; the key queries are then made
+//! resident in priority order while they fit (A, B in G1, L, H, then B in G2, whose compute
+//! hides streaming best), the rest streamed from pinned host memory in chunks. If the budget
+//! shrank since (another user), the quotient drops resident contexts until its vectors fit and
+//! the MSMs stream what no longer fits. Every failure is a [`BackendError`] whose source is a
+//! [`GpuPhaseError`] naming the phase; RAII buffers return their budget on every path.
+
+use core::fmt;
+use std::error::Error;
+use std::sync::{Mutex, MutexGuard};
+
+use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
+use cuzk_gpu::msm::Curve;
+use cuzk_gpu::{Gpu, GpuError, Reservation, Vram, VramError};
+use cuzk_msm::gpu::{GpuMsm, Plan};
+use cuzk_msm::{Group, MsmError, MsmPoint};
+use cuzk_ntt::Domain;
+
+use crate::backend::{BackendError, ProverBackend, Query};
+use crate::keys::ProvingKey;
+use crate::timing::timed;
+
+const NAME: &str = "gpu";
+/// Per-phase allowance for small buffers (counters, result rings, rounding) and the NTT tables.
+const SLACK: u64 = 16 << 20;
+/// Residency priority, most valuable first.
+const PRIORITY: [Query; 5] = [Query::A, Query::BG1, Query::L, Query::H, Query::BG2];
+const G1_QUERIES: [Query; 4] = [Query::A, Query::BG1, Query::H, Query::L];
+
+/// A phase of a GPU proof, named in errors and used by fault injection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Prepare,
+    Quotient,
+    Msm(Query),
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Phase::Prepare => f.write_str("prepare"),
+            Phase::Quotient => f.write_str("quotient"),
+            Phase::Msm(q) => write!(f, "MSM {q}"),
+        }
+    }
+}
+
+/// A GPU failure and the phase it happened in (the source of the [`BackendError`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{phase}: {source}")]
+pub struct GpuPhaseError {
+    pub phase: Phase,
+    #[source]
+    pub source: Box<dyn Error + Send + Sync>,
+}
+
+fn fail(phase: Phase, e: impl Into<Box<dyn Error + Send + Sync>>) -> BackendError {
+    BackendError::new(
+        NAME,
+        GpuPhaseError {
+            phase,
+            source: e.into(),
+        },
+    )
+}
+
+/// How one key query is held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueryPlan {
+    pub query: Query,
+    pub len: usize,
+    /// Device bytes of the points when resident.
+    pub point_bytes: u64,
+    /// Device bytes one MSM over the query needs besides the points (scalars, scratch).
+    pub run_bytes: u64,
+    pub resident: bool,
+}
+
+/// What a proof needs on the device and which key queries stay resident (module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryPlan {
+    /// Device bytes available to the plan: the free budget plus what this backend holds.
+    pub room: u64,
+    /// The quotient's three vectors of n Fr (and slack).
+    pub quotient_bytes: u64,
+    /// The largest transient need of any phase; kept free beside the resident points.
+    pub work_bytes: u64,
+    pub queries: Vec<QueryPlan>,
+}
+
+/// Device bytes of the quotient pipeline for a domain of `n`.
+pub fn quotient_bytes(n: usize) -> Result<u64, VramError> {
+    Ok(3 * Vram::bytes_for::<Fr>(n)? + SLACK)
+}
+
+/// Device bytes of one resident MSM over `len` points besides the points themselves.
+pub fn msm_run_bytes(group: Group, len: usize, sm_count: usize) -> Result<u64, VramError> {
+    if len == 0 {
+        return Ok(0);
+    }
+    let curve = match group {
+        Group::G1 => Curve::G1,
+        Group::G2 => Curve::G2,
+    };
+    let plan = Plan::new(len, len, None, sm_count);
+    Ok(Vram::bytes_for::<Fr>(len)? + plan.scratch_bytes(curve) + SLACK)
+}
+
+fn point_bytes(q: Query, len: usize) -> Result<u64, VramError> {
+    if q == Query::BG2 {
+        Vram::bytes_for::<G2Affine>(len)
+    } else {
+        Vram::bytes_for::<G1Affine>(len)
+    }
+}
+
+impl MemoryPlan {
+    /// The plan for a domain of `n` and the given query lengths within `room` bytes.
+    pub fn new(
+        n: usize,
+        lens: &[(Query, usize)],
+        room: u64,
+        sm_count: usize,
+    ) -> Result<Self, VramError> {
+        let quotient = quotient_bytes(n)?;
+        let mut queries = Vec::with_capacity(lens.len());
+        let mut work = quotient;
+        for &(query, len) in lens {
+            let group = if query == Query::BG2 {
+                Group::G2
+            } else {
+                Group::G1
+            };
+            let run = msm_run_bytes(group, len, sm_count)?;
+            work = work.max(run);
+            queries.push(QueryPlan {
+                query,
+                len,
+                point_bytes: point_bytes(query, len)?,
+                run_bytes: run,
+                resident: false,
+            });
+        }
+        let mut used = work;
+        for q in PRIORITY {
+            for qp in queries.iter_mut().filter(|p| p.query == q && p.len > 0) {
+                if used.saturating_add(qp.point_bytes) <= room {
+                    used += qp.point_bytes;
+                    qp.resident = true;
+                }
+            }
+        }
+        Ok(Self {
+            room,
+            quotient_bytes: quotient,
+            work_bytes: work,
+            queries,
+        })
+    }
+
+    pub fn resident_bytes(&self) -> u64 {
+        self.queries
+            .iter()
+            .filter(|q| q.resident)
+            .map(|q| q.point_bytes)
+            .sum()
+    }
+
+    /// Whether the plan is expected to run within its room (else some phase will fail).
+    pub fn fits(&self) -> bool {
+        self.resident_bytes().saturating_add(self.work_bytes) <= self.room
+    }
+
+    pub fn is_resident(&self, q: Query) -> bool {
+        self.queries.iter().any(|p| p.query == q && p.resident)
+    }
+}
+
+/// Which points a context holds: address, length and three sample points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct KeyId<P> {
+    ptr: usize,
+    len: usize,
+    samples: [Option<P>; 3],
+}
+
+impl<P: MsmPoint> KeyId<P> {
+    fn of(p: &[P]) -> Self {
+        Self {
+            ptr: p.as_ptr() as usize,
+            len: p.len(),
+            samples: [p.first().copied(), p.get(p.len() / 2).copied(), p.last().copied()],
+        }
+    }
+}
+
+struct Ctx<P: MsmPoint> {
+    id: KeyId<P>,
+    msm: GpuMsm<P>,
+}
+
+impl<P: MsmPoint> Ctx<P> {
+    fn resident_bytes(&self) -> u64 {
+        if self.msm.is_resident() {
+            Vram::bytes_for::<P>(self.id.len).unwrap_or(0)
+        } else {
+            0
+        }
+    }
+
+    /// Loads `points` resident (falling back to streamed if the budget is short) or streamed.
+    fn load(gpu: &Gpu, points: &[P], resident: bool, phase: Phase) -> Result<Self, BackendError> {
+        let id = KeyId::of(points);
+        if resident {
+            match GpuMsm::resident(gpu, points) {
+                Ok(msm) => return Ok(Self { id, msm }),
+                Err(e) if is_out_of_budget(&e) => {
+                    tracing::warn!(%phase, "budget too small for resident points; streaming")
+                }
+                Err(e) => return Err(fail(phase, e)),
+            }
+        }
+        let mut pinned = gpu
+            .vram()
+            .pinned::<P>(points.len())
+            .map_err(|e| fail(phase, e))?;
+        pinned.copy_from_slice(points);
+        let msm = GpuMsm::streamed(gpu, pinned).map_err(|e| fail(phase, e))?;
+        Ok(Self { id, msm })
+    }
+}
+
+fn is_out_of_budget(e: &MsmError) -> bool {
+    matches!(
+        e,
+        MsmError::NoRoom { .. }
+            | MsmError::Gpu(GpuError::Vram(
+                VramError::OutOfBudget { .. } | VramError::ExceedsBudget { .. }
+            ))
+    )
+}
+
+#[derive(Default)]
+struct State {
+    /// Indexed like [`G1_QUERIES`].
+    g1: [Option<Ctx<G1Affine>>; 4],
+    g2: Option<Ctx<G2Affine>>,
+    plan: Option<MemoryPlan>,
+    squeeze: Option<(Phase, u64)>,
+}
+
+impl State {
+    fn resident_bytes(&self) -> u64 {
+        self.g1.iter().flatten().map(Ctx::resident_bytes).sum::<u64>()
+            + self.g2.as_ref().map_or(0, Ctx::resident_bytes)
+    }
+
+    fn residency(&self, q: Query) -> Option<bool> {
+        if q == Query::BG2 {
+            self.g2.as_ref().map(|c| c.msm.is_resident())
+        } else {
+            self.g1[g1_index(q)?].as_ref().map(|c| c.msm.is_resident())
+        }
+    }
+
+    /// Drops the resident context of `q`, if it is one; returns whether it did.
+    fn evict(&mut self, q: Query) -> bool {
+        if self.residency(q) != Some(true) {
+            return false;
+        }
+        if q == Query::BG2 {
+            self.g2 = None;
+        } else if let Some(i) = g1_index(q) {
+            self.g1[i] = None;
+        }
+        true
+    }
+}
+
+fn g1_index(q: Query) -> Option<usize> {
+    G1_QUERIES.iter().position(|&x| x == q)
+}
+
+/// The GPU backend (see the module docs). Proofs through one backend run one at a time.
+pub struct GpuBackend {
+    gpu: Gpu,
+    state: Mutex<State>,
+}
+
+impl fmt::Debug for GpuBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GpuBackend")
+            .field("device", &self.gpu.info().name)
+            .field("resident_bytes", &self.resident_bytes())
+            .finish()
+    }
+}
+
+impl GpuBackend {
+    /// A backend on `gpu` holding nothing yet; key points load on the first proof.
+    pub fn new(gpu: Gpu) -> Self {
+        Self {
+            gpu,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// A backend with `pk`'s points already loaded (resident where the plan allows).
+    pub fn with_key(gpu: Gpu, pk: &ProvingKey) -> Result<Self, BackendError> {
+        let b = Self::new(gpu);
+        b.prepare(pk, pk.h_query.len() + 1)?;
+        Ok(b)
+    }
+
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Device bytes held by resident key points.
+    pub fn resident_bytes(&self) -> u64 {
+        self.lock().resident_bytes()
+    }
+
+    /// Whether `q`'s points are loaded resident (`Some(true)`), streamed, or not loaded.
+    pub fn residency(&self, q: Query) -> Option<bool> {
+        self.lock().residency(q)
+    }
+
+    /// The plan of the last [`ProverBackend::prepare`].
+    pub fn plan(&self) -> Option<MemoryPlan> {
+        self.lock().plan.clone()
+    }
+
+    /// Drops every loaded key point (their device budget and pinned memory come back).
+    pub fn release(&self) {
+        let mut st = self.lock();
+        st.g1 = Default::default();
+        st.g2 = None;
+        st.plan = None;
+    }
+
+    /// Fault injection for tests: at the start of the next `phase`, hold the device budget
+    /// down to `leave` free bytes for the duration of that phase (one shot).
+    pub fn inject_squeeze(&self, phase: Phase, leave: u64) {
+        self.lock().squeeze = Some((phase, leave));
+    }
+
+    fn squeeze(&self, st: &mut State, phase: Phase) -> Result<Option<Reservation>, BackendError> {
+        match st.squeeze {
+            Some((p, leave)) if p == phase => {
+                st.squeeze = None;
+                let avail = self.gpu.vram().budget().available();
+                if avail <= leave {
+                    return Ok(None);
+                }
+                self.gpu
+                    .vram()
+                    .reserve(avail - leave)
+                    .map(Some)
+                    .map_err(|e| fail(phase, e))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The context for `points` in `slot`, loading it if the slot is empty or holds other
+    /// points (resident if the points plus one run fit the free budget).
+    fn ensure<'s, P: MsmPoint>(
+        &self,
+        slot: &'s mut Option<Ctx<P>>,
+        query: Query,
+        points: &[P],
+    ) -> Result<&'s GpuMsm<P>, BackendError> {
+        let phase = Phase::Msm(query);
+        let id = KeyId::of(points);
+        if slot.as_ref().is_some_and(|c| c.id != id) {
+            *slot = None; // free stale points before loading new ones
+        }
+        if slot.is_none() {
+            let need = point_bytes(query, points.len())
+                .and_then(|p| {
+                    Ok(p + msm_run_bytes(P::GROUP, points.len(), self.sm_count())?)
+                })
+                .map_err(|e| fail(phase, e))?;
+            let resident = need <= self.gpu.vram().budget().available();
+            *slot = Some(Ctx::load(&self.gpu, points, resident, phase)?);
+        }
+        match slot {
+            Some(c) => Ok(&c.msm),
+            None => Err(fail(phase, "no MSM context")),
+        }
+    }
+
+    fn sm_count(&self) -> usize {
+        self.gpu.info().sm_count as usize
+    }
+
+    fn run<P: MsmPoint>(
+        &self,
+        query: Query,
+        points: &[P],
+        scalars: &[Fr],
+        slot: impl FnOnce(&mut State) -> Option<&mut Option<Ctx<P>>>,
+    ) -> Result<P::Projective, BackendError> {
+        let phase = Phase::Msm(query);
+        if points.len() != scalars.len() {
+            return Err(fail(
+                phase,
+                MsmError::LengthMismatch {
+                    points: points.len(),
+                    scalars: scalars.len(),
+                },
+            ));
+        }
+        if points.is_empty() {
+            return Ok(P::Projective::default());
+        }
+        let mut st = self.lock();
+        let squeeze = match st.squeeze {
+            Some((p, leave)) if p == phase => {
+                st.squeeze = None;
+                Some(leave)
+            }
+            _ => None,
+        };
+        let Some(slot) = slot(&mut st) else {
+            return Err(fail(phase, format!("query {query} is not in this group")));
+        };
+        let msm = self.ensure(slot, query, points)?;
+        let _hold = match squeeze {
+            Some(leave) => {
+                let avail = self.gpu.vram().budget().available();
+                if avail > leave {
+                    Some(
+                        self.gpu
+                            .vram()
+                            .reserve(avail - leave)
+                            .map_err(|e| fail(phase, e))?,
+                    )
+                } else {
+                    None
+                }
+            }
+            None => None,
+        };
+        msm.msm(scalars).map_err(|e| fail(phase, e))
+    }
+}
+
+impl ProverBackend for GpuBackend {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn describe(&self) -> String {
+        let i = self.gpu.info();
+        format!(
+            "gpu {} ({}, {} SMs, budget {:.1} GiB)",
+            i.ordinal,
+            i.name,
+            i.sm_count,
+            self.gpu.vram().budget().total() as f64 / (1u64 << 30) as f64
+        )
+    }
+
+    fn device_peak(&self) -> Option<u64> {
+        Some(self.gpu.vram().budget().peak())
+    }
+
+    fn prepare(&self, pk: &ProvingKey, domain_size: usize) -> Result<(), BackendError> {
+        let phase = Phase::Prepare;
+        let mut st = self.lock();
+        let _hold = self.squeeze(&mut st, phase)?;
+        let g1_points = |q: Query| -> &[G1Affine] {
+            match q {
+                Query::A => &pk.a_query,
+                Query::BG1 => &pk.b_g1_query,
+                Query::H => &pk.h_query,
+                _ => &pk.l_query,
+            }
+        };
+        let mut lens: Vec<(Query, usize)> =
+            G1_QUERIES.iter().map(|&q| (q, g1_points(q).len())).collect();
+        lens.push((Query::BG2, pk.b_g2_query.len()));
+        let room = self.gpu.vram().budget().available() + st.resident_bytes();
+        let plan = MemoryPlan::new(domain_size, &lens, room, self.sm_count())
+            .map_err(|e| fail(phase, e))?;
+        if !plan.fits() {
+            tracing::warn!(
+                room = plan.room,
+                work = plan.work_bytes,
+                "the device budget is below what one phase needs; the proof may fail"
+            );
+        }
+        // Drop what is stale or changes residency first, so its memory is free for the rest.
+        for (i, &q) in G1_QUERIES.iter().enumerate() {
+            let keep = st.g1[i].as_ref().is_some_and(|c| {
+                c.id == KeyId::of(g1_points(q)) && c.msm.is_resident() == plan.is_resident(q)
+            });
+            if !keep {
+                st.g1[i] = None;
+            }
+        }
+        let keep = st.g2.as_ref().is_some_and(|c| {
+            c.id == KeyId::of(&pk.b_g2_query) && c.msm.is_resident() == plan.is_resident(Query::BG2)
+        });
+        if !keep {
+            st.g2 = None;
+        }
+        for q in PRIORITY {
+            if q == Query::BG2 {
+                if st.g2.is_none() && !pk.b_g2_query.is_empty() {
+                    st.g2 = Some(Ctx::load(&self.gpu, &pk.b_g2_query, plan.is_resident(q), phase)?);
+                }
+            } else if let Some(i) = g1_index(q) {
+                let points = g1_points(q);
+                if st.g1[i].is_none() && !points.is_empty() {
+                    st.g1[i] = Some(Ctx::load(&self.gpu, points, plan.is_resident(q), phase)?);
+                }
+            }
+        }
+        tracing::info!(
+            resident_bytes = st.resident_bytes(),
+            work_bytes = plan.work_bytes,
+            room = plan.room,
+            "gpu memory plan"
+        );
+        st.plan = Some(plan);
+        Ok(())
+    }
+
+    fn quotient(
+        &self,
+        domain: &Domain,
+        mut a: Vec<Fr>,
+        b: Vec<Fr>,
+        c: Vec<Fr>,
+    ) -> Result<Vec<Fr>, BackendError> {
+        let phase = Phase::Quotient;
+        let n = domain.size();
+        for v in [&a, &b, &c] {
+            if v.len() != n {
+                return Err(fail(
+                    phase,
+                    cuzk_ntt::NttError::LengthMismatch {
+                        expected: n,
+                        got: v.len(),
+                    },
+                ));
+            }
+        }
+        let mut st = self.lock();
+        let _hold = self.squeeze(&mut st, phase)?;
+        let need = quotient_bytes(n).map_err(|e| fail(phase, e))?;
+        let budget = self.gpu.vram().budget();
+        // Make room by dropping resident key points, least valuable first; the MSMs reload
+        // what they need (streamed if it no longer fits).
+        for q in PRIORITY.iter().rev() {
+            if budget.available() >= need {
+                break;
+            }
+            if st.evict(*q) {
+                tracing::warn!(query = %q, "dropped resident key points to fit the quotient");
+            }
+        }
+        let mut bufs = self
+            .gpu
+            .vram()
+            .alloc_many::<Fr>(&[n, n, n])
+            .map_err(|e| fail(phase, e))?;
+        drop(st);
+        let (Some(dc), Some(db), Some(mut da)) = (bufs.pop(), bufs.pop(), bufs.pop()) else {
+            return Err(fail(phase, "allocation returned too few buffers"));
+        };
+        let (mut db, mut dc) = (db, dc);
+        let (up, _) = timed("upload", || -> Result<(), VramError> {
+            da.copy_from_host(&a)?;
+            db.copy_from_host(&b)?;
+            dc.copy_from_host(&c)
+        });
+        up.map_err(|e| fail(phase, e))?;
+        drop((b, c));
+        let stream = self.gpu.stream("groth16-quotient").map_err(|e| fail(phase, e))?;
+        domain
+            .gpu_quotient(&self.gpu, &stream, &mut da, db, dc)
+            .map_err(|e| fail(phase, e))?;
+        let (down, _) = timed("download", || da.copy_to_host_on(&mut a, stream.cuda()));
+        down.map_err(|e| fail(phase, e))?;
+        Ok(a)
+    }
+
+    fn msm_g1(
+        &self,
+        query: Query,
+        points: &[G1Affine],
+        scalars: &[Fr],
+    ) -> Result<G1Projective, BackendError> {
+        self.run(query, points, scalars, |st| {
+            g1_index(query).map(|i| &mut st.g1[i])
+        })
+    }
+
+    fn msm_g2(
+        &self,
+        query: Query,
+        points: &[G2Affine],
+        scalars: &[Fr],
+    ) -> Result<G2Projective, BackendError> {
+        self.run(query, points, scalars, |st| {
+            (query == Query::BG2).then_some(&mut st.g2)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    fn lens(log: u32) -> Vec<(Query, usize)> {
+        let n = 1usize << log;
+        vec![
+            (Query::A, n),
+            (Query::BG1, n),
+            (Query::H, n - 1),
+            (Query::L, n - 8),
+            (Query::BG2, n),
+        ]
+    }
+
+    #[test]
+    fn plan_keeps_everything_resident_when_it_fits() {
+        let p = MemoryPlan::new(1 << 20, &lens(20), 100 * GIB, 132).unwrap();
+        assert!(p.fits());
+        assert!(p.queries.iter().all(|q| q.resident));
+        assert!(p.work_bytes >= p.quotient_bytes);
+        assert_eq!(p.quotient_bytes, 3 * 32 * (1 << 20) + SLACK);
+    }
+
+    #[test]
+    fn plan_for_a_16_gib_card_at_2_24_fits_and_leaves_work_room() {
+        let p = MemoryPlan::new(1 << 24, &lens(24), 16 * GIB - GIB / 2, 132).unwrap();
+        assert!(p.fits(), "{p:?}");
+        assert!(p.resident_bytes() + p.work_bytes <= p.room);
+        // Five queries of 2^24 points (~9.6 GB) plus a G2 run do not all fit: G2 goes last.
+        assert!(p.is_resident(Query::A));
+        let g2 = p.queries.iter().find(|q| q.query == Query::BG2).unwrap();
+        assert_eq!(g2.point_bytes, 192 << 24);
+    }
+
+    #[test]
+    fn plan_streams_everything_when_room_is_tiny_and_says_it_does_not_fit() {
+        let p = MemoryPlan::new(1 << 20, &lens(20), 64 << 20, 132).unwrap();
+        assert!(!p.fits());
+        assert_eq!(p.resident_bytes(), 0);
+        assert!(p.queries.iter().all(|q| !q.resident));
+    }
+
+    #[test]
+    fn residency_follows_priority() {
+        // Room for the work plus exactly two G1 queries.
+        let log = 20;
+        let base = MemoryPlan::new(1 << log, &lens(log), 0, 132).unwrap();
+        let g1 = Vram::bytes_for::<G1Affine>(1 << log).unwrap();
+        let p = MemoryPlan::new(1 << log, &lens(log), base.work_bytes + 2 * g1, 132).unwrap();
+        let res: Vec<Query> = p.queries.iter().filter(|q| q.resident).map(|q| q.query).collect();
+        assert_eq!(res, vec![Query::A, Query::BG1]);
+    }
+
+    #[test]
+    fn key_identity_sees_a_different_slice() {
+        let pts: Vec<G1Affine> = cuzk_msm::testing::random_points(
+            8,
+            &mut <rand_chacha::ChaCha20Rng as rand::SeedableRng>::seed_from_u64(1),
+        );
+        let same = KeyId::of(&pts);
+        assert_eq!(same, KeyId::of(&pts));
+        assert_ne!(same, KeyId::of(&pts[..7]));
+        let copy = pts.clone();
+        assert_ne!(same, KeyId::of(&copy), "another allocation is another key");
+        assert_eq!(Phase::Msm(Query::BG2).to_string(), "MSM B (G2)");
+    }
+}
