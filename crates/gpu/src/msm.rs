@@ -50,8 +50,16 @@ impl Curve {
     /// Threads per block of the point kernels (their `__launch_bounds__`).
     const fn block(self) -> u32 {
         match self {
-            Curve::G1 => 256,
+            Curve::G1 => 128,
             Curve::G2 => 128,
+        }
+    }
+    /// Threads per SM that `msm_accumulate_*` keeps resident (block × the min-blocks of its
+    /// `__launch_bounds__` in kernels/msm.cu): one full wave of equal slices.
+    pub const fn resident_threads_per_sm(self) -> usize {
+        match self {
+            Curve::G1 => 3 * 128,
+            Curve::G2 => 2 * 128,
         }
     }
 }

@@ -18,8 +18,13 @@ use crate::{Group, MsmError, MsmPoint};
 pub const MAX_POINTS: usize = 1 << 27;
 /// Partials reduced per thread in the merge levels.
 const FAN_IN: usize = 8;
-/// Threads per SM the point kernels keep resident (one full wave of equal slices).
+/// Threads per SM every point kernel keeps resident, whatever the curve (G1's accumulation
+/// fits more: `Curve::resident_threads_per_sm`).
 const THREADS_PER_SM: usize = 256;
+/// Streamed mode splits n >= this into at least `MIN_CHUNKS` chunks even when everything
+/// fits, so that chunk i+1's upload hides behind chunk i's compute (one chunk = no overlap).
+const OVERLAP_MIN_N: usize = 1 << 22;
+const MIN_CHUNKS: usize = 4;
 /// Largest window: beyond this the buckets outgrow what accumulation saves.
 const MAX_WINDOW_BITS: u32 = 20;
 
@@ -63,19 +68,38 @@ impl Plan {
             .expect("non-empty range")
     }
 
+    /// Plan with 256 resident threads per SM (valid for both curves).
     pub fn new(general: usize, n: usize, c: Option<u32>, sm_count: usize) -> Self {
+        Self::with_residency(general, n, c, sm_count, THREADS_PER_SM)
+    }
+
+    /// Plan for a curve: the accumulation gets one full wave of the threads its kernel keeps
+    /// resident per SM.
+    pub fn for_curve(general: usize, n: usize, c: Option<u32>, sm_count: usize, cv: Curve) -> Self {
+        Self::with_residency(general, n, c, sm_count, cv.resident_threads_per_sm())
+    }
+
+    fn with_residency(
+        general: usize,
+        n: usize,
+        c: Option<u32>,
+        sm_count: usize,
+        acc_threads_per_sm: usize,
+    ) -> Self {
         let c = c
             .unwrap_or_else(|| Self::choose_window(general))
             .clamp(2, MAX_WINDOW_BITS);
         let nwin = 256usize.div_ceil(c as usize);
         let buckets_per_window = 1usize << (c - 1);
         let wave = sm_count.max(1) * THREADS_PER_SM;
+        let acc_wave = sm_count.max(1) * acc_threads_per_sm.max(1);
         let entries = general * nwin;
-        let threads = (entries / 16).clamp(1, wave);
-        let groups = (wave / nwin)
-            .max(1)
-            .next_power_of_two()
-            .min(buckets_per_window);
+        let threads = (entries / 16).clamp(1, acc_wave);
+        // Largest power of two with nwin · groups <= one wave: rounding up (as before) gave
+        // 1.6-2 waves whose second one ran part-empty, and at small c a longer ladder per
+        // thread (the g·L multiple) for the same buckets.
+        let per_win = (wave / nwin).max(1);
+        let groups = (1usize << per_win.ilog2()).min(buckets_per_window);
         Self {
             c,
             nwin,
@@ -83,7 +107,7 @@ impl Plan {
             threads,
             group: buckets_per_window / groups,
             sorted_cap: entries.max(1),
-            ones_threads: n.div_ceil(64).clamp(1, wave),
+            ones_threads: n.div_ceil(64).clamp(1, acc_wave),
         }
     }
 
@@ -223,11 +247,12 @@ impl<P: MsmPoint> GpuMsm<P> {
     /// Resident if the points and the scratch of a full MSM fit the free budget, otherwise
     /// copied into pinned memory and streamed.
     pub fn new(gpu: &Gpu, points: &[P]) -> Result<Self, MsmError> {
-        let plan = Plan::new(
+        let plan = Plan::for_curve(
             points.len(),
             points.len(),
             None,
             gpu.info().sm_count as usize,
+            curve::<P>(),
         );
         let need =
             (size_of_val(points) + 64 * points.len()) as u64 + plan.scratch_bytes(curve::<P>());
@@ -343,7 +368,7 @@ impl<P: MsmPoint> GpuMsm<P> {
         if general == 0 && ones == 0 {
             return Ok(P::Projective::default());
         }
-        let plan = Plan::new(general, n, self.window_bits, self.sm_count());
+        let plan = Plan::for_curve(general, n, self.window_bits, self.sm_count(), curve::<P>());
         let mut scratch = Scratch::<P>::new(g, &plan)?;
         self.enqueue_batch(pts, n, &canon, &plan, &mut scratch, general > 0, ones > 0)?;
         let mut out = vec![P::Projective::default(); plan.nwin + 1];
@@ -458,7 +483,7 @@ impl<P: MsmPoint> GpuMsm<P> {
 
     /// Device bytes a streamed MSM with chunks of `len` points needs.
     fn chunk_bytes(&self, len: usize) -> u64 {
-        let plan = Plan::new(len, len, self.window_bits, self.sm_count());
+        let plan = Plan::for_curve(len, len, self.window_bits, self.sm_count(), curve::<P>());
         let per = 2 * (size_of::<P>() + 32) + 32 + 2 * 256;
         (per * len) as u64 + plan.scratch_bytes(curve::<P>()) + 4096
     }
@@ -481,7 +506,11 @@ impl<P: MsmPoint> GpuMsm<P> {
         let chunk = match self.chunk_len {
             Some(c) => c.min(n),
             None => {
-                let mut c = n;
+                let mut c = if n >= OVERLAP_MIN_N {
+                    n.div_ceil(MIN_CHUNKS)
+                } else {
+                    n
+                };
                 while c > 1024 && self.chunk_bytes(c) > available {
                     c = c.div_ceil(2);
                 }
@@ -495,7 +524,7 @@ impl<P: MsmPoint> GpuMsm<P> {
             }
         };
         let (g, s) = (&self.gpu, &self.compute);
-        let plan = Plan::new(chunk, chunk, self.window_bits, self.sm_count());
+        let plan = Plan::for_curve(chunk, chunk, self.window_bits, self.sm_count(), curve::<P>());
         let v = g.vram();
         let mut pts_buf = [v.alloc::<P>(chunk)?, v.alloc::<P>(chunk)?];
         let mut sc_buf = [v.alloc::<Fr>(chunk)?, v.alloc::<Fr>(chunk)?];
