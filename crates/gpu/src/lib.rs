@@ -12,6 +12,7 @@ pub mod ff;
 mod module;
 pub mod msm;
 pub mod ntt;
+pub mod setup;
 mod report;
 pub mod shared;
 pub mod smoke;

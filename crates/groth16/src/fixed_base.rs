@@ -68,7 +68,7 @@ pub(crate) struct FixedBaseTable<P: AffinePoint> {
 }
 
 /// The window minimizing table building plus multiplication work for `count` products.
-fn best_window(count: usize) -> usize {
+pub(crate) fn best_window(count: usize) -> usize {
     (1..=MAX_WINDOW)
         .min_by_key(|&w| SCALAR_BITS.div_ceil(w) * ((1usize << w) + count))
         .unwrap_or(1)
@@ -80,7 +80,7 @@ impl<P: AffinePoint> FixedBaseTable<P> {
         Self::with_window(generator, best_window(count))
     }
 
-    fn with_window(generator: P::Projective, window: usize) -> Self {
+    pub(crate) fn with_window(generator: P::Projective, window: usize) -> Self {
         let windows = SCALAR_BITS.div_ceil(window);
         let per_window = (1usize << window) - 1;
         let mut bases = Vec::with_capacity(windows);
@@ -109,6 +109,11 @@ impl<P: AffinePoint> FixedBaseTable<P> {
             windows,
             table: rows.concat(),
         }
+    }
+
+    /// The table, window k digit d (1 ≤ d < 2^w) at `k · (2^w − 1) + d − 1`.
+    pub(crate) fn points(&self) -> &[P] {
+        &self.table
     }
 
     #[cfg(test)]

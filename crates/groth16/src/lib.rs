@@ -23,6 +23,7 @@ pub mod keys;
 pub mod prover;
 pub mod r1cs;
 pub mod setup;
+pub mod setup_gpu;
 mod timing;
 pub mod verifier;
 

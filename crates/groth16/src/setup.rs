@@ -27,6 +27,9 @@ pub enum SetupError {
     ZeroToxicWaste(&'static str),
     #[error("τ lies in the evaluation domain (Z(τ) = 0)")]
     TauInDomain,
+    /// A device failure of the GPU setup (CUDA error, VRAM budget, launch check).
+    #[error("GPU setup failed: {0}")]
+    Gpu(#[from] cuzk_gpu::GpuError),
 }
 
 /// The secret trapdoor of one setup; whoever knows it can forge proofs.
@@ -108,6 +111,43 @@ pub fn generate_parameters_with_toxic_waste(
     )
     .entered();
     let start = Instant::now();
+    let ks = key_scalars(r1cs, tw)?;
+    let m = ks.num_variables;
+    let (g1_points, t_g1) = timed("setup.g1", || {
+        let table = FixedBaseTable::<G1Affine>::new(G1Projective::generator(), ks.g1.len());
+        table.batch_mul(&ks.g1)
+    });
+    let (b_g2_query, t_g2) = timed("setup.g2", || {
+        FixedBaseTable::<G2Affine>::new(G2Projective::generator(), m).batch_mul(&ks.b_g2)
+    });
+    let pk = assemble(tw, ks.num_instance, m, g1_points, b_g2_query);
+    let timings = SetupTimings {
+        lagrange: ks.t_lagrange,
+        qap_at_tau: ks.t_qap,
+        g1: t_g1,
+        g2: t_g2,
+        total: start.elapsed(),
+    };
+    tracing::info!(total_ms = timings.total.as_secs_f64() * 1e3, "setup done");
+    Ok((pk, timings))
+}
+
+/// The scalar side of a setup, shared by the CPU and GPU paths.
+pub(crate) struct KeyScalars {
+    /// Scalars of every G1 point, laid out as [a | b_g1 | ic | l | h] so one table serves all.
+    pub(crate) g1: Vec<Fr>,
+    /// v_i(τ): the scalars of b_g2_query.
+    pub(crate) b_g2: Vec<Fr>,
+    pub(crate) num_variables: usize,
+    /// num_public + 1.
+    pub(crate) num_instance: usize,
+    pub(crate) t_lagrange: Duration,
+    pub(crate) t_qap: Duration,
+}
+
+/// Checks the toxic waste and computes every key scalar (Lagrange coefficients at τ, then
+/// u, v, w at τ per variable).
+pub(crate) fn key_scalars(r1cs: &R1cs, tw: &ToxicWaste) -> Result<KeyScalars, SetupError> {
     for (name, v) in [
         ("tau", tw.tau),
         ("alpha", tw.alpha),
@@ -138,10 +178,9 @@ pub fn generate_parameters_with_toxic_waste(
         domain.evaluate_all_lagrange_coefficients(tw.tau)
     });
 
-    // Scalars of every G1 point, laid out as [a | b_g1 | ic | l | h] so one table serves all.
     let m = r1cs.num_variables();
     let num_instance = r1cs.num_public() + 1;
-    let ((g1_scalars, v), t_qap) = timed("setup.qap_at_tau", || {
+    let ((g1, b_g2), t_qap) = timed("setup.qap_at_tau", || {
         let (u, (v, w)) = rayon::join(
             || column_evaluations(r1cs.a(), &lagrange),
             || {
@@ -169,16 +208,24 @@ pub fn generate_parameters_with_toxic_waste(
         powers_into(&mut s[start..], z_tau * delta_inv, tw.tau);
         (s, v)
     });
+    Ok(KeyScalars {
+        g1,
+        b_g2,
+        num_variables: m,
+        num_instance,
+        t_lagrange,
+        t_qap,
+    })
+}
 
-    let (g1_points, t_g1) = timed("setup.g1", || {
-        let table = FixedBaseTable::<G1Affine>::new(G1Projective::generator(), g1_scalars.len());
-        table.batch_mul(&g1_scalars)
-    });
-    drop(g1_scalars);
-    let (b_g2_query, t_g2) = timed("setup.g2", || {
-        FixedBaseTable::<G2Affine>::new(G2Projective::generator(), m).batch_mul(&v)
-    });
-
+/// The proving key from the G1 points of [`KeyScalars::g1`] (same layout) and b_g2_query.
+pub(crate) fn assemble(
+    tw: &ToxicWaste,
+    num_instance: usize,
+    m: usize,
+    g1_points: Vec<G1Affine>,
+    b_g2_query: Vec<G2Affine>,
+) -> ProvingKey {
     let g1 = G1Projective::generator();
     let g2 = G2Projective::generator();
     let mut rest = g1_points;
@@ -194,7 +241,7 @@ pub fn generate_parameters_with_toxic_waste(
         delta_g2: (g2 * tw.delta).to_affine(),
         ic,
     };
-    let pk = ProvingKey {
+    ProvingKey {
         vk,
         beta_g1: (g1 * tw.beta).to_affine(),
         delta_g1: (g1 * tw.delta).to_affine(),
@@ -203,16 +250,7 @@ pub fn generate_parameters_with_toxic_waste(
         b_g2_query,
         h_query,
         l_query,
-    };
-    let timings = SetupTimings {
-        lagrange: t_lagrange,
-        qap_at_tau: t_qap,
-        g1: t_g1,
-        g2: t_g2,
-        total: start.elapsed(),
-    };
-    tracing::info!(total_ms = timings.total.as_secs_f64() * 1e3, "setup done");
-    Ok((pk, timings))
+    }
 }
 
 /// `out[j] = Σ_rows M[row][j] · lagrange[row]` for every column j, in parallel over columns of

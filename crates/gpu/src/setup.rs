@@ -1,0 +1,122 @@
+//! Launch wrappers for the fixed-base kernels of `kernels/setup.cu` (Groth16 parameter
+//! generation): `s_i · G` for one generator G and many scalars, then XYZZ → affine.
+//!
+//! Generic over [`Pod`] element types of the right size so this crate does not depend on the
+//! field crate: `cuzk_field::Fr` (32 bytes, Montgomery), `G1Affine` (96 bytes) and `G2Affine`
+//! (192 bytes) have exactly the kernels' layouts. The XYZZ intermediate is opaque `u32` words.
+
+use bytemuck::Pod;
+use cuzk_vram::DeviceBuffer;
+
+use crate::device::{Gpu, Stream};
+use crate::error::{GpuError, Result};
+use crate::ff::Group;
+use crate::module::LaunchConfig;
+
+const MODULE: &str = "setup";
+/// Bits of an Fr scalar (the kernels consume ⌈255 / w⌉ digits).
+const SCALAR_BITS: u32 = 255;
+/// Largest window the kernels accept (digits are taken from a 32-bit funnel shift).
+pub const MAX_WINDOW: u32 = 16;
+/// Points per thread in the affine conversion: one Fp inversion (~570 multiplications) per
+/// this many points.
+const AFFINE_PER_THREAD: u32 = 32;
+
+/// Number of windows of width `window`.
+pub const fn windows(window: u32) -> u32 {
+    SCALAR_BITS.div_ceil(window)
+}
+
+/// Table entries for `window`: `windows · (2^w − 1)`, window k digit d at `k·(2^w − 1) + d − 1`.
+pub const fn table_len(window: u32) -> usize {
+    windows(window) as usize * ((1usize << window) - 1)
+}
+
+/// `u32` words of one XYZZ point (X, Y, ZZ, ZZZ).
+pub const fn xyzz_words(group: Group) -> usize {
+    match group {
+        Group::G1 => 4 * 12,
+        Group::G2 => 4 * 24,
+    }
+}
+
+fn names(group: Group) -> (&'static str, &'static str, u32) {
+    match group {
+        Group::G1 => ("cuzk_setup_g1_mul", "cuzk_setup_g1_to_affine", 256),
+        Group::G2 => ("cuzk_setup_g2_mul", "cuzk_setup_g2_to_affine", 128),
+    }
+}
+
+fn invalid(kernel: &str, reason: String) -> GpuError {
+    GpuError::InvalidLaunch { kernel: format!("{MODULE}::{kernel}"), reason }
+}
+
+/// `xyzz[i] = scalars[i] · G` for every i, from the affine window table of G (on `stream`,
+/// asynchronous). Scalars are Fr in Montgomery form; the table must hold valid non-identity
+/// points (the kernel's memory accesses are in bounds whatever it holds).
+pub fn fixed_base_mul<S: Pod, A: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    group: Group,
+    table: &DeviceBuffer<A>,
+    window: u32,
+    scalars: &DeviceBuffer<S>,
+    xyzz: &mut DeviceBuffer<u32>,
+) -> Result<()> {
+    let (kernel, _, block) = names(group);
+    if size_of::<S>() != 32 {
+        return Err(invalid(kernel, format!("scalar type has {} bytes, Fr has 32", size_of::<S>())));
+    }
+    if size_of::<A>() != group.affine_bytes() {
+        return Err(invalid(kernel, format!("point type has {} bytes, affine {group:?} has {}", size_of::<A>(), group.affine_bytes())));
+    }
+    if !(1..=MAX_WINDOW).contains(&window) {
+        return Err(invalid(kernel, format!("window {window} outside 1..={MAX_WINDOW}")));
+    }
+    if table.len() < table_len(window) {
+        return Err(invalid(kernel, format!("table of {} points, window {window} needs {}", table.len(), table_len(window))));
+    }
+    let n = scalars.len();
+    if xyzz.len() != n * xyzz_words(group) {
+        return Err(invalid(kernel, format!("{} XYZZ words for {n} scalars, need {}", xyzz.len(), n * xyzz_words(group))));
+    }
+    let n32 = u32::try_from(n).map_err(|_| invalid(kernel, format!("{n} scalars: more than 2^32")))?;
+    if n == 0 {
+        return Ok(());
+    }
+    let w = windows(window);
+    let cfg = LaunchConfig::for_elements(n, block)?;
+    // SAFETY: thread i < n reads scalars[i] and writes xyzz point i (n points fit, checked);
+    // table indices are k·(2^w − 1) + d − 1 with k < windows(w), 1 ≤ d < 2^w, below
+    // table_len(w) ≤ table.len(). `xyzz` is borrowed mutably for the call; callers order later
+    // reads after the stream (DeviceBuffer copies on the same stream do).
+    unsafe { gpu.launch(stream, MODULE, kernel, cfg, &[&*xyzz, scalars, table, &n32, &window, &w]) }
+}
+
+/// `out[i]` = the affine form of XYZZ point i (identity → (0, 0)), on `stream`.
+pub fn batch_to_affine<A: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    group: Group,
+    xyzz: &DeviceBuffer<u32>,
+    out: &mut DeviceBuffer<A>,
+) -> Result<()> {
+    let (_, kernel, block) = names(group);
+    if size_of::<A>() != group.affine_bytes() {
+        return Err(invalid(kernel, format!("point type has {} bytes, affine {group:?} has {}", size_of::<A>(), group.affine_bytes())));
+    }
+    let n = out.len();
+    if xyzz.len() != n * xyzz_words(group) {
+        return Err(invalid(kernel, format!("{} XYZZ words for {n} points, need {}", xyzz.len(), n * xyzz_words(group))));
+    }
+    let n32 = u32::try_from(n).map_err(|_| invalid(kernel, format!("{n} points: more than 2^32")))?;
+    if n == 0 {
+        return Ok(());
+    }
+    let threads = n.div_ceil(AFFINE_PER_THREAD as usize);
+    let cfg = LaunchConfig::for_elements(threads, block)?;
+    // SAFETY: thread t handles points t + j·T (T = launched threads ≥ threads, j < 32) below n
+    // only: it reads xyzz point i and writes out[i] (both n long, checked). `out` is borrowed
+    // mutably for the call.
+    unsafe { gpu.launch(stream, MODULE, kernel, cfg, &[&*out, xyzz, &n32, &AFFINE_PER_THREAD]) }
+}
