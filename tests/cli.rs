@@ -221,3 +221,70 @@ fn witness_for_another_circuit_is_rejected() {
     ]);
     assert!(err.contains("witness"), "{err}");
 }
+
+/// Whether this machine has a usable GPU, as `cuzk devices` reports it.
+fn gpu_present() -> bool {
+    let report = ok(&["devices"]);
+    !(report.contains("No CUDA driver")
+        || report.contains("no GPU")
+        || report.contains("query failed")
+        || report.contains("kernels were not built"))
+}
+
+#[test]
+fn devices_reports_plainly_and_exits_zero() {
+    let report = ok(&["devices"]);
+    assert!(!report.trim().is_empty());
+    assert!(report.contains("kernels"), "{report}");
+}
+
+#[test]
+fn forced_gpu_backend_without_a_gpu_fails_clearly() {
+    let args = ["--backend", "gpu", "demo", "--log-constraints", "6"];
+    if gpu_present() {
+        let out = ok(&args);
+        assert!(out.contains("backend: gpu"), "{out}");
+        assert!(out.contains("proof verified"), "{out}");
+    } else {
+        let err = fails(&args);
+        assert!(err.contains("GPU backend is not available"), "{err}");
+        assert!(
+            err.contains("driver") || err.contains("device") || err.contains("kernels"),
+            "the reason is named: {err}"
+        );
+    }
+    let err = fails(&["--backend", "tpu", "demo"]);
+    assert!(err.contains("unknown backend"), "{err}");
+}
+
+#[test]
+fn bench_on_the_cpu_prints_medians_and_verifies_every_proof() {
+    let out = ok(&[
+        "--backend",
+        "cpu",
+        "bench",
+        "--log-constraints",
+        "7",
+        "--proofs",
+        "2",
+        "--boolean-percent",
+        "0",
+    ]);
+    for want in [
+        "backend: cpu",
+        "median of 2",
+        "MSM H (G1)",
+        "quotient H",
+        "setup (cpu)",
+        "peak host memory",
+        "all 3 proofs verified",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in:\n{out}");
+    }
+}
+
+#[test]
+fn demo_names_its_backend() {
+    let out = ok(&["--backend", "cpu", "demo", "--log-constraints", "6"]);
+    assert!(out.contains("backend: cpu"), "{out}");
+}

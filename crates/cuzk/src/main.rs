@@ -1,7 +1,9 @@
 //! `cuzk`: prove and verify Groth16 statements over BLS12-381.
 //!
 //! `cuzk demo` makes a circuit and its parameters, proves, verifies and prints timings; the
-//! other commands do the same steps one at a time on files (see `cuzk help`).
+//! other commands do the same steps one at a time on files (see `cuzk help`). `--backend`
+//! picks the prover engine (auto: the GPU when present), `devices` lists the GPUs and `bench`
+//! times repeated proofs phase by phase.
 
 #![forbid(unsafe_code)]
 
@@ -12,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
-use cuzk_groth16::{ProofTimings, R1cs, Witness, io};
+use cuzk_groth16::{BackendChoice, ProofTimings, ProverBackend, R1cs, Witness, io};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
@@ -22,6 +24,9 @@ struct Cli {
     /// Log level for progress events on stderr (error, warn, info, debug, trace).
     #[arg(long, global = true, default_value = "warn", env = "CUZK_LOG")]
     log: String,
+    /// Prover engine: auto (the GPU when one is present and the kernels are built), cpu, gpu.
+    #[arg(long, global = true, default_value = "auto", value_parser = parse_backend)]
+    backend: BackendChoice,
     #[command(subcommand)]
     command: Command,
 }
@@ -36,6 +41,23 @@ enum Command {
         #[arg(long, default_value_t = 4)]
         public_inputs: usize,
         /// Seed for the circuit, the toxic waste and the proof randomness.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// List the GPUs and the VRAM budget the prover would use.
+    Devices,
+    /// Time repeated proofs of a demo circuit: setup, one warm-up, N proofs (each verified),
+    /// a per-phase table of medians, peak VRAM and peak host memory.
+    Bench {
+        #[arg(long, value_parser = clap::value_parser!(u32).range(4..=28))]
+        log_constraints: u32,
+        /// Percent of the constraints that are bit decompositions (70 realistic, 0 full-width).
+        #[arg(long, default_value_t = 70, value_parser = clap::value_parser!(u32).range(0..=100))]
+        boolean_percent: u32,
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+        proofs: u32,
+        #[arg(long, default_value_t = 4)]
+        public_inputs: usize,
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
@@ -95,19 +117,37 @@ fn main() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
-    if let Err(err) = run(cli.command) {
+    if let Err(err) = run(cli.command, cli.backend) {
         eprintln!("error: {err:#}");
         std::process::exit(1);
     }
 }
 
-fn run(command: Command) -> Result<()> {
+fn run(command: Command, choice: BackendChoice) -> Result<()> {
     match command {
         Command::Demo {
             log_constraints,
             public_inputs,
             seed,
-        } => demo(log_constraints, public_inputs, seed),
+        } => demo(log_constraints, public_inputs, seed, choice),
+        Command::Devices => {
+            print!("{}", cuzk_gpu::devices_report());
+            Ok(())
+        }
+        Command::Bench {
+            log_constraints,
+            boolean_percent,
+            proofs,
+            public_inputs,
+            seed,
+        } => bench(
+            log_constraints,
+            boolean_percent,
+            proofs as usize,
+            public_inputs,
+            seed,
+            choice,
+        ),
         Command::Circuit {
             log_constraints,
             public_inputs,
@@ -152,7 +192,8 @@ fn run(command: Command) -> Result<()> {
             let circuit = read_file(&r1cs, io::read_r1cs)?;
             let key = read_file(&pk, io::read_proving_key)?;
             let w = read_file(&witness, io::read_witness)?;
-            let (p, timings) = prove(&key, &circuit, &w, &mut rand::rngs::OsRng)?;
+            let backend = backend(choice)?;
+            let (p, timings) = prove(&*backend, &key, &circuit, &w, &mut rand::rngs::OsRng)?;
             write_file(&proof, |f| io::write_proof(f, &p))?;
             if let Some(path) = public_out {
                 write_file(&path, |f| {
@@ -179,10 +220,20 @@ fn run(command: Command) -> Result<()> {
     }
 }
 
-fn demo(log_constraints: u32, public_inputs: usize, seed: u64) -> Result<()> {
+fn parse_backend(s: &str) -> Result<BackendChoice, String> {
+    s.parse()
+}
+
+fn backend(choice: BackendChoice) -> Result<Box<dyn ProverBackend>> {
+    Ok(cuzk_groth16::select_backend(choice)?)
+}
+
+fn demo(log_constraints: u32, public_inputs: usize, seed: u64, choice: BackendChoice) -> Result<()> {
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let backend = backend(choice)?;
     println!(
-        "cuzk demo: 2^{log_constraints} constraints, {public_inputs} public inputs, CPU backend"
+        "cuzk demo: 2^{log_constraints} constraints, {public_inputs} public inputs, backend: {}",
+        backend.describe()
     );
     let start = Instant::now();
     let (circuit, witness) = cuzk_groth16::demo::circuit(log_constraints, public_inputs, &mut rng)?;
@@ -199,7 +250,7 @@ fn demo(log_constraints: u32, public_inputs: usize, seed: u64) -> Result<()> {
         &cuzk_groth16::ToxicWaste::random(&mut rng),
     )?;
     let setup_total = start.elapsed();
-    let (proof, timings) = prove(&pk, &circuit, &witness, &mut rng)?;
+    let (proof, timings) = prove(&*backend, &pk, &circuit, &witness, &mut rng)?;
 
     let start = Instant::now();
     let pvk = cuzk_groth16::prepare_verifying_key(&pk.vk);
@@ -223,6 +274,7 @@ fn demo(log_constraints: u32, public_inputs: usize, seed: u64) -> Result<()> {
 }
 
 fn prove(
+    backend: &dyn ProverBackend,
     pk: &cuzk_groth16::ProvingKey,
     circuit: &R1cs,
     witness: &Witness,
@@ -230,13 +282,85 @@ fn prove(
 ) -> Result<(cuzk_groth16::Proof, ProofTimings)> {
     let (r, s) = (cuzk_field::Fr::random(rng), cuzk_field::Fr::random(rng));
     Ok(cuzk_groth16::create_proof_with_backend(
-        &cuzk_groth16::CpuBackend,
+        backend,
         pk,
         circuit,
         witness,
         r,
         s,
     )?)
+}
+
+fn bench(
+    log_constraints: u32,
+    boolean_percent: u32,
+    proofs: usize,
+    public_inputs: usize,
+    seed: u64,
+    choice: BackendChoice,
+) -> Result<()> {
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let backend = backend(choice)?;
+    println!(
+        "cuzk bench: 2^{log_constraints} constraints, {boolean_percent}% boolean, {proofs} proofs, backend: {}",
+        backend.describe()
+    );
+    let (circuit, witness) = cuzk_groth16::demo::circuit_with(
+        log_constraints,
+        public_inputs,
+        boolean_percent,
+        &mut rng,
+    )?;
+    let tw = cuzk_groth16::ToxicWaste::random(&mut rng);
+    let start = Instant::now();
+    // The GPU makes the key when the GPU proves (same key as the CPU setup).
+    let (pk, setup_where) = if backend.name() == "gpu" {
+        let gpu = cuzk_gpu::Gpu::first()?;
+        let (pk, _) = cuzk_groth16::setup_gpu::generate_parameters_gpu(&gpu, &circuit, &tw)?;
+        (pk, "gpu")
+    } else {
+        let (pk, _) = cuzk_groth16::generate_parameters_with_toxic_waste(&circuit, &tw)?;
+        (pk, "cpu")
+    };
+    let setup = start.elapsed();
+    let pvk = cuzk_groth16::prepare_verifying_key(&pk.vk);
+    let mut runs = Vec::with_capacity(proofs);
+    for i in 0..=proofs {
+        let (proof, t) = prove(&*backend, &pk, &circuit, &witness, &mut rng)?;
+        cuzk_groth16::verify_proof(&pvk, &proof, witness.public_inputs())
+            .with_context(|| format!("proof {i} does not verify"))?;
+        if i > 0 {
+            runs.push(t); // proof 0 is the warm-up
+        }
+    }
+    let rows = runs[0].rows().map(|(name, _)| name);
+    let medians = rows.iter().enumerate().map(|(i, &name)| {
+        let mut v: Vec<Duration> = runs.iter().map(|t| t.rows()[i].1).collect();
+        v.sort();
+        (name, v[v.len() / 2])
+    });
+    print_table(&format!("prove (median of {proofs})"), medians);
+    println!("\nsetup ({setup_where})              {:>12.1} ms", ms(setup));
+    match backend.device_peak() {
+        Some(b) => println!("peak VRAM (budget)        {:>12.1} MiB", b as f64 / MIB),
+        None => println!("peak VRAM (budget)                  n/a (CPU)"),
+    }
+    match peak_host_bytes() {
+        Some(b) => println!("peak host memory (VmHWM)  {:>12.1} MiB", b as f64 / MIB),
+        None => println!("peak host memory (VmHWM)            n/a"),
+    }
+    println!("all {} proofs verified", proofs + 1);
+    Ok(())
+}
+
+const MIB: f64 = (1u64 << 20) as f64;
+
+/// Peak resident set of this process (VmHWM in /proc/self/status), in bytes.
+fn peak_host_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
 }
 
 fn print_proof_timings(timings: &ProofTimings) {

@@ -187,13 +187,16 @@ pub fn select_backend(choice: BackendChoice) -> Result<Box<dyn ProverBackend>, G
     match choice {
         BackendChoice::Cpu => Ok(Box::new(CpuBackend)),
         BackendChoice::Gpu => Ok(Box::new(open_gpu()?)),
-        BackendChoice::Auto => Ok(match open_gpu() {
-            Ok(g) => Box::new(g),
-            Err(e) => {
-                tracing::info!(reason = %e, "using the CPU backend");
-                Box::new(CpuBackend)
-            }
-        }),
+        BackendChoice::Auto => {
+            let b: Box<dyn ProverBackend> = match open_gpu() {
+                Ok(g) => Box::new(g),
+                Err(e) => {
+                    tracing::info!(reason = %e, "using the CPU backend");
+                    Box::new(CpuBackend)
+                }
+            };
+            Ok(b)
+        }
     }
 }
 

@@ -9,8 +9,8 @@ use rand_core::RngCore;
 
 use crate::r1cs::{R1cs, R1csBuilder, R1csError, Variable, Witness};
 
-/// Fraction of the circuit constraints spent on bit decompositions (percent).
-const BOOLEAN_PERCENT: usize = 70;
+/// Fraction of the circuit constraints spent on bit decompositions by [`circuit`] (percent).
+pub const REALISTIC_BOOLEAN_PERCENT: u32 = 70;
 /// Bits per decomposed value: 32 booleanity rows + 1 packing row per block.
 const BITS_PER_VALUE: usize = 32;
 
@@ -26,17 +26,33 @@ pub enum DemoError {
     },
     #[error("2^{0} constraints is above the supported maximum 2^28")]
     TooLarge(u32),
+    #[error("boolean percentage {0} is above 100")]
+    BadPercent(u32),
     #[error(transparent)]
     R1cs(#[from] R1csError),
 }
 
 /// A satisfied circuit of exactly 2^`log_constraints` rows (including the `num_public + 1`
-/// instance rows) and its witness.
+/// instance rows) and its witness, ~70% of the values bits.
 pub fn circuit(
     log_constraints: u32,
     num_public: usize,
     rng: &mut impl RngCore,
 ) -> Result<(R1cs, Witness), DemoError> {
+    circuit_with(log_constraints, num_public, REALISTIC_BOOLEAN_PERCENT, rng)
+}
+
+/// As [`circuit`], with `boolean_percent` of the constraints spent on bit decompositions
+/// (0 gives a full-width random witness: every value a product or square of random elements).
+pub fn circuit_with(
+    log_constraints: u32,
+    num_public: usize,
+    boolean_percent: u32,
+    rng: &mut impl RngCore,
+) -> Result<(R1cs, Witness), DemoError> {
+    if boolean_percent > 100 {
+        return Err(DemoError::BadPercent(boolean_percent));
+    }
     if log_constraints > 28 {
         return Err(DemoError::TooLarge(log_constraints));
     }
@@ -50,7 +66,7 @@ pub fn circuit(
     };
     let total = budget + num_public + 1; // constraints excluding instance rows
     // Every public input needs its own product row in the field part.
-    let field = (total - total * BOOLEAN_PERCENT / 100).max(num_public);
+    let field = (total - total * boolean_percent as usize / 100).max(num_public);
     let boolean = total - field;
 
     let mut b = R1csBuilder::with_capacity(total, 2 * total);
@@ -173,6 +189,30 @@ mod tests {
         assert_eq!(
             circuit(29, 1, &mut rng).unwrap_err(),
             DemoError::TooLarge(29)
+        );
+    }
+
+    #[test]
+    fn boolean_percent_controls_the_witness_profile() {
+        let mut rng = ChaCha20Rng::seed_from_u64(2);
+        let bits = |w: &Witness| {
+            let n = w.private().len() as f64;
+            w.private()
+                .iter()
+                .filter(|v| v.is_zero() || **v == Fr::ONE)
+                .count() as f64
+                / n
+        };
+        for (pct, lo, hi) in [(0u32, 0.0, 0.01), (40, 0.3, 0.5), (100, 0.9, 1.0)] {
+            let (r1cs, w) = circuit_with(11, 2, pct, &mut rng).unwrap();
+            assert_eq!(r1cs.num_constraints(), 1 << 11);
+            assert_eq!(r1cs.is_satisfied(&w), Ok(()));
+            let f = bits(&w);
+            assert!((lo..=hi).contains(&f), "{pct}%: boolean fraction {f}");
+        }
+        assert_eq!(
+            circuit_with(8, 1, 101, &mut rng).unwrap_err(),
+            DemoError::BadPercent(101)
         );
     }
 }

@@ -288,6 +288,15 @@ impl State {
     }
 }
 
+fn g1_points(pk: &ProvingKey, q: Query) -> &[G1Affine] {
+    match q {
+        Query::A => &pk.a_query,
+        Query::BG1 => &pk.b_g1_query,
+        Query::H => &pk.h_query,
+        _ => &pk.l_query,
+    }
+}
+
 fn g1_index(q: Query) -> Option<usize> {
     G1_QUERIES.iter().position(|&x| x == q)
 }
@@ -302,7 +311,10 @@ impl fmt::Debug for GpuBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GpuBackend")
             .field("device", &self.gpu.info().name)
-            .field("resident_bytes", &self.resident_bytes())
+            .field(
+                "resident_bytes",
+                &self.state.try_lock().ok().map(|s| s.resident_bytes()),
+            )
             .finish()
     }
 }
@@ -438,7 +450,7 @@ impl GpuBackend {
             }
             _ => None,
         };
-        let Some(slot) = slot(&mut st) else {
+        let Some(slot) = slot(&mut *st) else {
             return Err(fail(phase, format!("query {query} is not in this group")));
         };
         let msm = self.ensure(slot, query, points)?;
@@ -486,14 +498,7 @@ impl ProverBackend for GpuBackend {
         let phase = Phase::Prepare;
         let mut st = self.lock();
         let _hold = self.squeeze(&mut st, phase)?;
-        let g1_points = |q: Query| -> &[G1Affine] {
-            match q {
-                Query::A => &pk.a_query,
-                Query::BG1 => &pk.b_g1_query,
-                Query::H => &pk.h_query,
-                _ => &pk.l_query,
-            }
-        };
+        let g1_points = |q: Query| g1_points(pk, q);
         let mut lens: Vec<(Query, usize)> =
             G1_QUERIES.iter().map(|&q| (q, g1_points(q).len())).collect();
         lens.push((Query::BG2, pk.b_g2_query.len()));

@@ -10,7 +10,8 @@
 //!    H, five MSMs and the assembly with r, s; the heavy steps go through a [`ProverBackend`].
 //! 4. [`verifier::verify_proof`] — one multi-Miller loop and one final exponentiation.
 //!
-//! [`demo::circuit`] makes realistic test circuits; [`io`] reads and writes the versioned,
+//! [`select_backend`] picks the CPU or the [`GpuBackend`]. [`demo::circuit`] makes realistic
+//! test circuits ([`demo::circuit_with`]: any share of bits); [`io`] reads and writes the versioned,
 //! checksummed file format.
 
 #![forbid(unsafe_code)]
@@ -18,6 +19,7 @@
 pub mod backend;
 pub mod demo;
 mod fixed_base;
+pub mod gpu;
 pub mod io;
 pub mod keys;
 pub mod prover;
@@ -27,7 +29,10 @@ pub mod setup_gpu;
 mod timing;
 pub mod verifier;
 
-pub use backend::{BackendError, CpuBackend, ProverBackend};
+pub use backend::{
+    BackendChoice, BackendError, CpuBackend, GpuUnavailable, ProverBackend, Query, select_backend,
+};
+pub use gpu::GpuBackend;
 pub use keys::{PreparedVerifyingKey, Proof, ProvingKey, VerifyingKey};
 pub use prover::{
     ProofTimings, ProveError, create_proof, create_proof_with_backend, create_proof_with_randomness,

@@ -1,0 +1,440 @@
+//! GPU prover tests: GPU proof == CPU proof for the same r, s, proofs verify, memory plan,
+//! injected allocation failures, and the end-to-end bench (`gpu_bench_prove`, prints only).
+//! Every test needs an NVIDIA GPU and panics without one; CPU CI reports them as ignored.
+//! Tests hold one lock: they measure and squeeze the device budget, shared by the process.
+
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use cuzk_field::Fr;
+use cuzk_gpu::Gpu;
+use cuzk_groth16::gpu::{GpuPhaseError, Phase};
+use cuzk_groth16::{
+    BackendChoice, GpuBackend, Proof, ProofTimings, ProveError, ProverBackend, ProvingKey, Query,
+    R1cs, ToxicWaste, Witness, create_proof_with_backend, create_proof_with_randomness, demo,
+    generate_parameters_with_toxic_waste, prepare_verifying_key, select_backend, verify_proof,
+};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+
+const GIB: u64 = 1 << 30;
+
+fn gpu() -> Gpu {
+    Gpu::first().expect("gpu_* tests need an NVIDIA GPU")
+}
+
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// When the first test started (the bench skips its largest row if time is short).
+fn started() -> Instant {
+    static T: OnceLock<Instant> = OnceLock::new();
+    *T.get_or_init(Instant::now)
+}
+
+fn rs(seed: u64) -> (Fr, Fr) {
+    let mut rng = ChaCha20Rng::seed_from_u64(seed ^ 0x5eed);
+    (Fr::random(&mut rng), Fr::random(&mut rng))
+}
+
+struct Fixture {
+    r1cs: R1cs,
+    witness: Witness,
+    pk: ProvingKey,
+    setup: Duration,
+    setup_on: &'static str,
+}
+
+/// A demo circuit and its key; the key on the GPU when `gpu_setup` (falls back to the CPU
+/// setup, and says so, if GPU setup fails).
+fn fixture(log: u32, boolean_percent: u32, seed: u64, gpu_setup: bool) -> Fixture {
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let (r1cs, witness) = demo::circuit_with(log, 4, boolean_percent, &mut rng).unwrap();
+    let tw = ToxicWaste::random(&mut rng);
+    let t = Instant::now();
+    if gpu_setup {
+        match cuzk_groth16::setup_gpu::generate_parameters_gpu(&gpu(), &r1cs, &tw) {
+            Ok((pk, _)) => {
+                return Fixture {
+                    r1cs,
+                    witness,
+                    pk,
+                    setup: t.elapsed(),
+                    setup_on: "gpu",
+                };
+            }
+            Err(e) => println!("2^{log}: GPU setup failed ({e}); using the CPU setup"),
+        }
+    }
+    let t = Instant::now();
+    let (pk, _) = generate_parameters_with_toxic_waste(&r1cs, &tw).unwrap();
+    Fixture {
+        r1cs,
+        witness,
+        pk,
+        setup: t.elapsed(),
+        setup_on: "cpu",
+    }
+}
+
+/// The 2^24 realistic fixture, shared by the 16 GiB test and the bench.
+fn fixture_24() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| fixture(24, 70, 24, true))
+}
+
+fn prove(b: &dyn ProverBackend, f: &Fixture, seed: u64) -> Result<(Proof, ProofTimings), ProveError> {
+    let (r, s) = rs(seed);
+    create_proof_with_backend(b, &f.pk, &f.r1cs, &f.witness, r, s)
+}
+
+fn verifies(f: &Fixture, p: &Proof) {
+    verify_proof(&prepare_verifying_key(&f.pk.vk), p, f.witness.public_inputs())
+        .expect("the GPU proof verifies");
+}
+
+/// GPU proof == CPU proof for the same r, s, and it verifies.
+fn check_against_cpu(b: &GpuBackend, f: &Fixture, seed: u64) {
+    let (gpu_proof, _) = prove(b, f, seed).expect("GPU proof");
+    let (r, s) = rs(seed);
+    let cpu_proof = create_proof_with_randomness(&f.pk, &f.r1cs, &f.witness, r, s).unwrap();
+    assert_eq!(gpu_proof, cpu_proof, "GPU proof differs from the CPU proof");
+    verifies(f, &gpu_proof);
+}
+
+fn phase_of(e: &ProveError) -> Option<Phase> {
+    match e {
+        ProveError::Backend(b) => b.source.downcast_ref::<GpuPhaseError>().map(|p| p.phase),
+        _ => None,
+    }
+}
+
+#[test]
+#[ignore = "gpu"]
+fn gpu_backend_selection_picks_the_gpu() {
+    let _l = serial();
+    let _ = gpu();
+    for choice in [BackendChoice::Auto, BackendChoice::Gpu] {
+        let b = select_backend(choice).expect("GPU backend");
+        assert_eq!(b.name(), "gpu", "{choice:?}");
+        assert!(b.describe().contains(&gpu().info().name));
+    }
+    assert_eq!(select_backend(BackendChoice::Cpu).unwrap().name(), "cpu");
+}
+
+#[test]
+#[ignore = "gpu"]
+fn gpu_proofs_match_cpu_on_random_small_circuits() {
+    let _l = serial();
+    started();
+    let b = GpuBackend::new(gpu());
+    let mut runner = TestRunner::new(Config {
+        cases: 8,
+        ..Config::default()
+    });
+    runner
+        .run(
+            &(4u32..=14, 0usize..6, 0u32..=100, any::<u64>()),
+            |(log, public, pct, seed)| {
+                let mut rng = ChaCha20Rng::seed_from_u64(seed);
+                let (r1cs, witness) = demo::circuit_with(log, public, pct, &mut rng).unwrap();
+                let (pk, _) =
+                    generate_parameters_with_toxic_waste(&r1cs, &ToxicWaste::random(&mut rng))
+                        .unwrap();
+                let f = Fixture {
+                    r1cs,
+                    witness,
+                    pk,
+                    setup: Duration::ZERO,
+                    setup_on: "cpu",
+                };
+                let (r, s) = rs(seed);
+                let (gpu_proof, _) = prove(&b, &f, seed).expect("GPU proof");
+                let cpu_proof =
+                    create_proof_with_randomness(&f.pk, &f.r1cs, &f.witness, r, s).unwrap();
+                prop_assert_eq!(gpu_proof, cpu_proof, "2^{} {} public {}%", log, public, pct);
+                prop_assert!(
+                    verify_proof(
+                        &prepare_verifying_key(&f.pk.vk),
+                        &gpu_proof,
+                        f.witness.public_inputs()
+                    )
+                    .is_ok()
+                );
+                Ok(())
+            },
+        )
+        .unwrap();
+}
+
+#[test]
+#[ignore = "gpu"]
+fn gpu_tampered_witness_is_rejected_and_new_keys_are_never_stale() {
+    let _l = serial();
+    let b = GpuBackend::new(gpu());
+    let f = fixture(12, 70, 5, false);
+    check_against_cpu(&b, &f, 1);
+    // One private value changed: an error, not a proof.
+    let mut bad = Fixture {
+        r1cs: f.r1cs.clone(),
+        witness: f.witness.clone(),
+        pk: f.pk.clone(),
+        setup: Duration::ZERO,
+        setup_on: "cpu",
+    };
+    let i = bad.witness.num_public() + 3;
+    let v = bad.witness.assignment()[i];
+    bad.witness.set(i, v + Fr::ONE).unwrap();
+    assert!(matches!(prove(&b, &bad, 2), Err(ProveError::Witness(_))));
+    // Same circuit, another key of the same size on the same backend: the resident points
+    // must be replaced (a stale key would not give the CPU proof).
+    let other = Fixture {
+        pk: generate_parameters_with_toxic_waste(
+            &f.r1cs,
+            &ToxicWaste::random(&mut ChaCha20Rng::seed_from_u64(77)),
+        )
+        .unwrap()
+        .0,
+        ..bad
+    };
+    let other = Fixture {
+        witness: f.witness.clone(),
+        ..other
+    };
+    check_against_cpu(&b, &other, 3);
+    check_against_cpu(&b, &f, 4);
+    // The key changed in place (same address and length): still detected.
+    let mut moved = Fixture {
+        r1cs: f.r1cs.clone(),
+        witness: f.witness.clone(),
+        pk: f.pk.clone(),
+        setup: Duration::ZERO,
+        setup_on: "cpu",
+    };
+    check_against_cpu(&b, &moved, 5);
+    let (a0, last) = (moved.pk.a_query[0], moved.pk.a_query.len() - 1);
+    moved.pk.a_query[0] = moved.pk.a_query[last];
+    moved.pk.a_query[last] = a0;
+    let (gpu_proof, _) = prove(&b, &moved, 6).unwrap();
+    let (r, s) = rs(6);
+    let cpu = create_proof_with_randomness(&moved.pk, &moved.r1cs, &moved.witness, r, s).unwrap();
+    assert_eq!(gpu_proof, cpu, "a key edited in place must be reloaded");
+}
+
+#[test]
+#[ignore = "gpu"]
+fn gpu_proofs_2_20_and_2_22_verify_and_match_cpu() {
+    let _l = serial();
+    started();
+    for log in [20u32, 22] {
+        let f = fixture(log, 70, log.into(), false);
+        let b = GpuBackend::new(gpu());
+        check_against_cpu(&b, &f, 10);
+        check_against_cpu(&b, &f, 11); // second proof: key resident
+        assert!(Query::ALL.iter().all(|&q| b.residency(q) == Some(true)));
+        drop(b);
+        if log == 22 {
+            // A small budget: part of the key streamed from pinned memory, same proof.
+            let vram = gpu().vram().clone();
+            let room = 2 * GIB;
+            let hold = vram.reserve(vram.budget().available().saturating_sub(room)).unwrap();
+            let b = GpuBackend::new(gpu());
+            check_against_cpu(&b, &f, 12);
+            let plan = b.plan().unwrap();
+            assert!(plan.queries.iter().any(|q| !q.resident), "{plan:?}");
+            assert!(Query::ALL.iter().any(|&q| b.residency(q) == Some(false)));
+            drop(b);
+            drop(hold);
+        }
+    }
+}
+
+#[test]
+#[ignore = "gpu"]
+fn gpu_proof_2_24_under_a_16_gib_budget() {
+    let _l = serial();
+    started();
+    let f = fixture_24();
+    let vram = gpu().vram().clone();
+    let before = vram.budget().in_use();
+    // A held reservation of everything above 16 GiB emulates a 16 GiB card.
+    let hold = vram.reserve(vram.budget().available().saturating_sub(16 * GIB)).unwrap();
+    assert!(vram.budget().available() <= 16 * GIB);
+    let b = GpuBackend::new(gpu());
+    for seed in [20, 21] {
+        let (p, t) = prove(&b, f, seed).expect("2^24 proof in 16 GiB");
+        verifies(f, &p);
+        println!("2^24 in 16 GiB: {:.0} ms", t.total.as_secs_f64() * 1e3);
+    }
+    let plan = b.plan().unwrap();
+    assert!(plan.fits(), "{plan:?}");
+    drop(b);
+    drop(hold);
+    assert_eq!(vram.budget().in_use(), before, "budget restored");
+}
+
+#[test]
+#[ignore = "gpu"]
+fn gpu_injected_allocation_failure_in_each_phase_restores_the_budget() {
+    let _l = serial();
+    let f = fixture(16, 70, 16, false);
+    let vram = gpu().vram().clone();
+    // Warm up (the NTT tables stay on the device for the life of the process).
+    check_against_cpu(&GpuBackend::new(gpu()), &f, 30);
+    let before = vram.budget().in_use();
+
+    // Quotient: a fresh backend with almost no room (all points streamed, nothing to evict).
+    {
+        let hold = vram.reserve(vram.budget().available() - (1 << 20)).unwrap();
+        let b = GpuBackend::new(gpu());
+        let e = prove(&b, &f, 31).expect_err("no room for the quotient");
+        assert_eq!(phase_of(&e), Some(Phase::Quotient), "{e}");
+        assert_eq!(vram.budget().in_use(), before + hold.bytes() + b.resident_bytes());
+        drop(b);
+        drop(hold);
+        assert_eq!(vram.budget().in_use(), before);
+    }
+
+    // Each MSM: a warm backend (points resident) squeezed to zero free bytes in that phase;
+    // afterwards the same backend proves correctly again.
+    let b = GpuBackend::new(gpu());
+    check_against_cpu(&b, &f, 32);
+    for q in [Query::A, Query::BG1, Query::BG2, Query::H, Query::L] {
+        b.inject_squeeze(Phase::Msm(q), 0);
+        let e = prove(&b, &f, 33).expect_err("no room for the MSM");
+        assert_eq!(phase_of(&e), Some(Phase::Msm(q)), "{e}");
+        assert_eq!(vram.budget().in_use(), before + b.resident_bytes(), "{q}");
+        check_against_cpu(&b, &f, 34);
+    }
+    // The same for streamed points.
+    b.release();
+    let hold = vram.reserve(vram.budget().available() - (64 << 20)).unwrap();
+    let small = GpuBackend::new(gpu());
+    small.prepare(&f.pk, f.r1cs.domain_size()).unwrap();
+    assert_eq!(small.residency(Query::BG2), Some(false));
+    small.inject_squeeze(Phase::Msm(Query::BG2), 0);
+    let e = prove(&small, &f, 35).expect_err("no room for a streamed MSM");
+    assert_eq!(phase_of(&e), Some(Phase::Msm(Query::BG2)), "{e}");
+    drop((small, hold));
+    drop(b);
+    assert_eq!(vram.budget().in_use(), before, "budget restored");
+}
+
+struct Row {
+    name: String,
+    setup: String,
+    total: Duration,
+    phases: Vec<(&'static str, Duration)>,
+    peak: u64,
+}
+
+fn medians(runs: &[ProofTimings]) -> Vec<(&'static str, Duration)> {
+    let names = runs[0].rows().map(|(n, _)| n);
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let mut v: Vec<Duration> = runs.iter().map(|t| t.rows()[i].1).collect();
+            v.sort();
+            (n, v[v.len() / 2])
+        })
+        .collect()
+}
+
+/// One warm-up and three proofs on `b`, each verified; the median row.
+fn bench_row(name: &str, b: &dyn ProverBackend, f: &Fixture) -> Row {
+    let mut runs = Vec::new();
+    for seed in 0..4u64 {
+        let (p, t) = prove(b, f, 100 + seed).expect("bench proof");
+        verifies(f, &p);
+        if seed > 0 {
+            runs.push(t);
+        }
+    }
+    let phases = medians(&runs);
+    let total = phases.iter().find(|(n, _)| *n == "total").map_or(Duration::ZERO, |p| p.1);
+    let row = Row {
+        name: name.to_owned(),
+        setup: format!("{:.1} s ({})", f.setup.as_secs_f64(), f.setup_on),
+        total,
+        phases,
+        peak: gpu().vram().budget().peak(),
+    };
+    println!("\n{name}: setup {}, median prove {:.1} ms", row.setup, ms(total));
+    for (n, d) in &row.phases {
+        println!("  {n:<14} {:>9.1} ms", ms(*d));
+    }
+    row
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+#[test]
+#[ignore = "gpu"]
+fn gpu_bench_prove() {
+    let _l = serial();
+    started();
+    let g = gpu();
+    println!("device: {} ({} SMs)", g.info().name, g.info().sm_count);
+    let mut rows = Vec::new();
+
+    let f20 = fixture(20, 70, 200, false);
+    rows.push(bench_row("2^20 realistic, CPU", &cuzk_groth16::CpuBackend, &f20));
+    rows.push(bench_row("2^20 realistic, GPU", &GpuBackend::new(g.clone()), &f20));
+    drop(f20);
+
+    rows.push(bench_row("2^24 realistic (70% bits)", &GpuBackend::new(g.clone()), fixture_24()));
+    {
+        let f = fixture(24, 0, 240, true);
+        rows.push(bench_row("2^24 full-width", &GpuBackend::new(g.clone()), &f));
+    }
+    let ram = cuzk_vram::physical_ram();
+    let elapsed = started().elapsed();
+    if elapsed > Duration::from_secs(200) {
+        println!("\n2^26 realistic: skipped ({:.0} s into the run; time limit)", elapsed.as_secs_f64());
+    } else if ram.is_some_and(|r| r < 100 * GIB) {
+        println!("\n2^26 realistic: skipped (host RAM {:?} < 100 GiB)", ram);
+    } else {
+        let f = fixture(26, 70, 260, true);
+        if f.setup_on == "gpu" {
+            rows.push(bench_row("2^26 realistic", &GpuBackend::new(g.clone()), &f));
+        } else {
+            println!("\n2^26 realistic: skipped (GPU setup unavailable)");
+        }
+    }
+
+    let cols = ["quotient H", "MSM A (G1)", "MSM B (G1)", "MSM B (G2)", "MSM H (G1)", "MSM L (G1)", "witness map"];
+    println!(
+        "\n{:<28} {:>14} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
+        "row", "setup", "prove ms", "H", "A", "B1", "B2", "Hmsm", "L", "wmap", "peak GiB"
+    );
+    for r in &rows {
+        let get = |n: &str| r.phases.iter().find(|(p, _)| *p == n).map_or(0.0, |p| ms(p.1));
+        println!(
+            "{:<28} {:>14} {:>10.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>10.2}",
+            r.name,
+            r.setup,
+            ms(r.total),
+            get(cols[0]),
+            get(cols[1]),
+            get(cols[2]),
+            get(cols[3]),
+            get(cols[4]),
+            get(cols[5]),
+            get(cols[6]),
+            r.peak as f64 / GIB as f64
+        );
+    }
+    if let (Some(cpu), Some(gpu)) = (rows.first(), rows.get(1)) {
+        println!(
+            "CPU/GPU ratio at 2^20: {:.1}x (peak GiB is the process-wide budget peak so far)",
+            cpu.total.as_secs_f64() / gpu.total.as_secs_f64().max(1e-9)
+        );
+    }
+}
