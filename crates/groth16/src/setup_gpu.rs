@@ -94,6 +94,22 @@ fn batch_mul<P: AffinePoint>(
     let d_table = gpu.vram().from_host(table.points())?;
     drop(table);
     let chunk = chunk_len(gpu.vram().budget().available(), scalars.len(), group);
+    in_chunks(gpu, stream, group, &d_table, window, scalars, chunk, &mut out)?;
+    Ok(out)
+}
+
+/// The products of `scalars` into `out` (same length), `chunk` scalars per kernel pair.
+#[allow(clippy::too_many_arguments)]
+fn in_chunks<P: AffinePoint>(
+    gpu: &Gpu,
+    stream: &Stream,
+    group: Group,
+    d_table: &DeviceBuffer<P>,
+    window: usize,
+    scalars: &[Fr],
+    chunk: usize,
+    out: &mut [P],
+) -> Result<(), GpuError> {
     let words = cuzk_gpu::setup::xyzz_words(group);
     // Buffers are sized to the chunk; only the last (shorter) chunk reallocates them.
     let mut bufs: Option<(DeviceBuffer<Fr>, DeviceBuffer<u32>, DeviceBuffer<P>)> = None;
@@ -115,7 +131,7 @@ fn batch_mul<P: AffinePoint>(
             gpu,
             stream,
             group,
-            &d_table,
+            d_table,
             window as u32,
             &d_scalars,
             &mut d_xyzz,
@@ -124,5 +140,58 @@ fn batch_mul<P: AffinePoint>(
         d_out.copy_to_host_on(o, stream.cuda())?;
         bufs = Some((d_scalars, d_xyzz, d_out));
     }
-    Ok(out)
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha20Rng;
+
+    /// Several chunks with a shorter last one (buffers reallocated), zero and small scalars,
+    /// and every window width the device path can pick, against blst.
+    #[test]
+    #[ignore = "gpu"]
+    fn gpu_fixed_base_chunks_match_blst() {
+        let gpu = Gpu::first().expect("gpu tests need an NVIDIA GPU");
+        let stream = gpu.stream("setup-test").unwrap();
+        let mut rng = ChaCha20Rng::seed_from_u64(11);
+        let mut scalars: Vec<Fr> = (0..2500).map(|_| Fr::random(&mut rng)).collect();
+        scalars[0] = Fr::ZERO;
+        scalars[1] = Fr::ONE;
+        scalars[2] = -Fr::ONE;
+        scalars[1000] = Fr::ZERO;
+        scalars[2499] = Fr::ZERO;
+        let g1 = G1Projective::generator();
+        for window in [1, 5, 8, 12] {
+            let table = FixedBaseTable::<G1Affine>::with_window(g1, window);
+            let d_table = gpu.vram().from_host(table.points()).unwrap();
+            let mut out = vec![G1Affine::default(); scalars.len()];
+            in_chunks(&gpu, &stream, Group::G1, &d_table, window, &scalars, 1000, &mut out).unwrap();
+            for (i, (s, p)) in scalars.iter().zip(&out).enumerate() {
+                assert_eq!(*p, (g1 * *s).to_affine(), "G1 window {window} scalar {i}");
+            }
+        }
+        let g2 = G2Projective::generator();
+        let table = FixedBaseTable::<G2Affine>::with_window(g2, 7);
+        let d_table = gpu.vram().from_host(table.points()).unwrap();
+        let few = &scalars[..700];
+        let mut out = vec![G2Affine::default(); few.len()];
+        in_chunks(&gpu, &stream, Group::G2, &d_table, 7, few, 300, &mut out).unwrap();
+        for (i, (s, p)) in few.iter().zip(&out).enumerate() {
+            assert_eq!(*p, (g2 * *s).to_affine(), "G2 scalar {i}");
+        }
+    }
+
+    #[test]
+    fn chunks_fit_the_budget() {
+        assert_eq!(chunk_len(0, 10, Group::G1), 1);
+        assert_eq!(chunk_len(u64::MAX, 10, Group::G2), 10);
+        assert_eq!(chunk_len(u64::MAX, usize::MAX, Group::G1), MAX_CHUNK);
+        // G1: 32 + 192 + 96 = 320 bytes per product.
+        assert_eq!(chunk_len(320_000, 1 << 20, Group::G1), 800);
+        assert_eq!(gpu_window(1 << 28), MAX_GPU_WINDOW);
+        assert!(gpu_window(16) < MAX_GPU_WINDOW);
+    }
 }
