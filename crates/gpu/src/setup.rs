@@ -120,3 +120,59 @@ pub fn batch_to_affine<A: Pod>(
     // mutably for the call.
     unsafe { gpu.launch(stream, MODULE, kernel, cfg, &[&*out, xyzz, &n32, &AFFINE_PER_THREAD]) }
 }
+
+#[cfg(test)]
+mod tests {
+    use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha20Rng;
+
+    /// Runs `kernels/setup/host_emu.cpp` (the kernels compiled by g++ with emulated PTX) on a
+    /// window-7 table (digits cross limb boundaries, last window partial) against blst:
+    /// `cargo test -p cuzk-gpu --lib host_emu -- --ignored` (needs g++, no GPU).
+    #[test]
+    #[ignore = "host emulation: needs g++"]
+    fn host_emu_setup_kernels() {
+        let w = 7u32;
+        let (g1, g2) = (G1Projective::generator(), G2Projective::generator());
+        let (mut t1, mut t2) = (Vec::new(), Vec::new());
+        for k in 0..super::windows(w) {
+            for d in 1..1u64 << w {
+                let s = Fr::from_u64(2).pow(&[u64::from(w * k)]) * Fr::from_u64(d);
+                t1.push((g1 * s).to_affine());
+                t2.push((g2 * s).to_affine());
+            }
+        }
+        let mut rng = ChaCha20Rng::seed_from_u64(4);
+        let mut sc: Vec<Fr> = (0..333).map(|_| Fr::random(&mut rng)).collect();
+        sc[0] = Fr::ZERO;
+        sc[1] = Fr::ONE;
+        sc[2] = -Fr::ONE;
+        sc[5] = Fr::from_u64(u64::MAX);
+        sc[332] = Fr::ZERO;
+        let e1: Vec<G1Affine> = sc.iter().map(|s| (g1 * *s).to_affine()).collect();
+        let e2: Vec<G2Affine> = sc.iter().map(|s| (g2 * *s).to_affine()).collect();
+        let dir = std::env::temp_dir().join(format!("cuzk-setup-emu-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, bytes: &[u8]| std::fs::write(dir.join(name), bytes).unwrap();
+        write("t1.bin", bytemuck::cast_slice(&t1));
+        write("t2.bin", bytemuck::cast_slice(&t2));
+        write("sc.bin", bytemuck::cast_slice(&sc));
+        write("e1.bin", bytemuck::cast_slice(&e1));
+        write("e2.bin", bytemuck::cast_slice(&e2));
+        let kernels = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kernels");
+        let exe = dir.join("emu");
+        let cc = std::process::Command::new(std::env::var("CXX").unwrap_or_else(|_| "g++".into()))
+            .args(["-std=c++17", "-O1", "-Wno-unknown-pragmas", "-I"])
+            .arg(&kernels)
+            .arg("-o")
+            .arg(&exe)
+            .arg(kernels.join("setup/host_emu.cpp"))
+            .status()
+            .unwrap();
+        assert!(cc.success(), "g++ failed");
+        let out = std::process::Command::new(&exe).arg(&dir).arg(w.to_string()).output().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    }
+}
