@@ -60,7 +60,10 @@ pub fn generate_parameters_gpu(
         g2: t_g2,
         total: start.elapsed(),
     };
-    tracing::info!(total_ms = timings.total.as_secs_f64() * 1e3, "GPU setup done");
+    tracing::info!(
+        total_ms = timings.total.as_secs_f64() * 1e3,
+        "GPU setup done"
+    );
     Ok((pk, timings))
 }
 
@@ -74,7 +77,10 @@ fn gpu_window(count: usize) -> usize {
 fn chunk_len(available: u64, count: usize, group: Group) -> usize {
     let per = (32 + 4 * cuzk_gpu::setup::xyzz_words(group) + group.affine_bytes()) as u64;
     let fit = (available / 100 * BUDGET_PERCENT / per).max(1);
-    usize::try_from(fit).unwrap_or(usize::MAX).min(MAX_CHUNK).min(count)
+    usize::try_from(fit)
+        .unwrap_or(usize::MAX)
+        .min(MAX_CHUNK)
+        .min(count)
 }
 
 /// `s · G` for every scalar, affine, computed on `gpu`.
@@ -94,7 +100,9 @@ fn batch_mul<P: AffinePoint>(
     let d_table = gpu.vram().from_host(table.points())?;
     drop(table);
     let chunk = chunk_len(gpu.vram().budget().available(), scalars.len(), group);
-    in_chunks(gpu, stream, group, &d_table, window, scalars, chunk, &mut out)?;
+    in_chunks(
+        gpu, stream, group, &d_table, window, scalars, chunk, &mut out,
+    )?;
     Ok(out)
 }
 
@@ -168,7 +176,17 @@ mod tests {
             let table = FixedBaseTable::<G1Affine>::with_window(g1, window);
             let d_table = gpu.vram().from_host(table.points()).unwrap();
             let mut out = vec![G1Affine::default(); scalars.len()];
-            in_chunks(&gpu, &stream, Group::G1, &d_table, window, &scalars, 1000, &mut out).unwrap();
+            in_chunks(
+                &gpu,
+                &stream,
+                Group::G1,
+                &d_table,
+                window,
+                &scalars,
+                1000,
+                &mut out,
+            )
+            .unwrap();
             for (i, (s, p)) in scalars.iter().zip(&out).enumerate() {
                 assert_eq!(*p, (g1 * *s).to_affine(), "G1 window {window} scalar {i}");
             }

@@ -40,10 +40,19 @@ fn gpu_setup_matches_cpu_key() {
         // Variables used only in C (packed values) have u = v = 0: identity points.
         let identities = key.a_query.iter().filter(|p| p.is_identity()).count()
             + key.b_g2_query.iter().filter(|p| p.is_identity()).count();
-        assert!(identities > 0, "2^{log}: expected identity points in the key");
+        assert!(
+            identities > 0,
+            "2^{log}: expected identity points in the key"
+        );
         assert_eq!(key.a_query, cpu.a_query, "a_query 2^{log} seed {seed}");
-        assert_eq!(key.b_g1_query, cpu.b_g1_query, "b_g1_query 2^{log} seed {seed}");
-        assert_eq!(key.b_g2_query, cpu.b_g2_query, "b_g2_query 2^{log} seed {seed}");
+        assert_eq!(
+            key.b_g1_query, cpu.b_g1_query,
+            "b_g1_query 2^{log} seed {seed}"
+        );
+        assert_eq!(
+            key.b_g2_query, cpu.b_g2_query,
+            "b_g2_query 2^{log} seed {seed}"
+        );
         assert_eq!(key.h_query, cpu.h_query, "h_query 2^{log} seed {seed}");
         assert_eq!(key.l_query, cpu.l_query, "l_query 2^{log} seed {seed}");
         assert_eq!(key.vk, cpu.vk, "vk 2^{log} seed {seed}");
@@ -88,7 +97,11 @@ fn gpu_bench_setup() {
         println!(
             "GPU setup 2^{log}: {:.3} s ({} G1 + {} G2 points)",
             total.as_secs_f64(),
-            pk.a_query.len() + pk.b_g1_query.len() + pk.vk.ic.len() + pk.l_query.len() + pk.h_query.len(),
+            pk.a_query.len()
+                + pk.b_g1_query.len()
+                + pk.vk.ic.len()
+                + pk.l_query.len()
+                + pk.h_query.len(),
             pk.b_g2_query.len()
         );
         for (phase, d) in timings.rows() {
