@@ -228,7 +228,12 @@ fn backend(choice: BackendChoice) -> Result<Box<dyn ProverBackend>> {
     Ok(cuzk_groth16::select_backend(choice)?)
 }
 
-fn demo(log_constraints: u32, public_inputs: usize, seed: u64, choice: BackendChoice) -> Result<()> {
+fn demo(
+    log_constraints: u32,
+    public_inputs: usize,
+    seed: u64,
+    choice: BackendChoice,
+) -> Result<()> {
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let backend = backend(choice)?;
     println!(
@@ -282,12 +287,7 @@ fn prove(
 ) -> Result<(cuzk_groth16::Proof, ProofTimings)> {
     let (r, s) = (cuzk_field::Fr::random(rng), cuzk_field::Fr::random(rng));
     Ok(cuzk_groth16::create_proof_with_backend(
-        backend,
-        pk,
-        circuit,
-        witness,
-        r,
-        s,
+        backend, pk, circuit, witness, r, s,
     )?)
 }
 
@@ -340,7 +340,10 @@ fn bench(
         (name, v[v.len() / 2])
     });
     print_table(&format!("prove (median of {proofs})"), medians);
-    println!("\nsetup ({setup_where})              {:>12.1} ms", ms(setup));
+    println!(
+        "\nsetup ({setup_where})              {:>12.1} ms",
+        ms(setup)
+    );
     match backend.device_peak() {
         Some(b) => println!("peak VRAM (budget)        {:>12.1} MiB", b as f64 / MIB),
         None => println!("peak VRAM (budget)                  n/a (CPU)"),

@@ -200,7 +200,11 @@ impl<P: MsmPoint> KeyId<P> {
         Self {
             ptr: p.as_ptr() as usize,
             len: p.len(),
-            samples: [p.first().copied(), p.get(p.len() / 2).copied(), p.last().copied()],
+            samples: [
+                p.first().copied(),
+                p.get(p.len() / 2).copied(),
+                p.last().copied(),
+            ],
         }
     }
 }
@@ -262,7 +266,11 @@ struct State {
 
 impl State {
     fn resident_bytes(&self) -> u64 {
-        self.g1.iter().flatten().map(Ctx::resident_bytes).sum::<u64>()
+        self.g1
+            .iter()
+            .flatten()
+            .map(Ctx::resident_bytes)
+            .sum::<u64>()
             + self.g2.as_ref().map_or(0, Ctx::resident_bytes)
     }
 
@@ -405,9 +413,7 @@ impl GpuBackend {
         }
         if slot.is_none() {
             let need = point_bytes(query, points.len())
-                .and_then(|p| {
-                    Ok(p + msm_run_bytes(P::GROUP, points.len(), self.sm_count())?)
-                })
+                .and_then(|p| Ok(p + msm_run_bytes(P::GROUP, points.len(), self.sm_count())?))
                 .map_err(|e| fail(phase, e))?;
             let resident = need <= self.gpu.vram().budget().available();
             *slot = Some(Ctx::load(&self.gpu, points, resident, phase)?);
@@ -450,7 +456,7 @@ impl GpuBackend {
             }
             _ => None,
         };
-        let Some(slot) = slot(&mut *st) else {
+        let Some(slot) = slot(&mut st) else {
             return Err(fail(phase, format!("query {query} is not in this group")));
         };
         let msm = self.ensure(slot, query, points)?;
@@ -499,8 +505,10 @@ impl ProverBackend for GpuBackend {
         let mut st = self.lock();
         let _hold = self.squeeze(&mut st, phase)?;
         let g1_points = |q: Query| g1_points(pk, q);
-        let mut lens: Vec<(Query, usize)> =
-            G1_QUERIES.iter().map(|&q| (q, g1_points(q).len())).collect();
+        let mut lens: Vec<(Query, usize)> = G1_QUERIES
+            .iter()
+            .map(|&q| (q, g1_points(q).len()))
+            .collect();
         lens.push((Query::BG2, pk.b_g2_query.len()));
         let room = self.gpu.vram().budget().available() + st.resident_bytes();
         let plan = MemoryPlan::new(domain_size, &lens, room, self.sm_count())
@@ -530,7 +538,12 @@ impl ProverBackend for GpuBackend {
         for q in PRIORITY {
             if q == Query::BG2 {
                 if st.g2.is_none() && !pk.b_g2_query.is_empty() {
-                    st.g2 = Some(Ctx::load(&self.gpu, &pk.b_g2_query, plan.is_resident(q), phase)?);
+                    st.g2 = Some(Ctx::load(
+                        &self.gpu,
+                        &pk.b_g2_query,
+                        plan.is_resident(q),
+                        phase,
+                    )?);
                 }
             } else if let Some(i) = g1_index(q) {
                 let points = g1_points(q);
@@ -600,7 +613,10 @@ impl ProverBackend for GpuBackend {
         });
         up.map_err(|e| fail(phase, e))?;
         drop((b, c));
-        let stream = self.gpu.stream("groth16-quotient").map_err(|e| fail(phase, e))?;
+        let stream = self
+            .gpu
+            .stream("groth16-quotient")
+            .map_err(|e| fail(phase, e))?;
         domain
             .gpu_quotient(&self.gpu, &stream, &mut da, db, dc)
             .map_err(|e| fail(phase, e))?;
@@ -684,7 +700,12 @@ mod tests {
         let base = MemoryPlan::new(1 << log, &lens(log), 0, 132).unwrap();
         let g1 = Vram::bytes_for::<G1Affine>(1 << log).unwrap();
         let p = MemoryPlan::new(1 << log, &lens(log), base.work_bytes + 2 * g1, 132).unwrap();
-        let res: Vec<Query> = p.queries.iter().filter(|q| q.resident).map(|q| q.query).collect();
+        let res: Vec<Query> = p
+            .queries
+            .iter()
+            .filter(|q| q.resident)
+            .map(|q| q.query)
+            .collect();
         assert_eq!(res, vec![Query::A, Query::BG1]);
     }
 

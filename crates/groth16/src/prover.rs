@@ -186,7 +186,9 @@ pub fn create_proof_with_backend(
     let (msm_b_g2, d) = timed("msm_b_g2", || backend.msm_g2(Query::BG2, &pk.b_g2_query, z));
     t.msm_b_g2 = d;
     let msm_b_g2 = msm_b_g2?;
-    let (msm_h, d) = timed("msm_h", || backend.msm_g1(Query::H, &pk.h_query, &h[..n - 1]));
+    let (msm_h, d) = timed("msm_h", || {
+        backend.msm_g1(Query::H, &pk.h_query, &h[..n - 1])
+    });
     t.msm_h = d;
     let msm_h = msm_h?;
     drop(h);

@@ -87,14 +87,22 @@ fn fixture_24() -> &'static Fixture {
     F.get_or_init(|| fixture(24, 70, 24, true))
 }
 
-fn prove(b: &dyn ProverBackend, f: &Fixture, seed: u64) -> Result<(Proof, ProofTimings), ProveError> {
+fn prove(
+    b: &dyn ProverBackend,
+    f: &Fixture,
+    seed: u64,
+) -> Result<(Proof, ProofTimings), ProveError> {
     let (r, s) = rs(seed);
     create_proof_with_backend(b, &f.pk, &f.r1cs, &f.witness, r, s)
 }
 
 fn verifies(f: &Fixture, p: &Proof) {
-    verify_proof(&prepare_verifying_key(&f.pk.vk), p, f.witness.public_inputs())
-        .expect("the GPU proof verifies");
+    verify_proof(
+        &prepare_verifying_key(&f.pk.vk),
+        p,
+        f.witness.public_inputs(),
+    )
+    .expect("the GPU proof verifies");
 }
 
 /// GPU proof == CPU proof for the same r, s, and it verifies.
@@ -241,7 +249,9 @@ fn gpu_proofs_2_20_and_2_22_verify_and_match_cpu() {
             // A small budget: part of the key streamed from pinned memory, same proof.
             let vram = gpu().vram().clone();
             let room = 2 * GIB;
-            let hold = vram.reserve(vram.budget().available().saturating_sub(room)).unwrap();
+            let hold = vram
+                .reserve(vram.budget().available().saturating_sub(room))
+                .unwrap();
             let b = GpuBackend::new(gpu());
             check_against_cpu(&b, &f, 12);
             let plan = b.plan().unwrap();
@@ -262,7 +272,9 @@ fn gpu_proof_2_24_under_a_16_gib_budget() {
     let vram = gpu().vram().clone();
     let before = vram.budget().in_use();
     // A held reservation of everything above 16 GiB emulates a 16 GiB card.
-    let hold = vram.reserve(vram.budget().available().saturating_sub(16 * GIB)).unwrap();
+    let hold = vram
+        .reserve(vram.budget().available().saturating_sub(16 * GIB))
+        .unwrap();
     assert!(vram.budget().available() <= 16 * GIB);
     let b = GpuBackend::new(gpu());
     for seed in [20, 21] {
@@ -293,7 +305,10 @@ fn gpu_injected_allocation_failure_in_each_phase_restores_the_budget() {
         let b = GpuBackend::new(gpu());
         let e = prove(&b, &f, 31).expect_err("no room for the quotient");
         assert_eq!(phase_of(&e), Some(Phase::Quotient), "{e}");
-        assert_eq!(vram.budget().in_use(), before + hold.bytes() + b.resident_bytes());
+        assert_eq!(
+            vram.budget().in_use(),
+            before + hold.bytes() + b.resident_bytes()
+        );
         drop(b);
         drop(hold);
         assert_eq!(vram.budget().in_use(), before);
@@ -312,7 +327,9 @@ fn gpu_injected_allocation_failure_in_each_phase_restores_the_budget() {
     }
     // The same for streamed points.
     b.release();
-    let hold = vram.reserve(vram.budget().available() - (64 << 20)).unwrap();
+    let hold = vram
+        .reserve(vram.budget().available() - (64 << 20))
+        .unwrap();
     let small = GpuBackend::new(gpu());
     small.prepare(&f.pk, f.r1cs.domain_size()).unwrap();
     assert_eq!(small.residency(Query::BG2), Some(false));
@@ -356,7 +373,10 @@ fn bench_row(name: &str, b: &dyn ProverBackend, f: &Fixture) -> Row {
         }
     }
     let phases = medians(&runs);
-    let total = phases.iter().find(|(n, _)| *n == "total").map_or(Duration::ZERO, |p| p.1);
+    let total = phases
+        .iter()
+        .find(|(n, _)| *n == "total")
+        .map_or(Duration::ZERO, |p| p.1);
     let row = Row {
         name: name.to_owned(),
         setup: format!("{:.1} s ({})", f.setup.as_secs_f64(), f.setup_on),
@@ -364,7 +384,11 @@ fn bench_row(name: &str, b: &dyn ProverBackend, f: &Fixture) -> Row {
         phases,
         peak: gpu().vram().budget().peak(),
     };
-    println!("\n{name}: setup {}, median prove {:.1} ms", row.setup, ms(total));
+    println!(
+        "\n{name}: setup {}, median prove {:.1} ms",
+        row.setup,
+        ms(total)
+    );
     for (n, d) in &row.phases {
         println!("  {n:<14} {:>9.1} ms", ms(*d));
     }
@@ -385,19 +409,38 @@ fn gpu_bench_prove() {
     let mut rows = Vec::new();
 
     let f20 = fixture(20, 70, 200, false);
-    rows.push(bench_row("2^20 realistic, CPU", &cuzk_groth16::CpuBackend, &f20));
-    rows.push(bench_row("2^20 realistic, GPU", &GpuBackend::new(g.clone()), &f20));
+    rows.push(bench_row(
+        "2^20 realistic, CPU",
+        &cuzk_groth16::CpuBackend,
+        &f20,
+    ));
+    rows.push(bench_row(
+        "2^20 realistic, GPU",
+        &GpuBackend::new(g.clone()),
+        &f20,
+    ));
     drop(f20);
 
-    rows.push(bench_row("2^24 realistic (70% bits)", &GpuBackend::new(g.clone()), fixture_24()));
+    rows.push(bench_row(
+        "2^24 realistic (70% bits)",
+        &GpuBackend::new(g.clone()),
+        fixture_24(),
+    ));
     {
         let f = fixture(24, 0, 240, true);
-        rows.push(bench_row("2^24 full-width", &GpuBackend::new(g.clone()), &f));
+        rows.push(bench_row(
+            "2^24 full-width",
+            &GpuBackend::new(g.clone()),
+            &f,
+        ));
     }
     let ram = cuzk_vram::physical_ram();
     let elapsed = started().elapsed();
     if elapsed > Duration::from_secs(200) {
-        println!("\n2^26 realistic: skipped ({:.0} s into the run; time limit)", elapsed.as_secs_f64());
+        println!(
+            "\n2^26 realistic: skipped ({:.0} s into the run; time limit)",
+            elapsed.as_secs_f64()
+        );
     } else if ram.is_some_and(|r| r < 100 * GIB) {
         println!("\n2^26 realistic: skipped (host RAM {:?} < 100 GiB)", ram);
     } else {
@@ -409,13 +452,26 @@ fn gpu_bench_prove() {
         }
     }
 
-    let cols = ["quotient H", "MSM A (G1)", "MSM B (G1)", "MSM B (G2)", "MSM H (G1)", "MSM L (G1)", "witness map"];
+    let cols = [
+        "quotient H",
+        "MSM A (G1)",
+        "MSM B (G1)",
+        "MSM B (G2)",
+        "MSM H (G1)",
+        "MSM L (G1)",
+        "witness map",
+    ];
     println!(
         "\n{:<28} {:>14} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
         "row", "setup", "prove ms", "H", "A", "B1", "B2", "Hmsm", "L", "wmap", "peak GiB"
     );
     for r in &rows {
-        let get = |n: &str| r.phases.iter().find(|(p, _)| *p == n).map_or(0.0, |p| ms(p.1));
+        let get = |n: &str| {
+            r.phases
+                .iter()
+                .find(|(p, _)| *p == n)
+                .map_or(0.0, |p| ms(p.1))
+        };
         println!(
             "{:<28} {:>14} {:>10.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>10.2}",
             r.name,
