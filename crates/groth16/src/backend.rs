@@ -179,8 +179,9 @@ impl FromStr for BackendChoice {
 
 /// The GPU backend could not be opened; says why (no driver, no device, kernels not built).
 #[derive(Debug, thiserror::Error)]
+/// (The reason is in the message, not a source, so error chains do not print it twice.)
 #[error("the GPU backend is not available: {0}")]
-pub struct GpuUnavailable(#[source] pub cuzk_gpu::GpuError);
+pub struct GpuUnavailable(pub cuzk_gpu::GpuError);
 
 /// Resolves a choice to a backend (see [`BackendChoice`]).
 pub fn select_backend(choice: BackendChoice) -> Result<Box<dyn ProverBackend>, GpuUnavailable> {
