@@ -43,7 +43,10 @@ pub(crate) struct GpuInner {
 
 impl fmt::Debug for Gpu {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Gpu").field("info", &self.inner.info).field("budget", self.inner.vram.budget()).finish()
+        f.debug_struct("Gpu")
+            .field("info", &self.inner.info)
+            .field("budget", self.inner.vram.budget())
+            .finish()
     }
 }
 
@@ -112,7 +115,9 @@ impl Gpu {
         let info = DeviceInfo {
             ordinal,
             name: ctx.name().map_err(cuda("cuDeviceGetName"))?,
-            compute_capability: ctx.compute_capability().map_err(cuda("cuDeviceGetAttribute"))?,
+            compute_capability: ctx
+                .compute_capability()
+                .map_err(cuda("cuDeviceGetAttribute"))?,
             sm_count: ctx
                 .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
                 .map_err(cuda("cuDeviceGetAttribute"))? as u32,
@@ -120,7 +125,14 @@ impl Gpu {
             free_at_start: mem.free,
             budget: vram.budget().total(),
         };
-        let g = Gpu { inner: Arc::new(GpuInner { ctx, info, vram, modules: ModuleCache::default() }) };
+        let g = Gpu {
+            inner: Arc::new(GpuInner {
+                ctx,
+                info,
+                vram,
+                modules: ModuleCache::default(),
+            }),
+        };
         reg.insert(ordinal, g.clone());
         Ok(g)
     }
@@ -152,19 +164,50 @@ impl Gpu {
 
     /// A new non-blocking stream; `name` shows in errors and Debug output.
     pub fn stream(&self, name: impl Into<String>) -> Result<Stream> {
-        let s = self.inner.ctx.new_stream().map_err(cuda("cuStreamCreate"))?;
-        Ok(Stream { name: name.into(), inner: s })
+        let s = self
+            .inner
+            .ctx
+            .new_stream()
+            .map_err(cuda("cuStreamCreate"))?;
+        Ok(Stream {
+            name: name.into(),
+            inner: s,
+        })
     }
 
     /// A new event with timing enabled.
     pub fn event(&self) -> Result<Event> {
-        let e = self.inner.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(cuda("cuEventCreate"))?;
+        let e = self
+            .inner
+            .ctx
+            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(cuda("cuEventCreate"))?;
         Ok(Event { inner: e })
+    }
+
+    /// Median device time in ms of `runs` calls of `f` (after one warm-up call), timed by events
+    /// recorded on `stream` around each call: the one way benches here time device work.
+    pub fn median_ms(&self, stream: &Stream, runs: usize, mut f: impl FnMut()) -> Result<f64> {
+        f();
+        let mut times = Vec::with_capacity(runs);
+        for _ in 0..runs.max(1) {
+            let (start, end) = (self.event()?, self.event()?);
+            stream.record(&start)?;
+            f();
+            stream.record(&end)?;
+            end.synchronize()?;
+            times.push(f64::from(start.elapsed_ms(&end)?));
+        }
+        times.sort_by(f64::total_cmp);
+        Ok(times[times.len() / 2])
     }
 
     /// Waits for all work on the device.
     pub fn synchronize(&self) -> Result<()> {
-        self.inner.ctx.synchronize().map_err(cuda("cuCtxSynchronize"))
+        self.inner
+            .ctx
+            .synchronize()
+            .map_err(cuda("cuCtxSynchronize"))
     }
 }
 
@@ -190,15 +233,22 @@ impl Stream {
         &self.inner
     }
     pub fn synchronize(&self) -> Result<()> {
-        self.inner.synchronize().map_err(cuda("cuStreamSynchronize"))
+        self.inner
+            .synchronize()
+            .map_err(cuda("cuStreamSynchronize"))
     }
     /// Records `event` at the current end of this stream.
     pub fn record(&self, event: &Event) -> Result<()> {
-        event.inner.record(&self.inner).map_err(cuda("cuEventRecord"))
+        event
+            .inner
+            .record(&self.inner)
+            .map_err(cuda("cuEventRecord"))
     }
     /// Makes later work on this stream wait for `event`.
     pub fn wait(&self, event: &Event) -> Result<()> {
-        self.inner.wait(&event.inner).map_err(cuda("cuStreamWaitEvent"))
+        self.inner
+            .wait(&event.inner)
+            .map_err(cuda("cuStreamWaitEvent"))
     }
 }
 
@@ -214,7 +264,9 @@ impl Event {
     }
     /// Milliseconds from `self` to `end` (both recorded and complete).
     pub fn elapsed_ms(&self, end: &Event) -> Result<f32> {
-        self.inner.elapsed_ms(&end.inner).map_err(cuda("cuEventElapsedTime"))
+        self.inner
+            .elapsed_ms(&end.inner)
+            .map_err(cuda("cuEventElapsedTime"))
     }
     pub fn is_complete(&self) -> bool {
         self.inner.is_complete()

@@ -250,20 +250,8 @@ fn gpu_alloc_failure_restores_budget() {
     assert_eq!(ctx.msm(&s).unwrap(), want);
 }
 
-fn median_ms(ctx_stream: &cuzk_gpu::Stream, g: &Gpu, mut f: impl FnMut()) -> f64 {
-    f(); // warm-up
-    let mut t: Vec<f64> = (0..7)
-        .map(|_| {
-            let (a, b) = (g.event().unwrap(), g.event().unwrap());
-            ctx_stream.record(&a).unwrap();
-            f();
-            ctx_stream.record(&b).unwrap();
-            b.synchronize().unwrap();
-            a.elapsed_ms(&b).unwrap() as f64
-        })
-        .collect();
-    t.sort_by(f64::total_cmp);
-    t[t.len() / 2]
+fn median_ms(stream: &cuzk_gpu::Stream, g: &Gpu, f: impl FnMut()) -> f64 {
+    g.median_ms(stream, 7, f).unwrap()
 }
 
 /// Benchmark rows of issue 5 (device time between events on the MSM stream, median of 7 after

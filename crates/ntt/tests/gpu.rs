@@ -308,20 +308,8 @@ fn gpu_errors_are_clear() {
     assert!(e.to_string().contains("VRAM budget"), "{e}");
 }
 
-fn median_ms(g: &Gpu, stream: &Stream, runs: usize, mut f: impl FnMut()) -> f64 {
-    f(); // warm-up
-    let mut t: Vec<f64> = (0..runs)
-        .map(|_| {
-            let (a, b) = (g.event().unwrap(), g.event().unwrap());
-            stream.record(&a).unwrap();
-            f();
-            stream.record(&b).unwrap();
-            b.synchronize().unwrap();
-            a.elapsed_ms(&b).unwrap() as f64
-        })
-        .collect();
-    t.sort_by(f64::total_cmp);
-    t[t.len() / 2]
+fn median_ms(g: &Gpu, stream: &Stream, runs: usize, f: impl FnMut()) -> f64 {
+    g.median_ms(stream, runs, f).unwrap()
 }
 
 /// Benchmark rows of issue 4: device time between events, median of 11 after a warm-up, random
