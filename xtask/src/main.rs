@@ -52,7 +52,9 @@ fn main() -> Result<()> {
 }
 
 fn root() -> PathBuf {
-    let r = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the repo root");
+    let r = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the repo root");
     r.canonicalize().unwrap_or_else(|_| r.to_path_buf())
 }
 
@@ -76,17 +78,36 @@ fn setup_cuda() -> Result<()> {
     let nvcc = match nvcc::find_nvcc(&root) {
         Ok(p) => p,
         Err(nvcc::NoNvcc::NotFound) => {
-            eprintln!("no nvcc found; installing the pinned PyPI toolkit into {}", nvcc::PIP_TARGET);
-            let py = if Command::new("python3").arg("--version").output().is_ok() { "python3" } else { "python" };
+            eprintln!(
+                "no nvcc found; installing the pinned PyPI toolkit into {}",
+                nvcc::PIP_TARGET
+            );
+            let py = if Command::new("python3").arg("--version").output().is_ok() {
+                "python3"
+            } else {
+                "python"
+            };
             run(Command::new(py)
                 .current_dir(&root)
-                .args(["-m", "pip", "install", "--no-deps", "--upgrade", "--target", nvcc::PIP_TARGET])
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--no-deps",
+                    "--upgrade",
+                    "--target",
+                    nvcc::PIP_TARGET,
+                ])
                 .args(nvcc::PIP_PACKAGES))?;
-            nvcc::find_nvcc(&root).map_err(|e| anyhow::anyhow!("nvcc still not found after install: {e}"))?
+            nvcc::find_nvcc(&root)
+                .map_err(|e| anyhow::anyhow!("nvcc still not found after install: {e}"))?
         }
         Err(e) => bail!("{e}"),
     };
-    let out = Command::new(&nvcc).arg("--version").output().with_context(|| format!("running {}", nvcc.display()))?;
+    let out = Command::new(&nvcc)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("running {}", nvcc.display()))?;
     ensure!(out.status.success(), "{} --version failed", nvcc.display());
     let version = String::from_utf8_lossy(&out.stdout);
     println!("nvcc: {}", nvcc.display());
@@ -94,7 +115,9 @@ fn setup_cuda() -> Result<()> {
     for inc in nvcc::extra_includes(&nvcc) {
         println!("extra include: {}", inc.display());
     }
-    println!("kernels build automatically with cargo build (crates/gpu/build.rs); `cargo xtask kernels` shows resource use.");
+    println!(
+        "kernels build automatically with cargo build (crates/gpu/build.rs); `cargo xtask kernels` shows resource use."
+    );
     Ok(())
 }
 
@@ -105,14 +128,20 @@ type Compiled = (String, Result<(String, bool, std::time::Duration), String>);
 
 fn kernels() -> Result<()> {
     let root = root();
-    let nvcc = nvcc::find_nvcc(&root).map_err(|e| anyhow::anyhow!("{e}; run `cargo xtask setup-cuda`"))?;
+    let nvcc =
+        nvcc::find_nvcc(&root).map_err(|e| anyhow::anyhow!("{e}; run `cargo xtask setup-cuda`"))?;
     let archs = nvcc::archs().map_err(anyhow::Error::msg)?;
     let kdir = root.join("kernels");
     let entries = nvcc::entry_files(&kdir);
     ensure!(!entries.is_empty(), "no kernels/*.cu files");
     let out_dir = root.join("target/xtask-kernels");
     fs::create_dir_all(&out_dir)?;
-    println!("nvcc {} for {} (+PTX), {} entry files", nvcc.display(), archs.join(","), entries.len());
+    println!(
+        "nvcc {} for {} (+PTX), {} entry files",
+        nvcc.display(),
+        archs.join(","),
+        entries.len()
+    );
 
     let results: Vec<Compiled> = std::thread::scope(|s| {
         let hs: Vec<_> = entries
@@ -120,14 +149,27 @@ fn kernels() -> Result<()> {
             .map(|src| {
                 let (nvcc, kdir, archs, out_dir) = (&nvcc, &kdir, &archs, &out_dir);
                 s.spawn(move || {
-                    let stem = src.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+                    let stem = src
+                        .file_stem()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned();
                     let t = std::time::Instant::now();
-                    let r = nvcc::compile_cached(nvcc, src, kdir, archs, &cache_dir(), &out_dir.join(format!("{stem}.fatbin")));
+                    let r = nvcc::compile_cached(
+                        nvcc,
+                        src,
+                        kdir,
+                        archs,
+                        &cache_dir(),
+                        &out_dir.join(format!("{stem}.fatbin")),
+                    );
                     (stem, r.map(|(log, cached)| (log, cached, t.elapsed())))
                 })
             })
             .collect();
-        hs.into_iter().map(|h| h.join().expect("compile thread panicked")).collect()
+        hs.into_iter()
+            .map(|h| h.join().expect("compile thread panicked"))
+            .collect()
     });
 
     let allowed = nvcc::allowed_spills(&kernel_sources(&kdir)?);
@@ -138,19 +180,35 @@ fn kernels() -> Result<()> {
             Ok((log, cached, took)) => {
                 let reps = nvcc::parse_ptxas(&log);
                 print!("{}", nvcc::format_table(&format!("{stem}.cu"), &reps));
-                let size = fs::metadata(out_dir.join(format!("{stem}.fatbin"))).map(|m| m.len()).unwrap_or(0);
-                let how = if cached { "cached".to_string() } else { format!("compiled in {:.1} s", took.as_secs_f64()) };
+                let size = fs::metadata(out_dir.join(format!("{stem}.fatbin")))
+                    .map(|m| m.len())
+                    .unwrap_or(0);
+                let how = if cached {
+                    "cached".to_string()
+                } else {
+                    format!("compiled in {:.1} s", took.as_secs_f64())
+                };
                 println!("  fatbin {} KiB, {how}\n", size / 1024);
                 for k in reps.iter().filter(|k| k.spill_stores + k.spill_loads > 0) {
-                    if !allowed.iter().any(|a| k.name == *a || k.name.contains(a.as_str())) {
-                        spills.push(format!("{stem}.cu: {} ({}) spills {} B / {} B", k.name, k.arch, k.spill_stores, k.spill_loads));
+                    if !allowed
+                        .iter()
+                        .any(|a| k.name == *a || k.name.contains(a.as_str()))
+                    {
+                        spills.push(format!(
+                            "{stem}.cu: {} ({}) spills {} B / {} B",
+                            k.name, k.arch, k.spill_stores, k.spill_loads
+                        ));
                     }
                 }
             }
             Err(e) => errors.push(e),
         }
     }
-    ensure!(errors.is_empty(), "kernel compilation failed:\n{}", errors.join("\n"));
+    ensure!(
+        errors.is_empty(),
+        "kernel compilation failed:\n{}",
+        errors.join("\n")
+    );
     ensure!(
         spills.is_empty(),
         "local-memory spills in kernels without `// {} <kernel>`:\n  {}",
@@ -163,7 +221,9 @@ fn kernels() -> Result<()> {
 
 /// The kernel cache build.rs uses with the default target dir (see nvcc::compile_cached).
 fn cache_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from).join("cuzk-kernel-cache")
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| root().join("target"), PathBuf::from)
+        .join("cuzk-kernel-cache")
 }
 
 /// Every file under kernels/ (entry files and the headers they include).
@@ -173,7 +233,10 @@ fn kernel_sources(dir: &Path) -> Result<Vec<String>> {
         let p = e?.path();
         if p.is_dir() {
             out.extend(kernel_sources(&p)?);
-        } else if p.extension().is_some_and(|x| ["cu", "cuh", "h", "hpp"].contains(&x.to_str().unwrap_or(""))) {
+        } else if p
+            .extension()
+            .is_some_and(|x| ["cu", "cuh", "h", "hpp"].contains(&x.to_str().unwrap_or("")))
+        {
             out.push(fs::read_to_string(&p).with_context(|| p.display().to_string())?);
         }
     }
@@ -195,11 +258,12 @@ fn codegen(check: bool) -> Result<()> {
         .derive_eq(true)
         .use_core();
     // bindgen panics when it cannot dlopen libclang; turn that into an error.
-    let bindings = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| builder.generate())) {
-        Err(_) => bail!("bindgen could not load libclang (apt install libclang-dev)"),
-        Ok(Err(e)) => bail!("bindgen failed on {}: {e}", header.display()),
-        Ok(Ok(b)) => b,
-    };
+    let bindings =
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| builder.generate())) {
+            Err(_) => bail!("bindgen could not load libclang (apt install libclang-dev)"),
+            Ok(Err(e)) => bail!("bindgen failed on {}: {e}", header.display()),
+            Ok(Ok(b)) => b,
+        };
     let text = format!(
         "// @generated by `cargo xtask codegen` from kernels/cuzk_shared.h. Do not edit.\n{}",
         bindings
@@ -207,7 +271,10 @@ fn codegen(check: bool) -> Result<()> {
     let path = root.join(BINDINGS);
     let old = fs::read_to_string(&path).unwrap_or_default();
     if check {
-        ensure!(old == text, "{BINDINGS} is stale: run `cargo xtask codegen` and commit it");
+        ensure!(
+            old == text,
+            "{BINDINGS} is stale: run `cargo xtask codegen` and commit it"
+        );
         println!("{BINDINGS} is up to date");
     } else if old == text {
         println!("{BINDINGS} unchanged");
@@ -232,7 +299,9 @@ fn test(extra: &[String]) -> Result<()> {
     match codegen(true) {
         Ok(()) => {}
         // Only codegen needs libclang; a machine without it skips the check, loudly.
-        Err(e) if e.to_string().contains("libclang") => eprintln!("warning: bindings check skipped: {e}"),
+        Err(e) if e.to_string().contains("libclang") => {
+            eprintln!("warning: bindings check skipped: {e}")
+        }
         Err(e) => return Err(e),
     }
     // The test profile is optimized (opt-level 3 in the root Cargo.toml).
@@ -248,9 +317,15 @@ struct Artifact {
 
 /// Builds with `cargo <args> --message-format=json` and returns the executables (only
 /// libtest harnesses when `harness_only`: `cargo test` also reports the bins it builds).
-fn build_executables(args: &[&str], envs: &[(&str, &str)], harness_only: bool) -> Result<Vec<Artifact>> {
+fn build_executables(
+    args: &[&str],
+    envs: &[(&str, &str)],
+    harness_only: bool,
+) -> Result<Vec<Artifact>> {
     let mut cmd = cargo();
-    cmd.args(args).arg("--message-format=json-render-diagnostics").stdout(Stdio::piped());
+    cmd.args(args)
+        .arg("--message-format=json-render-diagnostics")
+        .stdout(Stdio::piped());
     for (k, v) in envs {
         cmd.env(k, v);
     }
@@ -259,18 +334,29 @@ fn build_executables(args: &[&str], envs: &[(&str, &str)], harness_only: bool) -
     ensure!(out.status.success(), "cargo {} failed", args.join(" "));
     let mut v = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
         if msg["reason"] != "compiler-artifact" {
             continue;
         }
-        let Some(exe) = msg["executable"].as_str() else { continue };
+        let Some(exe) = msg["executable"].as_str() else {
+            continue;
+        };
         if harness_only && msg["profile"]["test"] != true {
             continue;
         }
         let target = msg["target"]["name"].as_str().unwrap_or("bin");
         let pkg = package_name(msg["package_id"].as_str().unwrap_or("unknown"));
-        let name = if pkg.replace('-', "_") == target.replace('-', "_") { pkg } else { format!("{pkg}-{target}") };
-        v.push(Artifact { name, path: PathBuf::from(exe) });
+        let name = if pkg.replace('-', "_") == target.replace('-', "_") {
+            pkg
+        } else {
+            format!("{pkg}-{target}")
+        };
+        v.push(Artifact {
+            name,
+            path: PathBuf::from(exe),
+        });
     }
     Ok(v)
 }
@@ -286,12 +372,19 @@ fn package_name(id: &str) -> String {
 
 /// GPU tests of a libtest executable: ignored tests whose name starts with `gpu_`.
 fn list_gpu_tests(exe: &Path) -> Result<Vec<String>> {
-    let out = Command::new(exe).args(["--list", "--ignored", "gpu_"]).output().with_context(|| exe.display().to_string())?;
+    let out = Command::new(exe)
+        .args(["--list", "--ignored", "gpu_"])
+        .output()
+        .with_context(|| exe.display().to_string())?;
     ensure!(out.status.success(), "{} --list failed", exe.display());
     Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.strip_suffix(": test"))
-        .filter(|n| n.rsplit("::").next().is_some_and(|last| last.starts_with("gpu_")))
+        .filter(|n| {
+            n.rsplit("::")
+                .next()
+                .is_some_and(|last| last.starts_with("gpu_"))
+        })
         .map(str::to_string)
         .collect())
 }
@@ -347,7 +440,10 @@ fn gpu_test() -> Result<()> {
     let dir = root().join("target/gpu-test");
     let _ = fs::remove_dir_all(&dir);
     let n = stage_tests(&dir, &exes, false)?;
-    ensure!(n > 0, "no GPU tests found (GPU tests are #[ignore = \"gpu\"] fns named gpu_*)");
+    ensure!(
+        n > 0,
+        "no GPU tests found (GPU tests are #[ignore = \"gpu\"] fns named gpu_*)"
+    );
     // run.sh fails without a GPU and when any listed test did not run.
     run(&mut Command::new(dir.join("run.sh")))
 }
@@ -367,24 +463,52 @@ fn bundle() -> Result<()> {
     let target_dir = root.join("target/bundle");
     let td = target_dir.to_string_lossy().into_owned();
     let cache = cache_dir().to_string_lossy().into_owned();
-    let envs = [("CUZK_CUDA_ARCHS", "sm_90"), ("CUZK_KERNEL_CACHE", cache.as_str())];
-    let nvcc = nvcc::find_nvcc(&root).map_err(|e| anyhow::anyhow!("{e}: a bundle without kernels is useless; run `cargo xtask setup-cuda`"))?;
+    let envs = [
+        ("CUZK_CUDA_ARCHS", "sm_90"),
+        ("CUZK_KERNEL_CACHE", cache.as_str()),
+    ];
+    let nvcc = nvcc::find_nvcc(&root).map_err(|e| {
+        anyhow::anyhow!("{e}: a bundle without kernels is useless; run `cargo xtask setup-cuda`")
+    })?;
     println!("bundle: nvcc {}", nvcc.display());
 
-    let tests = build_executables(&["test", "--workspace", "--release", "--no-run", "--target-dir", &td], &envs, true)?;
+    let tests = build_executables(
+        &[
+            "test",
+            "--workspace",
+            "--release",
+            "--no-run",
+            "--target-dir",
+            &td,
+        ],
+        &envs,
+        true,
+    )?;
     let n = stage_tests(&dir, &tests, true)?;
     ensure!(n > 0, "no GPU tests found");
 
     let bench_list = fs::read_to_string(root.join(BENCH_LIST)).unwrap_or_default();
-    let wanted: Vec<&str> = bench_list.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+    let wanted: Vec<&str> = bench_list
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
     if !wanted.is_empty() {
-        let benches = build_executables(&["bench", "--workspace", "--no-run", "--target-dir", &td], &envs, true)?;
-        let by_name: BTreeMap<&str, &Artifact> = benches.iter().map(|a| (a.name.as_str(), a)).collect();
+        let benches = build_executables(
+            &["bench", "--workspace", "--no-run", "--target-dir", &td],
+            &envs,
+            true,
+        )?;
+        let by_name: BTreeMap<&str, &Artifact> =
+            benches.iter().map(|a| (a.name.as_str(), a)).collect();
         fs::create_dir_all(dir.join("benches"))?;
         for line in &wanted {
             let name = line.split_whitespace().next().unwrap_or_default();
             let a = by_name.get(name).with_context(|| {
-                format!("{BENCH_LIST}: no bench executable {name:?} (have: {:?})", by_name.keys().collect::<Vec<_>>())
+                format!(
+                    "{BENCH_LIST}: no bench executable {name:?} (have: {:?})",
+                    by_name.keys().collect::<Vec<_>>()
+                )
             })?;
             copy_exe(&a.path, &dir.join("benches").join(name), true)?;
         }
@@ -392,8 +516,15 @@ fn bundle() -> Result<()> {
     }
 
     if root.join("crates/cuzk/Cargo.toml").is_file() {
-        let bins = build_executables(&["build", "--release", "-p", "cuzk", "--target-dir", &td], &envs, false)?;
-        match bins.iter().find(|a| a.path.file_name().is_some_and(|f| f == "cuzk")) {
+        let bins = build_executables(
+            &["build", "--release", "-p", "cuzk", "--target-dir", &td],
+            &envs,
+            false,
+        )?;
+        match bins
+            .iter()
+            .find(|a| a.path.file_name().is_some_and(|f| f == "cuzk"))
+        {
             Some(a) => copy_exe(&a.path, &dir.join("cuzk"), true)?,
             None => eprintln!("warning: package cuzk built no `cuzk` binary; skipped"),
         }
@@ -402,8 +533,16 @@ fn bundle() -> Result<()> {
     }
 
     let size = dir_size(&dir)?;
-    println!("bundle/: {n} GPU tests, {:.1} MiB (limit {} MiB)", size as f64 / (1 << 20) as f64, BUNDLE_LIMIT >> 20);
-    ensure!(size < BUNDLE_LIMIT, "bundle is {size} bytes, over the {} MiB limit", BUNDLE_LIMIT >> 20);
+    println!(
+        "bundle/: {n} GPU tests, {:.1} MiB (limit {} MiB)",
+        size as f64 / (1 << 20) as f64,
+        BUNDLE_LIMIT >> 20
+    );
+    ensure!(
+        size < BUNDLE_LIMIT,
+        "bundle is {size} bytes, over the {} MiB limit",
+        BUNDLE_LIMIT >> 20
+    );
     println!("run on the GPU machine: bundle/run.sh");
     Ok(())
 }
@@ -413,7 +552,11 @@ fn dir_size(p: &Path) -> Result<u64> {
     for e in fs::read_dir(p)? {
         let e = e?;
         let m = e.metadata()?;
-        total += if m.is_dir() { dir_size(&e.path())? } else { m.len() };
+        total += if m.is_dir() {
+            dir_size(&e.path())?
+        } else {
+            m.len()
+        };
     }
     Ok(total)
 }
@@ -424,7 +567,10 @@ mod tests {
 
     #[test]
     fn package_names() {
-        assert_eq!(package_name("path+file:///x/crates/gpu#cuzk-gpu@0.1.0"), "cuzk-gpu");
+        assert_eq!(
+            package_name("path+file:///x/crates/gpu#cuzk-gpu@0.1.0"),
+            "cuzk-gpu"
+        );
         assert_eq!(package_name("path+file:///x/xtask#0.1.0"), "xtask");
     }
 }

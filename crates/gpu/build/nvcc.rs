@@ -11,7 +11,15 @@ use std::process::Command;
 /// SASS targets of a full build; PTX is added for the newest so future GPUs can JIT.
 pub const DEFAULT_ARCHS: &[&str] = &["sm_80", "sm_86", "sm_89", "sm_90"];
 /// Env vars that change what gets built (build.rs reruns when they change).
-pub const ENV_VARS: &[&str] = &["NVCC", "CUDA_HOME", "CUDA_PATH", "CUZK_CUDA_ARCHS", "CUZK_NO_CUDA", "CUZK_KERNEL_CACHE", "CUZK_FATBIN_COMPRESS"];
+pub const ENV_VARS: &[&str] = &[
+    "NVCC",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CUZK_CUDA_ARCHS",
+    "CUZK_NO_CUDA",
+    "CUZK_KERNEL_CACHE",
+    "CUZK_FATBIN_COMPRESS",
+];
 /// Where `cargo xtask setup-cuda` installs the pinned PyPI toolkit, relative to the repo root.
 pub const PIP_TARGET: &str = ".cuda/pip";
 pub const PIP_NVCC: &str = ".cuda/pip/nvidia/cu13/bin/nvcc";
@@ -42,7 +50,10 @@ impl std::fmt::Display for NoNvcc {
         match self {
             NoNvcc::Disabled => write!(f, "CUZK_NO_CUDA is set"),
             NoNvcc::BadEnv(p) => write!(f, "NVCC={} does not exist", p.display()),
-            NoNvcc::NotFound => write!(f, "no nvcc in NVCC, CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda or {PIP_NVCC}"),
+            NoNvcc::NotFound => write!(
+                f,
+                "no nvcc in NVCC, CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda or {PIP_NVCC}"
+            ),
         }
     }
 }
@@ -59,7 +70,11 @@ pub fn find_nvcc(repo_root: &Path) -> Result<PathBuf, NoNvcc> {
     }
     if let Some(p) = env_nonempty("NVCC") {
         let p = PathBuf::from(p);
-        return if p.is_file() { Ok(p) } else { Err(NoNvcc::BadEnv(p)) };
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(NoNvcc::BadEnv(p))
+        };
     }
     let mut candidates = Vec::new();
     for k in ["CUDA_HOME", "CUDA_PATH"] {
@@ -72,7 +87,10 @@ pub fn find_nvcc(repo_root: &Path) -> Result<PathBuf, NoNvcc> {
     }
     candidates.push(PathBuf::from("/usr/local/cuda/bin/nvcc"));
     candidates.push(repo_root.join(PIP_NVCC));
-    candidates.into_iter().find(|p| p.is_file()).ok_or(NoNvcc::NotFound)
+    candidates
+        .into_iter()
+        .find(|p| p.is_file())
+        .ok_or(NoNvcc::NotFound)
 }
 
 /// SASS archs from `CUZK_CUDA_ARCHS` (comma/space separated, e.g. `sm_90`), else the full list.
@@ -80,9 +98,15 @@ pub fn archs() -> Result<Vec<String>, String> {
     match env_nonempty("CUZK_CUDA_ARCHS") {
         None => Ok(DEFAULT_ARCHS.iter().map(|s| s.to_string()).collect()),
         Some(v) => {
-            let list: Vec<String> = v.split([',', ' ']).filter(|s| !s.is_empty()).map(str::to_string).collect();
+            let list: Vec<String> = v
+                .split([',', ' '])
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect();
             for a in &list {
-                let ok = a.strip_prefix("sm_").is_some_and(|n| n.len() >= 2 && n.chars().all(|c| c.is_ascii_alphanumeric()));
+                let ok = a
+                    .strip_prefix("sm_")
+                    .is_some_and(|n| n.len() >= 2 && n.chars().all(|c| c.is_ascii_alphanumeric()));
                 if !ok {
                     return Err(format!("CUZK_CUDA_ARCHS: {a:?} is not like sm_90"));
                 }
@@ -100,7 +124,12 @@ pub fn gencode_args(archs: &[String]) -> Vec<String> {
         v.push("-gencode".to_string());
         v.push(format!("arch=compute_{n},code=sm_{n}"));
     }
-    if let Some(newest) = archs.iter().max_by_key(|a| a[3..].trim_end_matches(|c: char| c.is_alphabetic()).parse::<u32>().unwrap_or(0)) {
+    if let Some(newest) = archs.iter().max_by_key(|a| {
+        a[3..]
+            .trim_end_matches(|c: char| c.is_alphabetic())
+            .parse::<u32>()
+            .unwrap_or(0)
+    }) {
         let n = &newest[3..];
         v.push("-gencode".to_string());
         v.push(format!("arch=compute_{n},code=compute_{n}"));
@@ -111,7 +140,11 @@ pub fn gencode_args(archs: &[String]) -> Vec<String> {
 /// Top-level `kernels/*.cu` files (the entry points; headers live in sub-folders), sorted.
 pub fn entry_files(kernels_dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(kernels_dir)
-        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "cu")).collect())
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "cu"))
+                .collect()
+        })
         .unwrap_or_default();
     v.sort();
     v
@@ -120,8 +153,13 @@ pub fn entry_files(kernels_dir: &Path) -> Vec<PathBuf> {
 /// Include dirs besides the kernels dir: CCCL headers of the PyPI toolkit live in
 /// `<toolkit>/include/cccl`, which nvcc does not search by itself.
 pub fn extra_includes(nvcc: &Path) -> Vec<PathBuf> {
-    let Some(root) = nvcc.parent().and_then(Path::parent) else { return Vec::new() };
-    [root.join("include/cccl")].into_iter().filter(|p| p.is_dir()).collect()
+    let Some(root) = nvcc.parent().and_then(Path::parent) else {
+        return Vec::new();
+    };
+    [root.join("include/cccl")]
+        .into_iter()
+        .filter(|p| p.is_dir())
+        .collect()
 }
 
 fn base_args(nvcc: &Path, kernels_dir: &Path) -> Vec<String> {
@@ -141,17 +179,31 @@ pub fn compress_mode() -> String {
 }
 
 /// Compiles one entry file to a fatbin at `out`; returns ptxas' `-v` report (stderr).
-pub fn compile(nvcc: &Path, src: &Path, kernels_dir: &Path, archs: &[String], out: &Path) -> Result<String, String> {
+pub fn compile(
+    nvcc: &Path,
+    src: &Path,
+    kernels_dir: &Path,
+    archs: &[String],
+    out: &Path,
+) -> Result<String, String> {
     let mut cmd = Command::new(nvcc);
-    cmd.arg("-fatbin").args(["-O3", "-Xptxas", "-v", "--threads", "0"]);
+    cmd.arg("-fatbin")
+        .args(["-O3", "-Xptxas", "-v", "--threads", "0"]);
     cmd.arg(format!("--compress-mode={}", compress_mode()));
-    cmd.args(base_args(nvcc, kernels_dir)).args(gencode_args(archs));
+    cmd.args(base_args(nvcc, kernels_dir))
+        .args(gencode_args(archs));
     cmd.arg("-o").arg(out).arg(src);
-    let output = cmd.output().map_err(|e| format!("cannot run {}: {e}", nvcc.display()))?;
+    let output = cmd
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", nvcc.display()))?;
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     if !output.status.success() {
         let stdout = String::from_utf8_lossy(&output.stdout);
-        return Err(format!("nvcc failed on {} ({}):\n{stdout}{stderr}", src.display(), output.status));
+        return Err(format!(
+            "nvcc failed on {} ({}):\n{stdout}{stderr}",
+            src.display(),
+            output.status
+        ));
     }
     Ok(stderr)
 }
@@ -165,7 +217,11 @@ pub fn dependencies(nvcc: &Path, src: &Path, kernels_dir: &Path) -> Result<Vec<P
         .output()
         .map_err(|e| format!("cannot run {}: {e}", nvcc.display()))?;
     if !out.status.success() {
-        return Err(format!("nvcc -M failed on {}:\n{}", src.display(), String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "nvcc -M failed on {}:\n{}",
+            src.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     Ok(String::from_utf8_lossy(&out.stdout)
         .split_whitespace()
@@ -176,19 +232,36 @@ pub fn dependencies(nvcc: &Path, src: &Path, kernels_dir: &Path) -> Result<Vec<P
 
 /// The cache key of a compilation: nvcc, archs, flags, and the contents of every included file
 /// inside `kernels_dir` (other includes, i.e. toolkit and system headers, by path only).
-pub fn cache_key(nvcc: &Path, src: &Path, kernels_dir: &Path, archs: &[String]) -> Result<String, String> {
+pub fn cache_key(
+    nvcc: &Path,
+    src: &Path,
+    kernels_dir: &Path,
+    archs: &[String],
+) -> Result<String, String> {
     use std::hash::{Hash, Hasher};
     // DefaultHasher::new() has fixed keys, so keys are stable across runs of one toolchain.
     let mut h = std::hash::DefaultHasher::new();
-    (nvcc.canonicalize().unwrap_or_else(|_| nvcc.to_path_buf()), archs, base_args(nvcc, kernels_dir), gencode_args(archs), compress_mode(), "-O3 -Xptxas -v v1").hash(&mut h);
-    let kdir = kernels_dir.canonicalize().map_err(|e| format!("{}: {e}", kernels_dir.display()))?;
+    (
+        nvcc.canonicalize().unwrap_or_else(|_| nvcc.to_path_buf()),
+        archs,
+        base_args(nvcc, kernels_dir),
+        gencode_args(archs),
+        compress_mode(),
+        "-O3 -Xptxas -v v1",
+    )
+        .hash(&mut h);
+    let kdir = kernels_dir
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", kernels_dir.display()))?;
     let mut deps = dependencies(nvcc, src, kernels_dir)?;
     deps.push(src.to_path_buf());
     for d in deps {
         let c = d.canonicalize().unwrap_or(d);
         c.hash(&mut h);
         if c.starts_with(&kdir) {
-            std::fs::read(&c).map_err(|e| format!("{}: {e}", c.display()))?.hash(&mut h);
+            std::fs::read(&c)
+                .map_err(|e| format!("{}: {e}", c.display()))?
+                .hash(&mut h);
         }
     }
     Ok(format!("{:016x}", h.finish()))
@@ -206,10 +279,17 @@ pub fn compile_cached(
     out: &Path,
 ) -> Result<(String, bool), String> {
     let key = cache_key(nvcc, src, kernels_dir, archs)?;
-    let stem = src.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+    let stem = src
+        .file_stem()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
     let cached_bin = cache_dir.join(format!("{stem}-{key}.fatbin"));
     let cached_log = cache_dir.join(format!("{stem}-{key}.log"));
-    if let (Ok(bin), Ok(log)) = (std::fs::read(&cached_bin), std::fs::read_to_string(&cached_log)) {
+    if let (Ok(bin), Ok(log)) = (
+        std::fs::read(&cached_bin),
+        std::fs::read_to_string(&cached_log),
+    ) {
         std::fs::write(out, bin).map_err(|e| format!("{}: {e}", out.display()))?;
         return Ok((log, true));
     }
@@ -241,7 +321,11 @@ pub struct KernelReport {
 
 fn number_before(line: &str, suffix: &str) -> Option<u64> {
     let i = line.find(suffix)?;
-    line[..i].split(|c: char| !c.is_ascii_digit()).rfind(|s| !s.is_empty())?.parse().ok()
+    line[..i]
+        .split(|c: char| !c.is_ascii_digit())
+        .rfind(|s| !s.is_empty())?
+        .parse()
+        .ok()
 }
 
 /// Parses ptxas `-v` output: for each "Compiling entry function 'NAME' for 'sm_XX'" the
@@ -256,7 +340,11 @@ pub fn parse_ptxas(log: &str) -> Vec<KernelReport> {
             let mut parts = rest.split('\'');
             let name = parts.next().unwrap_or_default().to_string();
             let arch = parts.nth(1).unwrap_or_default().to_string();
-            cur = Some(KernelReport { name, arch, ..Default::default() });
+            cur = Some(KernelReport {
+                name,
+                arch,
+                ..Default::default()
+            });
         } else if line.contains("Compiling function '") {
             // A non-inlined device function: its numbers are not the kernel's.
             out.extend(cur.take());
@@ -288,12 +376,22 @@ pub fn allowed_spills(srcs: &[String]) -> Vec<String> {
 pub fn format_table(file: &str, reports: &[KernelReport]) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "{file}:");
-    let _ = writeln!(s, "  {:<40} {:<7} {:>5} {:>9} {:>7} {:>8} {:>8}", "kernel", "arch", "regs", "smem(B)", "stack", "spill-st", "spill-ld");
+    let _ = writeln!(
+        s,
+        "  {:<40} {:<7} {:>5} {:>9} {:>7} {:>8} {:>8}",
+        "kernel", "arch", "regs", "smem(B)", "stack", "spill-st", "spill-ld"
+    );
     for r in reports {
         let _ = writeln!(
             s,
             "  {:<40} {:<7} {:>5} {:>9} {:>7} {:>8} {:>8}",
-            r.name, r.arch, r.registers, r.shared_bytes, r.stack_bytes, r.spill_stores, r.spill_loads
+            r.name,
+            r.arch,
+            r.registers,
+            r.shared_bytes,
+            r.stack_bytes,
+            r.spill_stores,
+            r.spill_loads
         );
     }
     s
@@ -301,7 +399,16 @@ pub fn format_table(file: &str, reports: &[KernelReport]) -> String {
 
 /// Rust identifier for the fatbin constant of an entry file stem: `msm_g1` -> `MSM_G1`.
 pub fn const_name(stem: &str) -> String {
-    let mut s: String = stem.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
+    let mut s: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
     if s.starts_with(|c: char| c.is_ascii_digit()) {
         s.insert(0, '_');
     }
@@ -330,7 +437,15 @@ ptxas info    : Used 255 registers, used 1 barriers, 4096 bytes smem, 368 bytes 
     fn parses_ptxas() {
         let r = parse_ptxas(LOG);
         assert_eq!(r.len(), 2, "{r:?}");
-        assert_eq!(r[0], KernelReport { name: "cuzk_smoke_fill".into(), arch: "sm_80".into(), registers: 10, ..Default::default() });
+        assert_eq!(
+            r[0],
+            KernelReport {
+                name: "cuzk_smoke_fill".into(),
+                arch: "sm_80".into(),
+                registers: 10,
+                ..Default::default()
+            }
+        );
         assert_eq!(
             r[1],
             KernelReport {
@@ -350,9 +465,19 @@ ptxas info    : Used 255 registers, used 1 barriers, 4096 bytes smem, 368 bytes 
         let a: Vec<String> = ["sm_80", "sm_90"].iter().map(|s| s.to_string()).collect();
         assert_eq!(
             gencode_args(&a),
-            ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90", "-gencode", "arch=compute_90,code=compute_90"]
+            [
+                "-gencode",
+                "arch=compute_80,code=sm_80",
+                "-gencode",
+                "arch=compute_90,code=sm_90",
+                "-gencode",
+                "arch=compute_90,code=compute_90"
+            ]
         );
         assert_eq!(const_name("msm-g1"), "MSM_G1");
-        assert_eq!(allowed_spills(&["x // cuzk: allow-spills big_kernel\n".into()]), ["big_kernel"]);
+        assert_eq!(
+            allowed_spills(&["x // cuzk: allow-spills big_kernel\n".into()]),
+            ["big_kernel"]
+        );
     }
 }

@@ -207,20 +207,29 @@ impl PointOp {
 }
 
 fn invalid(kernel: &str, reason: String) -> GpuError {
-    GpuError::InvalidLaunch { kernel: format!("{MODULE}::{kernel}"), reason }
+    GpuError::InvalidLaunch {
+        kernel: format!("{MODULE}::{kernel}"),
+        reason,
+    }
 }
 
 fn check_elem<T>(kernel: &str, what: &str, bytes: usize) -> Result<()> {
     let got = std::mem::size_of::<T>();
     if got != bytes {
-        return Err(invalid(kernel, format!("{what}: element type is {got} bytes, the kernel needs {bytes}")));
+        return Err(invalid(
+            kernel,
+            format!("{what}: element type is {got} bytes, the kernel needs {bytes}"),
+        ));
     }
     Ok(())
 }
 
 fn check_len(kernel: &str, what: &str, len: usize, n: usize) -> Result<()> {
     if len != n {
-        return Err(invalid(kernel, format!("{what} has {len} elements, expected {n}")));
+        return Err(invalid(
+            kernel,
+            format!("{what} has {len} elements, expected {n}"),
+        ));
     }
     Ok(())
 }
@@ -266,7 +275,10 @@ pub fn field_unary<T: Pod>(
 ) -> Result<()> {
     let kernel = format!("{}_{}", field.name(), op.suffix());
     if !op.supported(field) {
-        return Err(invalid(&kernel, format!("{op:?} is not implemented for {field:?}")));
+        return Err(invalid(
+            &kernel,
+            format!("{op:?} is not implemented for {field:?}"),
+        ));
     }
     check_elem::<T>(&kernel, "element", field.bytes())?;
     let n = out.len();
@@ -338,7 +350,11 @@ pub fn point_op<J: Pod, A: Pod>(
 /// the device so the host never disagrees with the build.
 pub fn bench_chains(gpu: &Gpu, stream: &Stream) -> Result<[u32; 3]> {
     let out = gpu.alloc::<u32>(3)?;
-    let cfg = LaunchConfig { grid: (1, 1, 1), block: (1, 1, 1), shared_bytes: 0 };
+    let cfg = LaunchConfig {
+        grid: (1, 1, 1),
+        block: (1, 1, 1),
+        shared_bytes: 0,
+    };
     // SAFETY: the kernel writes out[0..3] with a single thread; out has 3 elements.
     unsafe { gpu.launch(stream, MODULE, "bench_chains", cfg, &[&out])? };
     stream.synchronize()?;

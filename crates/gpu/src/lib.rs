@@ -12,15 +12,18 @@ pub mod ff;
 mod module;
 pub mod msm;
 pub mod ntt;
-pub mod setup;
 mod report;
+pub mod setup;
 pub mod shared;
 pub mod smoke;
 
 pub use cuzk_vram::{
-    Budget, BudgetConfig, DeviceBuffer, MemInfo, PinnedBuffer, RegisteredHost, Reservation, Vram, VramError,
+    Budget, BudgetConfig, DeviceBuffer, MemInfo, PinnedBuffer, RegisteredHost, Reservation, Vram,
+    VramError,
 };
 pub use device::{DeviceInfo, Event, Gpu, Stream, device_count, driver_present};
 pub use error::{GpuError, Result};
-pub use module::{KernelArg, LaunchConfig, fatbin, kernel_archs, kernels_built, module_names, ptxas_report};
+pub use module::{
+    KernelArg, LaunchConfig, fatbin, kernel_archs, kernels_built, module_names, ptxas_report,
+};
 pub use report::devices_report;

@@ -35,7 +35,11 @@ pub const fn kernels_built() -> bool {
 }
 
 pub(crate) fn require_kernels() -> Result<()> {
-    if kernels_built() { Ok(()) } else { Err(GpuError::KernelsNotBuilt) }
+    if kernels_built() {
+        Ok(())
+    } else {
+        Err(GpuError::KernelsNotBuilt)
+    }
 }
 
 /// The embedded fatbin of `kernels/<module>.cu`.
@@ -117,8 +121,12 @@ fn load_module(ctx: &Arc<CudaContext>, image: &[u8]) -> Result<Module> {
     bytemuck::cast_slice_mut::<u64, u8>(&mut aligned)[..image.len()].copy_from_slice(image);
     ctx.bind_to_thread().map_err(cuda("cuCtxSetCurrent"))?;
     // SAFETY: `aligned` holds a complete fatbin produced by nvcc; the driver copies what it keeps.
-    let raw = unsafe { result::module::load_data(aligned.as_ptr().cast()) }.map_err(cuda("cuModuleLoadData"))?;
-    Ok(Module { raw, ctx: ctx.clone() })
+    let raw = unsafe { result::module::load_data(aligned.as_ptr().cast()) }
+        .map_err(cuda("cuModuleLoadData"))?;
+    Ok(Module {
+        raw,
+        ctx: ctx.clone(),
+    })
 }
 
 fn param_sizes(f: sys::CUfunction) -> Option<Vec<usize>> {
@@ -157,12 +165,22 @@ impl Gpu {
                 }
             }
         };
-        let name = CString::new(func)
-            .map_err(|_| GpuError::InvalidLaunch { kernel: func.to_string(), reason: "name contains NUL".into() })?;
-        self.inner.ctx.bind_to_thread().map_err(cuda("cuCtxSetCurrent"))?;
+        let name = CString::new(func).map_err(|_| GpuError::InvalidLaunch {
+            kernel: func.to_string(),
+            reason: "name contains NUL".into(),
+        })?;
+        self.inner
+            .ctx
+            .bind_to_thread()
+            .map_err(cuda("cuCtxSetCurrent"))?;
         // SAFETY: m.raw is a live module.
-        let raw = unsafe { result::module::get_function(m.raw, name) }.map_err(cuda("cuModuleGetFunction"))?;
-        let f = Function { raw, param_sizes: param_sizes(raw), _module: m };
+        let raw = unsafe { result::module::get_function(m.raw, name) }
+            .map_err(cuda("cuModuleGetFunction"))?;
+        let f = Function {
+            raw,
+            param_sizes: param_sizes(raw),
+            _module: m,
+        };
         cache.functions.lock().insert(key, f.clone());
         Ok(f)
     }
@@ -174,7 +192,10 @@ impl Gpu {
             let image = fatbin(name)?;
             let mut mods = self.inner.modules.modules.lock();
             if !mods.contains_key(name) {
-                mods.insert(name.to_string(), Arc::new(load_module(&self.inner.ctx, image)?));
+                mods.insert(
+                    name.to_string(),
+                    Arc::new(load_module(&self.inner.ctx, image)?),
+                );
             }
         }
         Ok(())
@@ -197,29 +218,50 @@ impl Gpu {
         cfg: LaunchConfig,
         args: &[&dyn KernelArg],
     ) -> Result<()> {
-        let invalid = |reason: String| GpuError::InvalidLaunch { kernel: format!("{module}::{func}"), reason };
+        let invalid = |reason: String| GpuError::InvalidLaunch {
+            kernel: format!("{module}::{func}"),
+            reason,
+        };
         if !Arc::ptr_eq(stream.cuda().context(), &self.inner.ctx) {
-            return Err(invalid(format!("stream {:?} belongs to another device", stream.name())));
+            return Err(invalid(format!(
+                "stream {:?} belongs to another device",
+                stream.name()
+            )));
         }
         cfg.validate().map_err(invalid)?;
         let f = self.function(module, func)?;
         if let Some(sizes) = &f.param_sizes {
             let got: Vec<usize> = args.iter().map(|a| a.size()).collect();
             if &got != sizes {
-                return Err(invalid(format!("kernel takes parameters of sizes {sizes:?}, got {got:?}")));
+                return Err(invalid(format!(
+                    "kernel takes parameters of sizes {sizes:?}, got {got:?}"
+                )));
             }
         }
         let mut params: Vec<*mut c_void> = args.iter().map(|a| a.param_ptr()).collect();
-        self.inner.ctx.bind_to_thread().map_err(cuda("cuCtxSetCurrent"))?;
+        self.inner
+            .ctx
+            .bind_to_thread()
+            .map_err(cuda("cuCtxSetCurrent"))?;
         // SAFETY: f is live; params point at values that live until this call returns (the
         // driver copies them); memory safety of the kernel itself is the caller's contract.
         unsafe {
-            result::launch_kernel(f.raw, cfg.grid, cfg.block, cfg.shared_bytes, stream.cuda().cu_stream(), &mut params)
+            result::launch_kernel(
+                f.raw,
+                cfg.grid,
+                cfg.block,
+                cfg.shared_bytes,
+                stream.cuda().cu_stream(),
+                &mut params,
+            )
         }
         .map_err(cuda("cuLaunchKernel"))?;
         if std::env::var_os("CUZK_SYNC_LAUNCHES").is_some_and(|v| v != "0") {
             stream.synchronize().map_err(|e| match e {
-                GpuError::Cuda { name, .. } => GpuError::Cuda { op: "kernel execution (CUZK_SYNC_LAUNCHES)", name: format!("{name} in {module}::{func}") },
+                GpuError::Cuda { name, .. } => GpuError::Cuda {
+                    op: "kernel execution (CUZK_SYNC_LAUNCHES)",
+                    name: format!("{name} in {module}::{func}"),
+                },
                 e => e,
             })?;
         }
@@ -241,9 +283,15 @@ impl LaunchConfig {
     pub fn for_elements(n: usize, block: u32) -> Result<Self> {
         let block = block.max(1);
         let blocks = n.div_ceil(block as usize).max(1);
-        let grid = u32::try_from(blocks)
-            .map_err(|_| GpuError::InvalidLaunch { kernel: String::new(), reason: format!("{n} elements need too many blocks") })?;
-        Ok(Self { grid: (grid, 1, 1), block: (block, 1, 1), shared_bytes: 0 })
+        let grid = u32::try_from(blocks).map_err(|_| GpuError::InvalidLaunch {
+            kernel: String::new(),
+            reason: format!("{n} elements need too many blocks"),
+        })?;
+        Ok(Self {
+            grid: (grid, 1, 1),
+            block: (block, 1, 1),
+            shared_bytes: 0,
+        })
     }
 
     pub fn with_shared(mut self, bytes: u32) -> Self {

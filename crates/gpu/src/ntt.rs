@@ -56,12 +56,21 @@ pub mod flags {
 pub const TILE_LG: u32 = 10;
 
 fn invalid(kernel: &str, reason: String) -> GpuError {
-    GpuError::InvalidLaunch { kernel: kernel.to_string(), reason }
+    GpuError::InvalidLaunch {
+        kernel: kernel.to_string(),
+        reason,
+    }
 }
 
 fn check_elem<T: Pod>(kernel: &str) -> Result<()> {
     if std::mem::size_of::<T>() != 32 {
-        return Err(invalid(kernel, format!("element type has {} bytes, Fr has 32", std::mem::size_of::<T>())));
+        return Err(invalid(
+            kernel,
+            format!(
+                "element type has {} bytes, Fr has 32",
+                std::mem::size_of::<T>()
+            ),
+        ));
     }
     Ok(())
 }
@@ -69,19 +78,35 @@ fn check_elem<T: Pod>(kernel: &str) -> Result<()> {
 /// `data.len() == batch << lg_n` with `1 <= batch <= 65535`; returns the batch.
 fn check_batch<T: Pod>(kernel: &str, data: &DeviceBuffer<T>, lg_n: u32) -> Result<u32> {
     if lg_n > layout::MAX_LG {
-        return Err(invalid(kernel, format!("2^{lg_n} exceeds the largest size 2^{}", layout::MAX_LG)));
+        return Err(invalid(
+            kernel,
+            format!("2^{lg_n} exceeds the largest size 2^{}", layout::MAX_LG),
+        ));
     }
     let n = 1usize << lg_n;
     let batch = data.len() / n;
     if batch == 0 || !data.len().is_multiple_of(n) || batch > 65535 {
-        return Err(invalid(kernel, format!("buffer of {} elements is not 1..=65535 polynomials of 2^{lg_n}", data.len())));
+        return Err(invalid(
+            kernel,
+            format!(
+                "buffer of {} elements is not 1..=65535 polynomials of 2^{lg_n}",
+                data.len()
+            ),
+        ));
     }
     Ok(batch as u32)
 }
 
 fn check_tables<T: Pod>(kernel: &str, tables: &DeviceBuffer<T>) -> Result<()> {
     if tables.len() != layout::T_LEN {
-        return Err(invalid(kernel, format!("table buffer has {} elements, expected {}", tables.len(), layout::T_LEN)));
+        return Err(invalid(
+            kernel,
+            format!(
+                "table buffer has {} elements, expected {}",
+                tables.len(),
+                layout::T_LEN
+            ),
+        ));
     }
     Ok(())
 }
@@ -105,7 +130,12 @@ pub fn pass<T: Pod>(
     check_tables(K, tables)?;
     let batch = check_batch(K, data, lg_n)?;
     if k == 0 || k + lg_c > TILE_LG || s0 + k + lg_c > lg_n || pass_flags & !flags::ALL != 0 {
-        return Err(invalid(K, format!("bad pass geometry lg_n={lg_n} s0={s0} k={k} lg_c={lg_c} flags={pass_flags:#x}")));
+        return Err(invalid(
+            K,
+            format!(
+                "bad pass geometry lg_n={lg_n} s0={s0} k={k} lg_c={lg_c} flags={pass_flags:#x}"
+            ),
+        ));
     }
     let tile_lg = k + lg_c;
     let cfg = LaunchConfig {
@@ -117,16 +147,33 @@ pub fn pass<T: Pod>(
     // polynomial blockIdx.y < batch of `data` (batch << lg_n == data.len()) and reads `tables`
     // below T_LEN (exponents < 2^28 split 14/14, lg_n <= 28, internal index < 512); `data` is
     // borrowed mutably for the launch and stream order protects it afterwards.
-    unsafe { gpu.launch(stream, MODULE, K, cfg, &[&*data, tables, &lg_n, &s0, &k, &lg_c, &pass_flags]) }
+    unsafe {
+        gpu.launch(
+            stream,
+            MODULE,
+            K,
+            cfg,
+            &[&*data, tables, &lg_n, &s0, &k, &lg_c, &pass_flags],
+        )
+    }
 }
 
 /// Bit-reversal permutation of every polynomial of `data`, in place. Asynchronous.
-pub fn bit_reverse<T: Pod>(gpu: &Gpu, stream: &Stream, data: &mut DeviceBuffer<T>, lg_n: u32) -> Result<()> {
+pub fn bit_reverse<T: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    data: &mut DeviceBuffer<T>,
+    lg_n: u32,
+) -> Result<()> {
     const K: &str = "cuzk_ntt_bit_reverse";
     check_elem::<T>(K)?;
     let batch = check_batch(K, data, lg_n)?;
     let blocks = ((1usize << lg_n).div_ceil(256)).min(1 << 16) as u32;
-    let cfg = LaunchConfig { grid: (blocks, batch, 1), block: (256, 1, 1), shared_bytes: 0 };
+    let cfg = LaunchConfig {
+        grid: (blocks, batch, 1),
+        block: (256, 1, 1),
+        shared_bytes: 0,
+    };
     // SAFETY: indices i and bitrev(i) are below 2^lg_n inside polynomial blockIdx.y < batch.
     unsafe { gpu.launch(stream, MODULE, K, cfg, &[&*data, &lg_n]) }
 }
@@ -146,10 +193,22 @@ pub fn quotient<T: Pod>(
     check_elem::<T>(K)?;
     check_tables(K, tables)?;
     if lg_n > layout::MAX_LG || [a.len(), b.len(), c.len()].iter().any(|&l| l != 1 << lg_n) {
-        return Err(invalid(K, format!("buffers of {}, {}, {} elements for size 2^{lg_n}", a.len(), b.len(), c.len())));
+        return Err(invalid(
+            K,
+            format!(
+                "buffers of {}, {}, {} elements for size 2^{lg_n}",
+                a.len(),
+                b.len(),
+                c.len()
+            ),
+        ));
     }
     let blocks = ((1usize << lg_n).div_ceil(256)).min(1 << 16) as u32;
-    let cfg = LaunchConfig { grid: (blocks, 1, 1), block: (256, 1, 1), shared_bytes: 0 };
+    let cfg = LaunchConfig {
+        grid: (blocks, 1, 1),
+        block: (256, 1, 1),
+        shared_bytes: 0,
+    };
     // SAFETY: the kernel touches indices below 2^lg_n == len of a, b, c, and tables[T_ZINV + lg_n].
     unsafe { gpu.launch(stream, MODULE, K, cfg, &[&*a, b, c, tables, &lg_n]) }
 }

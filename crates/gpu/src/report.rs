@@ -24,12 +24,19 @@ pub fn devices_report() -> String {
         }
     };
     if kernels_built() {
-        let _ = writeln!(s, "kernels: built for {} (+PTX for the newest)", kernel_archs());
+        let _ = writeln!(
+            s,
+            "kernels: built for {} (+PTX for the newest)",
+            kernel_archs()
+        );
     } else {
         let _ = writeln!(s, "kernels: {}", crate::GpuError::KernelsNotBuilt);
     }
     if !driver_present() {
-        let _ = writeln!(s, "No CUDA driver (libcuda) found: no GPU available on this machine.");
+        let _ = writeln!(
+            s,
+            "No CUDA driver (libcuda) found: no GPU available on this machine."
+        );
         return s;
     }
     let n = match device_count() {
@@ -48,11 +55,20 @@ pub fn devices_report() -> String {
         match Gpu::open(i, &cfg) {
             Ok(g) => {
                 let d = g.info();
-                let free_now = g.mem_info().map(|m| gib(m.free)).unwrap_or_else(|e| format!("? ({e})"));
+                let free_now = g
+                    .mem_info()
+                    .map(|m| gib(m.free))
+                    .unwrap_or_else(|e| format!("? ({e})"));
                 let _ = writeln!(
                     s,
                     "GPU {}: {}, compute capability {}.{}, {} SMs, memory {} total, {} free",
-                    i, d.name, d.compute_capability.0, d.compute_capability.1, d.sm_count, gib(d.total_mem), free_now
+                    i,
+                    d.name,
+                    d.compute_capability.0,
+                    d.compute_capability.1,
+                    d.sm_count,
+                    gib(d.total_mem),
+                    free_now
                 );
                 let _ = writeln!(
                     s,

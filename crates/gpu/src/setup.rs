@@ -48,7 +48,10 @@ fn names(group: Group) -> (&'static str, &'static str, u32) {
 }
 
 fn invalid(kernel: &str, reason: String) -> GpuError {
-    GpuError::InvalidLaunch { kernel: format!("{MODULE}::{kernel}"), reason }
+    GpuError::InvalidLaunch {
+        kernel: format!("{MODULE}::{kernel}"),
+        reason,
+    }
 }
 
 /// `xyzz[i] = scalars[i] · G` for every i, from the affine window table of G (on `stream`,
@@ -65,22 +68,50 @@ pub fn fixed_base_mul<S: Pod, A: Pod>(
 ) -> Result<()> {
     let (kernel, _, block) = names(group);
     if size_of::<S>() != 32 {
-        return Err(invalid(kernel, format!("scalar type has {} bytes, Fr has 32", size_of::<S>())));
+        return Err(invalid(
+            kernel,
+            format!("scalar type has {} bytes, Fr has 32", size_of::<S>()),
+        ));
     }
     if size_of::<A>() != group.affine_bytes() {
-        return Err(invalid(kernel, format!("point type has {} bytes, affine {group:?} has {}", size_of::<A>(), group.affine_bytes())));
+        return Err(invalid(
+            kernel,
+            format!(
+                "point type has {} bytes, affine {group:?} has {}",
+                size_of::<A>(),
+                group.affine_bytes()
+            ),
+        ));
     }
     if !(1..=MAX_WINDOW).contains(&window) {
-        return Err(invalid(kernel, format!("window {window} outside 1..={MAX_WINDOW}")));
+        return Err(invalid(
+            kernel,
+            format!("window {window} outside 1..={MAX_WINDOW}"),
+        ));
     }
     if table.len() < table_len(window) {
-        return Err(invalid(kernel, format!("table of {} points, window {window} needs {}", table.len(), table_len(window))));
+        return Err(invalid(
+            kernel,
+            format!(
+                "table of {} points, window {window} needs {}",
+                table.len(),
+                table_len(window)
+            ),
+        ));
     }
     let n = scalars.len();
     if xyzz.len() != n * xyzz_words(group) {
-        return Err(invalid(kernel, format!("{} XYZZ words for {n} scalars, need {}", xyzz.len(), n * xyzz_words(group))));
+        return Err(invalid(
+            kernel,
+            format!(
+                "{} XYZZ words for {n} scalars, need {}",
+                xyzz.len(),
+                n * xyzz_words(group)
+            ),
+        ));
     }
-    let n32 = u32::try_from(n).map_err(|_| invalid(kernel, format!("{n} scalars: more than 2^32")))?;
+    let n32 =
+        u32::try_from(n).map_err(|_| invalid(kernel, format!("{n} scalars: more than 2^32")))?;
     if n == 0 {
         return Ok(());
     }
@@ -90,7 +121,15 @@ pub fn fixed_base_mul<S: Pod, A: Pod>(
     // table indices are k·(2^w − 1) + d − 1 with k < windows(w), 1 ≤ d < 2^w, below
     // table_len(w) ≤ table.len(). `xyzz` is borrowed mutably for the call; callers order later
     // reads after the stream (DeviceBuffer copies on the same stream do).
-    unsafe { gpu.launch(stream, MODULE, kernel, cfg, &[&*xyzz, scalars, table, &n32, &window, &w]) }
+    unsafe {
+        gpu.launch(
+            stream,
+            MODULE,
+            kernel,
+            cfg,
+            &[&*xyzz, scalars, table, &n32, &window, &w],
+        )
+    }
 }
 
 /// `out[i]` = the affine form of XYZZ point i (identity → (0, 0)), on `stream`.
@@ -103,13 +142,28 @@ pub fn batch_to_affine<A: Pod>(
 ) -> Result<()> {
     let (_, kernel, block) = names(group);
     if size_of::<A>() != group.affine_bytes() {
-        return Err(invalid(kernel, format!("point type has {} bytes, affine {group:?} has {}", size_of::<A>(), group.affine_bytes())));
+        return Err(invalid(
+            kernel,
+            format!(
+                "point type has {} bytes, affine {group:?} has {}",
+                size_of::<A>(),
+                group.affine_bytes()
+            ),
+        ));
     }
     let n = out.len();
     if xyzz.len() != n * xyzz_words(group) {
-        return Err(invalid(kernel, format!("{} XYZZ words for {n} points, need {}", xyzz.len(), n * xyzz_words(group))));
+        return Err(invalid(
+            kernel,
+            format!(
+                "{} XYZZ words for {n} points, need {}",
+                xyzz.len(),
+                n * xyzz_words(group)
+            ),
+        ));
     }
-    let n32 = u32::try_from(n).map_err(|_| invalid(kernel, format!("{n} points: more than 2^32")))?;
+    let n32 =
+        u32::try_from(n).map_err(|_| invalid(kernel, format!("{n} points: more than 2^32")))?;
     if n == 0 {
         return Ok(());
     }
@@ -118,7 +172,15 @@ pub fn batch_to_affine<A: Pod>(
     // SAFETY: thread t handles points t + j·T (T = launched threads ≥ threads, j < 32) below n
     // only: it reads xyzz point i and writes out[i] (both n long, checked). `out` is borrowed
     // mutably for the call.
-    unsafe { gpu.launch(stream, MODULE, kernel, cfg, &[&*out, xyzz, &n32, &AFFINE_PER_THREAD]) }
+    unsafe {
+        gpu.launch(
+            stream,
+            MODULE,
+            kernel,
+            cfg,
+            &[&*out, xyzz, &n32, &AFFINE_PER_THREAD],
+        )
+    }
 }
 
 #[cfg(test)]
@@ -171,8 +233,16 @@ mod tests {
             .status()
             .unwrap();
         assert!(cc.success(), "g++ failed");
-        let out = std::process::Command::new(&exe).arg(&dir).arg(w.to_string()).output().unwrap();
+        let out = std::process::Command::new(&exe)
+            .arg(&dir)
+            .arg(w.to_string())
+            .output()
+            .unwrap();
         let _ = std::fs::remove_dir_all(&dir);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
     }
 }

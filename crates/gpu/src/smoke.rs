@@ -16,8 +16,10 @@ pub fn pattern(i: u32, seed: u32) -> u32 {
 
 /// Fills `out` with `pattern(i, seed)` on `stream` (asynchronous).
 pub fn fill(gpu: &Gpu, stream: &Stream, out: &mut DeviceBuffer<u32>, seed: u32) -> Result<()> {
-    let n = u32::try_from(out.len())
-        .map_err(|_| GpuError::InvalidLaunch { kernel: "cuzk_smoke_fill".into(), reason: "more than 2^32 elements".into() })?;
+    let n = u32::try_from(out.len()).map_err(|_| GpuError::InvalidLaunch {
+        kernel: "cuzk_smoke_fill".into(),
+        reason: "more than 2^32 elements".into(),
+    })?;
     if n == 0 {
         return Ok(());
     }
@@ -37,7 +39,8 @@ mod tests {
     #[test]
     #[ignore = "gpu"]
     fn gpu_launch_rejects_wrong_arguments() {
-        let gpu = Gpu::first().unwrap_or_else(|e| panic!("this GPU test needs a CUDA GPU and built kernels: {e}"));
+        let gpu = Gpu::first()
+            .unwrap_or_else(|e| panic!("this GPU test needs a CUDA GPU and built kernels: {e}"));
         let s = gpu.stream("launch-checks").unwrap();
         let mut out = gpu.alloc::<u32>(1024).unwrap();
         let p = cuzk_smoke_params { n: 1024, seed: 7 };
@@ -51,15 +54,28 @@ mod tests {
         assert!(r.contains("sizes"), "{r}");
         let r = invalid(unsafe { gpu.launch(&s, "smoke", "cuzk_smoke_fill", cfg, &[&out, &7u32]) });
         assert!(r.contains("sizes"), "{r}");
-        let bad = LaunchConfig { block: (2048, 1, 1), ..cfg };
-        assert!(invalid(unsafe { gpu.launch(&s, "smoke", "cuzk_smoke_fill", bad, &[&out, &p]) }).contains("1024"));
+        let bad = LaunchConfig {
+            block: (2048, 1, 1),
+            ..cfg
+        };
+        assert!(
+            invalid(unsafe { gpu.launch(&s, "smoke", "cuzk_smoke_fill", bad, &[&out, &p]) })
+                .contains("1024")
+        );
         let e = unsafe { gpu.launch(&s, "smoke", "no_such_kernel", cfg, &[&out, &p]) }.unwrap_err();
-        assert!(matches!(&e, GpuError::Cuda { op: "cuModuleGetFunction", name } if name == "CUDA_ERROR_NOT_FOUND"), "{e}");
+        assert!(
+            matches!(&e, GpuError::Cuda { op: "cuModuleGetFunction", name } if name == "CUDA_ERROR_NOT_FOUND"),
+            "{e}"
+        );
         let e = unsafe { gpu.launch(&s, "nope", "cuzk_smoke_fill", cfg, &[&out, &p]) }.unwrap_err();
         assert_eq!(e, GpuError::UnknownModule("nope".into()));
         fill(&gpu, &s, &mut out, 7).unwrap();
         let mut host = vec![0u32; 1024];
         out.copy_to_host_on(&mut host, s.cuda()).unwrap();
-        assert!(host.iter().enumerate().all(|(i, &v)| v == pattern(i as u32, 7)));
+        assert!(
+            host.iter()
+                .enumerate()
+                .all(|(i, &v)| v == pattern(i as u32, 7))
+        );
     }
 }

@@ -31,14 +31,29 @@ fn download<T: Pod>(stream: &Stream, d: &DeviceBuffer<T>) -> Vec<T> {
 }
 
 /// Byte-for-byte comparison; panics with the first few mismatches.
-fn assert_same<T: Pod + Debug>(what: &str, inputs: &dyn Fn(usize) -> String, got: &[T], want: &[T]) {
+fn assert_same<T: Pod + Debug>(
+    what: &str,
+    inputs: &dyn Fn(usize) -> String,
+    got: &[T],
+    want: &[T],
+) {
     assert_eq!(got.len(), want.len(), "{what}: length");
-    let bad: Vec<usize> =
-        (0..got.len()).filter(|&i| bytemuck::bytes_of(&got[i]) != bytemuck::bytes_of(&want[i])).collect();
+    let bad: Vec<usize> = (0..got.len())
+        .filter(|&i| bytemuck::bytes_of(&got[i]) != bytemuck::bytes_of(&want[i]))
+        .collect();
     if !bad.is_empty() {
-        let mut msg = format!("{what}: {} of {} results differ from blst", bad.len(), got.len());
+        let mut msg = format!(
+            "{what}: {} of {} results differ from blst",
+            bad.len(),
+            got.len()
+        );
         for &i in bad.iter().take(4) {
-            msg += &format!("\n  [{i}] inputs {}\n       gpu  {:?}\n       blst {:?}", inputs(i), got[i], want[i]);
+            msg += &format!(
+                "\n  [{i}] inputs {}\n       gpu  {:?}\n       blst {:?}",
+                inputs(i),
+                got[i],
+                want[i]
+            );
         }
         panic!("{msg}");
     }
@@ -47,7 +62,13 @@ fn assert_same<T: Pod + Debug>(what: &str, inputs: &dyn Fn(usize) -> String, got
 // ---- host field abstraction --------------------------------------------------------------------
 
 trait HostField:
-    Pod + Debug + PartialEq + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> + Neg<Output = Self>
+    Pod
+    + Debug
+    + PartialEq
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Neg<Output = Self>
 {
     const FIELD: Field;
     fn random(rng: &mut ChaCha20Rng) -> Self;
@@ -67,7 +88,13 @@ macro_rules! prime_field {
                 self.square()
             }
             fn edges() -> Vec<Self> {
-                let mut v = vec![<$t>::ZERO, <$t>::ONE, -<$t>::ONE, <$t>::ONE + <$t>::ONE, -(<$t>::ONE + <$t>::ONE)];
+                let mut v = vec![
+                    <$t>::ZERO,
+                    <$t>::ONE,
+                    -<$t>::ONE,
+                    <$t>::ONE + <$t>::ONE,
+                    -(<$t>::ONE + <$t>::ONE),
+                ];
                 // raw Montgomery limbs p - 1 and p - 2
                 let mut pm1 = <$t>::MODULUS;
                 pm1[0] -= 1;
@@ -76,7 +103,10 @@ macro_rules! prime_field {
                 v.push(<$t>::from_montgomery(pm1).expect("p-2 < p"));
                 // 2^k - 1: as raw limbs for k < bits, as values (mod p) for all k up to 64 * limbs
                 let two = <$t>::ONE + <$t>::ONE;
-                for k in [1u32, 2, 31, 32, 33, 63, 64, 65, 127, 128, 129, 191, 192, 193, 254, 255, 256, 380, 381, 383, 384] {
+                for k in [
+                    1u32, 2, 31, 32, 33, 63, 64, 65, 127, 128, 129, 191, 192, 193, 254, 255, 256,
+                    380, 381, 383, 384,
+                ] {
                     if k > 64 * $limbs {
                         continue;
                     }
@@ -85,7 +115,13 @@ macro_rules! prime_field {
                         let mut raw = [0u64; $limbs];
                         for (i, l) in raw.iter_mut().enumerate() {
                             let lo = 64 * i as u32;
-                            *l = if k >= lo + 64 { u64::MAX } else if k > lo { (1u64 << (k - lo)) - 1 } else { 0 };
+                            *l = if k >= lo + 64 {
+                                u64::MAX
+                            } else if k > lo {
+                                (1u64 << (k - lo)) - 1
+                            } else {
+                                0
+                            };
                         }
                         v.push(<$t>::from_montgomery(raw).expect("2^k - 1 < p"));
                     }
@@ -195,14 +231,25 @@ macro_rules! check_conversions {
         let (a, _) = operands::<$t>(&mut rng, $n);
         let da = upload(&gpu, &a);
         let mut dout = gpu.alloc::<$t>(a.len()).expect("device allocation");
-        ff::field_unary(&gpu, &stream, $field, UnaryOp::ToCanonical, &da, &mut dout).expect("launch");
+        ff::field_unary(&gpu, &stream, $field, UnaryOp::ToCanonical, &da, &mut dout)
+            .expect("launch");
         let got = download(&stream, &dout);
         let canon: Vec<$t> = a.iter().map(|x| bytemuck::cast(x.to_canonical())).collect();
-        assert_same(&format!("{:?} to_canonical", $field), &|i| format!("{:?}", a[i]), &got, &canon);
+        assert_same(
+            &format!("{:?} to_canonical", $field),
+            &|i| format!("{:?}", a[i]),
+            &got,
+            &canon,
+        );
         let dc = upload(&gpu, &canon);
         ff::field_unary(&gpu, &stream, $field, UnaryOp::ToMont, &dc, &mut dout).expect("launch");
         let got = download(&stream, &dout);
-        assert_same(&format!("{:?} to_mont", $field), &|i| format!("{:?}", canon[i]), &got, &a);
+        assert_same(
+            &format!("{:?} to_mont", $field),
+            &|i| format!("{:?}", canon[i]),
+            &got,
+            &a,
+        );
     }};
 }
 
@@ -263,7 +310,9 @@ trait HostGroup {
 }
 
 fn fp_canonical(words: &[u64]) -> bool {
-    words.chunks(6).all(|c| Fp::from_montgomery(c.try_into().expect("6 limbs")).is_some())
+    words
+        .chunks(6)
+        .all(|c| Fp::from_montgomery(c.try_into().expect("6 limbs")).is_some())
 }
 
 macro_rules! host_group {
@@ -350,13 +399,18 @@ fn check_points<H: HostGroup>(n_random: usize, seed: u64) {
         for i in 0..n {
             let ok = H::canonical(&got[i])
                 && got[i] == want[i]
-                && bytemuck::bytes_of(&H::to_affine(&got[i])) == bytemuck::bytes_of(&H::to_affine(&want[i]));
+                && bytemuck::bytes_of(&H::to_affine(&got[i]))
+                    == bytemuck::bytes_of(&H::to_affine(&want[i]));
             if !ok {
                 bad.push(i);
             }
         }
         if !bad.is_empty() {
-            let mut msg = format!("{:?} {op:?}: {} of {n} results differ from blst", H::GROUP, bad.len());
+            let mut msg = format!(
+                "{:?} {op:?}: {} of {n} results differ from blst",
+                H::GROUP,
+                bad.len()
+            );
             for &i in bad.iter().take(3) {
                 msg += &format!(
                     "\n  [{i}] a {:?}\n       b {:?}\n       c {:?}\n       gpu  {:?}\n       blst {:?}",
@@ -389,13 +443,22 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Runs `<field>_mul_bench` `runs` times (after two warm-ups), CUDA events around each launch.
 /// Returns (median multiplications per second, outputs of the last run, inputs).
-fn bench_one<T: HostField>(gpu: &Gpu, stream: &Stream, chains: u32, n: usize, iters: u32, runs: usize) -> (f64, Vec<T>, Vec<T>) {
+fn bench_one<T: HostField>(
+    gpu: &Gpu,
+    stream: &Stream,
+    chains: u32,
+    n: usize,
+    iters: u32,
+    runs: usize,
+) -> (f64, Vec<T>, Vec<T>) {
     let mut rng = ChaCha20Rng::seed_from_u64(99);
     let input: Vec<T> = (0..n)
-        .map(|_| loop {
-            let x = T::random(&mut rng);
-            if bytemuck::bytes_of(&x).iter().any(|&b| b != 0) {
-                break x;
+        .map(|_| {
+            loop {
+                let x = T::random(&mut rng);
+                if bytemuck::bytes_of(&x).iter().any(|&b| b != 0) {
+                    break x;
+                }
             }
         })
         .collect();
@@ -408,7 +471,8 @@ fn bench_one<T: HostField>(gpu: &Gpu, stream: &Stream, chains: u32, n: usize, it
     let mut rates = Vec::new();
     for _ in 0..runs {
         stream.record(&start).expect("record");
-        let muls = ff::mul_bench(gpu, stream, T::FIELD, chains, &din, &mut dout, iters).expect("launch");
+        let muls =
+            ff::mul_bench(gpu, stream, T::FIELD, chains, &din, &mut dout, iters).expect("launch");
         stream.record(&end).expect("record");
         end.synchronize().expect("kernel execution");
         let ms = start.elapsed_ms(&end).expect("elapsed") as f64;
@@ -455,7 +519,10 @@ fn gpu_bench_field_throughput() {
         gpu.info().sm_count,
         ceiling
     );
-    println!("{:<6} {:>7} {:>6} {:>10} {:>12} {:>12} {:>10}", "field", "chains", "iters", "G mul/s", "IMAD/mul", "% ceiling", "vs sppark");
+    println!(
+        "{:<6} {:>7} {:>6} {:>10} {:>12} {:>12} {:>10}",
+        "field", "chains", "iters", "G mul/s", "IMAD/mul", "% ceiling", "vs sppark"
+    );
     let report = |field: Field, ch: u32, iters: u32, rate: f64| {
         let pct = 100.0 * rate * field.imad_per_mul() as f64 / ceiling;
         let g = rate / 1e9;
@@ -469,22 +536,36 @@ fn gpu_bench_field_throughput() {
             pct,
             g / field.sppark_h200_gmul_per_s()
         );
-        println!("BENCH ff.{}_mul gmul_per_s={g:.3} imad_ceiling_pct={pct:.1} sppark_gmul_per_s={}", field.name(), field.sppark_h200_gmul_per_s());
+        println!(
+            "BENCH ff.{}_mul gmul_per_s={g:.3} imad_ceiling_pct={pct:.1} sppark_gmul_per_s={}",
+            field.name(),
+            field.sppark_h200_gmul_per_s()
+        );
     };
-    let check = |name: &str, ok: bool| assert!(ok, "{name}_mul_bench output differs from the host model");
+    let check =
+        |name: &str, ok: bool| assert!(ok, "{name}_mul_bench output differs from the host model");
 
     let (iters, ch) = (256, chains[0]);
     let (r, out, inp) = bench_one::<Fr>(&gpu, &stream, ch, n, iters, runs);
-    check("fr", (0..16).all(|t| out[t] == bench_expected(&inp, t, ch, iters)));
+    check(
+        "fr",
+        (0..16).all(|t| out[t] == bench_expected(&inp, t, ch, iters)),
+    );
     report(Field::Fr, ch, iters, r);
 
     let (iters, ch) = (128, chains[1]);
     let (r, out, inp) = bench_one::<Fp>(&gpu, &stream, ch, n, iters, runs);
-    check("fp", (0..16).all(|t| out[t] == bench_expected(&inp, t, ch, iters)));
+    check(
+        "fp",
+        (0..16).all(|t| out[t] == bench_expected(&inp, t, ch, iters)),
+    );
     report(Field::Fp, ch, iters, r);
 
     let (iters, ch) = (64, chains[2]);
     let (r, out, inp) = bench_one::<Fp2>(&gpu, &stream, ch, n, iters, runs);
-    check("fp2", (0..16).all(|t| out[t] == bench_expected(&inp, t, ch, iters)));
+    check(
+        "fp2",
+        (0..16).all(|t| out[t] == bench_expected(&inp, t, ch, iters)),
+    );
     report(Field::Fp2, ch, iters, r);
 }

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use cuzk_gpu::{GpuError, Gpu, VramError, devices_report, driver_present, fatbin, kernels_built, smoke};
+use cuzk_gpu::{
+    Gpu, GpuError, VramError, devices_report, driver_present, fatbin, kernels_built, smoke,
+};
 
 fn gpu() -> Gpu {
     Gpu::first().unwrap_or_else(|e| panic!("this GPU test needs a CUDA GPU and built kernels: {e}"))
@@ -29,30 +31,54 @@ fn fatbin_lookup_matches_build() {
         let smoke = fatbin("smoke").unwrap();
         assert!(smoke.len() > 64, "fatbin suspiciously small");
         assert!(cuzk_gpu::module_names().contains(&"smoke"));
-        assert_eq!(fatbin("no_such_module").unwrap_err(), GpuError::UnknownModule("no_such_module".into()));
+        assert_eq!(
+            fatbin("no_such_module").unwrap_err(),
+            GpuError::UnknownModule("no_such_module".into())
+        );
         assert!(!cuzk_gpu::kernel_archs().is_empty());
         assert!(cuzk_gpu::ptxas_report().contains("cuzk_smoke_fill"));
     } else {
         let e = fatbin("smoke").unwrap_err();
         assert_eq!(e, GpuError::KernelsNotBuilt);
-        assert!(e.to_string().contains("kernels were not built: run `cargo xtask setup-cuda`"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("kernels were not built: run `cargo xtask setup-cuda`"),
+            "{e}"
+        );
         assert!(devices_report().contains("kernels were not built"));
     }
 }
 
 #[test]
 fn error_messages_name_op_and_cuda_error() {
-    let e = GpuError::Cuda { op: "cuMemAlloc", name: "CUDA_ERROR_OUT_OF_MEMORY".into() };
-    assert_eq!(e.to_string(), "CUDA error CUDA_ERROR_OUT_OF_MEMORY in cuMemAlloc");
-    let e: GpuError = VramError::OutOfBudget { kind: "device", requested: 10, available: 5 }.into();
+    let e = GpuError::Cuda {
+        op: "cuMemAlloc",
+        name: "CUDA_ERROR_OUT_OF_MEMORY".into(),
+    };
+    assert_eq!(
+        e.to_string(),
+        "CUDA error CUDA_ERROR_OUT_OF_MEMORY in cuMemAlloc"
+    );
+    let e: GpuError = VramError::OutOfBudget {
+        kind: "device",
+        requested: 10,
+        available: 5,
+    }
+    .into();
     assert!(e.to_string().contains("budget exhausted"), "{e}");
 }
 
 #[test]
 fn launch_config_rounding() {
     let c = cuzk_gpu::LaunchConfig::for_elements(1000, 256).unwrap();
-    assert_eq!((c.grid, c.block, c.shared_bytes), ((4, 1, 1), (256, 1, 1), 0));
-    assert_eq!(cuzk_gpu::LaunchConfig::for_elements(0, 256).unwrap().grid, (1, 1, 1));
+    assert_eq!(
+        (c.grid, c.block, c.shared_bytes),
+        ((4, 1, 1), (256, 1, 1), 0)
+    );
+    assert_eq!(
+        cuzk_gpu::LaunchConfig::for_elements(0, 256).unwrap().grid,
+        (1, 1, 1)
+    );
     assert_eq!(smoke::pattern(0, 0), 0);
     assert_ne!(smoke::pattern(1, 0), smoke::pattern(2, 0));
 }
@@ -100,9 +126,13 @@ fn gpu_all_devices_load_all_modules() {
     let g = gpu();
     let all = Gpu::all().unwrap();
     assert!(!all.is_empty());
-    assert!(all[0].vram().budget().same_as(g.vram().budget()), "device 0 opened twice");
+    assert!(
+        all[0].vram().budget().same_as(g.vram().budget()),
+        "device 0 opened twice"
+    );
     for d in &all {
-        d.load_all_modules().unwrap_or_else(|e| panic!("GPU {}: {e}", d.ordinal()));
+        d.load_all_modules()
+            .unwrap_or_else(|e| panic!("GPU {}: {e}", d.ordinal()));
     }
     let s = g.stream("empty").unwrap();
     let mut empty = g.alloc::<u32>(0).unwrap();
@@ -120,10 +150,15 @@ fn gpu_alloc_free_realloc_most_of_budget() {
     let bytes = (v.budget().total() / 10 * 9) as usize;
     for round in 0..3 {
         // Waits if other tests of this binary (run in parallel) hold memory.
-        let mut b = v.alloc_wait::<u8>(bytes, Duration::from_secs(120)).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let mut b = v
+            .alloc_wait::<u8>(bytes, Duration::from_secs(120))
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
         b.fill_bytes(round as u8).unwrap();
         let free = g.mem_info().unwrap().free;
-        assert!(free < g.info().free_at_start - bytes as u64 / 2, "allocation not visible in cuMemGetInfo");
+        assert!(
+            free < g.info().free_at_start - bytes as u64 / 2,
+            "allocation not visible in cuMemGetInfo"
+        );
         drop(b);
     }
     // Several buffers, waiting acquire, then all again.
@@ -132,7 +167,10 @@ fn gpu_alloc_free_realloc_most_of_budget() {
     let again = v.alloc_wait::<u8>(bytes, Duration::from_secs(120)).unwrap();
     drop(again);
     // Over the budget fails cleanly, without touching the driver.
-    assert!(matches!(v.alloc::<u8>(v.budget().total() as usize + 1), Err(VramError::ExceedsBudget { .. })));
+    assert!(matches!(
+        v.alloc::<u8>(v.budget().total() as usize + 1),
+        Err(VramError::ExceedsBudget { .. })
+    ));
 }
 
 #[test]

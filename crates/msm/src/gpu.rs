@@ -524,7 +524,13 @@ impl<P: MsmPoint> GpuMsm<P> {
             }
         };
         let (g, s) = (&self.gpu, &self.compute);
-        let plan = Plan::for_curve(chunk, chunk, self.window_bits, self.sm_count(), curve::<P>());
+        let plan = Plan::for_curve(
+            chunk,
+            chunk,
+            self.window_bits,
+            self.sm_count(),
+            curve::<P>(),
+        );
         let v = g.vram();
         let mut pts_buf = [v.alloc::<P>(chunk)?, v.alloc::<P>(chunk)?];
         let mut sc_buf = [v.alloc::<Fr>(chunk)?, v.alloc::<Fr>(chunk)?];

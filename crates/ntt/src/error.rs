@@ -19,7 +19,7 @@ pub enum NttError {
         bytes: u64,
         budget: u64,
     },
-        #[error(transparent)]
+    #[error(transparent)]
     Gpu(#[from] cuzk_gpu::GpuError),
 }
 

@@ -2,7 +2,6 @@
 //! (see `kernels/ntt/ntt.cuh`). Pure host logic, always compiled, so the plan is checked on the
 //! CPU by an emulator of the kernels (tests below) even on machines without a GPU.
 
-
 use cuzk_field::Fr;
 
 use crate::Order;

@@ -40,14 +40,32 @@ pub trait MemoryBackend: Send + Sync + fmt::Debug {
     /// # Safety
     /// `src..src+bytes` is readable host memory and `dst..dst+bytes` lies in one live device
     /// allocation; with a stream, `src` must stay valid until the stream reaches the copy.
-    unsafe fn copy_htod(&self, dst: DevicePtr, src: *const u8, bytes: usize, stream: Option<&CudaStream>) -> Result<()>;
+    unsafe fn copy_htod(
+        &self,
+        dst: DevicePtr,
+        src: *const u8,
+        bytes: usize,
+        stream: Option<&CudaStream>,
+    ) -> Result<()>;
     /// # Safety
     /// As `copy_htod`, with `dst` writable host memory that nothing else accesses until the copy
     /// completes.
-    unsafe fn copy_dtoh(&self, dst: *mut u8, src: DevicePtr, bytes: usize, stream: Option<&CudaStream>) -> Result<()>;
+    unsafe fn copy_dtoh(
+        &self,
+        dst: *mut u8,
+        src: DevicePtr,
+        bytes: usize,
+        stream: Option<&CudaStream>,
+    ) -> Result<()>;
     /// # Safety
     /// `dst..dst+bytes` lies in one live device allocation.
-    unsafe fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize, stream: Option<&CudaStream>) -> Result<()>;
+    unsafe fn memset_d8(
+        &self,
+        dst: DevicePtr,
+        value: u8,
+        bytes: usize,
+        stream: Option<&CudaStream>,
+    ) -> Result<()>;
     /// Page-locked host allocation of `bytes > 0` bytes, aligned to at least 256 bytes.
     fn alloc_pinned(&self, bytes: usize) -> Result<NonNull<u8>>;
     /// # Safety
@@ -68,7 +86,10 @@ pub fn cuda_error_name(e: &DriverError) -> String {
 }
 
 pub(crate) fn backend_err(op: &'static str) -> impl Fn(DriverError) -> VramError {
-    move |e| VramError::Backend { op, name: cuda_error_name(&e) }
+    move |e| VramError::Backend {
+        op,
+        name: cuda_error_name(&e),
+    }
 }
 
 /// The real backend: CUDA driver API calls in `ctx`.
@@ -96,7 +117,10 @@ impl MemoryBackend for CudaBackend {
     fn mem_get_info(&self) -> Result<MemInfo> {
         self.bind("cuMemGetInfo")?;
         let (free, total) = result::mem_get_info().map_err(backend_err("cuMemGetInfo"))?;
-        Ok(MemInfo { free: free as u64, total: total as u64 })
+        Ok(MemInfo {
+            free: free as u64,
+            total: total as u64,
+        })
     }
 
     fn alloc_device(&self, bytes: usize) -> Result<DevicePtr> {
@@ -112,45 +136,75 @@ impl MemoryBackend for CudaBackend {
         let _ = unsafe { result::free_sync(ptr) };
     }
 
-    unsafe fn copy_htod(&self, dst: DevicePtr, src: *const u8, bytes: usize, stream: Option<&CudaStream>) -> Result<()> {
+    unsafe fn copy_htod(
+        &self,
+        dst: DevicePtr,
+        src: *const u8,
+        bytes: usize,
+        stream: Option<&CudaStream>,
+    ) -> Result<()> {
         self.bind("cuMemcpyHtoD")?;
         // SAFETY: caller guarantees both ranges are valid for `bytes`.
         let src = unsafe { std::slice::from_raw_parts(src, bytes) };
         match stream {
             // SAFETY: as above; caller keeps `src` alive until the stream passes the copy.
-            Some(s) => unsafe { result::memcpy_htod_async(dst, src, s.cu_stream()) }.map_err(backend_err("cuMemcpyHtoDAsync")),
+            Some(s) => unsafe { result::memcpy_htod_async(dst, src, s.cu_stream()) }
+                .map_err(backend_err("cuMemcpyHtoDAsync")),
             // SAFETY: as above.
-            None => unsafe { result::memcpy_htod_sync(dst, src) }.map_err(backend_err("cuMemcpyHtoD")),
+            None => {
+                unsafe { result::memcpy_htod_sync(dst, src) }.map_err(backend_err("cuMemcpyHtoD"))
+            }
         }
     }
 
-    unsafe fn copy_dtoh(&self, dst: *mut u8, src: DevicePtr, bytes: usize, stream: Option<&CudaStream>) -> Result<()> {
+    unsafe fn copy_dtoh(
+        &self,
+        dst: *mut u8,
+        src: DevicePtr,
+        bytes: usize,
+        stream: Option<&CudaStream>,
+    ) -> Result<()> {
         self.bind("cuMemcpyDtoH")?;
         // SAFETY: caller guarantees both ranges are valid for `bytes` and `dst` is exclusive.
         let dst = unsafe { std::slice::from_raw_parts_mut(dst, bytes) };
         match stream {
             // SAFETY: as above.
-            Some(s) => unsafe { result::memcpy_dtoh_async(dst, src, s.cu_stream()) }.map_err(backend_err("cuMemcpyDtoHAsync")),
+            Some(s) => unsafe { result::memcpy_dtoh_async(dst, src, s.cu_stream()) }
+                .map_err(backend_err("cuMemcpyDtoHAsync")),
             // SAFETY: as above.
-            None => unsafe { result::memcpy_dtoh_sync(dst, src) }.map_err(backend_err("cuMemcpyDtoH")),
+            None => {
+                unsafe { result::memcpy_dtoh_sync(dst, src) }.map_err(backend_err("cuMemcpyDtoH"))
+            }
         }
     }
 
-    unsafe fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize, stream: Option<&CudaStream>) -> Result<()> {
+    unsafe fn memset_d8(
+        &self,
+        dst: DevicePtr,
+        value: u8,
+        bytes: usize,
+        stream: Option<&CudaStream>,
+    ) -> Result<()> {
         self.bind("cuMemsetD8")?;
         match stream {
             // SAFETY: caller guarantees the range lies in a live allocation.
-            Some(s) => unsafe { result::memset_d8_async(dst, value, bytes, s.cu_stream()) }.map_err(backend_err("cuMemsetD8Async")),
+            Some(s) => unsafe { result::memset_d8_async(dst, value, bytes, s.cu_stream()) }
+                .map_err(backend_err("cuMemsetD8Async")),
             // SAFETY: as above.
-            None => unsafe { result::memset_d8_sync(dst, value, bytes) }.map_err(backend_err("cuMemsetD8")),
+            None => unsafe { result::memset_d8_sync(dst, value, bytes) }
+                .map_err(backend_err("cuMemsetD8")),
         }
     }
 
     fn alloc_pinned(&self, bytes: usize) -> Result<NonNull<u8>> {
         self.bind("cuMemHostAlloc")?;
         // SAFETY: context bound; returns an owned page-locked allocation or an error.
-        let p = unsafe { result::malloc_host(bytes, CU_MEMHOSTALLOC_PORTABLE) }.map_err(backend_err("cuMemHostAlloc"))?;
-        NonNull::new(p.cast()).ok_or(VramError::Backend { op: "cuMemHostAlloc", name: "null pointer".into() })
+        let p = unsafe { result::malloc_host(bytes, CU_MEMHOSTALLOC_PORTABLE) }
+            .map_err(backend_err("cuMemHostAlloc"))?;
+        NonNull::new(p.cast()).ok_or(VramError::Backend {
+            op: "cuMemHostAlloc",
+            name: "null pointer".into(),
+        })
     }
 
     unsafe fn free_pinned(&self, ptr: NonNull<u8>) {
@@ -225,7 +279,14 @@ impl FakeBackend {
         Self::with_free(total, total)
     }
     pub fn with_free(total: u64, free: u64) -> Self {
-        Self { total, state: Mutex::new(FakeState { free, next_addr: 1 << 32, ..Default::default() }) }
+        Self {
+            total,
+            state: Mutex::new(FakeState {
+                free,
+                next_addr: 1 << 32,
+                ..Default::default()
+            }),
+        }
     }
     pub fn set_faults(&self, f: Faults) {
         self.state.lock().faults = f;
@@ -242,9 +303,18 @@ impl FakeBackend {
     }
 
     /// Runs `f` on the fake device bytes at `ptr..ptr+bytes`.
-    fn with_range<R>(&self, op: &'static str, ptr: u64, bytes: usize, f: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
+    fn with_range<R>(
+        &self,
+        op: &'static str,
+        ptr: u64,
+        bytes: usize,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<R> {
         let mut s = self.state.lock();
-        let invalid = || VramError::Backend { op, name: "CUDA_ERROR_INVALID_VALUE".into() };
+        let invalid = || VramError::Backend {
+            op,
+            name: "CUDA_ERROR_INVALID_VALUE".into(),
+        };
         let (&base, (len, data)) = s.device.range_mut(..=ptr).next_back().ok_or_else(invalid)?;
         let off = (ptr - base) as usize;
         if off + bytes > *len {
@@ -257,7 +327,10 @@ impl FakeBackend {
 
 impl MemoryBackend for FakeBackend {
     fn mem_get_info(&self) -> Result<MemInfo> {
-        Ok(MemInfo { free: self.state.lock().free, total: self.total })
+        Ok(MemInfo {
+            free: self.state.lock().free,
+            total: self.total,
+        })
     }
 
     fn alloc_device(&self, bytes: usize) -> Result<DevicePtr> {
@@ -265,8 +338,14 @@ impl MemoryBackend for FakeBackend {
         s.calls += 1;
         let n = s.calls;
         let f = &s.faults;
-        if f.fail_device_alloc_at == Some(n) || f.fail_device_alloc_from.is_some_and(|k| n >= k) || bytes as u64 > s.free {
-            return Err(VramError::Backend { op: "cuMemAlloc", name: FAKE_OOM.into() });
+        if f.fail_device_alloc_at == Some(n)
+            || f.fail_device_alloc_from.is_some_and(|k| n >= k)
+            || bytes as u64 > s.free
+        {
+            return Err(VramError::Backend {
+                op: "cuMemAlloc",
+                name: FAKE_OOM.into(),
+            });
         }
         let addr = s.next_addr;
         s.next_addr += (bytes as u64).div_ceil(256) * 256 + 256;
@@ -277,42 +356,73 @@ impl MemoryBackend for FakeBackend {
 
     unsafe fn free_device(&self, ptr: DevicePtr) {
         let mut s = self.state.lock();
-        let (len, _) = s.device.remove(&ptr).expect("FakeBackend: free of unknown device pointer");
+        let (len, _) = s
+            .device
+            .remove(&ptr)
+            .expect("FakeBackend: free of unknown device pointer");
         s.free += len as u64;
     }
 
-    unsafe fn copy_htod(&self, dst: DevicePtr, src: *const u8, bytes: usize, _: Option<&CudaStream>) -> Result<()> {
+    unsafe fn copy_htod(
+        &self,
+        dst: DevicePtr,
+        src: *const u8,
+        bytes: usize,
+        _: Option<&CudaStream>,
+    ) -> Result<()> {
         // SAFETY: caller guarantees `src` is readable for `bytes`.
         let src = unsafe { std::slice::from_raw_parts(src, bytes) };
         self.with_range("cuMemcpyHtoD", dst, bytes, |d| d.copy_from_slice(src))
     }
 
-    unsafe fn copy_dtoh(&self, dst: *mut u8, src: DevicePtr, bytes: usize, _: Option<&CudaStream>) -> Result<()> {
+    unsafe fn copy_dtoh(
+        &self,
+        dst: *mut u8,
+        src: DevicePtr,
+        bytes: usize,
+        _: Option<&CudaStream>,
+    ) -> Result<()> {
         // SAFETY: caller guarantees `dst` is writable and exclusive for `bytes`.
         let dst = unsafe { std::slice::from_raw_parts_mut(dst, bytes) };
         self.with_range("cuMemcpyDtoH", src, bytes, |d| dst.copy_from_slice(d))
     }
 
-    unsafe fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize, _: Option<&CudaStream>) -> Result<()> {
+    unsafe fn memset_d8(
+        &self,
+        dst: DevicePtr,
+        value: u8,
+        bytes: usize,
+        _: Option<&CudaStream>,
+    ) -> Result<()> {
         self.with_range("cuMemsetD8", dst, bytes, |d| d.fill(value))
     }
 
     fn alloc_pinned(&self, bytes: usize) -> Result<NonNull<u8>> {
         let mut s = self.state.lock();
         if s.faults.fail_pinned_alloc {
-            return Err(VramError::Backend { op: "cuMemHostAlloc", name: FAKE_OOM.into() });
+            return Err(VramError::Backend {
+                op: "cuMemHostAlloc",
+                name: FAKE_OOM.into(),
+            });
         }
         let layout = std::alloc::Layout::from_size_align(bytes, 4096)
             .map_err(|e| VramError::InvalidSize(e.to_string()))?;
         // SAFETY: bytes > 0 per the trait contract, so the layout is non-zero-sized.
-        let p = NonNull::new(unsafe { std::alloc::alloc(layout) })
-            .ok_or(VramError::Backend { op: "cuMemHostAlloc", name: FAKE_OOM.into() })?;
+        let p = NonNull::new(unsafe { std::alloc::alloc(layout) }).ok_or(VramError::Backend {
+            op: "cuMemHostAlloc",
+            name: FAKE_OOM.into(),
+        })?;
         s.pinned.insert(p.as_ptr() as usize, layout);
         Ok(p)
     }
 
     unsafe fn free_pinned(&self, ptr: NonNull<u8>) {
-        let layout = self.state.lock().pinned.remove(&(ptr.as_ptr() as usize)).expect("FakeBackend: unknown pinned pointer");
+        let layout = self
+            .state
+            .lock()
+            .pinned
+            .remove(&(ptr.as_ptr() as usize))
+            .expect("FakeBackend: unknown pinned pointer");
         // SAFETY: allocated above with this layout.
         unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) };
     }
@@ -320,15 +430,25 @@ impl MemoryBackend for FakeBackend {
     unsafe fn register_host(&self, ptr: *mut u8, bytes: usize) -> Result<()> {
         let mut s = self.state.lock();
         if s.faults.fail_register {
-            return Err(VramError::Backend { op: "cuMemHostRegister", name: "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED".into() });
+            return Err(VramError::Backend {
+                op: "cuMemHostRegister",
+                name: "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED".into(),
+            });
         }
         if s.registered.insert(ptr as usize, bytes).is_some() {
-            return Err(VramError::Backend { op: "cuMemHostRegister", name: "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED".into() });
+            return Err(VramError::Backend {
+                op: "cuMemHostRegister",
+                name: "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED".into(),
+            });
         }
         Ok(())
     }
 
     unsafe fn unregister_host(&self, ptr: *mut u8) {
-        self.state.lock().registered.remove(&(ptr as usize)).expect("FakeBackend: unregister of unknown pointer");
+        self.state
+            .lock()
+            .registered
+            .remove(&(ptr as usize))
+            .expect("FakeBackend: unregister of unknown pointer");
     }
 }

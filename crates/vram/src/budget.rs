@@ -50,7 +50,12 @@ impl Budget {
     /// A budget of `total` bytes; `kind` ("device", "host") only labels errors.
     pub fn new(kind: &'static str, total: u64) -> Self {
         Self {
-            inner: Arc::new(Inner { kind, total, state: Mutex::new(State::default()), cond: Condvar::new() }),
+            inner: Arc::new(Inner {
+                kind,
+                total,
+                state: Mutex::new(State::default()),
+                cond: Condvar::new(),
+            }),
         }
     }
 
@@ -81,7 +86,11 @@ impl Budget {
 
     fn check_size(&self, bytes: u64) -> Result<()> {
         if bytes > self.inner.total {
-            return Err(VramError::ExceedsBudget { kind: self.inner.kind, requested: bytes, total: self.inner.total });
+            return Err(VramError::ExceedsBudget {
+                kind: self.inner.kind,
+                requested: bytes,
+                total: self.inner.total,
+            });
         }
         Ok(())
     }
@@ -89,23 +98,28 @@ impl Budget {
     fn take(&self, s: &mut State, bytes: u64) -> Reservation {
         s.in_use += bytes;
         s.peak = s.peak.max(s.in_use);
-        Reservation { budget: self.clone(), bytes }
+        Reservation {
+            budget: self.clone(),
+            bytes,
+        }
     }
 
     /// Takes `bytes` now if they are free and nobody is queued ahead; never blocks.
     pub fn try_acquire(&self, bytes: u64) -> Option<Reservation> {
         let mut s = self.inner.state.lock();
-        (s.queue.is_empty() && self.inner.total - s.in_use >= bytes).then(|| self.take(&mut s, bytes))
+        (s.queue.is_empty() && self.inner.total - s.in_use >= bytes)
+            .then(|| self.take(&mut s, bytes))
     }
 
     /// Like [`try_acquire`](Self::try_acquire) but says why it failed.
     pub fn try_acquire_or_err(&self, bytes: u64) -> Result<Reservation> {
         self.check_size(bytes)?;
-        self.try_acquire(bytes).ok_or_else(|| VramError::OutOfBudget {
-            kind: self.inner.kind,
-            requested: bytes,
-            available: self.available(),
-        })
+        self.try_acquire(bytes)
+            .ok_or_else(|| VramError::OutOfBudget {
+                kind: self.inner.kind,
+                requested: bytes,
+                available: self.available(),
+            })
     }
 
     /// Waits up to `timeout` for `bytes`, first come first served. A request larger than the
@@ -136,11 +150,17 @@ impl Budget {
                     false
                 }
             };
-            if timed_out && !(s.queue.front() == Some(&ticket) && self.inner.total - s.in_use >= bytes) {
+            if timed_out
+                && !(s.queue.front() == Some(&ticket) && self.inner.total - s.in_use >= bytes)
+            {
                 s.queue.retain(|&t| t != ticket);
                 // Whoever was behind us may now be at the front.
                 self.inner.cond.notify_all();
-                return Err(VramError::Timeout { kind: self.inner.kind, requested: bytes, waited: start.elapsed() });
+                return Err(VramError::Timeout {
+                    kind: self.inner.kind,
+                    requested: bytes,
+                    waited: start.elapsed(),
+                });
             }
         }
     }
@@ -166,7 +186,10 @@ pub struct Reservation {
 
 impl fmt::Debug for Reservation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Reservation").field("kind", &self.budget.kind()).field("bytes", &self.bytes).finish()
+        f.debug_struct("Reservation")
+            .field("kind", &self.budget.kind())
+            .field("bytes", &self.bytes)
+            .finish()
     }
 }
 
@@ -181,7 +204,10 @@ impl Reservation {
     /// Returns `bytes` of this reservation to the budget early.
     pub fn release_part(&mut self, bytes: u64) -> Result<()> {
         if bytes > self.bytes {
-            return Err(VramError::InvalidSize(format!("release_part({bytes}) but only {} held", self.bytes)));
+            return Err(VramError::InvalidSize(format!(
+                "release_part({bytes}) but only {} held",
+                self.bytes
+            )));
         }
         self.bytes -= bytes;
         self.budget.give_back(bytes);
@@ -192,16 +218,24 @@ impl Reservation {
     /// `in_use` does not change.
     pub fn split(&mut self, bytes: u64) -> Result<Reservation> {
         if bytes > self.bytes {
-            return Err(VramError::InvalidSize(format!("split({bytes}) but only {} held", self.bytes)));
+            return Err(VramError::InvalidSize(format!(
+                "split({bytes}) but only {} held",
+                self.bytes
+            )));
         }
         self.bytes -= bytes;
-        Ok(Reservation { budget: self.budget.clone(), bytes })
+        Ok(Reservation {
+            budget: self.budget.clone(),
+            bytes,
+        })
     }
 
     /// Merges `other` (from the same budget) into this one.
     pub fn merge(&mut self, mut other: Reservation) -> Result<()> {
         if !self.budget.same_as(&other.budget) {
-            return Err(VramError::InvalidSize("merge of reservations from different budgets".into()));
+            return Err(VramError::InvalidSize(
+                "merge of reservations from different budgets".into(),
+            ));
         }
         self.bytes += std::mem::take(&mut other.bytes);
         Ok(())
@@ -245,11 +279,27 @@ mod tests {
         let b = Budget::new("device", 1000);
         let t = Instant::now();
         let e = b.acquire(1001, Duration::from_secs(3600)).unwrap_err();
-        assert!(matches!(e, VramError::ExceedsBudget { requested: 1001, total: 1000, .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                VramError::ExceedsBudget {
+                    requested: 1001,
+                    total: 1000,
+                    ..
+                }
+            ),
+            "{e}"
+        );
         assert!(t.elapsed() < Duration::from_secs(1));
-        assert!(matches!(b.try_acquire_or_err(1001), Err(VramError::ExceedsBudget { .. })));
+        assert!(matches!(
+            b.try_acquire_or_err(1001),
+            Err(VramError::ExceedsBudget { .. })
+        ));
         let _r = b.try_acquire(10).unwrap();
-        assert!(matches!(b.try_acquire_or_err(991), Err(VramError::OutOfBudget { available: 990, .. })));
+        assert!(matches!(
+            b.try_acquire_or_err(991),
+            Err(VramError::OutOfBudget { available: 990, .. })
+        ));
     }
 
     #[test]
@@ -310,7 +360,10 @@ mod tests {
         }
         hold.release_part(50).unwrap(); // 40 in use: small would fit, big would not
         thread::sleep(Duration::from_millis(30));
-        assert!(rx.try_recv().is_err(), "nobody may be served while the big one waits");
+        assert!(
+            rx.try_recv().is_err(),
+            "nobody may be served while the big one waits"
+        );
         drop(hold);
         assert_eq!(rx.recv().unwrap(), "big");
         assert_eq!(rx.recv().unwrap(), "small");
@@ -329,8 +382,12 @@ mod tests {
             thread::yield_now();
         }
         let b2 = b.clone();
-        let small = thread::spawn(move || b2.acquire(40, Duration::from_secs(10)).map(|r| r.bytes()));
-        assert!(matches!(big.join().unwrap(), Err(VramError::Timeout { .. })));
+        let small =
+            thread::spawn(move || b2.acquire(40, Duration::from_secs(10)).map(|r| r.bytes()));
+        assert!(matches!(
+            big.join().unwrap(),
+            Err(VramError::Timeout { .. })
+        ));
         assert_eq!(small.join().unwrap().unwrap(), 40);
     }
 

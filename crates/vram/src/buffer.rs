@@ -18,9 +18,12 @@ pub const DEVICE_ALIGN: u64 = 256;
 
 /// Bytes a `DeviceBuffer<T>` of `len` elements takes from the device budget.
 pub fn device_bytes_for<T>(len: usize) -> Result<u64> {
-    let raw = len
-        .checked_mul(std::mem::size_of::<T>())
-        .ok_or_else(|| VramError::InvalidSize(format!("{len} x {} bytes overflows", std::mem::size_of::<T>())))?;
+    let raw = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+        VramError::InvalidSize(format!(
+            "{len} x {} bytes overflows",
+            std::mem::size_of::<T>()
+        ))
+    })?;
     Ok((raw as u64).div_ceil(DEVICE_ALIGN) * DEVICE_ALIGN)
 }
 
@@ -47,11 +50,25 @@ impl<T: Pod> fmt::Debug for DeviceBuffer<T> {
 
 impl<T: Pod> DeviceBuffer<T> {
     /// Allocates under `reservation`, which must hold exactly `device_bytes_for::<T>(len)`.
-    pub(crate) fn new(backend: Arc<dyn MemoryBackend>, reservation: Reservation, len: usize) -> Result<Self> {
+    pub(crate) fn new(
+        backend: Arc<dyn MemoryBackend>,
+        reservation: Reservation,
+        len: usize,
+    ) -> Result<Self> {
         let bytes = len * std::mem::size_of::<T>();
         // cuMemAlloc(0) is an error; an empty buffer needs no memory.
-        let ptr = if bytes == 0 { 0 } else { backend.alloc_device(bytes)? };
-        Ok(Self { ptr, len, backend, reservation, _t: PhantomData })
+        let ptr = if bytes == 0 {
+            0
+        } else {
+            backend.alloc_device(bytes)?
+        };
+        Ok(Self {
+            ptr,
+            len,
+            backend,
+            reservation,
+            _t: PhantomData,
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -79,7 +96,10 @@ impl<T: Pod> DeviceBuffer<T> {
 
     fn check_len(&self, got: usize) -> Result<()> {
         if got != self.len {
-            return Err(VramError::LengthMismatch { expected: self.len, got });
+            return Err(VramError::LengthMismatch {
+                expected: self.len,
+                got,
+            });
         }
         Ok(())
     }
@@ -91,7 +111,10 @@ impl<T: Pod> DeviceBuffer<T> {
             return Ok(());
         }
         // SAFETY: lengths checked; synchronous copy, `src` outlives it.
-        unsafe { self.backend.copy_htod(self.ptr, src.as_ptr().cast(), self.byte_len(), None) }
+        unsafe {
+            self.backend
+                .copy_htod(self.ptr, src.as_ptr().cast(), self.byte_len(), None)
+        }
     }
 
     /// Copies the device data into `dst` and waits for the copy.
@@ -101,7 +124,10 @@ impl<T: Pod> DeviceBuffer<T> {
             return Ok(());
         }
         // SAFETY: lengths checked; synchronous copy into an exclusive borrow.
-        unsafe { self.backend.copy_dtoh(dst.as_mut_ptr().cast(), self.ptr, self.byte_len(), None) }
+        unsafe {
+            self.backend
+                .copy_dtoh(dst.as_mut_ptr().cast(), self.ptr, self.byte_len(), None)
+        }
     }
 
     /// Copies the device data into a new `Vec` (synchronous).
@@ -117,7 +143,10 @@ impl<T: Pod> DeviceBuffer<T> {
             return Ok(());
         }
         // SAFETY: the range is exactly this live allocation.
-        unsafe { self.backend.memset_d8(self.ptr, value, self.byte_len(), None) }
+        unsafe {
+            self.backend
+                .memset_d8(self.ptr, value, self.byte_len(), None)
+        }
     }
 
     /// Enqueues setting every byte to `value` on `stream`.
@@ -126,21 +155,28 @@ impl<T: Pod> DeviceBuffer<T> {
             return Ok(());
         }
         // SAFETY: the range is exactly this live allocation; no host memory involved.
-        unsafe { self.backend.memset_d8(self.ptr, value, self.byte_len(), Some(stream)) }
+        unsafe {
+            self.backend
+                .memset_d8(self.ptr, value, self.byte_len(), Some(stream))
+        }
     }
 
     /// Copies `src` to the device, then synchronizes `stream` (ordered after earlier work on it).
     pub fn copy_from_host_on(&mut self, src: &[T], stream: &CudaStream) -> Result<()> {
         // SAFETY: we synchronize before `src`'s borrow ends.
         unsafe { self.copy_from_host_async(src, stream)? };
-        stream.synchronize().map_err(crate::backend::backend_err("cuStreamSynchronize"))
+        stream
+            .synchronize()
+            .map_err(crate::backend::backend_err("cuStreamSynchronize"))
     }
 
     /// Copies to `dst`, then synchronizes `stream` (ordered after earlier work on it, e.g. a kernel).
     pub fn copy_to_host_on(&self, dst: &mut [T], stream: &CudaStream) -> Result<()> {
         // SAFETY: we synchronize before `dst`'s borrow ends.
         unsafe { self.copy_to_host_async(dst, stream)? };
-        stream.synchronize().map_err(crate::backend::backend_err("cuStreamSynchronize"))
+        stream
+            .synchronize()
+            .map_err(crate::backend::backend_err("cuStreamSynchronize"))
     }
 
     /// Enqueues a host→device copy on `stream`. Truly asynchronous only from pinned memory.
@@ -154,7 +190,10 @@ impl<T: Pod> DeviceBuffer<T> {
             return Ok(());
         }
         // SAFETY: lengths checked; caller keeps `src` alive until the copy ran.
-        unsafe { self.backend.copy_htod(self.ptr, src.as_ptr().cast(), self.byte_len(), Some(stream)) }
+        unsafe {
+            self.backend
+                .copy_htod(self.ptr, src.as_ptr().cast(), self.byte_len(), Some(stream))
+        }
     }
 
     /// Enqueues a device→host copy on `stream`.
@@ -167,7 +206,14 @@ impl<T: Pod> DeviceBuffer<T> {
             return Ok(());
         }
         // SAFETY: lengths checked; caller keeps `dst` alive and untouched until the copy ran.
-        unsafe { self.backend.copy_dtoh(dst.as_mut_ptr().cast(), self.ptr, self.byte_len(), Some(stream)) }
+        unsafe {
+            self.backend.copy_dtoh(
+                dst.as_mut_ptr().cast(),
+                self.ptr,
+                self.byte_len(),
+                Some(stream),
+            )
+        }
     }
 }
 
@@ -197,12 +243,19 @@ unsafe impl<T: Pod + Sync> Sync for PinnedBuffer<T> {}
 
 impl<T: Pod> fmt::Debug for PinnedBuffer<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PinnedBuffer").field("type", &std::any::type_name::<T>()).field("len", &self.len).finish()
+        f.debug_struct("PinnedBuffer")
+            .field("type", &std::any::type_name::<T>())
+            .field("len", &self.len)
+            .finish()
     }
 }
 
 impl<T: Pod> PinnedBuffer<T> {
-    pub(crate) fn new(backend: Arc<dyn MemoryBackend>, reservation: Reservation, len: usize) -> Result<Self> {
+    pub(crate) fn new(
+        backend: Arc<dyn MemoryBackend>,
+        reservation: Reservation,
+        len: usize,
+    ) -> Result<Self> {
         let bytes = len
             .checked_mul(std::mem::size_of::<T>())
             .ok_or_else(|| VramError::InvalidSize(format!("{len} elements overflow")))?;
@@ -215,7 +268,12 @@ impl<T: Pod> PinnedBuffer<T> {
             unsafe { p.as_ptr().write_bytes(0, bytes) };
             p.cast()
         };
-        Ok(Self { ptr, len, backend, _reservation: reservation })
+        Ok(Self {
+            ptr,
+            len,
+            backend,
+            _reservation: reservation,
+        })
     }
 }
 
@@ -253,18 +311,29 @@ pub struct RegisteredHost<'a, T: Pod> {
 
 impl<T: Pod> fmt::Debug for RegisteredHost<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RegisteredHost").field("type", &std::any::type_name::<T>()).field("len", &self.data.len()).finish()
+        f.debug_struct("RegisteredHost")
+            .field("type", &std::any::type_name::<T>())
+            .field("len", &self.data.len())
+            .finish()
     }
 }
 
 impl<'a, T: Pod> RegisteredHost<'a, T> {
-    pub(crate) fn new(backend: Arc<dyn MemoryBackend>, reservation: Reservation, data: &'a mut [T]) -> Result<Self> {
+    pub(crate) fn new(
+        backend: Arc<dyn MemoryBackend>,
+        reservation: Reservation,
+        data: &'a mut [T],
+    ) -> Result<Self> {
         let bytes = std::mem::size_of_val(data);
         if bytes != 0 {
             // SAFETY: `data` is a live exclusive borrow that outlives self; unregistered in Drop.
             unsafe { backend.register_host(data.as_mut_ptr().cast(), bytes)? };
         }
-        Ok(Self { data, backend, _reservation: reservation })
+        Ok(Self {
+            data,
+            backend,
+            _reservation: reservation,
+        })
     }
 }
 

@@ -28,7 +28,12 @@ pub const DEFAULT_MARGIN_FRACTION: f64 = 0.05;
 
 impl Default for BudgetConfig {
     fn default() -> Self {
-        Self { margin_floor: DEFAULT_MARGIN_FLOOR, margin_fraction: DEFAULT_MARGIN_FRACTION, vram_limit: None, pinned_limit: None }
+        Self {
+            margin_floor: DEFAULT_MARGIN_FLOOR,
+            margin_fraction: DEFAULT_MARGIN_FRACTION,
+            vram_limit: None,
+            pinned_limit: None,
+        }
     }
 }
 
@@ -44,9 +49,15 @@ impl BudgetConfig {
         let mut c = Self::default();
         let size = |key: &'static str| -> Result<Option<u64>> {
             match get(key) {
-                Some(v) if !v.trim().is_empty() => parse_size(&v)
-                    .map(Some)
-                    .map_err(|reason| VramError::Config { key, value: v.clone(), reason }),
+                Some(v) if !v.trim().is_empty() => {
+                    parse_size(&v)
+                        .map(Some)
+                        .map_err(|reason| VramError::Config {
+                            key,
+                            value: v.clone(),
+                            reason,
+                        })
+                }
                 _ => Ok(None),
             }
         };
@@ -57,7 +68,11 @@ impl BudgetConfig {
         }
         const KEY: &str = "CUZK_VRAM_MARGIN_FRACTION";
         if let Some(v) = get(KEY).filter(|v| !v.trim().is_empty()) {
-            let bad = |reason: &str| VramError::Config { key: KEY, value: v.clone(), reason: reason.into() };
+            let bad = |reason: &str| VramError::Config {
+                key: KEY,
+                value: v.clone(),
+                reason: reason.into(),
+            };
             let f: f64 = v.trim().parse().map_err(|_| bad("not a number"))?;
             if !(0.0..1.0).contains(&f) {
                 return Err(bad("must be in [0, 1)"));
@@ -69,7 +84,8 @@ impl BudgetConfig {
 
     /// Safety margin for a device with `total_mem` bytes.
     pub fn margin(&self, total_mem: u64) -> u64 {
-        self.margin_floor.max((self.margin_fraction * total_mem as f64) as u64)
+        self.margin_floor
+            .max((self.margin_fraction * total_mem as f64) as u64)
     }
 
     /// The device budget given what `cuMemGetInfo` reported at start.
@@ -80,14 +96,17 @@ impl BudgetConfig {
 
     /// The pinned host memory budget (`physical_ram` as read from the OS, if known).
     pub fn pinned_budget(&self, physical_ram: Option<u64>) -> u64 {
-        self.pinned_limit.unwrap_or_else(|| physical_ram.map_or(8 * GIB, |r| r / 2))
+        self.pinned_limit
+            .unwrap_or_else(|| physical_ram.map_or(8 * GIB, |r| r / 2))
     }
 }
 
 /// Parses `16GiB`, `16G`, `512 MiB`, `1.5GB`, `4096`, `64k` (binary units; `B` optional).
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     if num.is_empty() {
         return Err("expected a number, e.g. 16GiB".into());
@@ -143,7 +162,10 @@ mod tests {
         assert_eq!(c.margin(8 * GIB), 512 * MIB);
         // Less free than the margin: zero, not underflow.
         assert_eq!(c.device_budget(100 * MIB, 8 * GIB), 0);
-        let capped = BudgetConfig { vram_limit: Some(16 * GIB), ..c.clone() };
+        let capped = BudgetConfig {
+            vram_limit: Some(16 * GIB),
+            ..c.clone()
+        };
         assert_eq!(capped.device_budget(139 * GIB, 140 * GIB), 16 * GIB);
         assert_eq!(capped.device_budget(10 * GIB, 140 * GIB), 3 * GIB);
         assert_eq!(c.pinned_budget(Some(64 * GIB)), 32 * GIB);
@@ -152,7 +174,12 @@ mod tests {
     #[test]
     fn env_overrides() {
         let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| pairs.iter().find(|(kk, _)| *kk == k).map(|(_, v)| v.to_string())
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(kk, _)| *kk == k)
+                    .map(|(_, v)| v.to_string())
+            }
         };
         let c = BudgetConfig::from_lookup(env(&[
             ("CUZK_VRAM_LIMIT", "16GiB"),
@@ -161,10 +188,30 @@ mod tests {
             ("CUZK_PINNED_LIMIT", "2G"),
         ]))
         .unwrap();
-        assert_eq!(c, BudgetConfig { margin_floor: GIB, margin_fraction: 0.1, vram_limit: Some(16 * GIB), pinned_limit: Some(2 * GIB) });
-        assert_eq!(BudgetConfig::from_lookup(env(&[])).unwrap(), BudgetConfig::default());
+        assert_eq!(
+            c,
+            BudgetConfig {
+                margin_floor: GIB,
+                margin_fraction: 0.1,
+                vram_limit: Some(16 * GIB),
+                pinned_limit: Some(2 * GIB)
+            }
+        );
+        assert_eq!(
+            BudgetConfig::from_lookup(env(&[])).unwrap(),
+            BudgetConfig::default()
+        );
         let e = BudgetConfig::from_lookup(env(&[("CUZK_VRAM_LIMIT", "lots")])).unwrap_err();
-        assert!(matches!(e, VramError::Config { key: "CUZK_VRAM_LIMIT", .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                VramError::Config {
+                    key: "CUZK_VRAM_LIMIT",
+                    ..
+                }
+            ),
+            "{e}"
+        );
         assert!(BudgetConfig::from_lookup(env(&[("CUZK_VRAM_MARGIN_FRACTION", "1.5")])).is_err());
     }
 }

@@ -5,13 +5,25 @@ use std::time::Duration;
 pub enum VramError {
     /// The request can never be satisfied: it is larger than the whole budget.
     #[error("request of {requested} bytes exceeds the whole {kind} budget of {total} bytes")]
-    ExceedsBudget { kind: &'static str, requested: u64, total: u64 },
+    ExceedsBudget {
+        kind: &'static str,
+        requested: u64,
+        total: u64,
+    },
     /// `try_*` path: not enough budget free right now.
     #[error("{kind} budget exhausted: requested {requested} bytes, {available} available")]
-    OutOfBudget { kind: &'static str, requested: u64, available: u64 },
+    OutOfBudget {
+        kind: &'static str,
+        requested: u64,
+        available: u64,
+    },
     /// Blocking acquire gave up.
     #[error("timed out after {waited:?} waiting for {requested} bytes of {kind} budget")]
-    Timeout { kind: &'static str, requested: u64, waited: Duration },
+    Timeout {
+        kind: &'static str,
+        requested: u64,
+        waited: Duration,
+    },
     /// A driver call failed; `name` is the CUDA error name (e.g. `CUDA_ERROR_OUT_OF_MEMORY`).
     #[error("CUDA error {name} in {op}")]
     Backend { op: &'static str, name: String },
@@ -23,7 +35,11 @@ pub enum VramError {
     LengthMismatch { expected: usize, got: usize },
     /// Configuration (env var) could not be parsed.
     #[error("invalid configuration {key}={value:?}: {reason}")]
-    Config { key: &'static str, value: String, reason: String },
+    Config {
+        key: &'static str,
+        value: String,
+        reason: String,
+    },
 }
 
 pub type Result<T, E = VramError> = std::result::Result<T, E>;

@@ -29,10 +29,15 @@ use std::time::Duration;
 
 use bytemuck::Pod;
 
-pub use backend::{CudaBackend, DevicePtr, FakeBackend, FakeCounts, Faults, MemInfo, MemoryBackend, cuda_error_name};
+pub use backend::{
+    CudaBackend, DevicePtr, FakeBackend, FakeCounts, Faults, MemInfo, MemoryBackend,
+    cuda_error_name,
+};
 pub use budget::{Budget, Reservation};
 pub use buffer::{DEVICE_ALIGN, DeviceBuffer, PinnedBuffer, RegisteredHost, device_bytes_for};
-pub use config::{BudgetConfig, DEFAULT_MARGIN_FLOOR, DEFAULT_MARGIN_FRACTION, parse_size, physical_ram};
+pub use config::{
+    BudgetConfig, DEFAULT_MARGIN_FLOOR, DEFAULT_MARGIN_FRACTION, parse_size, physical_ram,
+};
 pub use error::{Result, VramError};
 
 /// The allocator of one device: a memory backend plus the device and host budgets.
@@ -51,12 +56,22 @@ impl Vram {
         let info = backend.mem_get_info()?;
         let device = Budget::new("device", cfg.device_budget(info.free, info.total));
         let host = Budget::new("host", cfg.pinned_budget(physical_ram()));
-        Ok(Self { backend, device, host, mem_at_start: Some(info) })
+        Ok(Self {
+            backend,
+            device,
+            host,
+            mem_at_start: Some(info),
+        })
     }
 
     /// Explicit budgets (tests, or several `Vram`s sharing one host budget).
     pub fn with_budgets(backend: Arc<dyn MemoryBackend>, device: Budget, host: Budget) -> Self {
-        Self { backend, device, host, mem_at_start: None }
+        Self {
+            backend,
+            device,
+            host,
+            mem_at_start: None,
+        }
     }
 
     pub fn backend(&self) -> &Arc<dyn MemoryBackend> {
@@ -105,7 +120,9 @@ impl Vram {
     /// `bytes_for::<T>(len)`; the buffer returns those bytes to the budget when dropped).
     pub fn alloc_in<T: Pod>(&self, from: &mut Reservation, len: usize) -> Result<DeviceBuffer<T>> {
         if !from.budget().same_as(&self.device) {
-            return Err(VramError::InvalidSize("reservation is not from this device's budget".into()));
+            return Err(VramError::InvalidSize(
+                "reservation is not from this device's budget".into(),
+            ));
         }
         let r = from.split(Self::bytes_for::<T>(len)?)?;
         DeviceBuffer::new(self.backend.clone(), r, len)
@@ -142,7 +159,9 @@ impl Vram {
 
     /// Page-locks `data` until the returned guard drops; charged to the host budget.
     pub fn register<'a, T: Pod>(&self, data: &'a mut [T]) -> Result<RegisteredHost<'a, T>> {
-        let r = self.host.try_acquire_or_err(std::mem::size_of_val(data) as u64)?;
+        let r = self
+            .host
+            .try_acquire_or_err(std::mem::size_of_val(data) as u64)?;
         RegisteredHost::new(self.backend.clone(), r, data)
     }
 }

@@ -6,20 +6,36 @@ const MIB: u64 = 1 << 20;
 
 fn setup(device_budget: u64) -> (Arc<FakeBackend>, Vram) {
     let fake = Arc::new(FakeBackend::new(64 << 30));
-    let vram = Vram::with_budgets(fake.clone(), Budget::new("device", device_budget), Budget::new("host", 64 * MIB));
+    let vram = Vram::with_budgets(
+        fake.clone(),
+        Budget::new("device", device_budget),
+        Budget::new("host", 64 * MIB),
+    );
     (fake, vram)
 }
 
 #[test]
 fn budget_from_mem_info() {
     let fake = Arc::new(FakeBackend::with_free(16 << 30, 15 << 30));
-    let cfg = BudgetConfig { vram_limit: Some(8 << 30), ..Default::default() };
+    let cfg = BudgetConfig {
+        vram_limit: Some(8 << 30),
+        ..Default::default()
+    };
     let v = Vram::new(fake.clone(), &cfg).unwrap();
     assert_eq!(v.budget().total(), 8 << 30);
     let v = Vram::new(fake, &BudgetConfig::default()).unwrap();
     // margin = max(512 MiB, 5% of 16 GiB = 819.2 MiB)
-    assert_eq!(v.budget().total(), (15 << 30) - ((16u64 << 30) as f64 * 0.05) as u64);
-    assert_eq!(v.mem_at_start(), Some(MemInfo { free: 15 << 30, total: 16 << 30 }));
+    assert_eq!(
+        v.budget().total(),
+        (15 << 30) - ((16u64 << 30) as f64 * 0.05) as u64
+    );
+    assert_eq!(
+        v.mem_at_start(),
+        Some(MemInfo {
+            free: 15 << 30,
+            total: 16 << 30
+        })
+    );
 }
 
 #[test]
@@ -33,11 +49,21 @@ fn buffer_roundtrip_and_raii() {
         assert_eq!(b.to_vec().unwrap(), data);
         b.fill_bytes(0xff).unwrap();
         assert!(b.to_vec().unwrap().iter().all(|&x| x == u32::MAX));
-        assert!(matches!(b.copy_from_host(&data[1..]), Err(VramError::LengthMismatch { expected: 1000, got: 999 })));
+        assert!(matches!(
+            b.copy_from_host(&data[1..]),
+            Err(VramError::LengthMismatch {
+                expected: 1000,
+                got: 999
+            })
+        ));
         assert_eq!(fake.counts().device_allocs, 1);
         let empty = vram.alloc::<u64>(0).unwrap();
         assert!(empty.is_empty() && empty.to_vec().unwrap().is_empty());
-        assert_eq!(fake.counts().device_allocs, 1, "empty buffers take no device memory");
+        assert_eq!(
+            fake.counts().device_allocs,
+            1,
+            "empty buffers take no device memory"
+        );
     }
     assert_eq!(vram.budget().in_use(), 0);
     assert_eq!(fake.counts().device_allocs, 0);
@@ -49,13 +75,21 @@ fn over_budget_never_reaches_driver() {
     let (fake, vram) = setup(MIB);
     let _a = vram.alloc::<u8>(600 << 10).unwrap();
     let e = vram.alloc::<u8>(600 << 10).unwrap_err();
-    assert!(matches!(e, VramError::OutOfBudget { kind: "device", .. }), "{e}");
+    assert!(
+        matches!(e, VramError::OutOfBudget { kind: "device", .. }),
+        "{e}"
+    );
     let e = vram.alloc::<u8>(2 << 20).unwrap_err();
     assert!(matches!(e, VramError::ExceedsBudget { .. }), "{e}");
-    let e = vram.alloc_wait::<u8>(2 << 20, Duration::from_secs(3600)).unwrap_err();
+    let e = vram
+        .alloc_wait::<u8>(2 << 20, Duration::from_secs(3600))
+        .unwrap_err();
     assert!(matches!(e, VramError::ExceedsBudget { .. }), "{e}");
     assert_eq!(fake.counts().device_alloc_calls, 1);
-    assert!(matches!(vram.alloc::<u64>(usize::MAX / 4), Err(VramError::InvalidSize(_))));
+    assert!(matches!(
+        vram.alloc::<u64>(usize::MAX / 4),
+        Err(VramError::InvalidSize(_))
+    ));
 }
 
 /// Fail the k-th allocation of a 5-buffer `alloc_many`, for every k: afterwards no device
@@ -66,39 +100,71 @@ fn alloc_many_fault_at_every_step() {
     for k in 1..=lens.len() as u64 {
         let (fake, vram) = setup(10 * MIB);
         let keep = vram.alloc::<u32>(10).unwrap(); // pre-existing state must be untouched
-        let before = (vram.budget().in_use(), fake.counts().device_allocs, fake.counts().device_bytes);
-        fake.set_faults(Faults { fail_device_alloc_at: Some(1 + k), ..Default::default() });
+        let before = (
+            vram.budget().in_use(),
+            fake.counts().device_allocs,
+            fake.counts().device_bytes,
+        );
+        fake.set_faults(Faults {
+            fail_device_alloc_at: Some(1 + k),
+            ..Default::default()
+        });
         let e = vram.alloc_many::<u64>(&lens).unwrap_err();
-        assert!(matches!(&e, VramError::Backend { op: "cuMemAlloc", name } if name == "CUDA_ERROR_OUT_OF_MEMORY"), "{e}");
+        assert!(
+            matches!(&e, VramError::Backend { op: "cuMemAlloc", name } if name == "CUDA_ERROR_OUT_OF_MEMORY"),
+            "{e}"
+        );
         let c = fake.counts();
         assert_eq!(c.device_alloc_calls, 1 + k, "stops at the failing step");
-        assert_eq!((vram.budget().in_use(), c.device_allocs, c.device_bytes), before, "failure at step {k}");
+        assert_eq!(
+            (vram.budget().in_use(), c.device_allocs, c.device_bytes),
+            before,
+            "failure at step {k}"
+        );
         drop(keep);
-        assert_eq!((vram.budget().in_use(), fake.counts().device_allocs), (0, 0));
+        assert_eq!(
+            (vram.budget().in_use(), fake.counts().device_allocs),
+            (0, 0)
+        );
     }
     // And with no fault it all succeeds.
     let (fake, vram) = setup(10 * MIB);
     let bufs = vram.alloc_many::<u64>(&lens).unwrap();
     assert_eq!(bufs.iter().map(|b| b.len()).collect::<Vec<_>>(), lens);
-    let expected: u64 = lens.iter().map(|&l| Vram::bytes_for::<u64>(l).unwrap()).sum();
+    let expected: u64 = lens
+        .iter()
+        .map(|&l| Vram::bytes_for::<u64>(l).unwrap())
+        .sum();
     assert_eq!(vram.budget().in_use(), expected);
     drop(bufs);
-    assert_eq!((vram.budget().in_use(), fake.counts().device_allocs), (0, 0));
+    assert_eq!(
+        (vram.budget().in_use(), fake.counts().device_allocs),
+        (0, 0)
+    );
 }
 
 #[test]
 fn alloc_many_over_budget_allocates_nothing() {
     let (fake, vram) = setup(MIB);
-    let e = vram.alloc_many::<u8>(&[512 << 10, 512 << 10, 1]).unwrap_err();
+    let e = vram
+        .alloc_many::<u8>(&[512 << 10, 512 << 10, 1])
+        .unwrap_err();
     assert!(matches!(e, VramError::ExceedsBudget { .. }), "{e}");
-    assert_eq!((fake.counts().device_alloc_calls, vram.budget().in_use()), (0, 0));
+    assert_eq!(
+        (fake.counts().device_alloc_calls, vram.budget().in_use()),
+        (0, 0)
+    );
 }
 
 /// Heterogeneous multi-buffer allocation with `?` (the documented pattern), failing at each step.
 #[test]
 fn heterogeneous_alloc_in_fault_at_every_step() {
     fn three(vram: &Vram) -> Result<(DeviceBuffer<u64>, DeviceBuffer<u32>, DeviceBuffer<u8>)> {
-        let mut res = vram.reserve(Vram::bytes_for::<u64>(100)? + Vram::bytes_for::<u32>(200)? + Vram::bytes_for::<u8>(300)?)?;
+        let mut res = vram.reserve(
+            Vram::bytes_for::<u64>(100)?
+                + Vram::bytes_for::<u32>(200)?
+                + Vram::bytes_for::<u8>(300)?,
+        )?;
         let a = vram.alloc_in::<u64>(&mut res, 100)?;
         let b = vram.alloc_in::<u32>(&mut res, 200)?;
         let c = vram.alloc_in::<u8>(&mut res, 300)?;
@@ -107,9 +173,16 @@ fn heterogeneous_alloc_in_fault_at_every_step() {
     }
     for k in 1..=3 {
         let (fake, vram) = setup(MIB);
-        fake.set_faults(Faults { fail_device_alloc_at: Some(k), ..Default::default() });
+        fake.set_faults(Faults {
+            fail_device_alloc_at: Some(k),
+            ..Default::default()
+        });
         assert!(three(&vram).is_err());
-        assert_eq!((vram.budget().in_use(), fake.counts().device_allocs), (0, 0), "step {k}");
+        assert_eq!(
+            (vram.budget().in_use(), fake.counts().device_allocs),
+            (0, 0),
+            "step {k}"
+        );
     }
     let (_fake, vram) = setup(MIB);
     let bufs = three(&vram).unwrap();
@@ -131,8 +204,15 @@ fn alloc_in_rejects_foreign_reservation() {
 fn driver_oom_after_budget_ok_restores_budget() {
     // Budget says yes but the device is fuller than at start (another process grew).
     let fake = Arc::new(FakeBackend::with_free(MIB, MIB));
-    let vram = Vram::with_budgets(fake.clone(), Budget::new("device", 100 * MIB), Budget::new("host", MIB));
-    assert!(matches!(vram.alloc::<u8>(2 * MIB as usize), Err(VramError::Backend { .. })));
+    let vram = Vram::with_budgets(
+        fake.clone(),
+        Budget::new("device", 100 * MIB),
+        Budget::new("host", MIB),
+    );
+    assert!(matches!(
+        vram.alloc::<u8>(2 * MIB as usize),
+        Err(VramError::Backend { .. })
+    ));
     assert_eq!(vram.budget().in_use(), 0);
 }
 
@@ -156,24 +236,58 @@ fn pinned_and_registered_accounting() {
             assert_eq!(fake.counts().registered, 1);
         }
         assert_eq!(v[0], 9);
-        assert_eq!((fake.counts().registered, vram.host_budget().in_use()), (0, 8000));
-        assert!(matches!(vram.pinned::<u8>(64 * MIB as usize), Err(VramError::OutOfBudget { kind: "host", .. })));
+        assert_eq!(
+            (fake.counts().registered, vram.host_budget().in_use()),
+            (0, 8000)
+        );
+        assert!(matches!(
+            vram.pinned::<u8>(64 * MIB as usize),
+            Err(VramError::OutOfBudget { kind: "host", .. })
+        ));
     }
-    assert_eq!((fake.counts().pinned_allocs, vram.host_budget().in_use()), (0, 0));
+    assert_eq!(
+        (fake.counts().pinned_allocs, vram.host_budget().in_use()),
+        (0, 0)
+    );
 }
 
 #[test]
 fn pinning_faults_restore_host_budget() {
     let (fake, vram) = setup(MIB);
     let _keep = vram.pinned::<u8>(100).unwrap();
-    fake.set_faults(Faults { fail_pinned_alloc: true, fail_register: true, ..Default::default() });
+    fake.set_faults(Faults {
+        fail_pinned_alloc: true,
+        fail_register: true,
+        ..Default::default()
+    });
     let e = vram.pinned::<u8>(4096).unwrap_err();
-    assert!(matches!(e, VramError::Backend { op: "cuMemHostAlloc", .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            VramError::Backend {
+                op: "cuMemHostAlloc",
+                ..
+            }
+        ),
+        "{e}"
+    );
     let mut v = vec![0u16; 10];
     let e = vram.register(&mut v).unwrap_err();
-    assert!(matches!(e, VramError::Backend { op: "cuMemHostRegister", .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            VramError::Backend {
+                op: "cuMemHostRegister",
+                ..
+            }
+        ),
+        "{e}"
+    );
     let c = fake.counts();
-    assert_eq!((c.pinned_allocs, c.registered, vram.host_budget().in_use()), (1, 0, 100));
+    assert_eq!(
+        (c.pinned_allocs, c.registered, vram.host_budget().in_use()),
+        (1, 0, 100)
+    );
 }
 
 /// Buffers and their budget can move across threads; the fair queue hands memory to a
@@ -183,11 +297,17 @@ fn alloc_wait_across_threads() {
     let (fake, vram) = setup(MIB);
     let big = vram.alloc::<u8>(MIB as usize).unwrap();
     let v2 = vram.clone();
-    let h = std::thread::spawn(move || v2.alloc_wait::<u8>(MIB as usize / 2, Duration::from_secs(10)).map(|b| b.len()));
+    let h = std::thread::spawn(move || {
+        v2.alloc_wait::<u8>(MIB as usize / 2, Duration::from_secs(10))
+            .map(|b| b.len())
+    });
     while vram.budget().waiters() == 0 {
         std::thread::yield_now();
     }
     drop(big);
     assert_eq!(h.join().unwrap().unwrap(), MIB as usize / 2);
-    assert_eq!((vram.budget().in_use(), fake.counts().device_allocs), (0, 0));
+    assert_eq!(
+        (vram.budget().in_use(), fake.counts().device_allocs),
+        (0, 0)
+    );
 }
