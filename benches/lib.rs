@@ -1,1 +1,3 @@
 //! Criterion benches of the CPU reference live in `benches/`; run `cargo bench -p cuzk-benches`.
+
+#![forbid(unsafe_code)]

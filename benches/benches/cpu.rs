@@ -1,6 +1,8 @@
 //! CPU reference benches: NTT 2^16..2^20, MSM G1/G2 2^16, proving 2^14..2^16.
 //! Inputs are random (never zeros); each size is set up once outside the timed loop.
 
+#![forbid(unsafe_code)]
+
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use cuzk_field::{Fr, G1Affine, G2Affine};
 use cuzk_groth16::{
