@@ -49,21 +49,40 @@ impl Files {
             .to_owned()
     }
 
-    /// circuit → setup → prove, for a 2^log circuit made from `seed`.
-    fn prove(&self, log: u32, seed: u64) {
-        let log = log.to_string();
-        let seed = seed.to_string();
-        ok(&[
+    /// `cuzk circuit` arguments writing a 2^log circuit made from `seed` to two files here.
+    fn circuit_args(&self, log: u32, seed: u64, r1cs: &str, witness: &str) -> Vec<String> {
+        let args = [
             "circuit",
             "--log-constraints",
-            &log,
+            &log.to_string(),
             "--seed",
-            &seed,
+            &seed.to_string(),
+        ];
+        let files = ["--r1cs", &self.path(r1cs), "--witness", &self.path(witness)];
+        args.iter().chain(&files).map(|a| a.to_string()).collect()
+    }
+
+    /// `cuzk prove` arguments for the circuit `c.r1cs` with the given key, witness and proof paths.
+    fn prove_args(&self, pk: &str, witness: &str, proof: &str) -> Vec<String> {
+        let r1cs = self.path("c.r1cs");
+        [
+            "prove",
             "--r1cs",
-            &self.path("c.r1cs"),
+            &r1cs,
+            "--pk",
+            pk,
             "--witness",
-            &self.path("w.wit"),
-        ]);
+            witness,
+            "--proof",
+            proof,
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
+    /// circuit → setup → prove, for a 2^log circuit made from `seed`.
+    fn prove(&self, log: u32, seed: u64) {
+        ok(&strs(&self.circuit_args(log, seed, "c.r1cs", "w.wit")));
         ok(&[
             "setup",
             "--r1cs",
@@ -73,19 +92,13 @@ impl Files {
             "--vk",
             &self.path("key.vk"),
         ]);
-        ok(&[
-            "prove",
-            "--r1cs",
-            &self.path("c.r1cs"),
-            "--pk",
+        let mut args = self.prove_args(
             &self.path("key.pk"),
-            "--witness",
             &self.path("w.wit"),
-            "--proof",
             &self.path("proof"),
-            "--public-out",
-            &self.path("public.wit"),
-        ]);
+        );
+        args.extend(["--public-out".to_string(), self.path("public.wit")]);
+        ok(&strs(&args));
     }
 
     fn verify_args(&self, public: &str) -> [String; 7] {
@@ -138,17 +151,7 @@ fn wrong_public_inputs_are_rejected() {
     let f = Files::new("wrong-public");
     f.prove(8, 1);
     // Another circuit's witness has other public inputs.
-    ok(&[
-        "circuit",
-        "--log-constraints",
-        "8",
-        "--seed",
-        "2",
-        "--r1cs",
-        &f.path("other.r1cs"),
-        "--witness",
-        &f.path("other.wit"),
-    ]);
+    ok(&strs(&f.circuit_args(8, 2, "other.r1cs", "other.wit")));
     let err = fails(&strs(&f.verify_args(&f.path("other.wit"))));
     assert!(err.contains("does not verify"), "{err}");
 }
@@ -168,30 +171,14 @@ fn corrupted_and_truncated_files_give_clear_errors() {
     let pk = f.path("key.pk");
     let bytes = fs::read(&pk).expect("read");
     fs::write(&pk, &bytes[..bytes.len() / 2]).expect("truncate");
-    let err = fails(&[
-        "prove",
-        "--r1cs",
-        &f.path("c.r1cs"),
-        "--pk",
-        &pk,
-        "--witness",
-        &f.path("w.wit"),
-        "--proof",
-        &f.path("p2"),
-    ]);
+    let err = fails(&strs(&f.prove_args(&pk, &f.path("w.wit"), &f.path("p2"))));
     assert!(err.contains("truncated"), "{err}");
 
-    let err = fails(&[
-        "prove",
-        "--r1cs",
-        &f.path("c.r1cs"),
-        "--pk",
+    let err = fails(&strs(&f.prove_args(
         &f.path("missing"),
-        "--witness",
         &f.path("w.wit"),
-        "--proof",
         &f.path("p2"),
-    ]);
+    )));
     assert!(err.contains("cannot open"), "{err}");
 }
 
@@ -199,26 +186,12 @@ fn corrupted_and_truncated_files_give_clear_errors() {
 fn witness_for_another_circuit_is_rejected() {
     let f = Files::new("wrong-witness");
     f.prove(8, 1);
-    ok(&[
-        "circuit",
-        "--log-constraints",
-        "9",
-        "--r1cs",
-        &f.path("big.r1cs"),
-        "--witness",
-        &f.path("big.wit"),
-    ]);
-    let err = fails(&[
-        "prove",
-        "--r1cs",
-        &f.path("c.r1cs"),
-        "--pk",
+    ok(&strs(&f.circuit_args(9, 1, "big.r1cs", "big.wit")));
+    let err = fails(&strs(&f.prove_args(
         &f.path("key.pk"),
-        "--witness",
         &f.path("big.wit"),
-        "--proof",
         &f.path("p2"),
-    ]);
+    )));
     assert!(err.contains("witness"), "{err}");
 }
 
