@@ -321,12 +321,31 @@ impl<P: MsmPoint> GpuMsm<P> {
     /// As [`Self::msm`] with the scalars (Montgomery form) already on this device.
     pub fn msm_device(&self, scalars: &DeviceBuffer<Fr>) -> Result<P::Projective, MsmError> {
         self.check_len(scalars.len())?;
+        self.msm_device_at(scalars, 0)
+    }
+
+    /// As [`Self::msm_device`] over `scalars[offset..offset + self.len()]`, so that several
+    /// MSMs can share one upload (a Groth16 prover's L query takes a suffix of the witness).
+    pub fn msm_device_at(
+        &self,
+        scalars: &DeviceBuffer<Fr>,
+        offset: usize,
+    ) -> Result<P::Projective, MsmError> {
+        if offset
+            .checked_add(self.len())
+            .is_none_or(|end| end > scalars.len())
+        {
+            return Err(MsmError::LengthMismatch {
+                points: self.len(),
+                scalars: scalars.len().saturating_sub(offset),
+            });
+        }
         match &self.points {
             Points::Resident(pts) => {
-                let canon = self.gpu.vram().alloc::<Fr>(scalars.len())?;
-                self.resident_msm(pts, canon, Some(scalars))
+                let canon = self.gpu.vram().alloc::<Fr>(self.len())?;
+                self.resident_msm(pts, canon, Some((scalars, offset)))
             }
-            Points::Streamed(host) => self.streamed_msm(host, Source::Device(scalars)),
+            Points::Streamed(host) => self.streamed_msm(host, Source::Device(scalars, offset)),
         }
     }
 
@@ -344,12 +363,12 @@ impl<P: MsmPoint> GpuMsm<P> {
         self.gpu.info().sm_count as usize
     }
 
-    /// `canon` holds the Montgomery scalars unless `src` is given.
+    /// `canon` holds the Montgomery scalars unless `src` (a buffer and an offset) is given.
     fn resident_msm(
         &self,
         pts: &DeviceBuffer<P>,
         mut canon: DeviceBuffer<Fr>,
-        src: Option<&DeviceBuffer<Fr>>,
+        src: Option<(&DeviceBuffer<Fr>, usize)>,
     ) -> Result<P::Projective, MsmError> {
         let n = pts.len();
         if n == 0 {
@@ -359,7 +378,7 @@ impl<P: MsmPoint> GpuMsm<P> {
         let mut counters = g.vram().alloc::<u32>(2)?;
         counters.fill_bytes_async(0, s.cuda())?;
         match src {
-            Some(src) => k::prepare(g, s, src, 0, &mut canon, n, &mut counters)?,
+            Some((src, at)) => k::prepare(g, s, src, at, &mut canon, n, &mut counters)?,
             None => k::prepare_in_place(g, s, &mut canon, n, &mut counters)?,
         }
         let mut count = [0u32; 2];
@@ -550,7 +569,7 @@ impl<P: MsmPoint> GpuMsm<P> {
         };
         let host_scalars: &[Fr] = match scalars {
             Source::Host(h) => h,
-            Source::Device(_) => &[],
+            Source::Device(..) => &[],
         };
         let nchunks = n.div_ceil(chunk);
         k::with_uploads(g, &self.copy, &host[..], |up_pts| {
@@ -572,8 +591,8 @@ impl<P: MsmPoint> GpuMsm<P> {
                         Source::Host(_) => {
                             k::prepare(g, s, &sc_buf[b], 0, &mut canon, len, &mut counters)?
                         }
-                        Source::Device(d) => {
-                            k::prepare(g, s, d, start, &mut canon, len, &mut counters)?
+                        Source::Device(d, at) => {
+                            k::prepare(g, s, d, at + start, &mut canon, len, &mut counters)?
                         }
                     }
                     self.enqueue_batch(&pts_buf[b], len, &canon, &plan, &mut scratch, true, true)?;
@@ -598,7 +617,8 @@ impl<P: MsmPoint> GpuMsm<P> {
 #[derive(Clone, Copy)]
 enum Source<'a> {
     Host(&'a [Fr]),
-    Device(&'a DeviceBuffer<Fr>),
+    /// Scalars at `offset..offset + n` of a device buffer.
+    Device(&'a DeviceBuffer<Fr>, usize),
 }
 
 /// `Σ_w 2^(c·w) · windows[w]` by Horner's rule from the top window.

@@ -71,6 +71,18 @@ fn check<P: MsmPoint>(gpu: &Gpu, points: &[P], scalars: &[Fr]) {
         "device scalars, n = {}",
         points.len()
     );
+    // The same scalars at an offset inside a longer device buffer (one shared upload).
+    let mut padded = vec![Fr::from_u64(7); 3];
+    padded.extend_from_slice(scalars);
+    padded.push(Fr::from_u64(9));
+    let dev = gpu.vram().from_host(&padded).unwrap();
+    assert_eq!(
+        ctx.msm_device_at(&dev, 3).unwrap(),
+        want,
+        "device scalars at an offset, n = {}",
+        points.len()
+    );
+    assert!(ctx.msm_device_at(&dev, 5).is_err(), "range past the end");
 }
 
 fn kind_strategy() -> impl Strategy<Value = Kind> {
