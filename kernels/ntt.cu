@@ -6,12 +6,27 @@
 using namespace cuzk;
 using namespace cuzk::ntt;
 
+// Resident blocks of 256 threads per SM that cuzk_ntt_pass4's register budget aims at: 2 gives
+// 120 registers and no spills (sm_90); 3 caps it at 80 and spills 76 bytes.
+#ifndef R4_MIN_BLOCKS
+#define R4_MIN_BLOCKS 2
+#endif
+
 // One radix-2^k pass (see ntt::pass); grid (2^(lg_n-k-lg_c), batch), 2^(k+lg_c-1) threads.
 extern "C" __global__ void __launch_bounds__(MAX_THREADS)
 cuzk_ntt_pass(fr_t* __restrict__ data, const fr_t* __restrict__ tables, uint32_t lg_n, uint32_t s0,
               uint32_t k, uint32_t lg_c, uint32_t flags)
 {
-    pass(data, tables, lg_n, s0, k, lg_c, flags);
+    pass<2>(data, tables, lg_n, s0, k, lg_c, flags);
+}
+
+// The same pass with radix-4 steps (ntt::pass<4>, needs k >= 2): grid as above,
+// 2^(k+lg_c-2) threads holding four elements each.
+extern "C" __global__ void __launch_bounds__(MAX_THREADS / 2, R4_MIN_BLOCKS)
+cuzk_ntt_pass4(fr_t* __restrict__ data, const fr_t* __restrict__ tables, uint32_t lg_n, uint32_t s0,
+               uint32_t k, uint32_t lg_c, uint32_t flags)
+{
+    pass<4>(data, tables, lg_n, s0, k, lg_c, flags);
 }
 
 // In-place bit-reversal permutation of each polynomial: grid (any, batch). Every element is one
@@ -28,6 +43,66 @@ cuzk_ntt_bit_reverse(fr_t* __restrict__ data, uint32_t lg_n)
             poly[i] = poly[j];
             poly[j] = x;
         }
+    }
+}
+
+// The same permutation, tiled (needs lg_n >= 2 * BR_T = 10): index i = (a, m, b) with a and b of
+// BR_T bits, bitrev(i) = (rev b, rev m, rev a). Block m (grid x = 2^(lg_n - 10), y = batch;
+// blocks with rev m < m exit) loads the 32 x 32 tiles A = {(a, m, b)} and B = {(a, rev m, b)}
+// with rows of 32 consecutive elements (1 KiB) and writes A transposed and bit-reversed to the
+// rows of set rev m and B to set m. Every block reads all its elements before it writes, and the
+// sets of different blocks are disjoint, so in place is safe.
+constexpr uint32_t BR_T = 5;
+extern "C" __global__ void __launch_bounds__(256)
+cuzk_ntt_bit_reverse_tiled(fr_t* __restrict__ data, uint32_t lg_n)
+{
+    constexpr uint32_t W = 1u << BR_T, P = W + 1;    // row pitch padded: conflict-free row reads
+    __shared__ uint4 s_lo[W * P], s_hi[W * P];
+    const tile_t tile{s_lo, s_hi};
+    const uint32_t mid = lg_n - 2 * BR_T;
+    const uint32_t m = blockIdx.x, mr = bitrev(m, mid);
+    if (mr < m) return;
+    fr_t* poly = data + ((size_t)blockIdx.y << lg_n);
+    const uint32_t t = threadIdx.x;
+    const uint32_t a_shift = lg_n - BR_T;
+    fr_t ra[4], rb[4];
+#pragma unroll
+    for (uint32_t u = 0; u < 4; u++) {
+        uint32_t e = t + 256 * u, a = e >> BR_T, b = e & (W - 1);
+        ra[u] = ld_elem(poly + (((size_t)a << a_shift) | (m << BR_T) | b));
+        if (mr != m) rb[u] = ld_elem(poly + (((size_t)a << a_shift) | (mr << BR_T) | b));
+    }
+    // Output (a', rev m, b') is old (rev b', m, rev a') = A[rev b'][rev a']: stage A at
+    // S[rev b][rev a], then read S[a'][b'].
+#pragma unroll
+    for (uint32_t u = 0; u < 4; u++) {
+        uint32_t e = t + 256 * u, a = e >> BR_T, b = e & (W - 1);
+        tile.set(bitrev(b, BR_T) * P + bitrev(a, BR_T), ra[u]);
+    }
+    __syncthreads();
+#pragma unroll
+    for (uint32_t u = 0; u < 4; u++) {
+        uint32_t e = t + 256 * u, a = e >> BR_T, b = e & (W - 1);
+        ra[u] = tile.get(a * P + b);
+    }
+    if (mr != m) {
+        __syncthreads();
+#pragma unroll
+        for (uint32_t u = 0; u < 4; u++) {
+            uint32_t e = t + 256 * u, a = e >> BR_T, b = e & (W - 1);
+            tile.set(bitrev(b, BR_T) * P + bitrev(a, BR_T), rb[u]);
+        }
+        __syncthreads();
+#pragma unroll
+        for (uint32_t u = 0; u < 4; u++) {
+            uint32_t e = t + 256 * u, a = e >> BR_T, b = e & (W - 1);
+            st_elem(poly + (((size_t)a << a_shift) | (m << BR_T) | b), tile.get(a * P + b));
+        }
+    }
+#pragma unroll
+    for (uint32_t u = 0; u < 4; u++) {
+        uint32_t e = t + 256 * u, a = e >> BR_T, b = e & (W - 1);
+        st_elem(poly + (((size_t)a << a_shift) | (mr << BR_T) | b), ra[u]);
     }
 }
 

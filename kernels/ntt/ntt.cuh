@@ -43,7 +43,14 @@ constexpr uint32_t T_FWD_INT = T_GI_HI + SPLIT;              // w_1024^q
 constexpr uint32_t T_INV_INT = T_FWD_INT + INT_LEN;          // w_1024^-q
 constexpr uint32_t T_NINV = T_INV_INT + INT_LEN;             // 1/2^L, L = 0..28
 constexpr uint32_t T_ZINV = T_NINV + MAX_LG + 1;             // 1/(g^(2^L) - 1)
-constexpr uint32_t T_LEN = T_ZINV + MAX_LG + 1;
+// Direct inter-pass twiddle tables: w_(2^DIRECT_LG)^i = W^(i << (MAX_LG - DIRECT_LG)), i < 2^DIRECT_LG.
+// A pass whose transform size M = 2^(lg_n - s0) is <= 2^DIRECT_LG (the second pass at 2^24..2^28)
+// reads its twiddle with one load instead of the split-table product (one multiplication less).
+constexpr uint32_t DIRECT_LG = 18;
+constexpr uint32_t DIRECT_N = 1u << DIRECT_LG;               // 262144 (8 MiB each)
+constexpr uint32_t T_FWD_DIR = T_ZINV + MAX_LG + 1;
+constexpr uint32_t T_INV_DIR = T_FWD_DIR + DIRECT_N;
+constexpr uint32_t T_LEN = T_INV_DIR + DIRECT_N;
 
 // ---- pass flags (mirrored in crates/gpu/src/ntt.rs) ---------------------------------------------
 constexpr uint32_t F_DIT = 1u << 0;          // Cooley-Tukey pass (else Gentleman-Sande)
@@ -74,6 +81,23 @@ __device__ __forceinline__ fr_t ld(const fr_t* p)
     r.v[0] = a.x; r.v[1] = a.y; r.v[2] = a.z; r.v[3] = a.w;
     r.v[4] = b.x; r.v[5] = b.y; r.v[6] = b.z; r.v[7] = b.w;
     return r;
+}
+
+// Element load/store as two 16-byte accesses.
+__device__ __forceinline__ fr_t ld_elem(const fr_t* p)
+{
+    const uint4* q = reinterpret_cast<const uint4*>(p);
+    uint4 a = q[0], b = q[1];
+    fr_t r;
+    r.v[0] = a.x; r.v[1] = a.y; r.v[2] = a.z; r.v[3] = a.w;
+    r.v[4] = b.x; r.v[5] = b.y; r.v[6] = b.z; r.v[7] = b.w;
+    return r;
+}
+__device__ __forceinline__ void st_elem(fr_t* p, const fr_t& x)
+{
+    uint4* q = reinterpret_cast<uint4*>(p);
+    q[0] = make_uint4(x.v[0], x.v[1], x.v[2], x.v[3]);
+    q[1] = make_uint4(x.v[4], x.v[5], x.v[6], x.v[7]);
 }
 
 // W^e (or W^-e), e < 2^28, from the split tables.
@@ -116,16 +140,47 @@ __device__ __forceinline__ fr_t scale(fr_t x, const fr_t* tables, uint32_t flags
     return x;
 }
 
+// Inter-pass twiddle W^ex (ex a multiple of 2^(MAX_LG - m_lg), m_lg = lg_n - s0): one direct
+// load when the pass's transform size 2^m_lg fits the direct table, else the split product.
+__device__ __forceinline__ fr_t pass_twiddle(const fr_t* tables, bool inv, uint32_t m_lg, uint32_t ex)
+{
+    if (m_lg <= DIRECT_LG)
+        return ld(tables + (inv ? T_INV_DIR : T_FWD_DIR) + (ex >> (MAX_LG - DIRECT_LG)));
+    return split_pow(tables, inv ? T_INV_LO : T_FWD_LO, ex);
+}
+
+// One radix-2 stage for the butterfly (e0, e1) with twiddle index tw (w_(2h)^j = itw[tw]);
+// lg_h == 0 means w = 1 (no load, no multiplication).
+__device__ __forceinline__ void bfly_dif(fr_t& x, fr_t& y, const fr_t* itw, uint32_t tw, bool one)
+{
+    fr_t s = x + y;
+    y = one ? x - y : (x - y) * ld(itw + tw);
+    x = s;
+}
+__device__ __forceinline__ void bfly_dit(fr_t& x, fr_t& y, const fr_t* itw, uint32_t tw, bool one)
+{
+    if (!one) y = y * ld(itw + tw);
+    fr_t s = x + y;
+    y = x - y;
+    x = s;
+}
+
 // One pass. Grid: x = blocks per polynomial (2^(L-k-lg_c)), y = polynomial of the batch.
-// Block: 2^(k+lg_c-1) threads (one butterfly each per stage), 2^(k+lg_c) * 32 bytes of dynamic
-// shared memory. The host checks: 1 <= k, k + lg_c <= TILE_LG, s0 + k + lg_c <= lg_n <= MAX_LG.
+// Block: 2^(k+lg_c) / EPT threads, 2^(k+lg_c) * 32 bytes of dynamic shared memory.
+// EPT = 2: one radix-2 butterfly per thread per stage, one __syncthreads per stage.
+// EPT = 4 (needs k >= 2): one radix-4 group per thread per step: two stages per shared-memory
+// round trip and __syncthreads, two independent multiplications per stage; for odd k the
+// multiplication-free h = 1 stage runs alone (two butterflies per thread). Same butterflies,
+// same twiddles, same order of stages as EPT = 2: bit-identical results.
+// The host checks: 1 <= k (2 <= k for EPT = 4), k + lg_c <= TILE_LG, s0 + k + lg_c <= lg_n <= MAX_LG.
+template <uint32_t EPT>
 __device__ __forceinline__ void pass(fr_t* __restrict__ data, const fr_t* __restrict__ tables,
                                      uint32_t lg_n, uint32_t s0, uint32_t k, uint32_t lg_c, uint32_t flags)
 {
     extern __shared__ uint4 smem[];
     const uint32_t tile_lg = k + lg_c;
     const uint32_t tile_n = 1u << tile_lg;
-    const uint32_t half = tile_n >> 1;
+    const uint32_t nthr = tile_n / EPT;
     const tile_t tile{smem, smem + tile_n};
 
     const uint32_t R = lg_n - s0 - k;                 // column bits
@@ -135,16 +190,17 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, const fr_t* __rest
     const uint32_t col0 = (blk & ((1u << chunks_lg) - 1)) << lg_c;
     fr_t* poly = data + ((size_t)blockIdx.y << lg_n);
     const size_t base = ((size_t)group << (lg_n - s0)) + col0;
+    const uint32_t m_lg = lg_n - s0;                  // this pass's transform size, log2
 
     const bool dit = flags & F_DIT;
     const bool inv = flags & F_INVERSE;
     const uint32_t cmask = (1u << lg_c) - 1;
     const uint32_t t = threadIdx.x;
 
-    // Load two elements per thread; consecutive threads take consecutive columns.
+    // Load EPT elements per thread; consecutive threads take consecutive columns.
 #pragma unroll
-    for (uint32_t u = 0; u < 2; u++) {
-        uint32_t e = t + u * half;
+    for (uint32_t u = 0; u < EPT; u++) {
+        uint32_t e = t + u * nthr;
         uint32_t row = e >> lg_c, cl = e & cmask;
         uint32_t pos = (uint32_t)(base + ((size_t)row << R) + cl);
         const uint4* in = reinterpret_cast<const uint4*>(poly + pos);
@@ -155,49 +211,97 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, const fr_t* __rest
         if (flags & (F_PRE_G | F_PRE_GI | F_PRE_NINV))
             x = scale(x, tables, flags, F_PRE_G, F_PRE_GI, F_PRE_NINV, dit ? bitrev(pos, lg_n) : pos, lg_n);
         if (dit && (flags & F_TWIDDLE)) {
-            uint32_t ex = ((col0 + cl) * bitrev(row, k)) << (MAX_LG - lg_n + s0);
-            x = x * split_pow(tables, inv ? T_INV_LO : T_FWD_LO, ex);
+            uint32_t ex = ((col0 + cl) * bitrev(row, k)) << (MAX_LG - m_lg);
+            x = x * pass_twiddle(tables, inv, m_lg, ex);
         }
         tile.set(e, x);
     }
     __syncthreads();
 
     const fr_t* itw = tables + (inv ? T_INV_INT : T_FWD_INT);
-    const uint32_t cl = t & cmask, q = t >> lg_c;     // column, butterfly index within column
-    for (uint32_t st = 0; st < k; st++) {
-        // DIF walks half-sizes 2^(k-1) .. 1, DIT 1 .. 2^(k-1).
-        const uint32_t lg_h = dit ? st : k - 1 - st;
-        const uint32_t h = 1u << lg_h;
-        const uint32_t j = q & (h - 1);
-        const uint32_t r = ((q >> lg_h) << (lg_h + 1)) | j;
-        const uint32_t e0 = (r << lg_c) | cl, e1 = e0 + (h << lg_c);
-        // w_(2h)^j = w_1024^(j * 512 / h)
-        fr_t x = tile.get(e0), y = tile.get(e1);
-        // The h = 1 stage (last DIF, first DIT) has only w = w_2^0 = 1: skip its multiplication
-        // and table load (uniform branch; saves 1/k of the butterfly multiplications).
-        if (lg_h == 0) {
-            tile.set(e0, x + y);
-            tile.set(e1, x - y);
-        } else if (dit) {
-            y = y * ld(itw + (j << (INT_LG - 1 - lg_h)));
-            tile.set(e0, x + y);
-            tile.set(e1, x - y);
-        } else {
-            tile.set(e0, x + y);
-            tile.set(e1, (x - y) * ld(itw + (j << (INT_LG - 1 - lg_h))));
+    const uint32_t cl = t & cmask, q = t >> lg_c;     // column, butterfly (group) index within column
+    if constexpr (EPT == 2) {
+        for (uint32_t st = 0; st < k; st++) {
+            // DIF walks half-sizes 2^(k-1) .. 1, DIT 1 .. 2^(k-1).
+            const uint32_t lg_h = dit ? st : k - 1 - st;
+            const uint32_t h = 1u << lg_h;
+            const uint32_t j = q & (h - 1);
+            const uint32_t r = ((q >> lg_h) << (lg_h + 1)) | j;
+            const uint32_t e0 = (r << lg_c) | cl, e1 = e0 + (h << lg_c);
+            // w_(2h)^j = w_1024^(j * 512 / h). The h = 1 stage (last DIF, first DIT) has only
+            // w = 1: no table load, no multiplication (uniform branch).
+            fr_t x = tile.get(e0), y = tile.get(e1);
+            const uint32_t tw = j << (INT_LG - 1 - lg_h);
+            if (dit) bfly_dit(x, y, itw, tw, lg_h == 0);
+            else bfly_dif(x, y, itw, tw, lg_h == 0);
+            tile.set(e0, x);
+            tile.set(e1, y);
+            __syncthreads();
         }
-        __syncthreads();
+    } else {
+        // Steps: DIF covers half-size pairs (2hh, hh) from the top, then (if k is odd) h = 1
+        // alone; DIT the mirror image: h = 1 alone first (k odd), then pairs (hh, 2hh) upwards.
+        const uint32_t steps = (k + 1) / 2;
+        const bool odd = k & 1;
+        for (uint32_t s = 0; s < steps; s++) {
+            // lg_hi: the larger half-size of the step's pair; single h = 1 stage when lg_hi == 0.
+            uint32_t lg_hi;
+            if (dit) lg_hi = odd ? 2 * s : 2 * s + 1;
+            else lg_hi = k - 1 - 2 * s;
+            if (lg_hi == 0) {
+                // The lone h = 1 stage (k odd): butterflies q and q + 2^(k-2) of this column.
+                // No multiplication (w = 1), DIF and DIT identical.
+#pragma unroll
+                for (uint32_t v = 0; v < 2; v++) {
+                    const uint32_t qq = q + (v << (k - 2));
+                    const uint32_t e0 = ((qq << 1) << lg_c) | cl, e1 = e0 + (1u << lg_c);
+                    fr_t x = tile.get(e0), y = tile.get(e1);
+                    tile.set(e0, x + y);
+                    tile.set(e1, x - y);
+                }
+            } else {
+                // Rows r, r + hh, r + 2hh, r + 3hh of column cl, hh = 2^(lg_hi - 1).
+                const uint32_t lg_lo = lg_hi - 1;
+                const uint32_t hh = 1u << lg_lo;
+                const uint32_t j = q & (hh - 1);
+                const uint32_t r = ((q >> lg_lo) << (lg_hi + 1)) | j;
+                const uint32_t e0 = (r << lg_c) | cl, d = hh << lg_c;
+                fr_t x0 = tile.get(e0), x1 = tile.get(e0 + d), x2 = tile.get(e0 + 2 * d),
+                     x3 = tile.get(e0 + 3 * d);
+                // Stage lg_hi (half 2hh): (x0, x2) at offset j, (x1, x3) at offset j + hh.
+                const uint32_t twa = j << (INT_LG - 1 - lg_hi), twb = (j + hh) << (INT_LG - 1 - lg_hi);
+                // Stage lg_lo (half hh): (x0, x1) and (x2, x3), both at offset j.
+                const uint32_t twc = j << (INT_LG - 1 - lg_lo);
+                const bool one = lg_lo == 0;
+                if (dit) {
+                    bfly_dit(x0, x1, itw, twc, one);
+                    bfly_dit(x2, x3, itw, twc, one);
+                    bfly_dit(x0, x2, itw, twa, false);
+                    bfly_dit(x1, x3, itw, twb, false);
+                } else {
+                    bfly_dif(x0, x2, itw, twa, false);
+                    bfly_dif(x1, x3, itw, twb, false);
+                    bfly_dif(x0, x1, itw, twc, one);
+                    bfly_dif(x2, x3, itw, twc, one);
+                }
+                tile.set(e0, x0);
+                tile.set(e0 + d, x1);
+                tile.set(e0 + 2 * d, x2);
+                tile.set(e0 + 3 * d, x3);
+            }
+            __syncthreads();
+        }
     }
 
 #pragma unroll
-    for (uint32_t u = 0; u < 2; u++) {
-        uint32_t e = t + u * half;
+    for (uint32_t u = 0; u < EPT; u++) {
+        uint32_t e = t + u * nthr;
         uint32_t row = e >> lg_c, c = e & cmask;
         uint32_t pos = (uint32_t)(base + ((size_t)row << R) + c);
         fr_t x = tile.get(e);
         if (!dit && (flags & F_TWIDDLE)) {
-            uint32_t ex = ((col0 + c) * bitrev(row, k)) << (MAX_LG - lg_n + s0);
-            x = x * split_pow(tables, inv ? T_INV_LO : T_FWD_LO, ex);
+            uint32_t ex = ((col0 + c) * bitrev(row, k)) << (MAX_LG - m_lg);
+            x = x * pass_twiddle(tables, inv, m_lg, ex);
         }
         if (flags & (F_POST_G | F_POST_GI | F_POST_NINV))
             x = scale(x, tables, flags, F_POST_G, F_POST_GI, F_POST_NINV, dit ? pos : bitrev(pos, lg_n), lg_n);

@@ -34,8 +34,12 @@ pub mod layout {
     pub const T_INV_INT: usize = T_FWD_INT + INT_LEN;
     pub const T_NINV: usize = T_INV_INT + INT_LEN;
     pub const T_ZINV: usize = T_NINV + MAX_LG as usize + 1;
+    pub const DIRECT_LG: u32 = 18;
+    pub const DIRECT_N: usize = 1 << DIRECT_LG;
+    pub const T_FWD_DIR: usize = T_ZINV + MAX_LG as usize + 1;
+    pub const T_INV_DIR: usize = T_FWD_DIR + DIRECT_N;
     /// Elements in the table buffer every NTT kernel reads.
-    pub const T_LEN: usize = T_ZINV + MAX_LG as usize + 1;
+    pub const T_LEN: usize = T_INV_DIR + DIRECT_N;
 }
 
 /// Pass flags, mirrored from `kernels/ntt/ntt.cuh`.
@@ -112,7 +116,8 @@ fn check_tables<T: Pod>(kernel: &str, tables: &DeviceBuffer<T>) -> Result<()> {
 }
 
 /// One radix-2^k pass over every polynomial of `data` (`batch` × 2^lg_n elements, in place):
-/// bits `[s0, s0 + k)` of the transform, tiles of 2^k rows × 2^lg_c columns. Asynchronous.
+/// bits `[s0, s0 + k)` of the transform, tiles of 2^k rows × 2^lg_c columns, radix-2 stages
+/// (`cuzk_ntt_pass`, two elements per thread). Asynchronous.
 #[allow(clippy::too_many_arguments)]
 pub fn pass<T: Pod>(
     gpu: &Gpu,
@@ -125,13 +130,54 @@ pub fn pass<T: Pod>(
     lg_c: u32,
     pass_flags: u32,
 ) -> Result<()> {
-    const K: &str = "cuzk_ntt_pass";
-    check_elem::<T>(K)?;
-    check_tables(K, tables)?;
-    let batch = check_batch(K, data, lg_n)?;
-    if k == 0 || k + lg_c > TILE_LG || s0 + k + lg_c > lg_n || pass_flags & !flags::ALL != 0 {
+    pass_impl(
+        gpu, stream, data, tables, lg_n, s0, k, lg_c, pass_flags, false,
+    )
+}
+
+/// [`pass`] with radix-4 steps (`cuzk_ntt_pass4`, four elements per thread, two stages per
+/// shared-memory round trip); needs `k >= 2`. Same result bit for bit. Asynchronous.
+#[allow(clippy::too_many_arguments)]
+pub fn pass_radix4<T: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    data: &mut DeviceBuffer<T>,
+    tables: &DeviceBuffer<T>,
+    lg_n: u32,
+    s0: u32,
+    k: u32,
+    lg_c: u32,
+    pass_flags: u32,
+) -> Result<()> {
+    pass_impl(
+        gpu, stream, data, tables, lg_n, s0, k, lg_c, pass_flags, true,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn pass_impl<T: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    data: &mut DeviceBuffer<T>,
+    tables: &DeviceBuffer<T>,
+    lg_n: u32,
+    s0: u32,
+    k: u32,
+    lg_c: u32,
+    pass_flags: u32,
+    radix4: bool,
+) -> Result<()> {
+    let (kernel, ept_lg, min_k) = if radix4 {
+        ("cuzk_ntt_pass4", 2, 2)
+    } else {
+        ("cuzk_ntt_pass", 1, 1)
+    };
+    check_elem::<T>(kernel)?;
+    check_tables(kernel, tables)?;
+    let batch = check_batch(kernel, data, lg_n)?;
+    if k < min_k || k + lg_c > TILE_LG || s0 + k + lg_c > lg_n || pass_flags & !flags::ALL != 0 {
         return Err(invalid(
-            K,
+            kernel,
             format!(
                 "bad pass geometry lg_n={lg_n} s0={s0} k={k} lg_c={lg_c} flags={pass_flags:#x}"
             ),
@@ -140,18 +186,19 @@ pub fn pass<T: Pod>(
     let tile_lg = k + lg_c;
     let cfg = LaunchConfig {
         grid: (1 << (lg_n - tile_lg), batch, 1),
-        block: (1 << (tile_lg - 1), 1, 1),
+        block: (1 << (tile_lg - ept_lg), 1, 1),
         shared_bytes: 32 << tile_lg,
     };
     // SAFETY: with the geometry checked above every block touches only its own tile inside
     // polynomial blockIdx.y < batch of `data` (batch << lg_n == data.len()) and reads `tables`
-    // below T_LEN (exponents < 2^28 split 14/14, lg_n <= 28, internal index < 512); `data` is
+    // below T_LEN (exponents < 2^28 split 14/14, direct index < 2^18 only when
+    // lg_n - s0 <= 18, lg_n <= 28, internal index < 512); `data` is
     // borrowed mutably for the launch and stream order protects it afterwards.
     unsafe {
         gpu.launch(
             stream,
             MODULE,
-            K,
+            kernel,
             cfg,
             &[&*data, tables, &lg_n, &s0, &k, &lg_c, &pass_flags],
         )
@@ -175,6 +222,34 @@ pub fn bit_reverse<T: Pod>(
         shared_bytes: 0,
     };
     // SAFETY: indices i and bitrev(i) are below 2^lg_n inside polynomial blockIdx.y < batch.
+    unsafe { gpu.launch(stream, MODULE, K, cfg, &[&*data, &lg_n]) }
+}
+
+/// [`bit_reverse`] by 32 × 32 tiles staged in shared memory (rows of 1 KiB read and written
+/// whole); needs `lg_n >= 10`. Asynchronous.
+pub fn bit_reverse_tiled<T: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    data: &mut DeviceBuffer<T>,
+    lg_n: u32,
+) -> Result<()> {
+    const K: &str = "cuzk_ntt_bit_reverse_tiled";
+    check_elem::<T>(K)?;
+    let batch = check_batch(K, data, lg_n)?;
+    if lg_n < 10 {
+        return Err(invalid(
+            K,
+            format!("2^{lg_n} is below the tiled minimum 2^10"),
+        ));
+    }
+    let cfg = LaunchConfig {
+        grid: (1 << (lg_n - 10), batch, 1),
+        block: (256, 1, 1),
+        shared_bytes: 0,
+    };
+    // SAFETY: block (m, y) touches indices (a << (lg_n-5)) | (m' << 5) | b < 2^lg_n, m' in
+    // {m, bitrev(m)} < 2^(lg_n-10), a, b < 32, inside polynomial y < batch; the sets of
+    // different blocks are disjoint and each block reads all its elements before writing.
     unsafe { gpu.launch(stream, MODULE, K, cfg, &[&*data, &lg_n]) }
 }
 

@@ -2,7 +2,7 @@
 //! (asynchronous), host-slice conveniences staged through pinned memory, and the fused Groth16
 //! quotient pipeline. Bit-identical to the CPU calls (checked in `tests/gpu.rs`).
 //!
-//! Every device owns one table buffer (~4.2 MiB, all sizes up to 2^28), uploaded on first use
+//! Every device owns one table buffer (~20 MiB, all sizes up to 2^28), uploaded on first use
 //! and kept for the life of the process.
 
 use std::collections::HashMap;
@@ -21,6 +21,8 @@ const _: () = {
     assert!(plan::T_G_LO == k::layout::T_G_LO && plan::T_GI_LO == k::layout::T_GI_LO);
     assert!(plan::T_FWD_INT == k::layout::T_FWD_INT && plan::T_INV_INT == k::layout::T_INV_INT);
     assert!(plan::T_NINV == k::layout::T_NINV && plan::T_ZINV == k::layout::T_ZINV);
+    assert!(plan::T_FWD_DIR == k::layout::T_FWD_DIR && plan::T_INV_DIR == k::layout::T_INV_DIR);
+    assert!(plan::DIRECT_LG == k::layout::DIRECT_LG);
     assert!(plan::SPLIT_BITS == k::layout::SPLIT_BITS && plan::MAX_LG == k::layout::MAX_LG);
     assert!(plan::INT_LG == k::layout::INT_LG && plan::TILE_LG == k::TILE_LG);
     assert!(
@@ -81,7 +83,26 @@ fn run_passes(
     passes: &[Pass],
 ) -> Result<(), NttError> {
     for p in passes {
-        k::pass(gpu, stream, data, tables, lg_n, p.s0, p.k, p.lg_c, p.flags)?;
+        if p.radix4 {
+            k::pass_radix4(gpu, stream, data, tables, lg_n, p.s0, p.k, p.lg_c, p.flags)?;
+        } else {
+            k::pass(gpu, stream, data, tables, lg_n, p.s0, p.k, p.lg_c, p.flags)?;
+        }
+    }
+    Ok(())
+}
+
+/// Bit-reversal of every polynomial of `data` on the kernel the plan selects.
+fn permute(
+    gpu: &Gpu,
+    stream: &Stream,
+    data: &mut DeviceBuffer<Fr>,
+    lg_n: u32,
+) -> Result<(), NttError> {
+    if plan::tiled_bitrev(lg_n) {
+        k::bit_reverse_tiled(gpu, stream, data, lg_n)?;
+    } else {
+        k::bit_reverse(gpu, stream, data, lg_n)?;
     }
     Ok(())
 }
@@ -106,11 +127,11 @@ impl Domain {
         let tables = device_tables(gpu)?;
         let plan = plan::plan(lg_n, t, input, output);
         if plan.permute_before {
-            k::bit_reverse(gpu, stream, data, lg_n)?;
+            permute(gpu, stream, data, lg_n)?;
         }
         run_passes(gpu, stream, data, &tables, lg_n, &plan.passes)?;
         if plan.permute_after {
-            k::bit_reverse(gpu, stream, data, lg_n)?;
+            permute(gpu, stream, data, lg_n)?;
         }
         Ok(())
     }
@@ -175,7 +196,7 @@ impl Domain {
         stream.synchronize()?;
         drop((b, c));
         run_passes(gpu, stream, a, &tables, lg_n, &back)?;
-        k::bit_reverse(gpu, stream, a, lg_n)?;
+        permute(gpu, stream, a, lg_n)?;
         Ok(())
     }
 
