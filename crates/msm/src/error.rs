@@ -11,6 +11,8 @@ pub enum MsmError {
         "the VRAM budget cannot hold even the smallest MSM chunk ({needed} bytes needed, {available} available)"
     )]
     NoRoom { needed: u64, available: u64 },
+    #[error("not supported: {0}")]
+    Unsupported(&'static str),
     #[error(transparent)]
     Gpu(#[from] cuzk_gpu::GpuError),
 }

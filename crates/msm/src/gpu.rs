@@ -8,9 +8,13 @@
 //! rest go through signed-digit Pippenger with a counting sort per window and balanced XYZZ
 //! bucket accumulation. The host only adds the per-window sums (≈ 256 doublings).
 
+use std::sync::Mutex;
+use std::time::Instant;
+
 use cuzk_field::Fr;
-use cuzk_gpu::msm::{self as k, Curve, ResultRing};
-use cuzk_gpu::{DeviceBuffer, Gpu, GpuError, PinnedBuffer, Stream};
+use cuzk_gpu::msm::{self as k, Curve, ResultRing, Staging};
+use cuzk_gpu::{DeviceBuffer, Event, Gpu, GpuError, PinnedBuffer, Stream};
+use rayon::prelude::*;
 
 use crate::{Group, MsmError, MsmPoint};
 
@@ -25,8 +29,75 @@ const THREADS_PER_SM: usize = 256;
 /// fits, so that chunk i+1's upload hides behind chunk i's compute (one chunk = no overlap).
 const OVERLAP_MIN_N: usize = 1 << 22;
 const MIN_CHUNKS: usize = 4;
-/// Largest window: beyond this the buckets outgrow what accumulation saves.
-const MAX_WINDOW_BITS: u32 = 20;
+/// Largest window a plan accepts (table, `with_window_bits`, `CUZK_MSM_WINDOW`).
+pub const MAX_WINDOW_BITS: u32 = 22;
+/// Largest window the cost model picks (beyond it the buckets outgrow what accumulation saves,
+/// by the model; measured rows of [`MEASURED_WINDOWS`] may go up to [`MAX_WINDOW_BITS`]).
+const MODEL_MAX_WINDOW_BITS: u32 = 20;
+/// Environment variable fixing the window bits of every new context (2..=22; ignored if it
+/// does not parse). [`GpuMsm::with_window_bits`] overrides it.
+pub const WINDOW_ENV: &str = "CUZK_MSM_WINDOW";
+/// Host scalars of at least this many elements are staged through pinned memory.
+const STAGE_MIN: usize = 1 << 16;
+/// Elements per pinned staging slot (16 MiB of scalars).
+const STAGE_SLOT: usize = 1 << 19;
+/// Elements per task of the parallel copy into a staging slot (1 MiB).
+const STAGE_TASK: usize = 1 << 15;
+
+/// Best window bits measured on the GPU: one row per line, `(group, from, c)`: c holds for a
+/// general-scalar count (scalars neither 0 nor 1) m with `from <= log2 m` up to the group's
+/// next row; below a group's first row (or for a group with no rows) the cost model
+/// ([`Plan::model_window`]) decides. Rows are sorted by `from` within a group.
+///
+/// `gpu_bench_msm_windows` (crates/msm/tests/gpu.rs) times every candidate c at n = 2^16..2^26
+/// with full-width and 70% 0/1 scalars (general ≈ 0.3 n) and prints the replacement rows
+/// (`msm_window_row` lines: each measured point's best c from the midpoint to the previous
+/// measured point). To update, paste those lines here, or change one row's c.
+///
+/// Seeded with the cost model's own breakpoints, so that the choice is the model's exactly
+/// until measured rows replace these.
+pub const MEASURED_WINDOWS: &[(Group, f64, u32)] = &[
+    (Group::G1, 14.70, 12), // seed: model
+    (Group::G1, 15.55, 13), // seed: model
+    (Group::G1, 17.55, 14), // seed: model
+    (Group::G1, 18.29, 16), // seed: model
+    (Group::G1, 21.84, 18), // seed: model
+    (Group::G1, 22.08, 19), // seed: model
+    (Group::G1, 22.97, 20), // seed: model
+    (Group::G2, 14.70, 12), // seed: model
+    (Group::G2, 15.55, 13), // seed: model
+    (Group::G2, 17.55, 14), // seed: model
+    (Group::G2, 18.29, 16), // seed: model
+    (Group::G2, 21.84, 18), // seed: model
+    (Group::G2, 22.08, 19), // seed: model
+    (Group::G2, 22.97, 20), // seed: model
+];
+
+/// The window of `table` for `m` general scalars of `group` (see [`MEASURED_WINDOWS`]).
+fn table_window(table: &[(Group, f64, u32)], group: Group, m: usize) -> Option<u32> {
+    let l = (m.max(1) as f64).log2();
+    table
+        .iter()
+        .filter(|r| r.0 == group && r.1 <= l)
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|r| r.2.clamp(2, MAX_WINDOW_BITS))
+}
+
+fn group_of(cv: Curve) -> Group {
+    match cv {
+        Curve::G1 => Group::G1,
+        Curve::G2 => Group::G2,
+    }
+}
+
+fn env_window() -> Option<u32> {
+    std::env::var(WINDOW_ENV)
+        .ok()?
+        .trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|c| (2..=MAX_WINDOW_BITS).contains(c))
+}
 
 fn curve<P: MsmPoint>() -> Curve {
     match P::GROUP {
@@ -53,11 +124,22 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// Window bits for `m` general G1 scalars: the measured table ([`MEASURED_WINDOWS`]),
+    /// the cost model where the table has no row.
+    pub fn choose_window(m: usize) -> u32 {
+        Self::choose_window_for(Group::G1, m)
+    }
+
+    /// Window bits for `m` general scalars of `group`: [`MEASURED_WINDOWS`], else the model.
+    pub fn choose_window_for(group: Group, m: usize) -> u32 {
+        table_window(MEASURED_WINDOWS, group, m).unwrap_or_else(|| Self::model_window(m))
+    }
+
     /// Chooses c by a cost model in units of one mixed addition: `m · nwin` for accumulation
     /// plus `2.6 · nwin · 2^(c-1)` for the bucket reduction (two full additions per bucket).
-    pub fn choose_window(m: usize) -> u32 {
+    pub fn model_window(m: usize) -> u32 {
         let m = m.max(1) as f64;
-        (2..=MAX_WINDOW_BITS)
+        (2..=MODEL_MAX_WINDOW_BITS)
             .min_by(|&a, &b| {
                 let cost = |c: u32| {
                     let nwin = 256u32.div_ceil(c) as f64;
@@ -68,15 +150,23 @@ impl Plan {
             .expect("non-empty range")
     }
 
-    /// Plan with 256 resident threads per SM (valid for both curves).
+    /// Plan with 256 resident threads per SM (valid for both curves) and, unless given, the
+    /// G1 window choice (for sizing; [`Self::for_curve`] is what an MSM runs).
     pub fn new(general: usize, n: usize, c: Option<u32>, sm_count: usize) -> Self {
-        Self::with_residency(general, n, c, sm_count, THREADS_PER_SM)
+        Self::with_residency(general, n, c, sm_count, THREADS_PER_SM, Group::G1)
     }
 
     /// Plan for a curve: the accumulation gets one full wave of the threads its kernel keeps
     /// resident per SM.
     pub fn for_curve(general: usize, n: usize, c: Option<u32>, sm_count: usize, cv: Curve) -> Self {
-        Self::with_residency(general, n, c, sm_count, cv.resident_threads_per_sm())
+        Self::with_residency(
+            general,
+            n,
+            c,
+            sm_count,
+            cv.resident_threads_per_sm(),
+            group_of(cv),
+        )
     }
 
     fn with_residency(
@@ -85,9 +175,10 @@ impl Plan {
         c: Option<u32>,
         sm_count: usize,
         acc_threads_per_sm: usize,
+        group: Group,
     ) -> Self {
         let c = c
-            .unwrap_or_else(|| Self::choose_window(general))
+            .unwrap_or_else(|| Self::choose_window_for(group, general))
             .clamp(2, MAX_WINDOW_BITS);
         let nwin = 256usize.div_ceil(c as usize);
         let buckets_per_window = 1usize << (c - 1);
@@ -158,24 +249,194 @@ struct Scratch<P: MsmPoint> {
 }
 
 impl<P: MsmPoint> Scratch<P> {
-    fn new(gpu: &Gpu, plan: &Plan) -> Result<Self, MsmError> {
-        let v = gpu.vram();
+    /// Element counts of the buffers, in field order.
+    fn lens(plan: &Plan) -> [usize; 12] {
         let w = curve::<P>().xyzz_words();
         let nk = plan.nkeys();
+        [
+            nk,
+            nk + 1,
+            nk,
+            plan.sorted_cap,
+            (nk + 1) * w,
+            2 * plan.threads,
+            2 * plan.threads * w,
+            plan.level1(),
+            plan.level1() * w,
+            plan.nwin * plan.groups() * w,
+            plan.ones_threads * w,
+            plan.nwin + 1,
+        ]
+    }
+
+    fn new(gpu: &Gpu, plan: &Plan) -> Result<Self, MsmError> {
+        let v = gpu.vram();
+        let l = Self::lens(plan);
         Ok(Self {
-            counts: v.alloc(nk)?,
-            offsets: v.alloc(nk + 1)?,
-            cursors: v.alloc(nk)?,
-            sorted: v.alloc(plan.sorted_cap)?,
-            buckets: v.alloc((nk + 1) * w)?,
-            keys_a: v.alloc(2 * plan.threads)?,
-            pts_a: v.alloc(2 * plan.threads * w)?,
-            keys_b: v.alloc(plan.level1())?,
-            pts_b: v.alloc(plan.level1() * w)?,
-            reduced: v.alloc(plan.nwin * plan.groups() * w)?,
-            ones: v.alloc(plan.ones_threads * w)?,
-            out: v.alloc(plan.nwin + 1)?,
+            counts: v.alloc(l[0])?,
+            offsets: v.alloc(l[1])?,
+            cursors: v.alloc(l[2])?,
+            sorted: v.alloc(l[3])?,
+            buckets: v.alloc(l[4])?,
+            keys_a: v.alloc(l[5])?,
+            pts_a: v.alloc(l[6])?,
+            keys_b: v.alloc(l[7])?,
+            pts_b: v.alloc(l[8])?,
+            reduced: v.alloc(l[9])?,
+            ones: v.alloc(l[10])?,
+            out: v.alloc(l[11])?,
         })
+    }
+
+    /// Whether every buffer is at least as large as `plan` needs. Every launch wrapper takes
+    /// its sizes from the plan and only checks buffers are large enough, and every buffer is
+    /// zeroed or fully written before it is read, so a larger cached scratch is equivalent.
+    fn fits(&self, plan: &Plan) -> bool {
+        let have = [
+            self.counts.len(),
+            self.offsets.len(),
+            self.cursors.len(),
+            self.sorted.len(),
+            self.buckets.len(),
+            self.keys_a.len(),
+            self.pts_a.len(),
+            self.keys_b.len(),
+            self.pts_b.len(),
+            self.reduced.len(),
+            self.ones.len(),
+            self.out.len(),
+        ];
+        have.iter().zip(Self::lens(plan)).all(|(&h, w)| h >= w)
+    }
+}
+
+/// Buffers a context may keep between MSMs (see [`GpuMsm::keep_scratch`]); the pinned
+/// staging slots for host scalars are kept in any case (host memory, 32 MiB at most).
+struct Cache<P: MsmPoint> {
+    canon: Option<DeviceBuffer<Fr>>,
+    counters: Option<DeviceBuffer<u32>>,
+    scratch: Option<Scratch<P>>,
+    staging: Option<Staging<Fr>>,
+}
+
+impl<P: MsmPoint> Default for Cache<P> {
+    fn default() -> Self {
+        Self {
+            canon: None,
+            counters: None,
+            scratch: None,
+            staging: None,
+        }
+    }
+}
+
+/// Device times (CUDA events on the compute stream) of the phases of one resident MSM, plus
+/// host-side times; from [`GpuMsm::msm_device_profiled`]. All in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct MsmProfile {
+    pub n: usize,
+    /// Scalars neither 0 nor 1 (sorted into buckets) and scalars equal to 1.
+    pub general: usize,
+    pub ones: usize,
+    pub c: u32,
+    pub nwin: usize,
+    /// Host time allocating canon, counters and scratch (about 0 with a kept scratch).
+    pub alloc_ms: f64,
+    /// Host time of the scalar upload ([`GpuMsm::msm_profiled`] only).
+    pub upload_ms: f64,
+    /// Montgomery → canonical and counting (device).
+    pub prepare_ms: f64,
+    /// Host time from the end of prepare to the first batch kernel being enqueued (counts read
+    /// back, plan, scratch allocation): device idle.
+    pub gap_ms: f64,
+    /// Zeroing counts and buckets (memsets).
+    pub zero_ms: f64,
+    pub histogram_ms: f64,
+    pub scan_ms: f64,
+    pub scatter_ms: f64,
+    /// Bucket accumulation, level 0.
+    pub accumulate_ms: f64,
+    /// Merge levels of the boundary partials.
+    pub merge_ms: f64,
+    pub reduce_ms: f64,
+    /// Tree sums of the reduced groups and conversion of the window sums.
+    pub window_sums_ms: f64,
+    /// Sum of the points with scalar one.
+    pub ones_ms: f64,
+    /// Device time from the start of prepare to the end of the last kernel (gap included).
+    pub device_ms: f64,
+    /// Host wall-clock time of the whole call, including the final combine.
+    pub total_ms: f64,
+}
+
+impl MsmProfile {
+    /// Histogram, scan, scatter and the zeroing before them: the counting sort.
+    pub fn sort_ms(&self) -> f64 {
+        self.zero_ms + self.histogram_ms + self.scan_ms + self.scatter_ms
+    }
+}
+
+impl std::fmt::Display for MsmProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "n={} general={} ones={} c={} nwin={} total={:.2} device={:.2} alloc={:.2} \
+             upload={:.2} prepare={:.2} gap={:.2} sort={:.2} (zero={:.2} histogram={:.2} scan={:.2} \
+             scatter={:.2}) accumulate={:.2} merge={:.2} reduce={:.2} window_sums={:.2} ones={:.2}",
+            self.n,
+            self.general,
+            self.ones,
+            self.c,
+            self.nwin,
+            self.total_ms,
+            self.device_ms,
+            self.alloc_ms,
+            self.upload_ms,
+            self.prepare_ms,
+            self.gap_ms,
+            self.sort_ms(),
+            self.zero_ms,
+            self.histogram_ms,
+            self.scan_ms,
+            self.scatter_ms,
+            self.accumulate_ms,
+            self.merge_ms,
+            self.reduce_ms,
+            self.window_sums_ms,
+            self.ones_ms,
+        )
+    }
+}
+
+/// Event marks of a profiled MSM, in order: prepare start/end, batch start, after the memsets,
+/// histogram, scan, scatter, accumulate, merge, reduce, window sums, ones.
+const MARKS: usize = 12;
+const M_BATCH: usize = 2;
+
+struct Marks {
+    ev: Vec<Event>,
+    alloc: std::time::Duration,
+    upload: std::time::Duration,
+    /// (general, ones, c, nwin), set once the batch is planned.
+    stats: Option<(usize, usize, u32, usize)>,
+}
+
+impl Marks {
+    fn new(gpu: &Gpu) -> Result<Self, GpuError> {
+        Ok(Self {
+            ev: (0..MARKS).map(|_| gpu.event()).collect::<Result<_, _>>()?,
+            alloc: std::time::Duration::ZERO,
+            upload: std::time::Duration::ZERO,
+            stats: None,
+        })
+    }
+}
+
+/// Records mark `i` on `s` when profiling.
+fn mark(marks: Option<&Marks>, s: &Stream, i: usize) -> Result<(), GpuError> {
+    match marks {
+        Some(m) => s.record(&m.ev[i]),
+        None => Ok(()),
     }
 }
 
@@ -193,6 +454,8 @@ pub struct GpuMsm<P: MsmPoint> {
     window_bits: Option<u32>,
     chunk_len: Option<usize>,
     vram_limit: Option<u64>,
+    keep_scratch: bool,
+    cache: Mutex<Cache<P>>,
 }
 
 impl<P: MsmPoint> std::fmt::Debug for GpuMsm<P> {
@@ -202,6 +465,7 @@ impl<P: MsmPoint> std::fmt::Debug for GpuMsm<P> {
             .field("len", &self.len())
             .field("resident", &self.is_resident())
             .field("window_bits", &self.window_bits)
+            .field("keep_scratch", &self.keep_scratch)
             .finish()
     }
 }
@@ -220,9 +484,11 @@ impl<P: MsmPoint> GpuMsm<P> {
             points,
             compute: gpu.stream("msm-compute")?,
             copy: gpu.stream("msm-copy")?,
-            window_bits: None,
+            window_bits: env_window(),
             chunk_len: None,
             vram_limit: None,
+            keep_scratch: false,
+            cache: Mutex::new(Cache::default()),
         })
     }
 
@@ -264,10 +530,66 @@ impl<P: MsmPoint> GpuMsm<P> {
         Self::streamed(gpu, pinned)
     }
 
-    /// Fixes the window size instead of choosing it from n (for tuning).
+    /// Fixes the window size instead of choosing it from the general-scalar count (for
+    /// tuning; overrides `CUZK_MSM_WINDOW`, which sets it for every new context).
     pub fn with_window_bits(mut self, c: u32) -> Self {
         self.window_bits = Some(c.clamp(2, MAX_WINDOW_BITS));
         self
+    }
+
+    /// As [`Self::with_window_bits`] on an existing context (`None`: the table/model choice).
+    pub fn set_window_bits(&mut self, c: Option<u32>) {
+        self.window_bits = c.map(|c| c.clamp(2, MAX_WINDOW_BITS));
+    }
+
+    /// Resident mode: keeps the device buffers of an MSM (scalars, sort and bucket scratch:
+    /// ~3.5 GB for G1 at 2^24) for the next call instead of freeing them, which saves the
+    /// cuMemAlloc/cuMemFree of every call. They stay charged to the VRAM budget until
+    /// [`Self::release_scratch`] or drop; a later call that needs larger buffers frees the kept
+    /// ones before allocating. Off by default: a Groth16 prover holding five contexts sizes
+    /// its memory plan for one transient scratch.
+    pub fn keep_scratch(mut self, keep: bool) -> Self {
+        self.keep_scratch = keep;
+        if !keep {
+            self.release_scratch();
+        }
+        self
+    }
+
+    /// Frees the device buffers kept by [`Self::keep_scratch`] and the pinned staging slots
+    /// (their budget is returned when this returns). A call in progress on another thread
+    /// keeps what it uses until it finishes.
+    pub fn release_scratch(&self) {
+        let taken = std::mem::take(&mut *self.lock_cache());
+        drop(taken);
+    }
+
+    /// Device bytes currently kept between calls (0 unless [`Self::keep_scratch`]).
+    pub fn kept_bytes(&self) -> u64 {
+        let c = self.lock_cache();
+        let mut b = 0;
+        b += c.canon.as_ref().map_or(0, |x| x.reserved_bytes());
+        b += c.counters.as_ref().map_or(0, |x| x.reserved_bytes());
+        if let Some(s) = &c.scratch {
+            b += s.counts.reserved_bytes()
+                + s.offsets.reserved_bytes()
+                + s.cursors.reserved_bytes()
+                + s.sorted.reserved_bytes()
+                + s.buckets.reserved_bytes()
+                + s.keys_a.reserved_bytes()
+                + s.pts_a.reserved_bytes()
+                + s.keys_b.reserved_bytes()
+                + s.pts_b.reserved_bytes()
+                + s.reduced.reserved_bytes()
+                + s.ones.reserved_bytes()
+                + s.out.reserved_bytes();
+        }
+        b
+    }
+
+    fn lock_cache(&self) -> std::sync::MutexGuard<'_, Cache<P>> {
+        // A panic while holding the lock leaves only buffers behind: still usable.
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Streamed mode: points per chunk instead of the largest that fits.
@@ -302,18 +624,12 @@ impl<P: MsmPoint> GpuMsm<P> {
         &self.compute
     }
 
-    /// `Σ scalars[i] · points[i]`, scalars in Montgomery form on the host.
+    /// `Σ scalars[i] · points[i]`, scalars in Montgomery form on the host (staged through
+    /// pinned memory when resident and large).
     pub fn msm(&self, scalars: &[Fr]) -> Result<P::Projective, MsmError> {
         self.check_len(scalars.len())?;
         match &self.points {
-            Points::Resident(pts) => {
-                let mut canon = self.gpu.vram().alloc::<Fr>(scalars.len())?;
-                if !scalars.is_empty() {
-                    // Synchronous upload; the compute stream starts after it.
-                    canon.copy_from_host(scalars)?;
-                }
-                self.resident_msm(pts, canon, None)
-            }
+            Points::Resident(pts) => self.resident_msm(pts, Source::Host(scalars), None),
             Points::Streamed(host) => self.streamed_msm(host, Source::Host(scalars)),
         }
     }
@@ -331,6 +647,79 @@ impl<P: MsmPoint> GpuMsm<P> {
         scalars: &DeviceBuffer<Fr>,
         offset: usize,
     ) -> Result<P::Projective, MsmError> {
+        self.check_range(scalars, offset)?;
+        match &self.points {
+            Points::Resident(pts) => self.resident_msm(pts, Source::Device(scalars, offset), None),
+            Points::Streamed(host) => self.streamed_msm(host, Source::Device(scalars, offset)),
+        }
+    }
+
+    /// As [`Self::msm_device`], also returning the device time of each phase (CUDA events
+    /// recorded between the phases on the compute stream; the unprofiled calls record none).
+    /// Resident contexts only.
+    pub fn msm_device_profiled(
+        &self,
+        scalars: &DeviceBuffer<Fr>,
+    ) -> Result<(P::Projective, MsmProfile), MsmError> {
+        self.check_len(scalars.len())?;
+        self.profiled(Source::Device(scalars, 0))
+    }
+
+    /// As [`Self::msm`] with a profile; `upload_ms` is the host time of the scalar upload.
+    pub fn msm_profiled(&self, scalars: &[Fr]) -> Result<(P::Projective, MsmProfile), MsmError> {
+        self.check_len(scalars.len())?;
+        self.profiled(Source::Host(scalars))
+    }
+
+    fn profiled(&self, src: Source<'_>) -> Result<(P::Projective, MsmProfile), MsmError> {
+        let Points::Resident(pts) = &self.points else {
+            return Err(MsmError::Unsupported("phase profiles of streamed contexts"));
+        };
+        let t0 = Instant::now();
+        let mut marks = Marks::new(&self.gpu)?;
+        let r = self.resident_msm(pts, src, Some(&mut marks))?;
+        let total_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let Some(stats) = marks.stats else {
+            // n = 0 or every scalar 0: no kernel ran.
+            return Ok((
+                r,
+                MsmProfile {
+                    total_ms,
+                    ..MsmProfile::default()
+                },
+            ));
+        };
+        let ev = &marks.ev;
+        ev[MARKS - 1].synchronize()?;
+        let e = |a: usize, b: usize| -> Result<f64, GpuError> {
+            Ok(f64::from(ev[a].elapsed_ms(&ev[b])?))
+        };
+        let prof = MsmProfile {
+            n: self.len(),
+            general: stats.0,
+            ones: stats.1,
+            c: stats.2,
+            nwin: stats.3,
+            alloc_ms: marks.alloc.as_secs_f64() * 1e3,
+            upload_ms: marks.upload.as_secs_f64() * 1e3,
+            prepare_ms: e(0, 1)?,
+            gap_ms: e(1, 2)?,
+            zero_ms: e(2, 3)?,
+            histogram_ms: e(3, 4)?,
+            scan_ms: e(4, 5)?,
+            scatter_ms: e(5, 6)?,
+            accumulate_ms: e(6, 7)?,
+            merge_ms: e(7, 8)?,
+            reduce_ms: e(8, 9)?,
+            window_sums_ms: e(9, 10)?,
+            ones_ms: e(10, 11)?,
+            device_ms: e(0, 11)?,
+            total_ms,
+        };
+        Ok((r, prof))
+    }
+
+    fn check_range(&self, scalars: &DeviceBuffer<Fr>, offset: usize) -> Result<(), MsmError> {
         if offset
             .checked_add(self.len())
             .is_none_or(|end| end > scalars.len())
@@ -340,13 +729,7 @@ impl<P: MsmPoint> GpuMsm<P> {
                 scalars: scalars.len().saturating_sub(offset),
             });
         }
-        match &self.points {
-            Points::Resident(pts) => {
-                let canon = self.gpu.vram().alloc::<Fr>(self.len())?;
-                self.resident_msm(pts, canon, Some((scalars, offset)))
-            }
-            Points::Streamed(host) => self.streamed_msm(host, Source::Device(scalars, offset)),
-        }
+        Ok(())
     }
 
     fn check_len(&self, scalars: usize) -> Result<(), MsmError> {
@@ -363,24 +746,127 @@ impl<P: MsmPoint> GpuMsm<P> {
         self.gpu.info().sm_count as usize
     }
 
-    /// `canon` holds the Montgomery scalars unless `src` (a buffer and an offset) is given.
+    /// One resident MSM; buffers come from (and go back to) the context's cache, which keeps
+    /// them only with [`Self::keep_scratch`].
     fn resident_msm(
         &self,
         pts: &DeviceBuffer<P>,
-        mut canon: DeviceBuffer<Fr>,
-        src: Option<(&DeviceBuffer<Fr>, usize)>,
+        src: Source<'_>,
+        marks: Option<&mut Marks>,
     ) -> Result<P::Projective, MsmError> {
-        let n = pts.len();
-        if n == 0 {
+        if pts.is_empty() {
             return Ok(P::Projective::default());
         }
-        let (g, s) = (&self.gpu, &self.compute);
-        let mut counters = g.vram().alloc::<u32>(2)?;
-        counters.fill_bytes_async(0, s.cuda())?;
-        match src {
-            Some((src, at)) => k::prepare(g, s, src, at, &mut canon, n, &mut counters)?,
-            None => k::prepare_in_place(g, s, &mut canon, n, &mut counters)?,
+        let mut cache = std::mem::take(&mut *self.lock_cache());
+        let r = self.resident_run(pts, src, &mut cache, marks);
+        let mut kept = self.lock_cache();
+        // Another call on this context may have put its buffers back meanwhile: keep one set.
+        if self.keep_scratch {
+            if kept.canon.is_none() {
+                kept.canon = cache.canon.take();
+            }
+            if kept.counters.is_none() {
+                kept.counters = cache.counters.take();
+            }
+            if kept.scratch.is_none() {
+                kept.scratch = cache.scratch.take();
+            }
         }
+        if kept.staging.is_none() {
+            kept.staging = cache.staging.take();
+        }
+        drop(kept);
+        drop(cache); // frees what is not kept, outside the lock
+        r
+    }
+
+    fn resident_run(
+        &self,
+        pts: &DeviceBuffer<P>,
+        src: Source<'_>,
+        cache: &mut Cache<P>,
+        mut marks: Option<&mut Marks>,
+    ) -> Result<P::Projective, MsmError> {
+        let n = pts.len();
+        let g = &self.gpu;
+        let t = Instant::now();
+        let mut canon = match cache.canon.take() {
+            Some(c) if c.len() == n => c,
+            old => {
+                drop(old);
+                g.vram().alloc::<Fr>(n)?
+            }
+        };
+        let counters = match cache.counters.take() {
+            Some(c) => Ok(c),
+            None => g.vram().alloc::<u32>(2),
+        };
+        let mut counters = match counters {
+            Ok(c) => c,
+            Err(e) => {
+                cache.canon = Some(canon);
+                return Err(e.into());
+            }
+        };
+        if let Some(m) = marks.as_deref_mut() {
+            m.alloc += t.elapsed();
+        }
+        let r = self.run_with(pts, src, cache, &mut canon, &mut counters, marks);
+        cache.canon = Some(canon);
+        cache.counters = Some(counters);
+        r
+    }
+
+    /// Copies host scalars into `canon`: through the pinned staging slots (parallel memcpy into
+    /// one slot while the other DMAs) when large, else one synchronous pageable copy.
+    fn upload_host(
+        &self,
+        scalars: &[Fr],
+        canon: &mut DeviceBuffer<Fr>,
+        staging: &mut Option<Staging<Fr>>,
+    ) -> Result<(), MsmError> {
+        if scalars.len() >= STAGE_MIN && staging.is_none() {
+            // Pinned memory is host budget; without it the pageable copy still works.
+            *staging = Staging::new(&self.gpu, scalars.len().min(STAGE_SLOT)).ok();
+        }
+        match staging {
+            Some(st) if scalars.len() >= STAGE_MIN => {
+                st.upload(&self.compute, scalars, canon, 0, |dst, src| {
+                    dst.par_chunks_mut(STAGE_TASK)
+                        .zip(src.par_chunks(STAGE_TASK))
+                        .for_each(|(d, s)| d.copy_from_slice(s));
+                })?;
+            }
+            _ => canon.copy_from_host(scalars)?,
+        }
+        Ok(())
+    }
+
+    fn run_with(
+        &self,
+        pts: &DeviceBuffer<P>,
+        src: Source<'_>,
+        cache: &mut Cache<P>,
+        canon: &mut DeviceBuffer<Fr>,
+        counters: &mut DeviceBuffer<u32>,
+        mut marks: Option<&mut Marks>,
+    ) -> Result<P::Projective, MsmError> {
+        let n = pts.len();
+        let (g, s) = (&self.gpu, &self.compute);
+        if let Source::Host(h) = src {
+            let t = Instant::now();
+            self.upload_host(h, canon, &mut cache.staging)?;
+            if let Some(m) = marks.as_deref_mut() {
+                m.upload += t.elapsed();
+            }
+        }
+        counters.fill_bytes_async(0, s.cuda())?;
+        mark(marks.as_deref(), s, 0)?;
+        match src {
+            Source::Device(d, at) => k::prepare(g, s, d, at, canon, n, counters)?,
+            Source::Host(_) => k::prepare_in_place(g, s, canon, n, counters)?,
+        }
+        mark(marks.as_deref(), s, 1)?;
         let mut count = [0u32; 2];
         counters.copy_to_host_on(&mut count, s.cuda())?;
         let (general, ones) = (count[0] as usize, count[1] as usize);
@@ -388,14 +874,42 @@ impl<P: MsmPoint> GpuMsm<P> {
             return Ok(P::Projective::default());
         }
         let plan = Plan::for_curve(general, n, self.window_bits, self.sm_count(), curve::<P>());
-        let mut scratch = Scratch::<P>::new(g, &plan)?;
-        self.enqueue_batch(pts, n, &canon, &plan, &mut scratch, general > 0, ones > 0)?;
-        let mut out = vec![P::Projective::default(); plan.nwin + 1];
-        scratch.out.copy_to_host_on(&mut out, s.cuda())?;
-        let (windows, ones_sum) = out.split_at(plan.nwin);
-        let windows = if general > 0 { windows } else { &[] };
+        let t = Instant::now();
+        let mut scratch = match cache.scratch.take() {
+            Some(sc) if sc.fits(&plan) => sc,
+            old => {
+                drop(old); // free before allocating the larger one
+                Scratch::<P>::new(g, &plan)?
+            }
+        };
+        if let Some(m) = marks.as_deref_mut() {
+            m.alloc += t.elapsed();
+            m.stats = Some((general, ones, plan.c, plan.nwin));
+        }
+        let mut out = vec![P::Projective::default(); scratch.out.len()];
+        let r = self
+            .enqueue_batch(
+                pts,
+                n,
+                canon,
+                &plan,
+                &mut scratch,
+                general > 0,
+                ones > 0,
+                marks.as_deref(),
+            )
+            .map_err(MsmError::from)
+            .and_then(|()| {
+                scratch
+                    .out
+                    .copy_to_host_on(&mut out, s.cuda())
+                    .map_err(MsmError::from)
+            });
+        cache.scratch = Some(scratch);
+        r?;
+        let windows = if general > 0 { &out[..plan.nwin] } else { &[] };
         let ones_sum = if ones > 0 {
-            ones_sum[0]
+            out[plan.nwin]
         } else {
             P::Projective::default()
         };
@@ -414,15 +928,21 @@ impl<P: MsmPoint> GpuMsm<P> {
         sc: &mut Scratch<P>,
         windows: bool,
         ones: bool,
+        marks: Option<&Marks>,
     ) -> Result<(), GpuError> {
         let (g, s, cv) = (&self.gpu, &self.compute, curve::<P>());
+        mark(marks, s, M_BATCH)?;
         if windows {
             let (c, nwin, nk) = (plan.c, plan.nwin as u32, plan.nkeys());
             sc.counts.fill_bytes_async(0, s.cuda())?;
             sc.buckets.fill_bytes_async(0, s.cuda())?;
+            mark(marks, s, 3)?;
             k::histogram(g, s, canon, n, c, nwin, &mut sc.counts)?;
+            mark(marks, s, 4)?;
             k::scan(g, s, &sc.counts, nk, &mut sc.offsets, &mut sc.cursors)?;
+            mark(marks, s, 5)?;
             k::scatter(g, s, canon, n, c, nwin, &mut sc.cursors, &mut sc.sorted)?;
+            mark(marks, s, 6)?;
             k::accumulate(
                 g,
                 s,
@@ -437,6 +957,7 @@ impl<P: MsmPoint> GpuMsm<P> {
                 &mut sc.pts_a,
                 &mut sc.buckets,
             )?;
+            mark(marks, s, 7)?;
             // Merge levels, ping-ponging between the a and b partial buffers.
             let mut count = 2 * plan.threads;
             let mut from_a = true;
@@ -469,6 +990,7 @@ impl<P: MsmPoint> GpuMsm<P> {
                 count = 2 * threads;
                 from_a = !from_a;
             }
+            mark(marks, s, 8)?;
             let groups = plan.groups();
             k::bucket_reduce(
                 g,
@@ -480,12 +1002,18 @@ impl<P: MsmPoint> GpuMsm<P> {
                 plan.group,
                 &mut sc.reduced,
             )?;
+            mark(marks, s, 9)?;
             let mut count = groups;
             while count > 1 {
                 k::sum_halves(g, s, cv, &mut sc.reduced, groups, plan.nwin, count)?;
                 count -= count / 2;
             }
             k::to_jacobian(g, s, cv, &sc.reduced, groups, plan.nwin, &mut sc.out, 0)?;
+            mark(marks, s, 10)?;
+        } else {
+            for i in 3..=10 {
+                mark(marks, s, i)?;
+            }
         }
         if ones {
             let t = plan.ones_threads;
@@ -497,6 +1025,7 @@ impl<P: MsmPoint> GpuMsm<P> {
             }
             k::to_jacobian(g, s, cv, &sc.ones, t, 1, &mut sc.out, plan.nwin)?;
         }
+        mark(marks, s, MARKS - 1)?;
         Ok(())
     }
 
@@ -595,7 +1124,16 @@ impl<P: MsmPoint> GpuMsm<P> {
                             k::prepare(g, s, d, at + start, &mut canon, len, &mut counters)?
                         }
                     }
-                    self.enqueue_batch(&pts_buf[b], len, &canon, &plan, &mut scratch, true, true)?;
+                    self.enqueue_batch(
+                        &pts_buf[b],
+                        len,
+                        &canon,
+                        &plan,
+                        &mut scratch,
+                        true,
+                        true,
+                        None,
+                    )?;
                     s.record(&consumed[b])?;
                     if ring.is_pending(b) {
                         fold(ring.take(b)?);
@@ -656,11 +1194,61 @@ mod tests {
     fn window_choice_grows_with_n() {
         let cs: Vec<u32> = [1usize << 10, 1 << 16, 1 << 20, 1 << 24]
             .iter()
-            .map(|&m| Plan::choose_window(m))
+            .map(|&m| Plan::model_window(m))
             .collect();
         assert!(cs.windows(2).all(|w| w[0] <= w[1]), "{cs:?}");
-        assert_eq!(Plan::choose_window(1 << 20), 16);
+        assert_eq!(Plan::model_window(1 << 20), 16);
         assert!(cs[3] >= 18, "{cs:?}");
+        for g in [Group::G1, Group::G2] {
+            let cs: Vec<u32> = (0..=27)
+                .map(|l| Plan::choose_window_for(g, 1 << l))
+                .collect();
+            assert!(
+                cs.iter().all(|c| (2..=MAX_WINDOW_BITS).contains(c)),
+                "{cs:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn window_table_is_well_formed() {
+        for g in [Group::G1, Group::G2] {
+            let rows: Vec<_> = MEASURED_WINDOWS.iter().filter(|r| r.0 == g).collect();
+            assert!(
+                rows.windows(2).all(|w| w[0].1 < w[1].1),
+                "{g:?} rows must be sorted by log2"
+            );
+            assert!(
+                rows.iter()
+                    .all(|r| (2..=MAX_WINDOW_BITS).contains(&r.2) && r.1 >= 0.0 && r.1 <= 32.0),
+                "{g:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn window_table_lookup() {
+        let t = [
+            (Group::G1, 16.0, 13),
+            (Group::G1, 19.0, 17),
+            (Group::G1, 23.0, 21),
+        ];
+        assert_eq!(
+            table_window(&t, Group::G1, (1 << 16) - 1),
+            None,
+            "below: model"
+        );
+        assert_eq!(table_window(&t, Group::G1, 1 << 16), Some(13));
+        assert_eq!(table_window(&t, Group::G1, (1 << 19) - 1), Some(13));
+        assert_eq!(table_window(&t, Group::G1, 1 << 19), Some(17));
+        assert_eq!(table_window(&t, Group::G1, 1 << 22), Some(17));
+        assert_eq!(
+            table_window(&t, Group::G1, 1 << 27),
+            Some(21),
+            "clamped above"
+        );
+        assert_eq!(table_window(&t, Group::G2, 1 << 20), None, "no rows: model");
+        assert_eq!(table_window(&t, Group::G1, 0), None);
     }
 
     #[test]

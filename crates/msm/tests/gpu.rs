@@ -3,8 +3,8 @@
 
 use cuzk_field::{Fr, G1Affine, G2Affine};
 use cuzk_gpu::Gpu;
-use cuzk_msm::gpu::GpuMsm;
-use cuzk_msm::{MsmPoint, cpu, testing};
+use cuzk_msm::gpu::{GpuMsm, MsmProfile, Plan};
+use cuzk_msm::{Group, MsmPoint, cpu, testing};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
@@ -19,6 +19,8 @@ enum Kind {
     Small,
     Sparse,
     Edge,
+    /// 35% zero, 35% one, 30% full width (a Groth16 witness: general count ≈ 0.3 n).
+    Mostly01,
 }
 
 fn scalars(n: usize, kind: Kind, rng: &mut ChaCha20Rng) -> Vec<Fr> {
@@ -29,6 +31,11 @@ fn scalars(n: usize, kind: Kind, rng: &mut ChaCha20Rng) -> Vec<Fr> {
             Kind::Sparse => match rng.gen_range(0..10) {
                 0..=4 => Fr::ZERO,
                 5..=8 => Fr::ONE,
+                _ => Fr::random(rng),
+            },
+            Kind::Mostly01 => match rng.gen_range(0..20) {
+                0..=6 => Fr::ZERO,
+                7..=13 => Fr::ONE,
                 _ => Fr::random(rng),
             },
             Kind::Edge => match rng.gen_range(0..5) {
@@ -262,8 +269,91 @@ fn gpu_alloc_failure_restores_budget() {
     assert_eq!(ctx.msm(&s).unwrap(), want);
 }
 
+/// A context that keeps its scratch: results equal the CPU's across plans that grow and
+/// shrink (dense, sparse, all-ones), host scalars staged through pinned memory in several
+/// slots, and the budget is exactly restored by release_scratch and by drop.
+#[test]
+#[ignore = "gpu"]
+fn gpu_kept_scratch_matches_cpu() {
+    let g = gpu();
+    let mut rng = ChaCha20Rng::seed_from_u64(11);
+    let budget = g.vram().budget().clone();
+    // > 2^19 (one staging slot): the host path uses both slots and a short last piece.
+    let n = 600_001;
+    let p: Vec<G1Affine> = points(n, &mut rng);
+    let before = budget.in_use();
+    let ctx = GpuMsm::resident(&g, &p).unwrap().keep_scratch(true);
+    let base = budget.in_use();
+    assert_eq!(ctx.kept_bytes(), 0);
+    for kind in [
+        Kind::Sparse,
+        Kind::Random,
+        Kind::Mostly01,
+        Kind::Small,
+        Kind::Edge,
+        Kind::Random,
+    ] {
+        let s = scalars(n, kind, &mut rng);
+        let want = cpu::msm(&p, &s).unwrap();
+        assert_eq!(ctx.msm(&s).unwrap(), want, "{kind:?} host scalars");
+        let dev = g.vram().from_host(&s).unwrap();
+        assert_eq!(
+            ctx.msm_device(&dev).unwrap(),
+            want,
+            "{kind:?} device scalars"
+        );
+        let (r, prof) = ctx.msm_device_profiled(&dev).unwrap();
+        assert_eq!(r, want, "{kind:?} profiled");
+        assert_eq!(prof.n, n);
+        assert!(ctx.kept_bytes() > 0, "{kind:?}: nothing kept");
+        drop(dev);
+        assert_eq!(
+            budget.in_use(),
+            base + ctx.kept_bytes(),
+            "{kind:?}: budget is points + kept buffers"
+        );
+    }
+    let ones = vec![Fr::ONE; n];
+    assert_eq!(
+        ctx.msm(&ones).unwrap(),
+        cpu::msm(&p, &ones).unwrap(),
+        "all ones"
+    );
+    ctx.release_scratch();
+    assert_eq!(ctx.kept_bytes(), 0);
+    assert_eq!(budget.in_use(), base, "release_scratch restores the budget");
+    // An allocation failure with kept buffers: the budget is restored once they are released.
+    let s = scalars(n, Kind::Random, &mut rng);
+    let want = ctx.msm(&s).unwrap();
+    let kept = ctx.kept_bytes();
+    ctx.release_scratch();
+    let hog = budget.try_acquire(budget.available()).expect("hog");
+    assert!(ctx.msm(&s).is_err(), "no room: must fail");
+    drop(hog);
+    assert_eq!(budget.in_use(), base, "failure left the budget changed");
+    assert_eq!(ctx.msm(&s).unwrap(), want);
+    assert_eq!(ctx.kept_bytes(), kept);
+    drop(ctx);
+    assert_eq!(budget.in_use(), before, "drop frees everything");
+}
+
 fn median_ms(stream: &cuzk_gpu::Stream, g: &Gpu, f: impl FnMut()) -> f64 {
     g.median_ms(stream, 7, f).unwrap()
+}
+
+/// One profiled MSM of the median total among 3 (after a warm-up), and a check that profiling
+/// does not change the result.
+fn profile<P: MsmPoint>(ctx: &GpuMsm<P>, dev: &cuzk_gpu::DeviceBuffer<Fr>, name: &str) {
+    let want = ctx.msm_device(dev).unwrap();
+    let mut runs: Vec<MsmProfile> = (0..3)
+        .map(|_| {
+            let (r, p) = ctx.msm_device_profiled(dev).unwrap();
+            assert_eq!(r, want, "{name}: profiled result differs");
+            p
+        })
+        .collect();
+    runs.sort_by(|a, b| a.total_ms.total_cmp(&b.total_ms));
+    println!("msm_profile {name}: {}", runs[1]);
 }
 
 /// Benchmark rows of issue 5 (device time between events on the MSM stream, median of 7 after
@@ -289,6 +379,20 @@ fn gpu_bench_msm() {
             ctx.msm_device(&dev).unwrap();
         });
         row(&format!("G1 2^{log} random, resident"), ms, target);
+        profile(&ctx, &dev, &format!("G1 2^{log} random"));
+        let want = ctx.msm_device(&dev).unwrap();
+        let ctx = ctx.keep_scratch(true);
+        assert_eq!(ctx.msm_device(&dev).unwrap(), want, "kept scratch");
+        let ms = median_ms(ctx.stream(), &g, || {
+            ctx.msm_device(&dev).unwrap();
+        });
+        row(
+            &format!("G1 2^{log} random, resident, kept scratch"),
+            ms,
+            target,
+        );
+        profile(&ctx, &dev, &format!("G1 2^{log} random kept-scratch"));
+        let ctx = ctx.keep_scratch(false);
         if log == 24 {
             let ms = median_ms(ctx.stream(), &g, || {
                 ctx.msm(&s).unwrap();
@@ -320,4 +424,117 @@ fn gpu_bench_msm() {
         ctx.msm_device(&dev).unwrap();
     });
     row("G2 2^24 random, resident", ms, 330.0);
+    profile(&ctx, &dev, "G2 2^24 random");
+    let ctx = ctx.keep_scratch(true);
+    let ms = median_ms(ctx.stream(), &g, || {
+        ctx.msm_device(&dev).unwrap();
+    });
+    row("G2 2^24 random, resident, kept scratch", ms, 330.0);
+    profile(&ctx, &dev, "G2 2^24 random kept-scratch");
+}
+
+/// Times one resident MSM per candidate window at each n (median of 3 after a warm-up) and
+/// prints machine-readable lines:
+///   `msm_window curve=.. n_log2=.. kind=.. general=.. general_log2=.. c=.. ms=..`
+///   `msm_window_best curve=.. n_log2=.. kind=.. general_log2=.. best_c=.. best_ms=.. chosen_c=.. chosen_ms=..`
+///   `msm_window_row (Group::G1, 23.13, 21),` — the rows for `MEASURED_WINDOWS`
+///   (crates/msm/src/gpu.rs), each measured point's best c from the midpoint to the previous.
+/// Every result is checked: against the CPU MSM up to 2^22, and all windows against each other.
+#[test]
+#[ignore = "gpu"]
+fn gpu_bench_msm_windows() {
+    let g = gpu();
+    let mut rng = ChaCha20Rng::seed_from_u64(56);
+    let mut best = Vec::new();
+    // G1 2^26 needs ~20 GB (points, scalars, canon, a c = 22 scratch).
+    let g1_max = if g.vram().budget().available() >= 24 << 30 {
+        26
+    } else {
+        24
+    };
+    let sc = [
+        (Kind::Random, scalars(1 << g1_max, Kind::Random, &mut rng)),
+        (
+            Kind::Mostly01,
+            scalars(1 << g1_max, Kind::Mostly01, &mut rng),
+        ),
+    ];
+    let g1 = big_points(g1_max, 26);
+    for log in (16..=g1_max).step_by(2) {
+        windows_at(&g, &g1[..1 << log], log, &sc, &mut best);
+    }
+    drop(g1);
+    let g2: Vec<G2Affine> = testing::random_points(1 << 24, &mut rng);
+    for log in (16..=24).step_by(2) {
+        windows_at(&g, &g2[..1 << log], log, &sc, &mut best);
+    }
+    for group in [Group::G1, Group::G2] {
+        let mut pts: Vec<(f64, u32)> = best
+            .iter()
+            .filter(|b: &&(Group, f64, u32)| b.0 == group)
+            .map(|b| (b.1, b.2))
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for (i, &(l, c)) in pts.iter().enumerate() {
+            let from = if i == 0 {
+                l - 1.0
+            } else {
+                (pts[i - 1].0 + l) / 2.0
+            };
+            println!(
+                "msm_window_row    (Group::{group:?}, {from:.2}, {c}), // measured best at log2 general {l:.2}"
+            );
+        }
+    }
+}
+
+fn windows_at<P: MsmPoint>(
+    g: &Gpu,
+    pts: &[P],
+    log: u32,
+    sc: &[(Kind, Vec<Fr>)],
+    best: &mut Vec<(Group, f64, u32)>,
+) {
+    let n = pts.len();
+    let curve = format!("{:?}", P::GROUP);
+    let mut ctx = GpuMsm::resident(g, pts).unwrap();
+    for (kind, s) in sc {
+        let s = &s[..n];
+        let general = s.iter().filter(|&&x| x != Fr::ZERO && x != Fr::ONE).count();
+        let gl = (general as f64).log2();
+        let dev = g.vram().from_host(s).unwrap();
+        ctx.set_window_bits(None);
+        let chosen_c = Plan::choose_window_for(P::GROUP, general);
+        let want = if log <= 22 {
+            cpu::msm(pts, s).unwrap()
+        } else {
+            ctx.msm_device(&dev).unwrap()
+        };
+        let mut times = Vec::new();
+        for c in log.saturating_sub(8).max(10)..=log.min(22) {
+            ctx.set_window_bits(Some(c));
+            assert_eq!(
+                ctx.msm_device(&dev).unwrap(),
+                want,
+                "{curve} 2^{log} {kind:?} c = {c}"
+            );
+            let ms = g.median_ms(ctx.stream(), 3, || {
+                ctx.msm_device(&dev).unwrap();
+            });
+            let ms = ms.unwrap();
+            println!(
+                "msm_window curve={curve} n_log2={log} kind={kind:?} general={general} general_log2={gl:.2} c={c} ms={ms:.3}"
+            );
+            times.push((c, ms));
+        }
+        let &(bc, bms) = times.iter().min_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
+        let chosen_ms = times
+            .iter()
+            .find(|t| t.0 == chosen_c)
+            .map_or(f64::NAN, |t| t.1);
+        println!(
+            "msm_window_best curve={curve} n_log2={log} kind={kind:?} general_log2={gl:.2} best_c={bc} best_ms={bms:.3} chosen_c={chosen_c} chosen_ms={chosen_ms:.3}"
+        );
+        best.push((P::GROUP, gl, bc));
+    }
 }
