@@ -50,7 +50,14 @@ constexpr uint32_t DIRECT_LG = 18;
 constexpr uint32_t DIRECT_N = 1u << DIRECT_LG;               // 262144 (8 MiB each)
 constexpr uint32_t T_FWD_DIR = T_ZINV + MAX_LG + 1;
 constexpr uint32_t T_INV_DIR = T_FWD_DIR + DIRECT_N;
-constexpr uint32_t T_LEN = T_INV_DIR + DIRECT_N;
+// Per-size scaled HI tables for the fused coset scaling with 1/n: for each L = 0..MAX_LG,
+// HI_GN_L[h] = g^(h * 2^14) / 2^L (and g^-1 in HI_GIN_L), h < max(1, 2^(L-14)), at offset
+// gn_off(L); g^(+-i)/n = LO[i & 0x3fff] * HI_GN_L[i >> 14]: 2 multiplications instead of 3.
+__host__ __device__ constexpr uint32_t gn_off(uint32_t L) { return L <= 15 ? L : (1u << (L - 14)) + 13; }
+constexpr uint32_t GN_LEN = gn_off(MAX_LG + 1);              // 2^15 + 13
+constexpr uint32_t T_GN_HI = T_INV_DIR + DIRECT_N;
+constexpr uint32_t T_GIN_HI = T_GN_HI + GN_LEN;
+constexpr uint32_t T_LEN = T_GIN_HI + GN_LEN;
 
 // ---- pass flags (mirrored in crates/gpu/src/ntt.rs) ---------------------------------------------
 constexpr uint32_t F_DIT = 1u << 0;          // Cooley-Tukey pass (else Gentleman-Sande)
@@ -134,9 +141,28 @@ struct tile_t {
 __device__ __forceinline__ fr_t scale(fr_t x, const fr_t* tables, uint32_t flags, uint32_t g_bit,
                                       uint32_t gi_bit, uint32_t ninv_bit, uint32_t idx, uint32_t lg_n)
 {
-    if (flags & g_bit) x = x * split_pow(tables, T_G_LO, idx);
-    if (flags & gi_bit) x = x * split_pow(tables, T_GI_LO, idx);
-    if (flags & ninv_bit) x = x * ld(tables + T_NINV + lg_n);
+    // With 1/n: one product from the per-size scaled HI table (g^(+-i)/n), else separately.
+    const fr_t* lo_g = tables + T_G_LO + (idx & (SPLIT - 1));
+    const fr_t* lo_gi = tables + T_GI_LO + (idx & (SPLIT - 1));
+    const uint32_t hn = gn_off(lg_n) + (idx >> SPLIT_BITS);
+    bool ninv = flags & ninv_bit;
+    if (flags & g_bit) {
+        if (ninv) {
+            x = x * (ld(lo_g) * ld(tables + T_GN_HI + hn));
+            ninv = false;
+        } else {
+            x = x * split_pow(tables, T_G_LO, idx);
+        }
+    }
+    if (flags & gi_bit) {
+        if (ninv) {
+            x = x * (ld(lo_gi) * ld(tables + T_GIN_HI + hn));
+            ninv = false;
+        } else {
+            x = x * split_pow(tables, T_GI_LO, idx);
+        }
+    }
+    if (ninv) x = x * ld(tables + T_NINV + lg_n);
     return x;
 }
 

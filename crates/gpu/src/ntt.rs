@@ -38,8 +38,19 @@ pub mod layout {
     pub const DIRECT_N: usize = 1 << DIRECT_LG;
     pub const T_FWD_DIR: usize = T_ZINV + MAX_LG as usize + 1;
     pub const T_INV_DIR: usize = T_FWD_DIR + DIRECT_N;
+    /// Offset of size 2^lg's scaled HI table inside T_GN_HI / T_GIN_HI.
+    pub const fn gn_off(lg: u32) -> usize {
+        if lg <= 15 {
+            lg as usize
+        } else {
+            (1 << (lg - 14)) + 13
+        }
+    }
+    pub const GN_LEN: usize = gn_off(MAX_LG + 1);
+    pub const T_GN_HI: usize = T_INV_DIR + DIRECT_N;
+    pub const T_GIN_HI: usize = T_GN_HI + GN_LEN;
     /// Elements in the table buffer every NTT kernel reads.
-    pub const T_LEN: usize = T_INV_DIR + DIRECT_N;
+    pub const T_LEN: usize = T_GIN_HI + GN_LEN;
 }
 
 /// Pass flags, mirrored from `kernels/ntt/ntt.cuh`.
@@ -192,7 +203,8 @@ fn pass_impl<T: Pod>(
     // SAFETY: with the geometry checked above every block touches only its own tile inside
     // polynomial blockIdx.y < batch of `data` (batch << lg_n == data.len()) and reads `tables`
     // below T_LEN (exponents < 2^28 split 14/14, direct index < 2^18 only when
-    // lg_n - s0 <= 18, lg_n <= 28, internal index < 512); `data` is
+    // lg_n - s0 <= 18, scaled HI index gn_off(lg_n) + (i >> 14) < gn_off(lg_n + 1) for
+    // i < 2^lg_n, lg_n <= 28, internal index < 512); `data` is
     // borrowed mutably for the launch and stream order protects it afterwards.
     unsafe {
         gpu.launch(

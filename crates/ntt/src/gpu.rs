@@ -23,6 +23,8 @@ const _: () = {
     assert!(plan::T_NINV == k::layout::T_NINV && plan::T_ZINV == k::layout::T_ZINV);
     assert!(plan::T_FWD_DIR == k::layout::T_FWD_DIR && plan::T_INV_DIR == k::layout::T_INV_DIR);
     assert!(plan::DIRECT_LG == k::layout::DIRECT_LG);
+    assert!(plan::T_GN_HI == k::layout::T_GN_HI && plan::T_GIN_HI == k::layout::T_GIN_HI);
+    assert!(plan::gn_off(28) == k::layout::gn_off(28) && plan::GN_LEN == k::layout::GN_LEN);
     assert!(plan::SPLIT_BITS == k::layout::SPLIT_BITS && plan::MAX_LG == k::layout::MAX_LG);
     assert!(plan::INT_LG == k::layout::INT_LG && plan::TILE_LG == k::TILE_LG);
     assert!(

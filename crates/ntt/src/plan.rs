@@ -47,7 +47,18 @@ pub(crate) const DIRECT_LG: u32 = 18;
 pub(crate) const DIRECT_N: usize = 1 << DIRECT_LG;
 pub(crate) const T_FWD_DIR: usize = T_ZINV + MAX_LG as usize + 1;
 pub(crate) const T_INV_DIR: usize = T_FWD_DIR + DIRECT_N;
-pub(crate) const T_LEN: usize = T_INV_DIR + DIRECT_N;
+/// Offset of size 2^lg's scaled HI table (g^(h·2^14)/2^lg) inside T_GN_HI / T_GIN_HI.
+pub(crate) const fn gn_off(lg: u32) -> usize {
+    if lg <= 15 {
+        lg as usize
+    } else {
+        (1 << (lg - 14)) + 13
+    }
+}
+pub(crate) const GN_LEN: usize = gn_off(MAX_LG + 1);
+pub(crate) const T_GN_HI: usize = T_INV_DIR + DIRECT_N;
+pub(crate) const T_GIN_HI: usize = T_GN_HI + GN_LEN;
+pub(crate) const T_LEN: usize = T_GIN_HI + GN_LEN;
 pub(crate) const TILE_LG: u32 = 10;
 
 /// Run passes with `k >= 2` on the radix-4 kernel (`cuzk_ntt_pass4`: four elements per thread,
@@ -236,6 +247,23 @@ pub(crate) fn tables() -> Vec<Fr> {
             acc *= root;
         }
     }
+    for base in [g, g_inv] {
+        // For each L: g^(h·2^14) / 2^L, h < max(1, 2^(L-14)).
+        let step = base.pow(&[SPLIT as u64]);
+        let mut ninv = Fr::ONE;
+        for lg in 0..=MAX_LG {
+            debug_assert_eq!(
+                t.len() - if base == g { T_GN_HI } else { T_GIN_HI },
+                gn_off(lg)
+            );
+            let mut acc = ninv;
+            for _ in 0..gn_off(lg + 1) - gn_off(lg) {
+                t.push(acc);
+                acc *= step;
+            }
+            ninv *= two_inv;
+        }
+    }
     debug_assert_eq!(t.len(), T_LEN);
     t
 }
@@ -258,13 +286,30 @@ pub(crate) mod emu {
     }
 
     fn scale(mut x: Fr, t: &[Fr], flags: u32, bits: (u32, u32, u32), idx: u32, lg_n: u32) -> Fr {
+        let lo = idx as usize & (SPLIT - 1);
+        let hn = gn_off(lg_n) + (idx >> SPLIT_BITS) as usize;
+        assert!(
+            hn < gn_off(lg_n + 1),
+            "scaled HI index inside its size's table"
+        );
+        let mut ninv = flags & bits.2 != 0;
         if flags & bits.0 != 0 {
-            x *= split_pow(t, T_G_LO, idx);
+            if ninv {
+                x *= t[T_G_LO + lo] * t[T_GN_HI + hn];
+                ninv = false;
+            } else {
+                x *= split_pow(t, T_G_LO, idx);
+            }
         }
         if flags & bits.1 != 0 {
-            x *= split_pow(t, T_GI_LO, idx);
+            if ninv {
+                x *= t[T_GI_LO + lo] * t[T_GIN_HI + hn];
+                ninv = false;
+            } else {
+                x *= split_pow(t, T_GI_LO, idx);
+            }
         }
-        if flags & bits.2 != 0 {
+        if ninv {
             x *= t[T_NINV + lg_n as usize];
         }
         x
@@ -589,6 +634,19 @@ mod tests {
             w.pow(&[12_345 << (MAX_LG - DIRECT_LG)])
         );
         assert_eq!(t[T_INV_DIR + 777] * t[T_FWD_DIR + 777], Fr::ONE);
+        assert_eq!(GN_LEN, (1 << 15) + 13);
+        let (g, n_inv) = (Fr::from_u64(7), |lg: u32| {
+            Fr::from_u64(1 << lg).inverse().unwrap()
+        });
+        assert_eq!(t[T_GN_HI + gn_off(3)], n_inv(3));
+        assert_eq!(
+            t[T_GN_HI + gn_off(20) + 5],
+            g.pow(&[5 << SPLIT_BITS]) * n_inv(20)
+        );
+        assert_eq!(
+            t[T_GIN_HI + gn_off(28) + (1 << 14) - 1] * g.pow(&[((1 << 14) - 1) << SPLIT_BITS]),
+            n_inv(28)
+        );
         assert_eq!(
             t[T_FWD_DIR + 1],
             Fr::root_of_unity_of_order(DIRECT_LG).unwrap()
