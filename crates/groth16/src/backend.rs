@@ -1,14 +1,19 @@
 //! The heavy steps of a proof behind one trait, so a GPU implementation can replace the CPU one
-//! without changing the prover API: the quotient H (NTTs) and the G1/G2 MSMs.
+//! without changing the prover API: the quotient H (NTTs) and the G1/G2 MSMs, grouped in the
+//! two phases the prover runs: the witness MSMs (A, B in G1 and G2, L: their scalars are the
+//! witness, so they run while the CPU evaluates a, b, c) and the quotient with its H MSM.
 
 use core::fmt;
-
+use core::ops::{Deref, DerefMut};
 use core::str::FromStr;
+use std::time::Duration;
 
 use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
 use cuzk_ntt::Domain;
+use cuzk_vram::PinnedBuffer;
 
 use crate::keys::ProvingKey;
+use crate::timing::timed;
 
 /// Which proving-key query an MSM runs over, so a backend can keep each query's points
 /// resident on a device between proofs. `BG2` is the G2 query; the rest are G1.
@@ -62,6 +67,89 @@ impl BackendError {
     }
 }
 
+/// One host vector of field elements: ordinary memory, or page-locked memory that a GPU
+/// backend hands out (and takes back) so uploads run at full bus speed and the pages are
+/// already mapped when the witness map writes them.
+pub enum HostVec {
+    Heap(Vec<Fr>),
+    Pinned(PinnedBuffer<Fr>),
+}
+
+impl HostVec {
+    /// `n` zeros in ordinary memory.
+    pub fn zeros(n: usize) -> Self {
+        Self::Heap(vec![Fr::ZERO; n])
+    }
+}
+
+impl fmt::Debug for HostVec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self {
+            Self::Heap(_) => "heap",
+            Self::Pinned(_) => "pinned",
+        };
+        write!(f, "HostVec({kind}, {})", self.len())
+    }
+}
+
+impl Deref for HostVec {
+    type Target = [Fr];
+    fn deref(&self) -> &[Fr] {
+        match self {
+            Self::Heap(v) => v,
+            Self::Pinned(p) => p,
+        }
+    }
+}
+
+impl DerefMut for HostVec {
+    fn deref_mut(&mut self) -> &mut [Fr] {
+        match self {
+            Self::Heap(v) => v,
+            Self::Pinned(p) => p,
+        }
+    }
+}
+
+impl From<Vec<Fr>> for HostVec {
+    fn from(v: Vec<Fr>) -> Self {
+        Self::Heap(v)
+    }
+}
+
+/// The evaluations a = A·z, b = B·z, c = C·z over the domain (each of the domain's length).
+#[derive(Debug)]
+pub struct Evaluations {
+    pub a: HostVec,
+    pub b: HostVec,
+    pub c: HostVec,
+}
+
+/// Results of the witness MSMs with their wall-clock times.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WitnessMsms {
+    pub a: G1Projective,
+    pub b_g1: G1Projective,
+    pub b_g2: G2Projective,
+    pub l: G1Projective,
+    /// Host → device copies of the witness (zero on the CPU).
+    pub upload: Duration,
+    pub time_a: Duration,
+    pub time_b_g1: Duration,
+    pub time_b_g2: Duration,
+    pub time_l: Duration,
+}
+
+/// `Σ h_j · h_query_j` with the time of the quotient and of the MSM.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QuotientMsm {
+    pub h: G1Projective,
+    /// Host → device copies of a, b, c (zero on the CPU).
+    pub upload: Duration,
+    pub quotient: Duration,
+    pub msm: Duration,
+}
+
 /// What the prover needs from an engine. Every implementation must return exactly what
 /// [`CpuBackend`] returns (the GPU one is checked bit for bit against it).
 pub trait ProverBackend: Send + Sync + fmt::Debug {
@@ -85,16 +173,71 @@ pub trait ProverBackend: Send + Sync + fmt::Debug {
         None
     }
 
+    /// Host storage for the evaluations of one proof, each of length `n` (contents
+    /// unspecified: the prover overwrites every entry). The GPU backend lends pinned buffers
+    /// it keeps between proofs and takes them back in [`Self::quotient`].
+    fn evaluation_buffers(&self, n: usize) -> Result<Evaluations, BackendError> {
+        Ok(Evaluations {
+            a: HostVec::zeros(n),
+            b: HostVec::zeros(n),
+            c: HostVec::zeros(n),
+        })
+    }
+
     /// The coefficients of H = (A·B − C)/Z (length n; the top one is zero for a satisfied
     /// witness) from the evaluations of A·z, B·z, C·z on `domain` (each of length n). Takes
     /// the vectors by value so an implementation can transform in place or free them early.
-    fn quotient(
+    fn quotient(&self, domain: &Domain, abc: Evaluations) -> Result<Vec<Fr>, BackendError>;
+
+    /// Phase run concurrently with the witness map: the MSMs whose scalars are the witness
+    /// `z` (A, B in G1 and G2 over all of z; L over the private part, after `num_public + 1`).
+    fn witness_msms(
+        &self,
+        pk: &ProvingKey,
+        z: &[Fr],
+        num_public: usize,
+    ) -> Result<WitnessMsms, BackendError> {
+        let mut out = WitnessMsms::default();
+        let (r, d) = timed("msm_a", || self.msm_g1(Query::A, &pk.a_query, z));
+        (out.a, out.time_a) = (r?, d);
+        let (r, d) = timed("msm_b_g1", || self.msm_g1(Query::BG1, &pk.b_g1_query, z));
+        (out.b_g1, out.time_b_g1) = (r?, d);
+        let (r, d) = timed("msm_b_g2", || self.msm_g2(Query::BG2, &pk.b_g2_query, z));
+        (out.b_g2, out.time_b_g2) = (r?, d);
+        let private = z.get(num_public + 1..).unwrap_or_default();
+        let (r, d) = timed("msm_l", || self.msm_g1(Query::L, &pk.l_query, private));
+        (out.l, out.time_l) = (r?, d);
+        Ok(out)
+    }
+
+    /// Phase after the witness map: the quotient H from the evaluations, then
+    /// `Σ h_j · h_query_j` over its first `h_query.len()` coefficients (n − 1 of n).
+    fn quotient_msm(
         &self,
         domain: &Domain,
-        a: Vec<Fr>,
-        b: Vec<Fr>,
-        c: Vec<Fr>,
-    ) -> Result<Vec<Fr>, BackendError>;
+        abc: Evaluations,
+        h_query: &[G1Affine],
+    ) -> Result<QuotientMsm, BackendError> {
+        let (h, quotient) = timed("quotient", || self.quotient(domain, abc));
+        let h = h?;
+        let Some(coeffs) = h.get(..h_query.len()) else {
+            return Err(BackendError::new(
+                self.name(),
+                format!(
+                    "quotient returned {} coefficients for {} H points",
+                    h.len(),
+                    h_query.len()
+                ),
+            ));
+        };
+        let (r, msm) = timed("msm_h", || self.msm_g1(Query::H, h_query, coeffs));
+        Ok(QuotientMsm {
+            h: r?,
+            upload: Duration::ZERO,
+            quotient,
+            msm,
+        })
+    }
 
     /// `Σ scalars[i] · points[i]` in G1 over the key query `query`; lengths are equal (the
     /// prover guarantees it). `query` only lets a backend reuse points it already holds.
@@ -123,17 +266,19 @@ impl ProverBackend for CpuBackend {
         "cpu"
     }
 
-    fn quotient(
-        &self,
-        domain: &Domain,
-        mut a: Vec<Fr>,
-        mut b: Vec<Fr>,
-        mut c: Vec<Fr>,
-    ) -> Result<Vec<Fr>, BackendError> {
+    fn quotient(&self, domain: &Domain, abc: Evaluations) -> Result<Vec<Fr>, BackendError> {
+        let Evaluations {
+            mut a,
+            mut b,
+            mut c,
+        } = abc;
         domain
             .quotient_in_place(&mut a, &mut b, &mut c)
             .map_err(|e| BackendError::new("cpu", e))?;
-        Ok(a)
+        Ok(match a {
+            HostVec::Heap(v) => v,
+            HostVec::Pinned(p) => p.to_vec(),
+        })
     }
 
     fn msm_g1(

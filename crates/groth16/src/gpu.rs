@@ -19,15 +19,19 @@
 use core::fmt;
 use std::error::Error;
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
 use cuzk_gpu::msm::Curve;
-use cuzk_gpu::{Gpu, GpuError, Reservation, Vram, VramError};
+use cuzk_gpu::{DeviceBuffer, Gpu, GpuError, PinnedBuffer, Reservation, Vram, VramError};
 use cuzk_msm::gpu::{GpuMsm, Plan};
 use cuzk_msm::{Group, MsmError, MsmPoint};
 use cuzk_ntt::Domain;
+use rayon::prelude::*;
 
-use crate::backend::{BackendError, ProverBackend, Query};
+use crate::backend::{
+    BackendError, Evaluations, HostVec, ProverBackend, Query, QuotientMsm, WitnessMsms,
+};
 use crate::keys::ProvingKey;
 use crate::timing::timed;
 
@@ -42,6 +46,8 @@ const G1_QUERIES: [Query; 4] = [Query::A, Query::BG1, Query::H, Query::L];
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
     Prepare,
+    /// The witness's copy to the device, shared by the A, B and L MSMs.
+    Upload,
     Quotient,
     Msm(Query),
 }
@@ -50,6 +56,7 @@ impl fmt::Display for Phase {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Phase::Prepare => f.write_str("prepare"),
+            Phase::Upload => f.write_str("witness upload"),
             Phase::Quotient => f.write_str("quotient"),
             Phase::Msm(q) => write!(f, "MSM {q}"),
         }
@@ -94,7 +101,9 @@ pub struct MemoryPlan {
     pub room: u64,
     /// The quotient's three vectors of n Fr (and slack).
     pub quotient_bytes: u64,
-    /// The largest transient need of any phase; kept free beside the resident points.
+    /// The largest transient need of any phase (the quotient; the witness on the device with
+    /// one witness MSM's run; H on the device with the H MSM's run); kept free beside the
+    /// resident points.
     pub work_bytes: u64,
     pub queries: Vec<QueryPlan>,
 }
@@ -134,6 +143,16 @@ impl MemoryPlan {
         sm_count: usize,
     ) -> Result<Self, VramError> {
         let quotient = quotient_bytes(n)?;
+        // The witness (scalars of A, B, L) stays on the device through its four MSMs, and H
+        // (n coefficients) through its MSM.
+        let witness_len = lens
+            .iter()
+            .filter(|(q, _)| *q != Query::H)
+            .map(|&(_, len)| len)
+            .max()
+            .unwrap_or(0);
+        let witness = Vram::bytes_for::<Fr>(witness_len)?;
+        let h = Vram::bytes_for::<Fr>(n)?;
         let mut queries = Vec::with_capacity(lens.len());
         let mut work = quotient;
         for &(query, len) in lens {
@@ -143,7 +162,8 @@ impl MemoryPlan {
                 Group::G1
             };
             let run = msm_run_bytes(group, len, sm_count)?;
-            work = work.max(run);
+            let held = if query == Query::H { h } else { witness };
+            work = work.max(run + held);
             queries.push(QueryPlan {
                 query,
                 len,
@@ -262,6 +282,11 @@ struct State {
     g2: Option<Ctx<G2Affine>>,
     plan: Option<MemoryPlan>,
     squeeze: Option<(Phase, u64)>,
+    /// Page-locked staging for the witness, kept between proofs.
+    witness_host: Option<PinnedBuffer<Fr>>,
+    /// Page-locked a, b, c, lent to the prover for the witness map and returned by the
+    /// quotient (absent while lent).
+    abc_host: Vec<PinnedBuffer<Fr>>,
 }
 
 impl State {
@@ -372,6 +397,8 @@ impl GpuBackend {
         st.g1 = Default::default();
         st.g2 = None;
         st.plan = None;
+        st.witness_host = None;
+        st.abc_host.clear();
     }
 
     /// Fault injection for tests: at the start of the next `phase`, hold the device budget
@@ -380,6 +407,8 @@ impl GpuBackend {
         self.lock().squeeze = Some((phase, leave));
     }
 
+    /// Applies an injected squeeze if it targets `phase`: holds the budget down to the
+    /// requested free bytes until the returned reservation drops.
     fn squeeze(&self, st: &mut State, phase: Phase) -> Result<Option<Reservation>, BackendError> {
         match st.squeeze {
             Some((p, leave)) if p == phase => {
@@ -428,56 +457,144 @@ impl GpuBackend {
         self.gpu.info().sm_count as usize
     }
 
+    /// One MSM over the key query `query` (loading its points if needed) with `scalars`.
     fn run<P: MsmPoint>(
         &self,
+        st: &mut State,
         query: Query,
         points: &[P],
-        scalars: &[Fr],
-        slot: impl FnOnce(&mut State) -> Option<&mut Option<Ctx<P>>>,
+        scalars: Scalars<'_>,
+        slot: fn(&mut State, Query) -> Option<&mut Option<Ctx<P>>>,
     ) -> Result<P::Projective, BackendError> {
         let phase = Phase::Msm(query);
-        if points.len() != scalars.len() {
-            return Err(fail(
-                phase,
-                MsmError::LengthMismatch {
-                    points: points.len(),
-                    scalars: scalars.len(),
-                },
-            ));
-        }
         if points.is_empty() {
             return Ok(P::Projective::default());
         }
-        let mut st = self.lock();
-        let squeeze = match st.squeeze {
-            Some((p, leave)) if p == phase => {
-                st.squeeze = None;
-                Some(leave)
-            }
-            _ => None,
-        };
-        let Some(slot) = slot(&mut st) else {
-            return Err(fail(phase, format!("query {query} is not in this group")));
-        };
+        let _hold = self.squeeze(st, phase)?;
+        let slot = slot(st, query)
+            .ok_or_else(|| fail(phase, format!("query {query} is not in this group")))?;
         let msm = self.ensure(slot, query, points)?;
-        let _hold = match squeeze {
-            Some(leave) => {
-                let avail = self.gpu.vram().budget().available();
-                if avail > leave {
-                    Some(
-                        self.gpu
-                            .vram()
-                            .reserve(avail - leave)
-                            .map_err(|e| fail(phase, e))?,
-                    )
-                } else {
-                    None
-                }
-            }
-            None => None,
-        };
-        msm.msm(scalars).map_err(|e| fail(phase, e))
+        match scalars {
+            Scalars::Host(s) => msm.msm(s),
+            Scalars::Device(d, offset) => msm.msm_device_at(d, offset),
+        }
+        .map_err(|e| fail(phase, e))
     }
+
+    /// The witness on the device, staged through a kept page-locked buffer (plain pageable
+    /// copy if the host budget refuses one).
+    fn upload_witness(&self, st: &mut State, z: &[Fr]) -> Result<DeviceBuffer<Fr>, BackendError> {
+        let phase = Phase::Upload;
+        let _hold = self.squeeze(st, phase)?;
+        let mut dz = self
+            .gpu
+            .vram()
+            .alloc::<Fr>(z.len())
+            .map_err(|e| fail(phase, e))?;
+        if st.witness_host.as_ref().is_none_or(|p| p.len() != z.len()) {
+            st.witness_host = None;
+            match self.gpu.vram().pinned::<Fr>(z.len()) {
+                Ok(p) => st.witness_host = Some(p),
+                Err(e) => tracing::warn!(error = %e, "no pinned witness staging; pageable upload"),
+            }
+        }
+        match st.witness_host.as_mut() {
+            Some(pinned) => {
+                const PART: usize = 1 << 16;
+                pinned
+                    .par_chunks_mut(PART)
+                    .zip(z.par_chunks(PART))
+                    .for_each(|(d, s)| d.copy_from_slice(s));
+                dz.copy_from_host(pinned)
+            }
+            None => dz.copy_from_host(z),
+        }
+        .map_err(|e| fail(phase, e))?;
+        Ok(dz)
+    }
+
+    /// H's coefficients on the device (the a buffer), from the evaluations; returns the
+    /// upload and the quotient time. The pinned evaluation buffers go back to the cache.
+    fn device_quotient(
+        &self,
+        st: &mut State,
+        domain: &Domain,
+        abc: Evaluations,
+    ) -> Result<(DeviceBuffer<Fr>, Duration, Duration), BackendError> {
+        let phase = Phase::Quotient;
+        let n = domain.size();
+        for v in [&abc.a, &abc.b, &abc.c] {
+            if v.len() != n {
+                return Err(fail(
+                    phase,
+                    cuzk_ntt::NttError::LengthMismatch {
+                        expected: n,
+                        got: v.len(),
+                    },
+                ));
+            }
+        }
+        let need = quotient_bytes(n).map_err(|e| fail(phase, e))?;
+        let budget = self.gpu.vram().budget();
+        // Make room by dropping resident key points, least valuable first; the MSMs reload
+        // what they need (streamed if it no longer fits).
+        for q in PRIORITY.iter().rev() {
+            if budget.available() >= need {
+                break;
+            }
+            if st.evict(*q) {
+                tracing::warn!(query = %q, "dropped resident key points to fit the quotient");
+            }
+        }
+        // An injected squeeze stands for another user taking memory after the plan.
+        let _hold = self.squeeze(st, phase)?;
+        let mut bufs = self
+            .gpu
+            .vram()
+            .alloc_many::<Fr>(&[n, n, n])
+            .map_err(|e| fail(phase, e))?;
+        let (Some(mut dc), Some(mut db), Some(mut da)) = (bufs.pop(), bufs.pop(), bufs.pop())
+        else {
+            return Err(fail(phase, "allocation returned too few buffers"));
+        };
+        let (up, upload) = timed("upload_abc", || -> Result<(), VramError> {
+            da.copy_from_host(&abc.a)?;
+            db.copy_from_host(&abc.b)?;
+            dc.copy_from_host(&abc.c)
+        });
+        for v in [abc.a, abc.b, abc.c] {
+            if let HostVec::Pinned(p) = v {
+                st.abc_host.push(p);
+            }
+        }
+        up.map_err(|e| fail(phase, e))?;
+        let stream = self
+            .gpu
+            .stream("groth16-quotient")
+            .map_err(|e| fail(phase, e))?;
+        let (q, quotient) = timed("quotient", || {
+            domain.gpu_quotient(&self.gpu, &stream, &mut da, db, dc)?;
+            stream.synchronize().map_err(cuzk_ntt::NttError::from)
+        });
+        q.map_err(|e| fail(phase, e))?;
+        Ok((da, upload, quotient))
+    }
+}
+
+/// Where an MSM's scalars are.
+#[derive(Clone, Copy)]
+enum Scalars<'a> {
+    Host(&'a [Fr]),
+    /// `len` scalars from this offset of a device buffer.
+    Device(&'a DeviceBuffer<Fr>, usize),
+}
+
+fn g1_slot(st: &mut State, q: Query) -> Option<&mut Option<Ctx<G1Affine>>> {
+    g1_index(q).map(|i| &mut st.g1[i])
+}
+
+fn g2_slot(st: &mut State, q: Query) -> Option<&mut Option<Ctx<G2Affine>>> {
+    (q == Query::BG2).then_some(&mut st.g2)
 }
 
 impl ProverBackend for GpuBackend {
@@ -562,67 +679,97 @@ impl ProverBackend for GpuBackend {
         Ok(())
     }
 
-    fn quotient(
+    fn evaluation_buffers(&self, n: usize) -> Result<Evaluations, BackendError> {
+        let mut st = self.lock();
+        if st.abc_host.len() != 3 || st.abc_host.iter().any(|p| p.len() != n) {
+            st.abc_host.clear(); // free stale buffers before taking new ones
+            for _ in 0..3 {
+                match self.gpu.vram().pinned::<Fr>(n) {
+                    Ok(p) => st.abc_host.push(p),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "no pinned memory for a, b, c; pageable");
+                        st.abc_host.clear();
+                        break;
+                    }
+                }
+            }
+        }
+        let mut host = std::mem::take(&mut st.abc_host)
+            .into_iter()
+            .map(HostVec::Pinned);
+        let mut next = || host.next().unwrap_or_else(|| HostVec::zeros(n));
+        Ok(Evaluations {
+            a: next(),
+            b: next(),
+            c: next(),
+        })
+    }
+
+    fn quotient(&self, domain: &Domain, abc: Evaluations) -> Result<Vec<Fr>, BackendError> {
+        let mut st = self.lock();
+        let (h, _, _) = self.device_quotient(&mut st, domain, abc)?;
+        drop(st);
+        let (down, _) = timed("download", || h.to_vec());
+        down.map_err(|e| fail(Phase::Quotient, e))
+    }
+
+    fn witness_msms(
+        &self,
+        pk: &ProvingKey,
+        z: &[Fr],
+        num_public: usize,
+    ) -> Result<WitnessMsms, BackendError> {
+        let mut st = self.lock();
+        let (dz, upload) = timed("upload_witness", || self.upload_witness(&mut st, z));
+        let dz = dz?;
+        let mut out = WitnessMsms {
+            upload,
+            ..WitnessMsms::default()
+        };
+        let on_device = |off| Scalars::Device(&dz, off);
+        let (r, d) = timed("msm_a", || {
+            self.run(&mut st, Query::A, &pk.a_query, on_device(0), g1_slot)
+        });
+        (out.a, out.time_a) = (r?, d);
+        let (r, d) = timed("msm_b_g1", || {
+            self.run(&mut st, Query::BG1, &pk.b_g1_query, on_device(0), g1_slot)
+        });
+        (out.b_g1, out.time_b_g1) = (r?, d);
+        let (r, d) = timed("msm_b_g2", || {
+            self.run(&mut st, Query::BG2, &pk.b_g2_query, on_device(0), g2_slot)
+        });
+        (out.b_g2, out.time_b_g2) = (r?, d);
+        let (r, d) = timed("msm_l", || {
+            self.run(
+                &mut st,
+                Query::L,
+                &pk.l_query,
+                on_device(num_public + 1),
+                g1_slot,
+            )
+        });
+        (out.l, out.time_l) = (r?, d);
+        Ok(out)
+    }
+
+    fn quotient_msm(
         &self,
         domain: &Domain,
-        mut a: Vec<Fr>,
-        b: Vec<Fr>,
-        c: Vec<Fr>,
-    ) -> Result<Vec<Fr>, BackendError> {
-        let phase = Phase::Quotient;
-        let n = domain.size();
-        for v in [&a, &b, &c] {
-            if v.len() != n {
-                return Err(fail(
-                    phase,
-                    cuzk_ntt::NttError::LengthMismatch {
-                        expected: n,
-                        got: v.len(),
-                    },
-                ));
-            }
-        }
+        abc: Evaluations,
+        h_query: &[G1Affine],
+    ) -> Result<QuotientMsm, BackendError> {
         let mut st = self.lock();
-        let _hold = self.squeeze(&mut st, phase)?;
-        let need = quotient_bytes(n).map_err(|e| fail(phase, e))?;
-        let budget = self.gpu.vram().budget();
-        // Make room by dropping resident key points, least valuable first; the MSMs reload
-        // what they need (streamed if it no longer fits).
-        for q in PRIORITY.iter().rev() {
-            if budget.available() >= need {
-                break;
-            }
-            if st.evict(*q) {
-                tracing::warn!(query = %q, "dropped resident key points to fit the quotient");
-            }
-        }
-        let mut bufs = self
-            .gpu
-            .vram()
-            .alloc_many::<Fr>(&[n, n, n])
-            .map_err(|e| fail(phase, e))?;
-        drop(st);
-        let (Some(dc), Some(db), Some(mut da)) = (bufs.pop(), bufs.pop(), bufs.pop()) else {
-            return Err(fail(phase, "allocation returned too few buffers"));
-        };
-        let (mut db, mut dc) = (db, dc);
-        let (up, _) = timed("upload", || -> Result<(), VramError> {
-            da.copy_from_host(&a)?;
-            db.copy_from_host(&b)?;
-            dc.copy_from_host(&c)
+        let (h, upload, quotient) = self.device_quotient(&mut st, domain, abc)?;
+        // H stays on the device: its MSM reads the first n − 1 coefficients in place.
+        let (r, msm) = timed("msm_h", || {
+            self.run(&mut st, Query::H, h_query, Scalars::Device(&h, 0), g1_slot)
         });
-        up.map_err(|e| fail(phase, e))?;
-        drop((b, c));
-        let stream = self
-            .gpu
-            .stream("groth16-quotient")
-            .map_err(|e| fail(phase, e))?;
-        domain
-            .gpu_quotient(&self.gpu, &stream, &mut da, db, dc)
-            .map_err(|e| fail(phase, e))?;
-        let (down, _) = timed("download", || da.copy_to_host_on(&mut a, stream.cuda()));
-        down.map_err(|e| fail(phase, e))?;
-        Ok(a)
+        Ok(QuotientMsm {
+            h: r?,
+            upload,
+            quotient,
+            msm,
+        })
     }
 
     fn msm_g1(
@@ -631,9 +778,9 @@ impl ProverBackend for GpuBackend {
         points: &[G1Affine],
         scalars: &[Fr],
     ) -> Result<G1Projective, BackendError> {
-        self.run(query, points, scalars, |st| {
-            g1_index(query).map(|i| &mut st.g1[i])
-        })
+        check_lengths(query, points.len(), scalars.len())?;
+        let mut st = self.lock();
+        self.run(&mut st, query, points, Scalars::Host(scalars), g1_slot)
     }
 
     fn msm_g2(
@@ -642,10 +789,20 @@ impl ProverBackend for GpuBackend {
         points: &[G2Affine],
         scalars: &[Fr],
     ) -> Result<G2Projective, BackendError> {
-        self.run(query, points, scalars, |st| {
-            (query == Query::BG2).then_some(&mut st.g2)
-        })
+        check_lengths(query, points.len(), scalars.len())?;
+        let mut st = self.lock();
+        self.run(&mut st, query, points, Scalars::Host(scalars), g2_slot)
     }
+}
+
+fn check_lengths(query: Query, points: usize, scalars: usize) -> Result<(), BackendError> {
+    if points != scalars {
+        return Err(fail(
+            Phase::Msm(query),
+            MsmError::LengthMismatch { points, scalars },
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

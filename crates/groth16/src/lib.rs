@@ -30,7 +30,8 @@ mod timing;
 pub mod verifier;
 
 pub use backend::{
-    BackendChoice, BackendError, CpuBackend, GpuUnavailable, ProverBackend, Query, select_backend,
+    BackendChoice, BackendError, CpuBackend, Evaluations, GpuUnavailable, HostVec, ProverBackend,
+    Query, QuotientMsm, WitnessMsms, select_backend,
 };
 pub use gpu::GpuBackend;
 pub use keys::{PreparedVerifyingKey, Proof, ProvingKey, VerifyingKey};

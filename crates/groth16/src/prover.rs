@@ -1,5 +1,11 @@
 //! The Groth16 prover: witness map, quotient, five MSMs, assembly.
 //!
+//! Order of work: the backend plans its memory (`prepare`), then the four MSMs whose scalars
+//! are the witness (A, B in G1 and G2, L) run on a second thread while this thread evaluates
+//! a, b, c (and checks every constraint) into the backend's buffers; then the quotient H and
+//! its MSM; then the assembly. On a GPU the witness MSMs keep the device busy while the CPU
+//! does the witness map.
+//!
 //! With r, s the blinding scalars:
 //! - A = α + Σ z_i·a_i + r·δ (G1)
 //! - B = β + Σ z_i·b_i + s·δ (G2, and in G1 for C)
@@ -12,9 +18,9 @@ use cuzk_field::{Fr, G1Projective, G2Projective};
 use cuzk_ntt::{Domain, NttError};
 use rand_core::RngCore;
 
-use crate::backend::{BackendError, CpuBackend, ProverBackend, Query};
+use crate::backend::{BackendError, CpuBackend, ProverBackend};
 use crate::keys::{Proof, ProvingKey};
-use crate::r1cs::{R1cs, Witness, WitnessError, first_unsatisfied};
+use crate::r1cs::{R1cs, Witness, WitnessError};
 use crate::timing::timed;
 
 /// Why no proof was produced.
@@ -42,9 +48,12 @@ pub struct ProofTimings {
     /// The backend's memory plan and key loading (a GPU uploads resident key points on the
     /// first proof with a key; later proofs only check that the key is the same).
     pub prepare: Duration,
-    /// a, b, c = A·z, B·z, C·z over the domain, and the satisfaction check.
+    /// a, b, c = A·z, B·z, C·z over the domain, and the satisfaction check (runs at the same
+    /// time as the four witness MSMs, whose times are their own).
     pub witness_map: Duration,
-    /// H from a, b, c (7 NTTs and the point-wise step).
+    /// Host → device copies (the witness for the MSMs; a, b, c for the quotient).
+    pub upload: Duration,
+    /// H from a, b, c (7 NTTs and the point-wise step; on a GPU without the upload).
     pub quotient: Duration,
     pub msm_a: Duration,
     pub msm_b_g1: Duration,
@@ -58,10 +67,11 @@ pub struct ProofTimings {
 
 impl ProofTimings {
     /// `(phase, duration)` rows for printing, `total` last.
-    pub fn rows(&self) -> [(&'static str, Duration); 10] {
+    pub fn rows(&self) -> [(&'static str, Duration); 11] {
         [
             ("prepare key", self.prepare),
             ("witness map", self.witness_map),
+            ("upload", self.upload),
             ("quotient H", self.quotient),
             ("MSM A (G1)", self.msm_a),
             ("MSM B (G1)", self.msm_b_g1),
@@ -156,50 +166,48 @@ pub fn create_proof_with_backend(
     let (prepared, d) = timed("prepare", || backend.prepare(pk, n));
     t.prepare = d;
     prepared?;
-
-    let (abc, d) = timed("witness_map", || -> Result<_, WitnessError> {
-        let (mut a, mut b, mut c) = (vec![Fr::ZERO; n], vec![Fr::ZERO; n], vec![Fr::ZERO; n]);
-        r1cs.evaluate_into(z, &mut a, &mut b, &mut c)?;
-        first_unsatisfied(&a, &b, &c, r1cs.num_constraints())?;
-        Ok((a, b, c))
-    });
-    t.witness_map = d;
-    let (a, b, c) = abc?;
-
-    let (h, d) = timed("quotient", || backend.quotient(&domain, a, b, c));
-    t.quotient = d;
-    let h = h?;
-    if h.len() != n {
+    let mut abc = backend.evaluation_buffers(n)?;
+    if [&abc.a, &abc.b, &abc.c].iter().any(|v| v.len() != n) {
         return Err(BackendError::new(
             backend.name(),
-            format!("quotient returned {} coefficients, expected {n}", h.len()),
+            format!("evaluation buffers are not of the domain size {n}"),
         )
         .into());
     }
 
-    let (msm_a, d) = timed("msm_a", || backend.msm_g1(Query::A, &pk.a_query, z));
-    t.msm_a = d;
-    let msm_a = msm_a?;
-    let (msm_b_g1, d) = timed("msm_b_g1", || backend.msm_g1(Query::BG1, &pk.b_g1_query, z));
-    t.msm_b_g1 = d;
-    let msm_b_g1 = msm_b_g1?;
-    let (msm_b_g2, d) = timed("msm_b_g2", || backend.msm_g2(Query::BG2, &pk.b_g2_query, z));
-    t.msm_b_g2 = d;
-    let msm_b_g2 = msm_b_g2?;
-    let (msm_h, d) = timed("msm_h", || {
-        backend.msm_g1(Query::H, &pk.h_query, &h[..n - 1])
+    let num_public = r1cs.num_public();
+    let (msms, evaluated) = std::thread::scope(|scope| {
+        let span = tracing::Span::current();
+        let msms = scope.spawn(move || span.in_scope(|| backend.witness_msms(pk, z, num_public)));
+        let evaluated = timed("witness_map", || {
+            let rows = r1cs.num_constraints();
+            for v in [&mut abc.a, &mut abc.b, &mut abc.c] {
+                v[rows..].fill(Fr::ZERO);
+            }
+            r1cs.evaluate_into(z, &mut abc.a, &mut abc.b, &mut abc.c)
+        });
+        let msms = msms
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (msms, evaluated)
     });
-    t.msm_h = d;
-    let msm_h = msm_h?;
-    drop(h);
-    let (msm_l, d) = timed("msm_l", || {
-        backend.msm_g1(Query::L, &pk.l_query, &z[r1cs.num_public() + 1..])
-    });
-    t.msm_l = d;
-    let msm_l = msm_l?;
+    let (evaluated, d) = evaluated;
+    t.witness_map = d;
+    evaluated?; // a witness error outranks a backend error of the same proof
+    let msms = msms?;
+    t.upload = msms.upload;
+    t.msm_a = msms.time_a;
+    t.msm_b_g1 = msms.time_b_g1;
+    t.msm_b_g2 = msms.time_b_g2;
+    t.msm_l = msms.time_l;
+
+    let q = backend.quotient_msm(&domain, abc, &pk.h_query)?;
+    t.upload += q.upload;
+    t.quotient = q.quotient;
+    t.msm_h = q.msm;
 
     let (proof, d) = timed("assembly", || {
-        assemble(pk, r, s, msm_a, msm_b_g1, msm_b_g2, msm_h, msm_l)
+        assemble(pk, r, s, msms.a, msms.b_g1, msms.b_g2, q.h, msms.l)
     });
     t.assembly = d;
     t.total = start.elapsed();

@@ -212,11 +212,17 @@ impl SparseMatrix {
         let mut acc = Fr::ZERO;
         for (&c, &v) in cols.iter().zip(vals) {
             let x = z[c as usize];
-            // Most coefficients are ±1: a comparison is far cheaper than a multiplication.
+            // Most coefficients are ±1 and most witness values 0 or 1 (bits): comparisons are
+            // far cheaper than a multiplication.
+            if x.is_zero() {
+                continue;
+            }
             if v == Fr::ONE {
                 acc += x;
             } else if v == minus_one {
                 acc -= x;
+            } else if x == Fr::ONE {
+                acc += v;
             } else {
                 acc += v * x;
             }
@@ -444,12 +450,13 @@ impl R1cs {
         self.check_witness(witness)?;
         let n = self.num_constraints();
         let (mut a, mut b, mut c) = (vec![Fr::ZERO; n], vec![Fr::ZERO; n], vec![Fr::ZERO; n]);
-        self.evaluate_into(witness.assignment(), &mut a, &mut b, &mut c)?;
-        first_unsatisfied(&a, &b, &c, n)
+        self.evaluate_into(witness.assignment(), &mut a, &mut b, &mut c)
     }
 
     /// `A·z`, `B·z`, `C·z` into the first `num_constraints` entries of the outputs, in parallel
-    /// over row chunks. Entries past the rows are left untouched (callers zero-pad).
+    /// over row chunks, checking `a·b = c` row by row while the chunk is in cache. Entries past
+    /// the rows are left untouched (callers zero-pad). An unsatisfied witness still fills the
+    /// outputs and returns [`WitnessError::Unsatisfied`] naming the first failing row.
     pub fn evaluate_into(
         &self,
         z: &[Fr],
@@ -472,39 +479,45 @@ impl R1cs {
             });
         }
         let (a, b, c) = (&mut a[..n], &mut b[..n], &mut c[..n]);
-        a.par_chunks_mut(EVAL_CHUNK_ROWS)
+        let first_bad = a
+            .par_chunks_mut(EVAL_CHUNK_ROWS)
             .zip(b.par_chunks_mut(EVAL_CHUNK_ROWS))
             .zip(c.par_chunks_mut(EVAL_CHUNK_ROWS))
             .enumerate()
-            .for_each(|(chunk, ((a, b), c))| {
+            .filter_map(|(chunk, ((a, b), c))| {
                 let base = chunk * EVAL_CHUNK_ROWS;
                 let m1 = -Fr::ONE;
+                let mut bad = None;
                 for (j, ((a, b), c)) in a.iter_mut().zip(b).zip(c).enumerate() {
                     let row = base + j;
                     *a = self.a.dot_row(row, z, m1);
                     *b = self.b.dot_row(row, z, m1);
                     *c = self.c.dot_row(row, z, m1);
+                    if bad.is_none() && !satisfied(*a, *b, *c) {
+                        bad = Some(row);
+                    }
                 }
-            });
-        Ok(())
+                bad
+            })
+            .min();
+        match first_bad {
+            Some(constraint) => Err(WitnessError::Unsatisfied { constraint }),
+            None => Ok(()),
+        }
     }
 }
 
-/// The first row `i < rows` with `a[i]·b[i] != c[i]`, found in parallel.
-pub(crate) fn first_unsatisfied(
-    a: &[Fr],
-    b: &[Fr],
-    c: &[Fr],
-    rows: usize,
-) -> Result<(), WitnessError> {
-    let bad = a[..rows]
-        .par_iter()
-        .zip(&b[..rows])
-        .zip(&c[..rows])
-        .position_first(|((a, b), c)| *a * *b != *c);
-    match bad {
-        Some(constraint) => Err(WitnessError::Unsatisfied { constraint }),
-        None => Ok(()),
+/// `a·b = c`, skipping the multiplication when a or b is 0 or 1 (bit constraints).
+#[inline]
+fn satisfied(a: Fr, b: Fr, c: Fr) -> bool {
+    if a.is_zero() || b.is_zero() {
+        c.is_zero()
+    } else if a == Fr::ONE {
+        b == c
+    } else if b == Fr::ONE {
+        a == c
+    } else {
+        a * b == c
     }
 }
 

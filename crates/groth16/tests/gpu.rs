@@ -301,12 +301,12 @@ fn gpu_injected_allocation_failure_in_each_phase_restores_the_budget() {
     check_against_cpu(&GpuBackend::new(gpu()), &f, 30);
     let before = vram.budget().in_use();
 
-    // Quotient: a fresh backend with almost no room (all points streamed, nothing to evict).
+    // Witness upload (the first phase that allocates): a fresh backend with almost no room.
     {
         let hold = vram.reserve(vram.budget().available() - (1 << 20)).unwrap();
         let b = GpuBackend::new(gpu());
-        let e = prove(&b, &f, 31).expect_err("no room for the quotient");
-        assert_eq!(phase_of(&e), Some(Phase::Quotient), "{e}");
+        let e = prove(&b, &f, 31).expect_err("no room for the witness");
+        assert_eq!(phase_of(&e), Some(Phase::Upload), "{e}");
         assert_eq!(
             vram.budget().in_use(),
             before + hold.bytes() + b.resident_bytes()
@@ -316,15 +316,22 @@ fn gpu_injected_allocation_failure_in_each_phase_restores_the_budget() {
         assert_eq!(vram.budget().in_use(), before);
     }
 
-    // Each MSM: a warm backend (points resident) squeezed to zero free bytes in that phase;
+    // Each phase: a warm backend (points resident) squeezed to zero free bytes in that phase;
     // afterwards the same backend proves correctly again.
     let b = GpuBackend::new(gpu());
     check_against_cpu(&b, &f, 32);
-    for q in [Query::A, Query::BG1, Query::BG2, Query::H, Query::L] {
-        b.inject_squeeze(Phase::Msm(q), 0);
-        let e = prove(&b, &f, 33).expect_err("no room for the MSM");
-        assert_eq!(phase_of(&e), Some(Phase::Msm(q)), "{e}");
-        assert_eq!(vram.budget().in_use(), before + b.resident_bytes(), "{q}");
+    let phases = [Phase::Upload, Phase::Quotient]
+        .into_iter()
+        .chain(Query::ALL.map(Phase::Msm));
+    for phase in phases {
+        b.inject_squeeze(phase, 0);
+        let e = prove(&b, &f, 33).expect_err("no room for the phase");
+        assert_eq!(phase_of(&e), Some(phase), "{e}");
+        assert_eq!(
+            vram.budget().in_use(),
+            before + b.resident_bytes(),
+            "{phase}"
+        );
         check_against_cpu(&b, &f, 34);
     }
     // The same for streamed points.

@@ -2,8 +2,8 @@
 
 use cuzk_field::{Fr, G1Projective, G2Projective};
 use cuzk_groth16::{
-    CpuBackend, ProveError, ProverBackend, R1cs, R1csBuilder, Variable, VerifyError, Witness,
-    WitnessError, create_proof, create_proof_with_randomness, demo, generate_parameters,
+    CpuBackend, Evaluations, ProveError, ProverBackend, R1cs, R1csBuilder, Variable, VerifyError,
+    Witness, WitnessError, create_proof, create_proof_with_randomness, demo, generate_parameters,
     prepare_verifying_key, verify_proof,
 };
 use cuzk_ntt::Domain;
@@ -147,9 +147,12 @@ fn quotient_satisfies_the_qap_identity_at_a_random_point() {
         let (mut a, mut b, mut c) = (vec![Fr::ZERO; n], vec![Fr::ZERO; n], vec![Fr::ZERO; n]);
         r1cs.evaluate_into(w.assignment(), &mut a, &mut b, &mut c)
             .unwrap();
-        let h = CpuBackend
-            .quotient(&domain, a.clone(), b.clone(), c.clone())
-            .unwrap();
+        let abc = Evaluations {
+            a: a.clone().into(),
+            b: b.clone().into(),
+            c: c.clone().into(),
+        };
+        let h = CpuBackend.quotient(&domain, abc).unwrap();
         assert!(h[n - 1].is_zero(), "deg H ≤ n − 2");
         for v in [&mut a, &mut b, &mut c] {
             domain.ifft_in_place(v).unwrap();
