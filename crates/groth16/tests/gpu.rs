@@ -461,41 +461,35 @@ fn gpu_bench_prove() {
         }
     }
 
+    // (phase in ProofTimings::rows, column title)
     let cols = [
-        "quotient H",
-        "MSM A (G1)",
-        "MSM B (G1)",
-        "MSM B (G2)",
-        "MSM H (G1)",
-        "MSM L (G1)",
-        "witness map",
+        ("witness map", "wmap"),
+        ("upload", "upload"),
+        ("quotient H", "H"),
+        ("MSM A (G1)", "A"),
+        ("MSM B (G1)", "B1"),
+        ("MSM B (G2)", "B2"),
+        ("MSM H (G1)", "Hmsm"),
+        ("MSM L (G1)", "L"),
     ];
-    println!(
-        "\n{:<28} {:>14} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
-        "row", "setup", "prove ms", "H", "A", "B1", "B2", "Hmsm", "L", "wmap", "peak GiB"
-    );
-    for r in &rows {
-        let get = |n: &str| {
-            r.phases
-                .iter()
-                .find(|(p, _)| *p == n)
-                .map_or(0.0, |p| ms(p.1))
-        };
-        println!(
-            "{:<28} {:>14} {:>10.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>10.2}",
-            r.name,
-            r.setup,
-            ms(r.total),
-            get(cols[0]),
-            get(cols[1]),
-            get(cols[2]),
-            get(cols[3]),
-            get(cols[4]),
-            get(cols[5]),
-            get(cols[6]),
-            r.peak as f64 / GIB as f64
-        );
+    print!("\n{:<28} {:>14} {:>10}", "row", "setup", "prove ms");
+    for (_, title) in cols {
+        print!(" {title:>8}");
     }
+    println!(" {:>9}", "peak GiB");
+    for r in &rows {
+        print!("{:<28} {:>14} {:>10.1}", r.name, r.setup, ms(r.total));
+        for (phase, _) in cols {
+            let d = r
+                .phases
+                .iter()
+                .find(|(p, _)| *p == phase)
+                .map_or(0.0, |p| ms(p.1));
+            print!(" {d:>8.1}");
+        }
+        println!(" {:>9.2}", r.peak as f64 / GIB as f64);
+    }
+    println!("(the witness map runs at the same time as the A, B and L MSMs)");
     if let (Some(cpu), Some(gpu)) = (rows.first(), rows.get(1)) {
         println!(
             "CPU/GPU ratio at 2^20: {:.1}x (peak GiB is the process-wide budget peak so far)",
