@@ -563,7 +563,8 @@ impl GpuBackend {
             dc.copy_from_host(&abc.c)
         });
         for v in [abc.a, abc.b, abc.c] {
-            if let HostVec::Pinned(p) = v {
+            // Keep one set (a concurrent proof may have been lent another).
+            if let (HostVec::Pinned(p), true) = (v, st.abc_host.len() < 3) {
                 st.abc_host.push(p);
             }
         }
