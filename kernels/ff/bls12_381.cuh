@@ -36,6 +36,9 @@ static __device__ __constant__ uint32_t FP_M0 = 0xfffcfffd;
 struct fr_params {
     static constexpr int n = 8;
     static constexpr int bits = 255;
+    // p[0] = 1, p[1] = 2^32 - 1: mont_t::mul_lo_special turns those two products into adds
+    static constexpr uint32_t mod0 = 0x00000001, mod1 = 0xffffffff;
+    static constexpr bool mul_lo_special = false;   // operator* uses the generic row
     static CUZK_DEV uint32_t mod(int i) { return FR_MOD[i]; }
     static CUZK_DEV uint32_t m0() { return FR_M0; }
     static CUZK_DEV uint32_t one(int i) { return FR_ONE[i]; }
@@ -44,6 +47,7 @@ struct fr_params {
 struct fp_params {
     static constexpr int n = 12;
     static constexpr int bits = 381;
+    static constexpr bool mul_lo_special = false;
     static CUZK_DEV uint32_t mod(int i) { return FP_MOD[i]; }
     static CUZK_DEV uint32_t m0() { return FP_M0; }
     static CUZK_DEV uint32_t one(int i) { return FP_ONE[i]; }

@@ -34,6 +34,8 @@ namespace cuzk {
 //   static CUZK_DEV uint32_t m0();            -p^-1 mod 2^32
 //   static CUZK_DEV uint32_t one(int i);      R mod p (Montgomery one)
 //   static CUZK_DEV uint32_t rr(int i);       R^2 mod p (to Montgomery)
+//   static constexpr bool mul_lo_special;     operator* uses mul_lo_special (then also
+//   static constexpr uint32_t mod0, mod1;     p[0], p[1], which must be 1, 2^32 - 1)
 template <class P>
 struct __align__(16) mont_t {
     static constexpr int n = P::n;
@@ -202,6 +204,67 @@ struct __align__(16) mont_t {
         }
     }
 
+    // ---- wide product, even/odd split: w[0..2n) = a * b (any a, b < 2^(32n)) -------------------
+    // Same result as mul_wide, no register copies in SASS, but 2n-1 more live registers at the end
+    // (the O array): Fp2's three wide products then need ~119 live registers instead of ~96, which
+    // makes the 255-register G2 MSM kernels spill; so Fp2 uses it only via fp2x_t::mul_split.
+    // Even/odd split (as operator*): the (lo, hi) pair of a_k*b_i lands at limbs i+k, i+k+1; it
+    // goes to E (E[j] at limb j) when i+k is even and to O (O[j] at limb j+1) when i+k is odd, so
+    // every pair is an aligned register pair (one IMAD.WIDE, no MOVs). Row i adds two chains of
+    // n/2 pairs: i even: E[i..i+n-1] (even k), O[i..i+n-1] (odd k); i odd: O[i-1..i+n-2] (even
+    // k), E[i+1..i+n] (odd k); E[i+n] (and in row 1 also E[n]) is fresh. Bounds: after row i each array holds a sub-sum of
+    // a*(b mod 2^(32(i+1))) < 2^(32(n+i+1)), so nothing carries past limb n+i (E[n+i], O[n+i-1]);
+    // the chain that ends below limb n+i materialises its carry in the fresh limb above it, the
+    // other one ends with a fresh hi (madc_hi_0). One (2n-1)-limb merge add at the end.
+    // 2n^2 IMAD slots + (n-1) carry adds + (2n-1) merge adds.
+    static CUZK_DEV void mul_wide_split(uint32_t w[2 * n], const mont_t& a, const mont_t& b)
+    {
+        uint32_t* E = w;   // limbs 0 .. 2n-1
+        uint32_t O[2 * n - 1];   // O[j] at limb j+1, limbs 1 .. 2n-1
+        mul_n_(E, a.v, b.v[0]);
+        mul_n_(O, a.v + 1, b.v[0]);
+#pragma unroll
+        for (int i = 1; i < n; i++) {
+            const uint32_t bi = b.v[i];
+            if (i % 2 == 1) {
+                // O[i-1 .. i+n-2] += even-k pairs; carry -> O[i+n-1] (fresh)
+                cmad_n_(O + i - 1, a.v, bi);
+                O[i + n - 1] = ptx::carry_out();
+                // E[i+1 .. i+n-1] += odd-k pairs, E[i+n] fresh hi (row 1: E[n] is fresh too)
+                wmad_n_(E + i + 1, a.v + 1, bi, i == 1);
+            } else {
+                // E[i .. i+n-1] += even-k pairs; carry -> E[i+n] (fresh)
+                cmad_n_(E + i, a.v, bi);
+                E[i + n] = ptx::carry_out();
+                // O[i .. i+n-2] += odd-k pairs, O[i+n-1] fresh hi
+                wmad_n_(O + i, a.v + 1, bi, false);
+            }
+        }
+        // merge: limb k = E[k] + O[k-1], k = 1 .. 2n-1 (the total < 2^(64n): no carry out)
+        E[1] = ptx::add_cc(E[1], O[0]);
+#pragma unroll
+        for (int k = 2; k < 2 * n - 1; k++) E[k] = ptx::addc_cc(E[k], O[k - 1]);
+        E[2 * n - 1] = ptx::addc(E[2 * n - 1], O[2 * n - 2]);
+    }
+    // acc[0 .. n-2] += lo, hi(a[j]*bi) pairs (j = 0, 2, .., n-2 of a), acc[n-1] = hi of the last
+    // pair + carry (fresh limb, no carry out: the caller proves it cannot overflow); with lo_fresh
+    // acc[n-2] is fresh too (= lo of the last pair + carry)
+    static CUZK_DEV void wmad_n_(uint32_t* acc, const uint32_t* a, uint32_t bi, bool lo_fresh)
+    {
+        ptx::mad_lo_cc(acc[0], a[0], bi);
+        ptx::madc_hi_cc(acc[1], a[0], bi);
+#pragma unroll
+        for (int j = 2; j < n - 2; j += 2) {
+            ptx::madc_lo_cc(acc[j], a[j], bi);
+            ptx::madc_hi_cc(acc[j + 1], a[j], bi);
+        }
+        if (lo_fresh)
+            acc[n - 2] = ptx::madc_lo_cc_0(a[n - 2], bi);
+        else
+            ptx::madc_lo_cc(acc[n - 2], a[n - 2], bi);
+        acc[n - 1] = ptx::madc_hi_0(a[n - 2], bi);
+    }
+
     // ---- wide square: w[0..2n) = a^2 (any a < 2^(32n)); n^2 + n IMAD -----------------------------
     static CUZK_DEV void sqr_wide(uint32_t w[2 * n], const mont_t& a)
     {
@@ -362,7 +425,35 @@ struct __align__(16) mont_t {
         odd[n - 2] = ptx::madc_lo_cc_0(a[n - 2], bi);
         odd[n - 1] = ptx::madc_hi_0(a[n - 2], bi);
     }
+    // reduction part of a row for a modulus with p[0] = 1, p[1] = 2^32 - 1 (BLS12-381 Fr; then
+    // M0 = -1 and m = -t0): m*p[0] = m has hi 0 and t0 + m = 0 with carry (t0 != 0);
+    // m*p[1] = m*2^32 - m has lo -m = t0 and hi m - (m != 0). Both products become plain adds
+    // (ALU pipe) instead of IMADs: 2 IMAD slots fewer per row, 4 ALU instructions more.
+    static CUZK_DEV void redc_lo_special_(uint32_t* even, uint32_t* odd, const uint32_t* mod,
+                                          uint32_t m)
+    {
+        static_assert(P::mod0 == 1u && P::mod1 == 0xffffffffu, "needs p[0] = 1, p[1] = 2^32 - 1");
+        const uint32_t t0 = even[0];
+        (void)ptx::sub_cc(0u, t0);              // borrow = (t0 != 0) = (m != 0)
+        const uint32_t hi1 = ptx::subc(m, 0u);   // hi(m * (2^32 - 1))
+        odd[0] = ptx::add_cc(odd[0], t0);        // lo(m * (2^32 - 1)) = -m = t0
+        odd[1] = ptx::addc_cc(odd[1], hi1);
+#pragma unroll
+        for (int j = 2; j < n; j += 2) {
+            ptx::madc_lo_cc(odd[j], mod[j + 1], m);
+            ptx::madc_hi_cc(odd[j + 1], mod[j + 1], m);
+        }
+        // (carry out of the O chain is 0, as in the generic row)
+        even[0] = ptx::add_cc(t0, m);            // = 0, carry (t0 != 0)
+        ptx::addc_0_cc(even[1]);                 // + hi(m * 1) = 0
+#pragma unroll
+        for (int j = 2; j < n; j += 2) {
+            ptx::madc_lo_cc(even[j], mod[j], m);
+            ptx::madc_hi_cc(even[j + 1], mod[j], m);
+        }
+    }
     // one CIOS row (t += a*bi; t += m*p; t >>= 32) on the split accumulator
+    template <bool LO_SPECIAL>
     static CUZK_DEV void mad_n_redc_(uint32_t* even, uint32_t* odd, const uint32_t* a,
                                      const uint32_t* mod, uint32_t bi, bool first)
     {
@@ -377,12 +468,18 @@ struct __align__(16) mont_t {
             ptx::addc_0(odd[n - 1]);
         }
         uint32_t m = even[0] * P::m0();
-        cmad_n_(odd, mod + 1, m);
-        cmad_n_(even, mod, m);
+        if constexpr (LO_SPECIAL) {
+            redc_lo_special_(even, odd, mod, m);
+        } else {
+            cmad_n_(odd, mod + 1, m);
+            cmad_n_(even, mod, m);
+        }
         ptx::addc_0(odd[n - 1]);
     }
-    // 2n^2 IMAD.WIDE (= 4n^2 32-bit IMAD slots) + n for the m's.
-    friend CUZK_DEV mont_t operator*(const mont_t& a, const mont_t& b)
+    // 2n^2 IMAD.WIDE (= 4n^2 32-bit IMAD slots) + n for the m's. LO_SPECIAL: see
+    // redc_lo_special_ (same result, bit for bit).
+    template <bool LO_SPECIAL>
+    static CUZK_DEV mont_t mul_(const mont_t& a, const mont_t& b)
     {
         uint32_t mod[n];
 #pragma unroll
@@ -391,8 +488,8 @@ struct __align__(16) mont_t {
         uint32_t odd[n];
 #pragma unroll
         for (int i = 0; i < n; i += 2) {
-            mad_n_redc_(even.v, odd, a.v, mod, b.v[i], i == 0);
-            mad_n_redc_(odd, even.v, a.v, mod, b.v[i + 1], false);
+            mad_n_redc_<LO_SPECIAL>(even.v, odd, a.v, mod, b.v[i], i == 0);
+            mad_n_redc_<LO_SPECIAL>(odd, even.v, a.v, mod, b.v[i + 1], false);
         }
         // merge: result[k] = E[k] + O[k+1] (E[0] of the last row, held in odd[0], is 0)
         even.v[0] = ptx::add_cc(even.v[0], odd[1]);
@@ -401,6 +498,16 @@ struct __align__(16) mont_t {
         ptx::addc_0(even.v[n - 1]);   // < 2p
         final_sub(even.v);
         return even;
+    }
+    // P::mul_lo_special selects the variant for operator* (false for both BLS12-381 fields until
+    // a GPU run shows the special one faster); mul_lo_special() forces it (Fr only).
+    friend CUZK_DEV mont_t operator*(const mont_t& a, const mont_t& b)
+    {
+        return mul_<P::mul_lo_special>(a, b);
+    }
+    static CUZK_DEV mont_t mul_lo_special(const mont_t& a, const mont_t& b)
+    {
+        return mul_<true>(a, b);
     }
     CUZK_DEV mont_t& operator*=(const mont_t& b) { return *this = *this * b; }
 

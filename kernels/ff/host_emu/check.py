@@ -25,7 +25,9 @@ def check_line(line):
     Ri = pow(Rm, -1, p)
     v = [int(x, 16) for x in vals]
     a = v[0]
-    if op == "mul": exp = a * v[1] * Ri % p; got = v[2]
+    if op == "wide": exp = a * v[1]; got = v[2]
+    elif op == "swide": exp = a * a; got = v[1]
+    elif op == "mul": exp = a * v[1] * Ri % p; got = v[2]
     elif op == "add": exp = (a + v[1]) % p; got = v[2]
     elif op == "sub": exp = (a - v[1]) % p; got = v[2]
     elif op == "sqr": exp = a * a * Ri % p; got = v[1]

@@ -84,6 +84,44 @@ template <class T> static void field_ops(const char* name, int count)
         printf("%s tomont", name); put(a); put(a.to_mont()); printf("\n");
     }
 }
+// wide product / square of arbitrary n-limb integers (not only canonical ones: Fp2 feeds
+// unreduced sums < 2p into mul_wide); edge cases all-ones and zero limbs included
+template <class T> static T any_limbs(int kind)
+{
+    T x;
+    for (int i = 0; i < T::n; i++) {
+        uint32_t r = (uint32_t)splitmix();
+        x.v[i] = kind == 0 ? 0xffffffffu : kind == 1 ? (r & 1 ? 0xffffffffu : 0) : kind == 2 ? 0 : r;
+    }
+    return x;
+}
+template <class T> static void put_wide(const uint32_t* w)
+{
+    printf(" ");
+    for (int i = 2 * T::n - 1; i >= 0; i--) printf("%08x", w[i]);
+}
+template <class T> static void wide_ops(const char* name, int count)
+{
+    for (int t = 0; t < count; t++) {
+        T a = any_limbs<T>(t < 16 ? t % 4 : 3), b = any_limbs<T>(t < 16 ? t / 4 : 3);
+        uint32_t w[2 * T::n];
+        T::mul_wide(w, a, b);
+        printf("%s wide", name); put(a); put(b); put_wide<T>(w); printf("\n");
+        T::mul_wide_split(w, a, b);
+        printf("%s wide", name); put(a); put(b); put_wide<T>(w); printf("\n");
+        T::sqr_wide(w, a);
+        printf("%s swide", name); put(a); put_wide<T>(w); printf("\n");
+    }
+}
+// Fr's multiplication with the special low limbs (p[0] = 1, p[1] = 2^32 - 1) of mont.cuh
+static void fr_lo_special(int count)
+{
+    for (int t = 0; t < count; t++) {
+        int ka = t < 36 ? t % 6 : 6 + (t % 7), kb = t < 36 ? t / 6 : 6 + (t % 5);
+        fr_t a = sample<fr_t>(ka), b = sample<fr_t>(kb);
+        printf("fr mul"); put(a); put(b); put(fr_t::mul_lo_special(a, b)); printf("\n");
+    }
+}
 static void fp2_ops(int count)
 {
     for (int t = 0; t < count; t++) {
@@ -91,6 +129,7 @@ static void fp2_ops(int count)
         fp2_t a{sample<fp_t>(k0), sample<fp_t>(k1)};
         fp2_t b{sample<fp_t>((k0 + 3) % 7), sample<fp_t>(t % 7)};
         printf("fp2 mul"); put(a); put(b); put(a * b); printf("\n");
+        printf("fp2 mul"); put(a); put(b); put(fp2_t::mul_split(a, b)); printf("\n");
         printf("fp2 sqr"); put(a); put(a.sqr()); printf("\n");
         printf("fp2 add"); put(a); put(b); put(a + b); printf("\n");
         printf("fp2 sub"); put(a); put(b); put(a - b); printf("\n");
@@ -103,5 +142,8 @@ int main(int argc, char** argv)
     field_ops<fr_t>("fr", count);
     field_ops<fp_t>("fp", count);
     fp2_ops(count);
+    fr_lo_special(count);
+    wide_ops<fr_t>("fr", count);
+    wide_ops<fp_t>("fp", count);
     return 0;
 }
