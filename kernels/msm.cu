@@ -72,11 +72,24 @@ msm_scatter(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwi
 // G1: 128-thread blocks, accumulate capped at 168 registers (3 blocks = 12 warps per SM; at
 // 172 registers only 8 warps fit). Threads per SM must match crates/msm/src/gpu.rs.
 MSM_POINT_KERNELS(g1, fp_t, 128, 3)
+// Occupancy variant of msm_accumulate_g1, chosen at run time (cuzk_gpu::msm::Accumulate::
+// Occupancy4, CUZK_MSM_ACCUMULATE=occ4): 4 blocks of 128 = 16 warps/SM at 128 registers
+// (ptxas: 42 B spill stores, 100 B loads) against 12 warps at 168. Measured, not assumed.
+extern "C" __global__ void __launch_bounds__(128, 4)
+msm_accumulate_g1_occ4(const affine_t<fp_t>* __restrict__ points, uint32_t npoints,
+                       const uint32_t* __restrict__ sorted, uint32_t cap,
+                       const uint32_t* __restrict__ offsets, uint32_t nkeys, uint32_t nthreads,
+                       uint32_t* pkeys, xyzz_t<fp_t>* ppts, xyzz_t<fp_t>* buckets)
+{
+    msm::accumulate<fp_t>(points, npoints, sorted, cap, offsets, nkeys, nthreads, pkeys, ppts, buckets);
+}
+
 // G2: an XYZZ point alone is 96 registers; 255 registers with 2 blocks of 128 per SM.
 MSM_POINT_KERNELS(g2, fp2_t, 128, 2)
 
 // cuzk: allow-spills msm_accumulate_g2 Fp2 XYZZ acc + affine point + loop state exceed 255 registers around the out-of-line Fp2 calls
 // cuzk: allow-spills msm_ones_g2 same as msm_accumulate_g2 (XYZZ + affine live across Fp2 calls)
 // cuzk: allow-spills msm_accumulate_g1 26 B at the 168-register cap (3 blocks/SM); loop state, L1-resident; revert to (128, 2) + 256 threads/SM if slower
+// cuzk: allow-spills msm_accumulate_g1_occ4 ~42 B at the 128-register cap (4 blocks/SM); an opt-in variant picked by measurement
 // cuzk: allow-spills msm_bucket_reduce_g1 120-236 B: three XYZZ points live in the g*L ladder (parking acc in global made G2 worse); runs once per MSM
 // cuzk: allow-spills msm_to_jacobian_g2 8 bytes around the out-of-line Fp2 call; runs on nwin + 1 points only

@@ -64,6 +64,47 @@ impl Curve {
     }
 }
 
+/// Which build of `msm_accumulate_*` runs (kernels/msm.cu). Only G1 has a variant; for G2
+/// every choice is the regular kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Accumulate {
+    /// `msm_accumulate_g1`: 3 blocks of 128 per SM at 168 registers.
+    #[default]
+    Regular,
+    /// `msm_accumulate_g1_occ4`: 4 blocks of 128 per SM at 128 registers (small spill).
+    Occupancy4,
+}
+
+impl Accumulate {
+    /// Parses `regular` / `occ4` (the `CUZK_MSM_ACCUMULATE` values).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim() {
+            "regular" => Some(Self::Regular),
+            "occ4" => Some(Self::Occupancy4),
+            _ => None,
+        }
+    }
+    fn effective(self, curve: Curve) -> Self {
+        match curve {
+            Curve::G1 => self,
+            Curve::G2 => Self::Regular,
+        }
+    }
+    /// Threads per SM the kernel keeps resident (one full wave of equal slices).
+    pub const fn resident_threads_per_sm(self, curve: Curve) -> usize {
+        match (curve, self) {
+            (Curve::G1, Self::Occupancy4) => 4 * 128,
+            _ => curve.resident_threads_per_sm(),
+        }
+    }
+    fn kernel(self, curve: Curve) -> String {
+        match self.effective(curve) {
+            Self::Occupancy4 => "msm_accumulate_g1_occ4".into(),
+            Self::Regular => format!("msm_accumulate_{}", curve.suffix()),
+        }
+    }
+}
+
 /// Bytes of a scalar (Fr: 8 × u32).
 pub const SCALAR_BYTES: usize = 32;
 /// Most entries a [`scan`] handles in one launch of its single block.
@@ -318,7 +359,41 @@ pub fn accumulate<P: Pod>(
     ppts: &mut DeviceBuffer<u64>,
     buckets: &mut DeviceBuffer<u64>,
 ) -> Result<()> {
-    let k = format!("msm_accumulate_{}", curve.suffix());
+    accumulate_with(
+        gpu,
+        stream,
+        curve,
+        Accumulate::Regular,
+        points,
+        npoints,
+        sorted,
+        offsets,
+        nkeys,
+        nthreads,
+        pkeys,
+        ppts,
+        buckets,
+    )
+}
+
+/// As [`accumulate`] with the kernel build `variant`.
+#[allow(clippy::too_many_arguments)]
+pub fn accumulate_with<P: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    curve: Curve,
+    variant: Accumulate,
+    points: &DeviceBuffer<P>,
+    npoints: usize,
+    sorted: &DeviceBuffer<u32>,
+    offsets: &DeviceBuffer<u32>,
+    nkeys: usize,
+    nthreads: usize,
+    pkeys: &mut DeviceBuffer<u32>,
+    ppts: &mut DeviceBuffer<u64>,
+    buckets: &mut DeviceBuffer<u64>,
+) -> Result<()> {
+    let k = variant.kernel(curve);
     elem::<P>(&k, "points", curve.affine_bytes())?;
     need(&k, "points", points.len(), npoints)?;
     need(&k, "offsets", offsets.len(), nkeys + 1)?;

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use cuzk_field::Fr;
-use cuzk_gpu::msm::{self as k, Curve, ResultRing, Staging};
+use cuzk_gpu::msm::{self as k, Accumulate, Curve, ResultRing, Staging};
 use cuzk_gpu::{DeviceBuffer, Event, Gpu, GpuError, PinnedBuffer, Stream};
 use rayon::prelude::*;
 
@@ -90,6 +90,17 @@ fn group_of(cv: Curve) -> Group {
     }
 }
 
+/// Environment variable choosing the G1 accumulation kernel of every new context: `regular`
+/// (default) or `occ4` (see [`Accumulate`]); ignored if it does not parse.
+pub const ACCUMULATE_ENV: &str = "CUZK_MSM_ACCUMULATE";
+
+fn env_accumulate() -> Accumulate {
+    std::env::var(ACCUMULATE_ENV)
+        .ok()
+        .and_then(|v| Accumulate::parse(&v))
+        .unwrap_or_default()
+}
+
 fn env_window() -> Option<u32> {
     std::env::var(WINDOW_ENV)
         .ok()?
@@ -159,12 +170,24 @@ impl Plan {
     /// Plan for a curve: the accumulation gets one full wave of the threads its kernel keeps
     /// resident per SM.
     pub fn for_curve(general: usize, n: usize, c: Option<u32>, sm_count: usize, cv: Curve) -> Self {
+        Self::for_variant(general, n, c, sm_count, cv, Accumulate::Regular)
+    }
+
+    /// As [`Self::for_curve`] for the accumulation kernel `acc`.
+    pub fn for_variant(
+        general: usize,
+        n: usize,
+        c: Option<u32>,
+        sm_count: usize,
+        cv: Curve,
+        acc: Accumulate,
+    ) -> Self {
         Self::with_residency(
             general,
             n,
             c,
             sm_count,
-            cv.resident_threads_per_sm(),
+            acc.resident_threads_per_sm(cv),
             group_of(cv),
         )
     }
@@ -455,6 +478,7 @@ pub struct GpuMsm<P: MsmPoint> {
     chunk_len: Option<usize>,
     vram_limit: Option<u64>,
     keep_scratch: bool,
+    acc: Accumulate,
     cache: Mutex<Cache<P>>,
 }
 
@@ -466,6 +490,7 @@ impl<P: MsmPoint> std::fmt::Debug for GpuMsm<P> {
             .field("resident", &self.is_resident())
             .field("window_bits", &self.window_bits)
             .field("keep_scratch", &self.keep_scratch)
+            .field("accumulate", &self.acc)
             .finish()
     }
 }
@@ -488,6 +513,7 @@ impl<P: MsmPoint> GpuMsm<P> {
             chunk_len: None,
             vram_limit: None,
             keep_scratch: false,
+            acc: env_accumulate(),
             cache: Mutex::new(Cache::default()),
         })
     }
@@ -534,6 +560,12 @@ impl<P: MsmPoint> GpuMsm<P> {
     /// tuning; overrides `CUZK_MSM_WINDOW`, which sets it for every new context).
     pub fn with_window_bits(mut self, c: u32) -> Self {
         self.window_bits = Some(c.clamp(2, MAX_WINDOW_BITS));
+        self
+    }
+
+    /// Chooses the G1 accumulation kernel (overrides `CUZK_MSM_ACCUMULATE`; G2 has one).
+    pub fn with_accumulate(mut self, acc: Accumulate) -> Self {
+        self.acc = acc;
         self
     }
 
@@ -746,6 +778,17 @@ impl<P: MsmPoint> GpuMsm<P> {
         self.gpu.info().sm_count as usize
     }
 
+    fn plan(&self, general: usize, n: usize) -> Plan {
+        Plan::for_variant(
+            general,
+            n,
+            self.window_bits,
+            self.sm_count(),
+            curve::<P>(),
+            self.acc,
+        )
+    }
+
     /// One resident MSM; buffers come from (and go back to) the context's cache, which keeps
     /// them only with [`Self::keep_scratch`].
     fn resident_msm(
@@ -873,7 +916,7 @@ impl<P: MsmPoint> GpuMsm<P> {
         if general == 0 && ones == 0 {
             return Ok(P::Projective::default());
         }
-        let plan = Plan::for_curve(general, n, self.window_bits, self.sm_count(), curve::<P>());
+        let plan = self.plan(general, n);
         let t = Instant::now();
         let mut scratch = match cache.scratch.take() {
             Some(sc) if sc.fits(&plan) => sc,
@@ -943,10 +986,11 @@ impl<P: MsmPoint> GpuMsm<P> {
             mark(marks, s, 5)?;
             k::scatter(g, s, canon, n, c, nwin, &mut sc.cursors, &mut sc.sorted)?;
             mark(marks, s, 6)?;
-            k::accumulate(
+            k::accumulate_with(
                 g,
                 s,
                 cv,
+                self.acc,
                 pts,
                 n,
                 &sc.sorted,
@@ -1031,7 +1075,7 @@ impl<P: MsmPoint> GpuMsm<P> {
 
     /// Device bytes a streamed MSM with chunks of `len` points needs.
     fn chunk_bytes(&self, len: usize) -> u64 {
-        let plan = Plan::for_curve(len, len, self.window_bits, self.sm_count(), curve::<P>());
+        let plan = self.plan(len, len);
         let per = 2 * (size_of::<P>() + 32) + 32 + 2 * 256;
         (per * len) as u64 + plan.scratch_bytes(curve::<P>()) + 4096
     }
@@ -1072,13 +1116,7 @@ impl<P: MsmPoint> GpuMsm<P> {
             }
         };
         let (g, s) = (&self.gpu, &self.compute);
-        let plan = Plan::for_curve(
-            chunk,
-            chunk,
-            self.window_bits,
-            self.sm_count(),
-            curve::<P>(),
-        );
+        let plan = self.plan(chunk, chunk);
         let v = g.vram();
         let mut pts_buf = [v.alloc::<P>(chunk)?, v.alloc::<P>(chunk)?];
         let mut sc_buf = [v.alloc::<Fr>(chunk)?, v.alloc::<Fr>(chunk)?];
