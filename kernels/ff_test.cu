@@ -125,7 +125,8 @@ g2_point_op(uint32_t op, const g2_jacobian_t* __restrict__ a, const g2_jacobian_
 // Thread t < n loads x = in[t], y = in[(t + 1) % n], runs CHAINS independent dependent chains
 // c_k <- c_k * y for `iters` iterations (CHAINS * iters multiplications), and writes the sum of the
 // chains so nothing is optimised away. Multiplications performed = n * iters * CHAINS.
-template <class T, int CHAINS>
+// VARIANT 1: Fr mont_t::mul_lo_special, Fp2 fp2x_t::mul_split (same results as operator*)
+template <class T, int CHAINS, bool VARIANT = false>
 __device__ __forceinline__ void mul_bench(const T* __restrict__ in, T* __restrict__ out, uint32_t n,
                                           uint32_t iters)
 {
@@ -139,7 +140,11 @@ __device__ __forceinline__ void mul_bench(const T* __restrict__ in, T* __restric
 #pragma unroll 1
     for (uint32_t it = 0; it < iters; it++) {
 #pragma unroll
-        for (int k = 0; k < CHAINS; k++) c[k] = c[k] * y;
+        for (int k = 0; k < CHAINS; k++) {
+            if constexpr (VARIANT && T::n == 8) c[k] = T::mul_lo_special(c[k], y);
+            else if constexpr (VARIANT) c[k] = T::mul_split(c[k], y);
+            else c[k] = c[k] * y;
+        }
     }
 #pragma unroll
     for (int k = 1; k < CHAINS; k++) c[0] = c[0] + c[k];
@@ -150,15 +155,31 @@ __device__ __forceinline__ void mul_bench(const T* __restrict__ in, T* __restric
 #define FP_BENCH_CHAINS 4
 #define FP2_BENCH_CHAINS 2
 
-extern "C" __global__ void __launch_bounds__(256)
-fr_mul_bench(const fr_t* __restrict__ in, fr_t* __restrict__ out, uint32_t n, uint32_t iters)
-{ mul_bench<fr_t, FR_BENCH_CHAINS>(in, out, n, iters); }
-extern "C" __global__ void __launch_bounds__(256)
-fp_mul_bench(const fp_t* __restrict__ in, fp_t* __restrict__ out, uint32_t n, uint32_t iters)
-{ mul_bench<fp_t, FP_BENCH_CHAINS>(in, out, n, iters); }
-extern "C" __global__ void __launch_bounds__(256)
-fp2_mul_bench(const fp2_t* __restrict__ in, fp2_t* __restrict__ out, uint32_t n, uint32_t iters)
-{ mul_bench<fp2_t, FP2_BENCH_CHAINS>(in, out, n, iters); }
+#define MUL_BENCH_(NAME, T, CHAINS, VARIANT)                                                    \
+    extern "C" __global__ void __launch_bounds__(256)                                           \
+    NAME(const T* __restrict__ in, T* __restrict__ out, uint32_t n, uint32_t iters)             \
+    { mul_bench<T, CHAINS, VARIANT>(in, out, n, iters); }
+#define MUL_BENCH(NAME, T, CHAINS) MUL_BENCH_(NAME, T, CHAINS, false)
+
+MUL_BENCH(fr_mul_bench, fr_t, FR_BENCH_CHAINS)
+MUL_BENCH(fp_mul_bench, fp_t, FP_BENCH_CHAINS)
+MUL_BENCH(fp2_mul_bench, fp2_t, FP2_BENCH_CHAINS)
+
+// Variants with other chain counts (suffix _c<chains>), timed side by side with the defaults by
+// the throughput test (same host-model check), to pick the fastest configuration per field.
+// sm_90 registers (nvcc 13.0): fr c2 48, c4 64, c8 104, lo 64, lo_c2 48; fp c2 70, c3 80, c4 114;
+// fp2 c2 192 (c1 would spill 8 B); split c1 138, split c2 180, split c3 250.
+MUL_BENCH(fr_mul_bench_c2, fr_t, 2)
+MUL_BENCH(fr_mul_bench_c8, fr_t, 8)
+// Fr with mont_t::mul_lo_special (p[0] = 1 and p[1] = 2^32 - 1 products as adds), suffix _lo
+MUL_BENCH_(fr_mul_bench_lo, fr_t, FR_BENCH_CHAINS, true)
+MUL_BENCH_(fr_mul_bench_lo_c2, fr_t, 2, true)
+MUL_BENCH(fp_mul_bench_c2, fp_t, 2)
+MUL_BENCH(fp_mul_bench_c3, fp_t, 3)
+// Fp2 with fp2x_t::mul_split (even/odd-split wide products), suffix _split
+MUL_BENCH_(fp2_mul_bench_split, fp2_t, FP2_BENCH_CHAINS, true)
+MUL_BENCH_(fp2_mul_bench_split_c1, fp2_t, 1, true)
+MUL_BENCH_(fp2_mul_bench_split_c3, fp2_t, 3, true)
 
 // chain counts, so the host computes the operation count without hard-coding them
 extern "C" __global__ void bench_chains(uint32_t* out)

@@ -376,18 +376,88 @@ pub fn mul_bench<T: Pod>(
     iters: u32,
 ) -> Result<u64> {
     let kernel = format!("{}_mul_bench", field.name());
-    check_elem::<T>(&kernel, "element", field.bytes())?;
+    mul_bench_kernel(
+        gpu,
+        stream,
+        &kernel,
+        field,
+        chains,
+        FIELD_BLOCK,
+        input,
+        out,
+        iters,
+    )
+}
+
+/// Extra throughput kernels of ff_test.cu (same contract as `<field>_mul_bench`: another chain
+/// count `_c<k>`; `_lo`: Fr's `mont_t::mul_lo_special`; `_split`: `fp2x_t::mul_split`), timed
+/// side by side with the
+/// defaults: (field, kernel, chains).
+pub const MUL_BENCH_VARIANTS: &[(Field, &str, u32)] = &[
+    (Field::Fr, "fr_mul_bench_lo", 4),
+    (Field::Fr, "fr_mul_bench_lo_c2", 2),
+    (Field::Fr, "fr_mul_bench_c2", 2),
+    (Field::Fr, "fr_mul_bench_c8", 8),
+    (Field::Fp, "fp_mul_bench_c2", 2),
+    (Field::Fp, "fp_mul_bench_c3", 3),
+    (Field::Fp2, "fp2_mul_bench_split", 2),
+    (Field::Fp2, "fp2_mul_bench_split_c1", 1),
+    (Field::Fp2, "fp2_mul_bench_split_c3", 3),
+];
+
+/// [`mul_bench`] with an explicit kernel (`<field>_mul_bench*`, see [`MUL_BENCH_VARIANTS`];
+/// `chains` must be that kernel's chain count) and block size (1..=256, the kernels' launch
+/// bound).
+#[allow(clippy::too_many_arguments)]
+pub fn mul_bench_kernel<T: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    kernel: &str,
+    field: Field,
+    chains: u32,
+    block: u32,
+    input: &DeviceBuffer<T>,
+    out: &mut DeviceBuffer<T>,
+    iters: u32,
+) -> Result<u64> {
+    let prefix = format!("{}_mul_bench", field.name());
+    if !kernel.starts_with(&prefix) || !(1..=FIELD_BLOCK).contains(&block) {
+        return Err(GpuError::InvalidLaunch {
+            kernel: kernel.to_string(),
+            reason: format!("not a {prefix} kernel or block {block} outside 1..={FIELD_BLOCK}"),
+        });
+    }
+    check_elem::<T>(kernel, "element", field.bytes())?;
     let n = input.len();
-    check_len(&kernel, "out", out.len(), n)?;
-    let n32 = count_u32(&kernel, n)?;
+    check_len(kernel, "out", out.len(), n)?;
+    let n32 = count_u32(kernel, n)?;
     if n == 0 {
         return Ok(0);
     }
-    let cfg = LaunchConfig::for_elements(n, FIELD_BLOCK)?;
+    let cfg = LaunchConfig::for_elements(n, block)?;
     // SAFETY: thread t < n32 reads input[t], input[(t + 1) % n32] and writes out[t];
-    // n32 == input.len() == out.len().
-    unsafe { gpu.launch(stream, MODULE, &kernel, cfg, &[input, &*out, &n32, &iters])? };
+    // n32 == input.len() == out.len(); threads t >= n32 return at once.
+    unsafe { gpu.launch(stream, MODULE, kernel, cfg, &[input, &*out, &n32, &iters])? };
     Ok(n as u64 * iters as u64 * chains as u64)
+}
+
+/// Resident blocks per SM of `kernel` (an ff_test.cu kernel) at `block` threads, from the
+/// registers in the embedded ptxas report for the device's arch and the sm_80..sm_90 limits
+/// (64 Ki registers allocated per warp in units of 256, 64 warps, 32 blocks per SM). None when
+/// the report has no line for it. Used to size benchmark grids to whole waves.
+pub fn resident_blocks_per_sm(gpu: &Gpu, kernel: &str, block: u32) -> Option<u32> {
+    let (major, minor) = gpu.info().compute_capability;
+    let arch = format!("sm_{major}{minor}");
+    let regs: u32 = crate::module::ptxas_report().lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        (f.next() == Some(kernel) && f.next() == Some(arch.as_str()))
+            .then(|| f.next()?.parse().ok())
+            .flatten()
+    })?;
+    let warps = block.div_ceil(32).max(1);
+    let per_warp = (regs.max(1) * 32).div_ceil(256) * 256;
+    let by_regs = (65536 / per_warp) / warps;
+    Some(by_regs.min(64 / warps).min(32))
 }
 
 /// The chip's 32-bit IMAD ceiling in operations per second: SMs x 64 IMAD/clock x the maximum
