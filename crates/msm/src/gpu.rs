@@ -880,7 +880,12 @@ impl<P: MsmPoint> GpuMsm<P> {
                         .for_each(|(d, s)| d.copy_from_slice(s));
                 })?;
             }
-            _ => canon.copy_from_host(scalars)?,
+            _ => {
+                // A synchronous copy is not ordered after the compute stream: a kept `canon`
+                // may still be read by the kernels of a call that failed part-way.
+                self.compute.synchronize()?;
+                canon.copy_from_host(scalars)?
+            }
         }
         Ok(())
     }
