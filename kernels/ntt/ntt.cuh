@@ -203,7 +203,11 @@ template <uint32_t EPT>
 __device__ __forceinline__ void pass(fr_t* __restrict__ data, const fr_t* __restrict__ tables,
                                      uint32_t lg_n, uint32_t s0, uint32_t k, uint32_t lg_c, uint32_t flags)
 {
+#if defined(CUZK_HOST_EMU)
+    extern uint4 smem[];                              // host emulation (host_emu/): the harness's
+#else
     extern __shared__ uint4 smem[];
+#endif
     const uint32_t tile_lg = k + lg_c;
     const uint32_t tile_n = 1u << tile_lg;
     const uint32_t nthr = tile_n / EPT;

@@ -670,6 +670,111 @@ mod tests {
         p
     }
 
+    /// Test vectors for `kernels/ntt/host_emu` (the CUDA sources run on the host with emulated
+    /// threads): `CUZK_NTT_DUMP=dir cargo test --release -p cuzk-ntt dump_host_emu_vectors --
+    /// --ignored`. Writes the table buffer and, per case, the plan, input and CPU result.
+    #[test]
+    #[ignore = "writes files for kernels/ntt/host_emu"]
+    fn dump_host_emu_vectors() {
+        use std::io::Write;
+        let dir = std::path::PathBuf::from(std::env::var("CUZK_NTT_DUMP").expect("CUZK_NTT_DUMP"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bytes = |v: &[Fr]| -> Vec<u8> { bytemuck::cast_slice(v).to_vec() };
+        std::fs::write(dir.join("tables.bin"), bytes(&tables())).unwrap();
+        let mut list = std::fs::File::create(dir.join("cases.txt")).unwrap();
+        // "id lg_n batch permute_before permute_after passes (radix4 s0 k lg_c flags)*"
+        let write_case = |list: &mut std::fs::File, i: usize, lg_n: u32, batch: usize, p: &Plan| {
+            write!(
+                list,
+                "{i} {lg_n} {batch} {} {} {}",
+                u8::from(p.permute_before),
+                u8::from(p.permute_after),
+                p.passes.len()
+            )
+            .unwrap();
+            for q in &p.passes {
+                let r4 = u8::from(q.radix4);
+                write!(list, " {r4} {} {} {} {}", q.s0, q.k, q.lg_c, q.flags).unwrap();
+            }
+            writeln!(list).unwrap();
+        };
+        let cases = [
+            (2u32, Transform::Forward, Order::Natural, Order::BitReversed),
+            (3, Transform::Inverse, Order::BitReversed, Order::Natural),
+            (5, Transform::CosetForward, Order::Natural, Order::Natural),
+            (
+                10,
+                Transform::CosetInverse,
+                Order::BitReversed,
+                Order::BitReversed,
+            ),
+            (11, Transform::Forward, Order::Natural, Order::Natural),
+            (12, Transform::CosetInverse, Order::Natural, Order::Natural),
+            (
+                13,
+                Transform::CosetForward,
+                Order::BitReversed,
+                Order::Natural,
+            ),
+            (16, Transform::Forward, Order::Natural, Order::Natural),
+            (
+                17,
+                Transform::CosetInverse,
+                Order::BitReversed,
+                Order::Natural,
+            ),
+            (19, Transform::Inverse, Order::Natural, Order::Natural),
+            (
+                20,
+                Transform::CosetForward,
+                Order::BitReversed,
+                Order::BitReversed,
+            ),
+        ];
+        for (i, (lg_n, tr, input, output)) in cases.into_iter().enumerate() {
+            let d = Domain::new(lg_n).unwrap();
+            let n = d.size();
+            let batch = if lg_n <= 12 { 2 } else { 1 };
+            let x = random(n * batch, 1000 + i as u64);
+            let dev: Vec<Fr> = x.chunks(n).flat_map(|p| reorder(p, input, lg_n)).collect();
+            let want: Vec<Fr> = x
+                .chunks(n)
+                .flat_map(|p| {
+                    let mut w = p.to_vec();
+                    cpu(&d, &mut w, tr);
+                    reorder(&w, output, lg_n)
+                })
+                .collect();
+            std::fs::write(dir.join(format!("in{i}.bin")), bytes(&dev)).unwrap();
+            std::fs::write(dir.join(format!("want{i}.bin")), bytes(&want)).unwrap();
+            for radix4 in [false, true] {
+                let p = with_radix4(plan(lg_n, tr, input, output), radix4);
+                write_case(&mut list, i, lg_n, batch, &p);
+            }
+        }
+        // The quotient pipeline: two "q"-prefixed lines per case, the passes of each input
+        // (to_coeffs, to_coset) and of the result (back, then the permutation).
+        for (i, lg_n) in [(100usize, 12u32), (101, 17)] {
+            let d = Domain::new(lg_n).unwrap();
+            let n = d.size();
+            let (a, b, c) = (random(n, 7), random(n, 8), random(n, 9));
+            let want = d.quotient(&a, &b, &c).unwrap();
+            for (name, v) in [("a", &a), ("b", &b), ("c", &c), ("want", &want)] {
+                std::fs::write(dir.join(format!("{name}{i}.bin")), bytes(v)).unwrap();
+            }
+            let (to_coeffs, to_coset, back) = quotient_plan(lg_n);
+            for (passes, permute_after) in [([to_coeffs, to_coset].concat(), false), (back, true)] {
+                let p = Plan {
+                    permute_before: false,
+                    passes,
+                    permute_after,
+                };
+                write!(list, "q ").unwrap();
+                write_case(&mut list, i, lg_n, 1, &p);
+            }
+        }
+    }
+
     #[test]
     fn tiled_bit_reverse_is_the_permutation() {
         for lg_n in [10u32, 11, 12, 13, 16] {
