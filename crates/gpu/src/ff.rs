@@ -442,9 +442,10 @@ pub fn mul_bench_kernel<T: Pod>(
 }
 
 /// Resident blocks per SM of `kernel` (an ff_test.cu kernel) at `block` threads, from the
-/// registers in the embedded ptxas report for the device's arch and the sm_80..sm_90 limits
-/// (64 Ki registers allocated per warp in units of 256, 64 warps, 32 blocks per SM). None when
-/// the report has no line for it. Used to size benchmark grids to whole waves.
+/// registers in the embedded ptxas report for the device's arch and the per-SM limits (64 Ki
+/// registers allocated per warp in units of 256; warps/blocks: sm_80 and sm_90 64/32, sm_86
+/// 48/16, sm_89 48/24). None when the report has no line for it. Used to size benchmark grids
+/// to whole waves.
 pub fn resident_blocks_per_sm(gpu: &Gpu, kernel: &str, block: u32) -> Option<u32> {
     let (major, minor) = gpu.info().compute_capability;
     let arch = format!("sm_{major}{minor}");
@@ -457,7 +458,12 @@ pub fn resident_blocks_per_sm(gpu: &Gpu, kernel: &str, block: u32) -> Option<u32
     let warps = block.div_ceil(32).max(1);
     let per_warp = (regs.max(1) * 32).div_ceil(256) * 256;
     let by_regs = (65536 / per_warp) / warps;
-    Some(by_regs.min(64 / warps).min(32))
+    let (max_warps, max_blocks) = match (major, minor) {
+        (8, 6) => (48, 16),
+        (8, 9) => (48, 24),
+        _ => (64, 32),
+    };
+    Some(by_regs.min(max_warps / warps).min(max_blocks))
 }
 
 /// The chip's 32-bit IMAD ceiling in operations per second: SMs x 64 IMAD/clock x the maximum
