@@ -66,6 +66,18 @@ pub(crate) const TILE_LG: u32 = 10;
 /// (`cuzk_ntt_pass`) everywhere; both give the same result bit for bit.
 pub(crate) const RADIX4: bool = true;
 
+/// Environment switches for A/B runs on a GPU without a rebuild (read on every plan; both
+/// variants give the same result): `CUZK_NTT_RADIX2=1` runs every pass on the radix-2 kernel,
+/// `CUZK_NTT_SIMPLE_BITREV=1` every permutation on the element-wise kernel.
+fn env_set(var: &str) -> bool {
+    std::env::var_os(var).is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Whether passes with `k >= 2` use the radix-4 kernel.
+pub(crate) fn radix4_enabled() -> bool {
+    RADIX4 && !env_set("CUZK_NTT_RADIX2")
+}
+
 /// Smallest size for the tiled bit-reversal kernel (`cuzk_ntt_bit_reverse_tiled`).
 pub(crate) const TILED_BITREV_MIN_LG: u32 = 10;
 /// Permute with the tiled kernel from 2^10 up; `false` falls back to the element-wise
@@ -74,7 +86,7 @@ pub(crate) const TILED_BITREV: bool = true;
 
 /// Whether a bit-reversal of 2^lg_n runs on the tiled kernel.
 pub(crate) fn tiled_bitrev(lg_n: u32) -> bool {
-    TILED_BITREV && lg_n >= TILED_BITREV_MIN_LG
+    TILED_BITREV && lg_n >= TILED_BITREV_MIN_LG && !env_set("CUZK_NTT_SIMPLE_BITREV")
 }
 
 pub(crate) const F_DIT: u32 = 1 << 0;
@@ -117,6 +129,7 @@ fn split(lg_n: u32) -> Vec<u32> {
 /// with `pre` flags on the first pass executed and `post` flags on the last.
 pub(crate) fn network(lg_n: u32, dit: bool, inverse: bool, pre: u32, post: u32) -> Vec<Pass> {
     let mut passes = Vec::new();
+    let radix4 = radix4_enabled();
     let mut s0 = 0;
     for k in split(lg_n) {
         let r = lg_n - s0 - k;
@@ -132,7 +145,7 @@ pub(crate) fn network(lg_n: u32, dit: bool, inverse: bool, pre: u32, post: u32) 
             k,
             lg_c: r.min(TILE_LG - k),
             flags,
-            radix4: RADIX4 && k >= 2,
+            radix4: radix4 && k >= 2,
         });
         s0 += k;
     }
@@ -792,7 +805,7 @@ mod tests {
     fn radix4_is_used_where_allowed() {
         for lg in 1..=28 {
             for p in plan(lg, Transform::Forward, Order::Natural, Order::Natural).passes {
-                assert_eq!(p.radix4, RADIX4 && p.k >= 2, "2^{lg} {p:?}");
+                assert_eq!(p.radix4, radix4_enabled() && p.k >= 2, "2^{lg} {p:?}");
             }
         }
     }
@@ -851,7 +864,10 @@ mod tests {
             let d = Domain::new(lg_n).unwrap();
             let n = d.size();
             let (a, b, c) = (random(n, 1), random(n, 2), random(n, 3));
-            assert_eq!(tiled_bitrev(lg_n), lg_n >= 10 && TILED_BITREV);
+            assert_eq!(
+                tiled_bitrev(lg_n),
+                lg_n >= 10 && TILED_BITREV && !env_set("CUZK_NTT_SIMPLE_BITREV")
+            );
             let want = d.quotient(&a, &b, &c).unwrap();
             let (to_coeffs, to_coset, back) = quotient_plan(lg_n);
             let mut bufs = [a, b, c];

@@ -335,6 +335,11 @@ fn gpu_bench_ntt() {
         );
     };
     println!("device: {:?}", g.info().name);
+    for var in ["CUZK_NTT_RADIX2", "CUZK_NTT_SIMPLE_BITREV"] {
+        if let Some(v) = std::env::var_os(var) {
+            println!("{var}={v:?} (fallback kernels selected)");
+        }
+    }
     let time_cpu = |lg: u32, f: &dyn Fn(&Domain, &mut Vec<Fr>)| -> Option<f64> {
         if lg > 24 && !cpu_all {
             return None;
