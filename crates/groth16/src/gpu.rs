@@ -22,7 +22,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
-use cuzk_gpu::msm::Curve;
+use cuzk_gpu::msm::{Curve, Staging};
 use cuzk_gpu::{DeviceBuffer, Gpu, GpuError, PinnedBuffer, Reservation, Vram, VramError};
 use cuzk_msm::gpu::{GpuMsm, Plan};
 use cuzk_msm::{Group, MsmError, MsmPoint};
@@ -38,6 +38,8 @@ use crate::timing::timed;
 const NAME: &str = "gpu";
 /// Per-phase allowance for small buffers (counters, result rings, rounding) and the NTT tables.
 const SLACK: u64 = 16 << 20;
+/// Elements per pinned witness staging slot (16 MiB; two slots).
+const STAGING_SLOT: usize = 1 << 19;
 /// Residency priority, most valuable first.
 const PRIORITY: [Query; 5] = [Query::A, Query::BG1, Query::L, Query::H, Query::BG2];
 const G1_QUERIES: [Query; 4] = [Query::A, Query::BG1, Query::H, Query::L];
@@ -105,6 +107,9 @@ pub struct MemoryPlan {
     /// one witness MSM's run; H on the device with the H MSM's run); kept free beside the
     /// resident points.
     pub work_bytes: u64,
+    /// Whether a, b, c can be uploaded while the witness MSMs run (their vectors fit beside
+    /// the resident points and the largest witness MSM).
+    pub overlap_upload: bool,
     pub queries: Vec<QueryPlan>,
 }
 
@@ -155,6 +160,7 @@ impl MemoryPlan {
         let h = Vram::bytes_for::<Fr>(n)?;
         let mut queries = Vec::with_capacity(lens.len());
         let mut work = quotient;
+        let mut witness_work = 0u64;
         for &(query, len) in lens {
             let group = if query == Query::BG2 {
                 Group::G2
@@ -164,6 +170,9 @@ impl MemoryPlan {
             let run = msm_run_bytes(group, len, sm_count)?;
             let held = if query == Query::H { h } else { witness };
             work = work.max(run + held);
+            if query != Query::H {
+                witness_work = witness_work.max(run + held);
+            }
             queries.push(QueryPlan {
                 query,
                 len,
@@ -181,10 +190,15 @@ impl MemoryPlan {
                 }
             }
         }
+        let overlap_upload = used
+            .saturating_sub(work)
+            .saturating_add(work.max(witness_work + quotient))
+            <= room;
         Ok(Self {
             room,
             quotient_bytes: quotient,
             work_bytes: work,
+            overlap_upload,
             queries,
         })
     }
@@ -281,12 +295,20 @@ struct State {
     g1: [Option<Ctx<G1Affine>>; 4],
     g2: Option<Ctx<G2Affine>>,
     plan: Option<MemoryPlan>,
+    /// Two page-locked slots through which the witness is copied to the device.
+    staging: Option<Staging<Fr>>,
+}
+
+/// What the quotient's upload needs while the witness MSMs hold [`State`] (locked only
+/// briefly, and never while waiting for the state lock).
+#[derive(Default)]
+struct Side {
     squeeze: Option<(Phase, u64)>,
-    /// Page-locked staging for the witness, kept between proofs.
-    witness_host: Option<PinnedBuffer<Fr>>,
     /// Page-locked a, b, c, lent to the prover for the witness map and returned by the
     /// quotient (absent while lent).
     abc_host: Vec<PinnedBuffer<Fr>>,
+    /// The plan leaves room to upload a, b, c while the witness MSMs run.
+    overlap_upload: bool,
 }
 
 impl State {
@@ -338,6 +360,7 @@ fn g1_index(q: Query) -> Option<usize> {
 pub struct GpuBackend {
     gpu: Gpu,
     state: Mutex<State>,
+    side: Mutex<Side>,
 }
 
 impl fmt::Debug for GpuBackend {
@@ -358,6 +381,7 @@ impl GpuBackend {
         Self {
             gpu,
             state: Mutex::new(State::default()),
+            side: Mutex::new(Side::default()),
         }
     }
 
@@ -374,6 +398,11 @@ impl GpuBackend {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The side lock; taken after (never before waiting for) the state lock.
+    fn side(&self) -> MutexGuard<'_, Side> {
+        self.side.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Device bytes held by resident key points.
@@ -397,22 +426,23 @@ impl GpuBackend {
         st.g1 = Default::default();
         st.g2 = None;
         st.plan = None;
-        st.witness_host = None;
-        st.abc_host.clear();
+        st.staging = None;
+        self.side().abc_host.clear();
     }
 
     /// Fault injection for tests: at the start of the next `phase`, hold the device budget
     /// down to `leave` free bytes for the duration of that phase (one shot).
     pub fn inject_squeeze(&self, phase: Phase, leave: u64) {
-        self.lock().squeeze = Some((phase, leave));
+        self.side().squeeze = Some((phase, leave));
     }
 
     /// Applies an injected squeeze if it targets `phase`: holds the budget down to the
     /// requested free bytes until the returned reservation drops.
-    fn squeeze(&self, st: &mut State, phase: Phase) -> Result<Option<Reservation>, BackendError> {
-        match st.squeeze {
+    fn squeeze(&self, phase: Phase) -> Result<Option<Reservation>, BackendError> {
+        let mut side = self.side();
+        match side.squeeze {
             Some((p, leave)) if p == phase => {
-                st.squeeze = None;
+                side.squeeze = None;
                 let avail = self.gpu.vram().budget().available();
                 if avail <= leave {
                     return Ok(None);
@@ -470,7 +500,7 @@ impl GpuBackend {
         if points.is_empty() {
             return Ok(P::Projective::default());
         }
-        let _hold = self.squeeze(st, phase)?;
+        let _hold = self.squeeze(phase)?;
         let slot = slot(st, query)
             .ok_or_else(|| fail(phase, format!("query {query} is not in this group")))?;
         let msm = self.ensure(slot, query, points)?;
@@ -481,46 +511,66 @@ impl GpuBackend {
         .map_err(|e| fail(phase, e))
     }
 
-    /// The witness on the device, staged through a kept page-locked buffer (plain pageable
-    /// copy if the host budget refuses one).
+    /// The witness on the device, copied through two kept page-locked slots (a parallel copy
+    /// into one overlaps the DMA from the other; a plain pageable copy if pinning fails).
     fn upload_witness(&self, st: &mut State, z: &[Fr]) -> Result<DeviceBuffer<Fr>, BackendError> {
         let phase = Phase::Upload;
-        let _hold = self.squeeze(st, phase)?;
+        let _hold = self.squeeze(phase)?;
         let mut dz = self
             .gpu
             .vram()
             .alloc::<Fr>(z.len())
             .map_err(|e| fail(phase, e))?;
-        if st.witness_host.as_ref().is_none_or(|p| p.len() != z.len()) {
-            st.witness_host = None;
-            match self.gpu.vram().pinned::<Fr>(z.len()) {
-                Ok(p) => st.witness_host = Some(p),
+        if st.staging.is_none() {
+            match Staging::new(&self.gpu, STAGING_SLOT) {
+                Ok(s) => st.staging = Some(s),
                 Err(e) => tracing::warn!(error = %e, "no pinned witness staging; pageable upload"),
             }
         }
-        match st.witness_host.as_mut() {
-            Some(pinned) => {
-                const PART: usize = 1 << 16;
-                pinned
-                    .par_chunks_mut(PART)
-                    .zip(z.par_chunks(PART))
-                    .for_each(|(d, s)| d.copy_from_slice(s));
-                dz.copy_from_host(pinned)
+        match st.staging.as_mut() {
+            Some(staging) => {
+                let stream = self
+                    .gpu
+                    .stream("groth16-witness")
+                    .map_err(|e| fail(phase, e))?;
+                staging
+                    .upload(&stream, z, &mut dz, 0, |slot, piece| {
+                        const PART: usize = 1 << 14;
+                        slot.par_chunks_mut(PART)
+                            .zip(piece.par_chunks(PART))
+                            .for_each(|(d, s)| d.copy_from_slice(s));
+                    })
+                    .and_then(|()| stream.synchronize())
+                    .map_err(|e| fail(phase, e))?;
             }
-            None => dz.copy_from_host(z),
+            None => dz.copy_from_host(z).map_err(|e| fail(phase, e))?,
         }
-        .map_err(|e| fail(phase, e))?;
         Ok(dz)
     }
 
-    /// H's coefficients on the device (the a buffer), from the evaluations; returns the
-    /// upload and the quotient time. The pinned evaluation buffers go back to the cache.
-    fn device_quotient(
+    /// Drops resident key points, least valuable first, until `need` bytes are free; the
+    /// MSMs reload what they need (streamed if it no longer fits).
+    fn make_room(&self, st: &mut State, need: u64) {
+        let budget = self.gpu.vram().budget();
+        for q in PRIORITY.iter().rev() {
+            if budget.available() >= need {
+                break;
+            }
+            if st.evict(*q) {
+                tracing::warn!(query = %q, "dropped resident key points to fit the quotient");
+            }
+        }
+    }
+
+    /// a, b, c on the device; returns them and the upload time. When the plan leaves room
+    /// for them beside the witness MSMs this runs without the state lock, so the copies
+    /// overlap the MSMs; otherwise (or if the room has gone) it waits for the lock and
+    /// makes room. The pinned evaluation buffers go back to the cache.
+    fn stage_abc(
         &self,
-        st: &mut State,
         domain: &Domain,
         abc: Evaluations,
-    ) -> Result<(DeviceBuffer<Fr>, Duration, Duration), BackendError> {
+    ) -> Result<([DeviceBuffer<Fr>; 3], Duration), BackendError> {
         let phase = Phase::Quotient;
         let n = domain.size();
         for v in [&abc.a, &abc.b, &abc.c] {
@@ -535,50 +585,69 @@ impl GpuBackend {
             }
         }
         let need = quotient_bytes(n).map_err(|e| fail(phase, e))?;
-        let budget = self.gpu.vram().budget();
-        // Make room by dropping resident key points, least valuable first; the MSMs reload
-        // what they need (streamed if it no longer fits).
-        for q in PRIORITY.iter().rev() {
-            if budget.available() >= need {
-                break;
-            }
-            if st.evict(*q) {
-                tracing::warn!(query = %q, "dropped resident key points to fit the quotient");
-            }
+        let overlap = self.side().overlap_upload;
+        let mut st = (!overlap).then(|| self.lock());
+        if let Some(st) = st.as_mut() {
+            self.make_room(st, need);
         }
         // An injected squeeze stands for another user taking memory after the plan.
-        let _hold = self.squeeze(st, phase)?;
-        let mut bufs = self
-            .gpu
-            .vram()
-            .alloc_many::<Fr>(&[n, n, n])
-            .map_err(|e| fail(phase, e))?;
-        let (Some(mut dc), Some(mut db), Some(mut da)) = (bufs.pop(), bufs.pop(), bufs.pop())
-        else {
-            return Err(fail(phase, "allocation returned too few buffers"));
+        let _hold = self.squeeze(phase)?;
+        let vram = self.gpu.vram();
+        let bufs = match (vram.alloc_many::<Fr>(&[n, n, n]), st.is_some()) {
+            (Ok(b), _) => b,
+            (Err(e), true) => return Err(fail(phase, e)),
+            (Err(_), false) => {
+                let mut locked = self.lock();
+                self.make_room(&mut locked, need);
+                let b = vram
+                    .alloc_many::<Fr>(&[n, n, n])
+                    .map_err(|e| fail(phase, e))?;
+                st = Some(locked);
+                b
+            }
         };
+        let Ok::<[DeviceBuffer<Fr>; 3], _>(mut dev) = bufs.try_into() else {
+            return Err(fail(phase, "allocation returned a wrong number of buffers"));
+        };
+        let stream = self
+            .gpu
+            .stream("groth16-upload")
+            .map_err(|e| fail(phase, e))?;
         let (up, upload) = timed("upload_abc", || -> Result<(), VramError> {
-            da.copy_from_host(&abc.a)?;
-            db.copy_from_host(&abc.b)?;
-            dc.copy_from_host(&abc.c)
+            for (d, h) in dev.iter_mut().zip([&abc.a, &abc.b, &abc.c]) {
+                d.copy_from_host_on(h, stream.cuda())?;
+            }
+            Ok(())
         });
+        let mut side = self.side();
         for v in [abc.a, abc.b, abc.c] {
             // Keep one set (a concurrent proof may have been lent another).
-            if let (HostVec::Pinned(p), true) = (v, st.abc_host.len() < 3) {
-                st.abc_host.push(p);
+            if let (HostVec::Pinned(p), true) = (v, side.abc_host.len() < 3) {
+                side.abc_host.push(p);
             }
         }
+        drop((side, st));
         up.map_err(|e| fail(phase, e))?;
+        Ok((dev, upload))
+    }
+
+    /// H's coefficients on the device (in the a buffer); `b` and `c` are freed on the way.
+    fn device_quotient(
+        &self,
+        domain: &Domain,
+        [mut a, b, c]: [DeviceBuffer<Fr>; 3],
+    ) -> Result<(DeviceBuffer<Fr>, Duration), BackendError> {
+        let phase = Phase::Quotient;
         let stream = self
             .gpu
             .stream("groth16-quotient")
             .map_err(|e| fail(phase, e))?;
         let (q, quotient) = timed("quotient", || {
-            domain.gpu_quotient(&self.gpu, &stream, &mut da, db, dc)?;
+            domain.gpu_quotient(&self.gpu, &stream, &mut a, b, c)?;
             stream.synchronize().map_err(cuzk_ntt::NttError::from)
         });
         q.map_err(|e| fail(phase, e))?;
-        Ok((da, upload, quotient))
+        Ok((a, quotient))
     }
 }
 
@@ -621,7 +690,7 @@ impl ProverBackend for GpuBackend {
     fn prepare(&self, pk: &ProvingKey, domain_size: usize) -> Result<(), BackendError> {
         let phase = Phase::Prepare;
         let mut st = self.lock();
-        let _hold = self.squeeze(&mut st, phase)?;
+        let _hold = self.squeeze(phase)?;
         let g1_points = |q: Query| g1_points(pk, q);
         let mut lens: Vec<(Query, usize)> = G1_QUERIES
             .iter()
@@ -676,26 +745,27 @@ impl ProverBackend for GpuBackend {
             room = plan.room,
             "gpu memory plan"
         );
+        self.side().overlap_upload = plan.overlap_upload;
         st.plan = Some(plan);
         Ok(())
     }
 
     fn evaluation_buffers(&self, n: usize) -> Result<Evaluations, BackendError> {
-        let mut st = self.lock();
-        if st.abc_host.len() != 3 || st.abc_host.iter().any(|p| p.len() != n) {
-            st.abc_host.clear(); // free stale buffers before taking new ones
+        let mut side = self.side();
+        if side.abc_host.len() != 3 || side.abc_host.iter().any(|p| p.len() != n) {
+            side.abc_host.clear(); // free stale buffers before taking new ones
             for _ in 0..3 {
                 match self.gpu.vram().pinned::<Fr>(n) {
-                    Ok(p) => st.abc_host.push(p),
+                    Ok(p) => side.abc_host.push(p),
                     Err(e) => {
                         tracing::warn!(error = %e, "no pinned memory for a, b, c; pageable");
-                        st.abc_host.clear();
+                        side.abc_host.clear();
                         break;
                     }
                 }
             }
         }
-        let mut host = std::mem::take(&mut st.abc_host)
+        let mut host = std::mem::take(&mut side.abc_host)
             .into_iter()
             .map(HostVec::Pinned);
         let mut next = || host.next().unwrap_or_else(|| HostVec::zeros(n));
@@ -707,8 +777,9 @@ impl ProverBackend for GpuBackend {
     }
 
     fn quotient(&self, domain: &Domain, abc: Evaluations) -> Result<Vec<Fr>, BackendError> {
-        let mut st = self.lock();
-        let (h, _, _) = self.device_quotient(&mut st, domain, abc)?;
+        let (dev, _) = self.stage_abc(domain, abc)?;
+        let st = self.lock();
+        let (h, _) = self.device_quotient(domain, dev)?;
         drop(st);
         let (down, _) = timed("download", || h.to_vec());
         down.map_err(|e| fail(Phase::Quotient, e))
@@ -759,8 +830,9 @@ impl ProverBackend for GpuBackend {
         abc: Evaluations,
         h_query: &[G1Affine],
     ) -> Result<QuotientMsm, BackendError> {
+        let (dev, upload) = self.stage_abc(domain, abc)?;
         let mut st = self.lock();
-        let (h, upload, quotient) = self.device_quotient(&mut st, domain, abc)?;
+        let (h, quotient) = self.device_quotient(domain, dev)?;
         // H stays on the device: its MSM reads the first n − 1 coefficients in place.
         let (r, msm) = timed("msm_h", || {
             self.run(&mut st, Query::H, h_query, Scalars::Device(&h, 0), g1_slot)
@@ -828,6 +900,7 @@ mod tests {
         let p = MemoryPlan::new(1 << 20, &lens(20), 100 * GIB, 132).unwrap();
         assert!(p.fits());
         assert!(p.queries.iter().all(|q| q.resident));
+        assert!(p.overlap_upload, "a, b, c fit beside the witness MSMs");
         assert!(p.work_bytes >= p.quotient_bytes);
         assert_eq!(p.quotient_bytes, 3 * 32 * (1 << 20) + SLACK);
     }
@@ -847,6 +920,7 @@ mod tests {
     fn plan_streams_everything_when_room_is_tiny_and_says_it_does_not_fit() {
         let p = MemoryPlan::new(1 << 20, &lens(20), 64 << 20, 132).unwrap();
         assert!(!p.fits());
+        assert!(!p.overlap_upload);
         assert_eq!(p.resident_bytes(), 0);
         assert!(p.queries.iter().all(|q| !q.resident));
     }
