@@ -51,8 +51,11 @@ pub struct ProofTimings {
     /// a, b, c = A·z, B·z, C·z over the domain, and the satisfaction check (runs at the same
     /// time as the four witness MSMs, whose times are their own).
     pub witness_map: Duration,
-    /// Host → device copies (the witness for the MSMs; a, b, c for the quotient).
-    pub upload: Duration,
+    /// Host → device copy of the witness for the A, B and L MSMs (zero on the CPU).
+    pub upload_witness: Duration,
+    /// Host → device copy of a, b, c (zero on the CPU; on a GPU with room it runs while
+    /// the witness MSMs do).
+    pub upload_abc: Duration,
     /// H from a, b, c (7 NTTs and the point-wise step; on a GPU without the upload).
     pub quotient: Duration,
     pub msm_a: Duration,
@@ -67,11 +70,12 @@ pub struct ProofTimings {
 
 impl ProofTimings {
     /// `(phase, duration)` rows for printing, `total` last.
-    pub fn rows(&self) -> [(&'static str, Duration); 11] {
+    pub fn rows(&self) -> [(&'static str, Duration); 12] {
         [
             ("prepare key", self.prepare),
             ("witness map", self.witness_map),
-            ("upload", self.upload),
+            ("upload z", self.upload_witness),
+            ("upload a,b,c", self.upload_abc),
             ("quotient H", self.quotient),
             ("MSM A (G1)", self.msm_a),
             ("MSM B (G1)", self.msm_b_g1),
@@ -195,14 +199,14 @@ pub fn create_proof_with_backend(
     t.witness_map = d;
     evaluated?; // a witness error outranks a backend error of the same proof
     let msms = msms?;
-    t.upload = msms.upload;
+    t.upload_witness = msms.upload;
     t.msm_a = msms.time_a;
     t.msm_b_g1 = msms.time_b_g1;
     t.msm_b_g2 = msms.time_b_g2;
     t.msm_l = msms.time_l;
 
     let q = backend.quotient_msm(&domain, abc, &pk.h_query)?;
-    t.upload += q.upload;
+    t.upload_abc = q.upload;
     t.quotient = q.quotient;
     t.msm_h = q.msm;
 

@@ -464,7 +464,8 @@ fn gpu_bench_prove() {
     // (phase in ProofTimings::rows, column title)
     let cols = [
         ("witness map", "wmap"),
-        ("upload", "upload"),
+        ("upload z", "up z"),
+        ("upload a,b,c", "up abc"),
         ("quotient H", "H"),
         ("MSM A (G1)", "A"),
         ("MSM B (G1)", "B1"),
