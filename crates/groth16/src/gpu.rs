@@ -439,22 +439,36 @@ impl GpuBackend {
     /// Applies an injected squeeze if it targets `phase`: holds the budget down to the
     /// requested free bytes until the returned reservation drops.
     fn squeeze(&self, phase: Phase) -> Result<Option<Reservation>, BackendError> {
+        let leave = self.take_squeeze(phase);
+        self.hold(phase, leave)
+    }
+
+    /// The injected squeeze's free bytes if it targets `phase` (consumed).
+    fn take_squeeze(&self, phase: Phase) -> Option<u64> {
         let mut side = self.side();
         match side.squeeze {
             Some((p, leave)) if p == phase => {
                 side.squeeze = None;
-                let avail = self.gpu.vram().budget().available();
-                if avail <= leave {
-                    return Ok(None);
-                }
-                self.gpu
-                    .vram()
-                    .reserve(avail - leave)
-                    .map(Some)
-                    .map_err(|e| fail(phase, e))
+                Some(leave)
             }
-            _ => Ok(None),
+            _ => None,
         }
+    }
+
+    /// Reserves what is free beyond `leave` bytes (nothing for `None`).
+    fn hold(&self, phase: Phase, leave: Option<u64>) -> Result<Option<Reservation>, BackendError> {
+        let Some(leave) = leave else {
+            return Ok(None);
+        };
+        let avail = self.gpu.vram().budget().available();
+        if avail <= leave {
+            return Ok(None);
+        }
+        self.gpu
+            .vram()
+            .reserve(avail - leave)
+            .map(Some)
+            .map_err(|e| fail(phase, e))
     }
 
     /// The context for `points` in `slot`, loading it if the slot is empty or holds other
@@ -590,8 +604,10 @@ impl GpuBackend {
         if let Some(st) = st.as_mut() {
             self.make_room(st, need);
         }
-        // An injected squeeze stands for another user taking memory after the plan.
-        let _hold = self.squeeze(phase)?;
+        // An injected squeeze stands for another user taking memory after the plan (and
+        // again after any room we make).
+        let leave = self.take_squeeze(phase);
+        let hold = self.hold(phase, leave)?;
         let vram = self.gpu.vram();
         let bufs = match (vram.alloc_many::<Fr>(&[n, n, n]), st.is_some()) {
             (Ok(b), _) => b,
@@ -599,6 +615,7 @@ impl GpuBackend {
             (Err(_), false) => {
                 let mut locked = self.lock();
                 self.make_room(&mut locked, need);
+                let _more = self.hold(phase, leave)?;
                 let b = vram
                     .alloc_many::<Fr>(&[n, n, n])
                     .map_err(|e| fail(phase, e))?;
@@ -606,6 +623,7 @@ impl GpuBackend {
                 b
             }
         };
+        drop(hold);
         let Ok::<[DeviceBuffer<Fr>; 3], _>(mut dev) = bufs.try_into() else {
             return Err(fail(phase, "allocation returned a wrong number of buffers"));
         };
