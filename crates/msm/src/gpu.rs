@@ -54,23 +54,34 @@ const STAGE_TASK: usize = 1 << 15;
 /// (`msm_window_row` lines: each measured point's best c from the midpoint to the previous
 /// measured point). To update, paste those lines here, or change one row's c.
 ///
-/// Seeded with the cost model's own breakpoints, so that the choice is the model's exactly
-/// until measured rows replace these.
+/// Rows measured on an H200 (2026-11-30, GPU run 1, `gpu_bench_msm_windows`, median of 3,
+/// full-width and 70% 0/1 scalars), as the bench proposed them. Caveat: run 1 still had the
+/// single-block scan (20 ms at nkeys = 6.8 M, c = 20; 1.5 ms at c = 16), which penalised large
+/// c; with the multi-block scan c = 20 is predicted to win again at 2^24 full-width (see
+/// crates/msm/PERF-NOTES.md, "Run 1"). Re-measure with `CUZK_MSM_WINDOWS_LOGS=22,24,26`.
 pub const MEASURED_WINDOWS: &[(Group, f64, u32)] = &[
-    (Group::G1, 14.70, 12), // seed: model
-    (Group::G1, 15.55, 13), // seed: model
-    (Group::G1, 17.55, 14), // seed: model
-    (Group::G1, 18.29, 16), // seed: model
-    (Group::G1, 21.84, 18), // seed: model
-    (Group::G1, 22.08, 19), // seed: model
-    (Group::G1, 22.97, 20), // seed: model
-    (Group::G2, 14.70, 12), // seed: model
-    (Group::G2, 15.55, 13), // seed: model
-    (Group::G2, 17.55, 14), // seed: model
-    (Group::G2, 18.29, 16), // seed: model
-    (Group::G2, 21.84, 18), // seed: model
-    (Group::G2, 22.08, 19), // seed: model
-    (Group::G2, 22.97, 20), // seed: model
+    (Group::G1, 13.26, 10), // H200 2026-11-30 run 1: best at log2 general 14.26
+    (Group::G1, 15.13, 10), // H200 2026-11-30 run 1: best at log2 general 16.00
+    (Group::G1, 16.13, 10), // H200 2026-11-30 run 1: best at log2 general 16.26
+    (Group::G1, 17.13, 12), // H200 2026-11-30 run 1: best at log2 general 18.00
+    (Group::G1, 18.13, 13), // H200 2026-11-30 run 1: best at log2 general 18.26
+    (Group::G1, 19.13, 16), // H200 2026-11-30 run 1: best at log2 general 20.00
+    (Group::G1, 20.13, 16), // H200 2026-11-30 run 1: best at log2 general 20.26
+    (Group::G1, 21.13, 16), // H200 2026-11-30 run 1: best at log2 general 22.00
+    (Group::G1, 22.13, 16), // H200 2026-11-30 run 1: best at log2 general 22.26
+    (Group::G1, 23.13, 16), // H200 2026-11-30 run 1: best at log2 general 24.00
+    (Group::G1, 24.13, 20), // H200 2026-11-30 run 1: best at log2 general 24.26
+    (Group::G1, 25.13, 20), // H200 2026-11-30 run 1: best at log2 general 26.00
+    (Group::G2, 13.26, 10), // H200 2026-11-30 run 1: best at log2 general 14.26
+    (Group::G2, 15.13, 10), // H200 2026-11-30 run 1: best at log2 general 16.00
+    (Group::G2, 16.13, 10), // H200 2026-11-30 run 1: best at log2 general 16.26
+    (Group::G2, 17.13, 14), // H200 2026-11-30 run 1: best at log2 general 18.00
+    (Group::G2, 18.13, 13), // H200 2026-11-30 run 1: best at log2 general 18.26
+    (Group::G2, 19.13, 16), // H200 2026-11-30 run 1: best at log2 general 20.00
+    (Group::G2, 20.13, 16), // H200 2026-11-30 run 1: best at log2 general 20.26
+    (Group::G2, 21.13, 16), // H200 2026-11-30 run 1: best at log2 general 22.00
+    (Group::G2, 22.13, 16), // H200 2026-11-30 run 1: best at log2 general 22.26
+    (Group::G2, 23.13, 16), // H200 2026-11-30 run 1: best at log2 general 24.00
 ];
 
 /// The window of `table` for `m` general scalars of `group` (see [`MEASURED_WINDOWS`]).
@@ -81,6 +92,31 @@ fn table_window(table: &[(Group, f64, u32)], group: Group, m: usize) -> Option<u
         .filter(|r| r.0 == group && r.1 <= l)
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .map(|r| r.2.clamp(2, MAX_WINDOW_BITS))
+}
+
+/// Every window a plan of `group` may choose for at most `general` general scalars, each with
+/// the largest general count (<= `general`) it may be chosen for (a plan's scratch grows with
+/// the general count at a fixed window). Over-approximates where exactness does not matter.
+fn reachable_windows(group: Group, general: usize) -> Vec<(u32, usize)> {
+    let rows: Vec<&(Group, f64, u32)> = MEASURED_WINDOWS.iter().filter(|r| r.0 == group).collect();
+    let pow2 = |l: f64| 2f64.powf(l).ceil().min(usize::MAX as f64) as usize;
+    let mut out = Vec::new();
+    // Below the first row the model decides; it is monotone in m, so its windows there are
+    // model(1) ..= model(top) (each bounded with m = top).
+    let top = rows.first().map_or(general, |r| general.min(pow2(r.1)));
+    for c in Plan::model_window(1)..=Plan::model_window(top.max(1)) {
+        out.push((c, top));
+    }
+    for (i, r) in rows.iter().enumerate() {
+        if (general.max(1) as f64).log2() < r.1 {
+            break; // no general count <= `general` reaches this row
+        }
+        let hi = rows
+            .get(i + 1)
+            .map_or(general, |next| general.min(pow2(next.1)));
+        out.push((r.2.clamp(2, MAX_WINDOW_BITS), hi));
+    }
+    out
 }
 
 fn group_of(cv: Curve) -> Group {
@@ -132,6 +168,9 @@ pub struct Plan {
     pub sorted_cap: usize,
     /// Threads of the ones pass.
     pub ones_threads: usize,
+    /// Sizing plans ([`Self::new`]) only: per curve (G1, G2), the largest scratch of any plan a
+    /// run may use; [`Self::scratch_bytes`] never reports less. Zero for a run's own plan.
+    bound: [u64; 2],
 }
 
 impl Plan {
@@ -161,10 +200,31 @@ impl Plan {
             .expect("non-empty range")
     }
 
-    /// Plan with 256 resident threads per SM (valid for both curves) and, unless given, the
-    /// G1 window choice (for sizing; [`Self::for_curve`] is what an MSM runs).
+    /// Sizing plan for `n` points with at most `general` general scalars: the G1 window
+    /// choice with 256 resident threads per SM, whose [`Self::scratch_bytes`] is, for either
+    /// curve, an upper bound of the scratch of every plan a resident run over them may use:
+    /// any general count <= `general` (the window table need not be monotone, and G2's rows
+    /// differ from G1's), either accumulation kernel, and the window `c` if given, else the
+    /// table/model windows plus `CUZK_MSM_WINDOW` if set. What an MSM runs is
+    /// [`Self::for_curve`] / [`Self::for_variant`].
     pub fn new(general: usize, n: usize, c: Option<u32>, sm_count: usize) -> Self {
-        Self::with_residency(general, n, c, sm_count, THREADS_PER_SM, Group::G1)
+        let mut plan = Self::with_residency(general, n, c, sm_count, THREADS_PER_SM, Group::G1);
+        for (i, cv) in [Curve::G1, Curve::G2].into_iter().enumerate() {
+            let mut cands = match c {
+                Some(c) => vec![(c, general)],
+                None => reachable_windows(group_of(cv), general),
+            };
+            if let (None, Some(e)) = (c, env_window()) {
+                cands.push((e, general));
+            }
+            for (cw, m) in cands {
+                for acc in [Accumulate::Regular, Accumulate::Occupancy4] {
+                    let p = Self::for_variant(m, n, Some(cw), sm_count, cv, acc);
+                    plan.bound[i] = plan.bound[i].max(p.scratch_bytes(cv));
+                }
+            }
+        }
+        plan
     }
 
     /// Plan for a curve: the accumulation gets one full wave of the threads its kernel keeps
@@ -222,6 +282,7 @@ impl Plan {
             group: buckets_per_window / groups,
             sorted_cap: entries.max(1),
             ones_threads: n.div_ceil(64).clamp(1, acc_wave),
+            bound: [0; 2],
         }
     }
 
@@ -244,13 +305,18 @@ impl Plan {
         let nk = self.nkeys() as u64;
         // 256-byte rounding per buffer, generously
         let round = 16 * 256;
-        u * (3 * nk + 1)
+        let own = u * (3 * nk + 1)
             + u * self.sorted_cap as u64
             + x * (nk + 1)
             + (u + x) * (2 * self.threads + self.level1()) as u64
             + x * (self.nwin * self.groups() + self.ones_threads) as u64
             + (curve.jacobian_bytes() as u64) * (self.nwin as u64 + 1)
-            + round
+            + round;
+        let bound = match curve {
+            Curve::G1 => self.bound[0],
+            Curve::G2 => self.bound[1],
+        };
+        own.max(bound)
     }
 }
 
@@ -539,12 +605,12 @@ impl<P: MsmPoint> GpuMsm<P> {
     /// Resident if the points and the scratch of a full MSM fit the free budget, otherwise
     /// copied into pinned memory and streamed.
     pub fn new(gpu: &Gpu, points: &[P]) -> Result<Self, MsmError> {
-        let plan = Plan::for_curve(
+        // Sizing plan: bounds every window and general count a call may use.
+        let plan = Plan::new(
             points.len(),
             points.len(),
-            None,
+            env_window(),
             gpu.info().sm_count as usize,
-            curve::<P>(),
         );
         let need =
             (size_of_val(points) + 64 * points.len()) as u64 + plan.scratch_bytes(curve::<P>());
@@ -1272,9 +1338,9 @@ mod tests {
     #[test]
     fn window_table_lookup() {
         let t = [
-            (Group::G1, 16.0, 13),
-            (Group::G1, 19.0, 17),
-            (Group::G1, 23.0, 21),
+            (Group::G1, 16.00, 13),
+            (Group::G1, 19.00, 17),
+            (Group::G1, 23.00, 21),
         ];
         assert_eq!(
             table_window(&t, Group::G1, (1 << 16) - 1),
@@ -1303,6 +1369,64 @@ mod tests {
         let tiny = Plan::new(0, 3, None, 132);
         assert_eq!(tiny.threads, 1);
         assert!(tiny.sorted_cap >= 1);
+    }
+
+    /// What groth16 reserves per MSM (`Plan::new(len, len, None, sm).scratch_bytes(curve)`)
+    /// bounds what a resident run allocates for every general count, curve and kernel.
+    #[test]
+    fn sizing_plan_bounds_every_run() {
+        let scratch_lens_bytes = |p: &Plan, cv: Curve| -> u64 {
+            let w = cv.xyzz_words();
+            let nk = p.nkeys();
+            let b = |elems: usize, size: usize| ((elems * size) as u64).div_ceil(256) * 256;
+            b(nk, 4)
+                + b(nk + 1, 4)
+                + b(nk, 4)
+                + b(p.sorted_cap, 4)
+                + b((nk + 1) * w, 8)
+                + b(2 * p.threads, 4)
+                + b(2 * p.threads * w, 8)
+                + b(p.level1(), 4)
+                + b(p.level1() * w, 8)
+                + b(p.nwin * p.groups() * w, 8)
+                + b(p.ones_threads * w, 8)
+                + b(p.nwin + 1, cv.jacobian_bytes())
+        };
+        for sm in [132usize, 108, 46] {
+            for log in [0u32, 10, 14, 17, 18, 19, 20, 22, 23, 24, 25, 26, 27] {
+                let n = 1usize << log;
+                let sizing = Plan::new(n, n, None, sm);
+                // general counts: powers of two, every table boundary +- 1, and n
+                let mut gs: Vec<usize> = (0..=log).map(|l| 1usize << l).collect();
+                for r in MEASURED_WINDOWS {
+                    let b = 2f64.powf(r.1) as usize;
+                    gs.extend([b.saturating_sub(1), b, b + 1]);
+                }
+                gs.extend((1..64).map(|i| n / 64 * i));
+                gs.retain(|&g| g <= n);
+                for cv in [Curve::G1, Curve::G2] {
+                    for acc in [Accumulate::Regular, Accumulate::Occupancy4] {
+                        for &g in &gs {
+                            let run = Plan::for_variant(g, n, None, sm, cv, acc);
+                            assert!(run.scratch_bytes(cv) >= scratch_lens_bytes(&run, cv));
+                            assert!(
+                                sizing.scratch_bytes(cv) >= run.scratch_bytes(cv),
+                                "{cv:?} {acc:?} sm {sm} n 2^{log} general {g}: sizing {} < run {} (c = {})",
+                                sizing.scratch_bytes(cv),
+                                run.scratch_bytes(cv),
+                                run.c
+                            );
+                        }
+                    }
+                }
+                // a fixed window is bounded too
+                let fixed = Plan::new(n, n, Some(22), sm);
+                for cv in [Curve::G1, Curve::G2] {
+                    let run = Plan::for_variant(n / 3, n, Some(22), sm, cv, Accumulate::Occupancy4);
+                    assert!(fixed.scratch_bytes(cv) >= run.scratch_bytes(cv));
+                }
+            }
+        }
     }
 
     #[test]
