@@ -16,10 +16,31 @@ msm_histogram(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t n
     msm::histogram(canon, n, c, nwin, counts);
 }
 
+// Scan (three launches, see msm::scan_tile_sums): grid ceil(len / 512) x 512 threads, then one
+// block of 1024, then ceil(len / 512) x 512 again. Block sizes are fixed (must match msm.rs).
+extern "C" __global__ void __launch_bounds__(msm::SCAN_TILE)
+msm_scan_tile_sums(const uint32_t* __restrict__ counts, uint32_t len, uint32_t* cursors)
+{
+    msm::scan_tile_sums(counts, len, cursors);
+}
+
+extern "C" __global__ void __launch_bounds__(msm::SCAN_TOP_THREADS)
+msm_scan_tile_bases(uint32_t len, uint32_t* offsets, uint32_t* cursors)
+{
+    msm::scan_tile_bases(len, offsets, cursors);
+}
+
+extern "C" __global__ void __launch_bounds__(msm::SCAN_TILE)
+msm_scan_tiles(const uint32_t* __restrict__ counts, uint32_t len, uint32_t* offsets, uint32_t* cursors)
+{
+    msm::scan_tiles(counts, len, offsets, cursors);
+}
+
+// The previous single-block scan (fallback: CUZK_MSM_SCAN=single).
 extern "C" __global__ void __launch_bounds__(1024)
 msm_scan(const uint32_t* __restrict__ counts, uint32_t len, uint32_t* offsets, uint32_t* cursors)
 {
-    msm::scan(counts, len, offsets, cursors);
+    msm::scan_single(counts, len, offsets, cursors);
 }
 
 extern "C" __global__ void __launch_bounds__(256)

@@ -4,7 +4,8 @@
 //  1. prepare     scalars Montgomery -> canonical; count "general" scalars (neither 0 nor 1)
 //  2. histogram   signed c-bit digits of every general scalar; count entries per key
 //                 key = window * B + (|digit| - 1), B = 2^(c-1) buckets per window
-//  3. scan        exclusive prefix sum of the counts -> offsets (and a copy used as cursors)
+//  3. scan        exclusive prefix sum of the counts -> offsets (and a copy used as cursors):
+//                 three launches, reduce-then-scan over tiles of 512 counts
 //  4. scatter     counting sort: sorted[cursor[key]++] = point index | sign << 31
 //  5. accumulate  each thread takes an equal slice of the sorted entries (perfect balance even
 //                 when all scalars share a bucket) and sums runs of equal key with XYZZ mixed
@@ -22,6 +23,7 @@
 
 #include "../ff/bls12_381.cuh"
 #include "../ec/bls12_381.cuh"
+#include "scan.cuh"
 
 namespace cuzk {
 namespace msm {
@@ -109,34 +111,7 @@ __device__ __forceinline__ void histogram(const fr_t* canon, uint32_t n, uint32_
     }
 }
 
-// 3. Exclusive scan of counts[0..len) into offsets[0..len] (offsets[len] = total) and cursors.
-// One block; each thread scans a contiguous slice.
-__device__ __forceinline__ void scan(const uint32_t* counts, uint32_t len, uint32_t* offsets, uint32_t* cursors)
-{
-    __shared__ uint32_t sums[1024];
-    const uint32_t t = threadIdx.x, T = blockDim.x;
-    const uint32_t per = (len + T - 1) / T;
-    const uint32_t lo = min(len, t * per), hi = min(len, lo + per);
-    uint32_t sum = 0;
-    for (uint32_t i = lo; i < hi; i++) sum += counts[i];
-    sums[t] = sum;
-    __syncthreads();
-    // Hillis-Steele inclusive scan over the per-thread sums
-    for (uint32_t o = 1; o < T; o <<= 1) {
-        uint32_t v = t >= o ? sums[t - o] : 0;
-        __syncthreads();
-        sums[t] += v;
-        __syncthreads();
-    }
-    uint32_t run = sums[t] - sum;
-    for (uint32_t i = lo; i < hi; i++) {
-        uint32_t c = counts[i];
-        offsets[i] = run;
-        cursors[i] = run;
-        run += c;
-    }
-    if (t == T - 1) offsets[len] = sums[T - 1];
-}
+// 3. Exclusive scan: msm/scan.cuh.
 
 // 4. Counting-sort scatter (order inside a bucket is arbitrary: addition commutes).
 __device__ __forceinline__ void scatter(const fr_t* canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* cursors,

@@ -504,18 +504,33 @@ fn gpu_bench_msm() {
 ///   `msm_window_row (Group::G1, 23.13, 21),` — the rows for `MEASURED_WINDOWS`
 ///   (crates/msm/src/gpu.rs), each measured point's best c from the midpoint to the previous.
 /// Every result is checked: against the CPU MSM up to 2^22, and all windows against each other.
+/// `CUZK_MSM_WINDOWS_LOGS=24,26` measures only those log2 n (even values 16..=26; G2 stops at
+/// 24); unset: all of them (~3 minutes on an H200). The printed rows then cover only those
+/// sizes: merge them into the table by hand.
 #[test]
 #[ignore = "gpu"]
 fn gpu_bench_msm_windows() {
     let g = gpu();
     let mut rng = ChaCha20Rng::seed_from_u64(56);
     let mut best = Vec::new();
+    let selected: Option<Vec<u32>> = std::env::var("CUZK_MSM_WINDOWS_LOGS").ok().map(|v| {
+        v.split(',')
+            .filter_map(|x| x.trim().parse::<u32>().ok())
+            .collect()
+    });
+    let want = |log: u32| selected.as_ref().is_none_or(|s| s.contains(&log));
+    if let Some(s) = &selected {
+        println!("msm_window sizes: log2 n in {s:?} (CUZK_MSM_WINDOWS_LOGS)");
+    }
     // G1 2^26 needs ~20 GB (points, scalars, canon, a c = 22 scratch).
-    let g1_max = if g.vram().budget().available() >= 24 << 30 {
+    let budget_max = if g.vram().budget().available() >= 24 << 30 {
         26
     } else {
         24
     };
+    let g1_logs: Vec<u32> = (16..=budget_max).step_by(2).filter(|&l| want(l)).collect();
+    let g2_logs: Vec<u32> = (16..=24).step_by(2).filter(|&l| want(l)).collect();
+    let g1_max = g1_logs.iter().chain(&g2_logs).copied().max().unwrap_or(16);
     let sc = [
         (Kind::Random, scalars(1 << g1_max, Kind::Random, &mut rng)),
         (
@@ -523,14 +538,17 @@ fn gpu_bench_msm_windows() {
             scalars(1 << g1_max, Kind::Mostly01, &mut rng),
         ),
     ];
-    let g1 = big_points(g1_max, 26);
-    for log in (16..=g1_max).step_by(2) {
-        windows_at(&g, &g1[..1 << log], log, &sc, &mut best);
+    if !g1_logs.is_empty() {
+        let g1 = big_points(g1_logs[g1_logs.len() - 1], 26);
+        for &log in &g1_logs {
+            windows_at(&g, &g1[..1 << log], log, &sc, &mut best);
+        }
     }
-    drop(g1);
-    let g2: Vec<G2Affine> = testing::random_points(1 << 24, &mut rng);
-    for log in (16..=24).step_by(2) {
-        windows_at(&g, &g2[..1 << log], log, &sc, &mut best);
+    if let Some(&g2_max) = g2_logs.last() {
+        let g2: Vec<G2Affine> = testing::random_points(1 << g2_max, &mut rng);
+        for &log in &g2_logs {
+            windows_at(&g, &g2[..1 << log], log, &sc, &mut best);
+        }
     }
     for group in [Group::G1, Group::G2] {
         let mut pts: Vec<(f64, u32)> = best
@@ -601,4 +619,93 @@ fn windows_at<P: MsmPoint>(
         );
         best.push((P::GROUP, gl, bc));
     }
+}
+
+/// The device-wide bucket-count scan (`cuzk_gpu::msm::scan`, three launches) and the previous
+/// single-block kernel against a host prefix sum: random counts, tile edges (512) and the
+/// middle launch's 1024 threads, 13 · 2^19 (c = 20), 12 · 2^21 (c = 22), the largest allowed;
+/// nothing past `offsets[len]` / `cursors[len - 1]` may be written.
+#[test]
+#[ignore = "gpu"]
+fn gpu_scan_matches_host_prefix_sum() {
+    use cuzk_gpu::msm::{MAX_SCAN_LEN, scan, scan_single_block};
+    let g = gpu();
+    let s = g.stream("scan-test").unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(77);
+    const POISON: u32 = 0xdead_beef;
+    let lens = [
+        0usize,
+        1,
+        2,
+        511,
+        512,
+        513,
+        1023,
+        1024,
+        1025,
+        512 * 1024 + 777,
+        13 << 19,
+        12 << 21,
+        MAX_SCAN_LEN,
+    ];
+    for (case, &len) in lens.iter().enumerate() {
+        // mostly small counts, some zero runs, an occasional large one (u32 sum stays < 2^32)
+        let counts: Vec<u32> = (0..len)
+            .map(|_| match rng.gen_range(0..16) {
+                0..=3 => 0,
+                4 => rng.gen_range(0..1000),
+                _ => rng.gen_range(0..40),
+            })
+            .collect();
+        let mut want = Vec::with_capacity(len + 1);
+        let mut run = 0u32;
+        for &c in &counts {
+            want.push(run);
+            run = run.wrapping_add(c);
+        }
+        want.push(run);
+        let dcounts = g.vram().from_host(&counts).unwrap();
+        for single in [false, true] {
+            if single && len > (13 << 19) {
+                continue; // the old kernel is slow; one large case is enough
+            }
+            let mut offsets = g.vram().from_host(&vec![POISON; len + 3]).unwrap();
+            let mut cursors = g.vram().from_host(&vec![POISON; len + 2]).unwrap();
+            if single {
+                scan_single_block(&g, &s, &dcounts, len, &mut offsets, &mut cursors).unwrap();
+            } else {
+                scan(&g, &s, &dcounts, len, &mut offsets, &mut cursors).unwrap();
+            }
+            let mut o = vec![0u32; len + 3];
+            let mut c = vec![0u32; len + 2];
+            offsets.copy_to_host_on(&mut o, s.cuda()).unwrap();
+            cursors.copy_to_host_on(&mut c, s.cuda()).unwrap();
+            let what = format!("case {case}: len {len}, single-block {single}");
+            if let Some(i) = (0..=len).find(|&i| o[i] != want[i]) {
+                panic!("{what}: offsets[{i}] = {} want {}", o[i], want[i]);
+            }
+            if let Some(i) = (0..len).find(|&i| c[i] != want[i]) {
+                panic!("{what}: cursors[{i}] = {} want {}", c[i], want[i]);
+            }
+            assert_eq!(
+                &o[len + 1..],
+                &[POISON; 2],
+                "{what}: offsets written past len"
+            );
+            assert_eq!(&c[len..], &[POISON; 2], "{what}: cursors written past len");
+        }
+    }
+    let dcounts = g.vram().alloc::<u32>(MAX_SCAN_LEN + 1).unwrap();
+    let mut o = g.vram().alloc::<u32>(MAX_SCAN_LEN + 2).unwrap();
+    let mut c = g.vram().alloc::<u32>(MAX_SCAN_LEN + 1).unwrap();
+    assert!(
+        scan(&g, &s, &dcounts, MAX_SCAN_LEN + 1, &mut o, &mut c).is_err(),
+        "too long"
+    );
+    assert!(scan(&g, &s, &dcounts, 10, &mut o, &mut c).is_ok());
+    let mut short = g.vram().alloc::<u32>(10).unwrap();
+    assert!(
+        scan(&g, &s, &dcounts, 10, &mut short, &mut c).is_err(),
+        "offsets needs len + 1"
+    );
 }
