@@ -125,8 +125,13 @@ g2_point_op(uint32_t op, const g2_jacobian_t* __restrict__ a, const g2_jacobian_
 // Thread t < n loads x = in[t], y = in[(t + 1) % n], runs CHAINS independent dependent chains
 // c_k <- c_k * y for `iters` iterations (CHAINS * iters multiplications), and writes the sum of the
 // chains so nothing is optimised away. Multiplications performed = n * iters * CHAINS.
-// VARIANT 1: Fr mont_t::mul_lo_special, Fp2 fp2x_t::mul_split (same results as operator*)
-template <class T, int CHAINS, bool VARIANT = false>
+// VARIANT (same results as operator* in every case):
+//   VAR_DEFAULT operator*;  VAR_SPLIT Fp2 fp2x_t::mul_split;  VAR_GENERIC Fr mont_t::mul_<false>
+//   (the generic CIOS row; operator* of Fr is mul_lo_special since fr_params::mul_lo_special);
+//   VAR_KARA mont_t::mul_karatsuba (one Karatsuba level + separate reduction); VAR_KARA_SPLIT
+//   the same with even/odd-split half products (mul_karatsuba<true>)
+enum { VAR_DEFAULT = 0, VAR_SPLIT = 1, VAR_GENERIC = 2, VAR_KARA = 3, VAR_KARA_SPLIT = 4 };
+template <class T, int CHAINS, int VARIANT = VAR_DEFAULT>
 __device__ __forceinline__ void mul_bench(const T* __restrict__ in, T* __restrict__ out, uint32_t n,
                                           uint32_t iters)
 {
@@ -141,8 +146,10 @@ __device__ __forceinline__ void mul_bench(const T* __restrict__ in, T* __restric
     for (uint32_t it = 0; it < iters; it++) {
 #pragma unroll
         for (int k = 0; k < CHAINS; k++) {
-            if constexpr (VARIANT && T::n == 8) c[k] = T::mul_lo_special(c[k], y);
-            else if constexpr (VARIANT) c[k] = T::mul_split(c[k], y);
+            if constexpr (VARIANT == VAR_SPLIT) c[k] = T::mul_split(c[k], y);
+            else if constexpr (VARIANT == VAR_GENERIC) c[k] = T::template mul_<false>(c[k], y);
+            else if constexpr (VARIANT == VAR_KARA) c[k] = T::mul_karatsuba(c[k], y);
+            else if constexpr (VARIANT == VAR_KARA_SPLIT) c[k] = T::template mul_karatsuba<true>(c[k], y);
             else c[k] = c[k] * y;
         }
     }
@@ -159,7 +166,7 @@ __device__ __forceinline__ void mul_bench(const T* __restrict__ in, T* __restric
     extern "C" __global__ void __launch_bounds__(256)                                           \
     NAME(const T* __restrict__ in, T* __restrict__ out, uint32_t n, uint32_t iters)             \
     { mul_bench<T, CHAINS, VARIANT>(in, out, n, iters); }
-#define MUL_BENCH(NAME, T, CHAINS) MUL_BENCH_(NAME, T, CHAINS, false)
+#define MUL_BENCH(NAME, T, CHAINS) MUL_BENCH_(NAME, T, CHAINS, VAR_DEFAULT)
 
 MUL_BENCH(fr_mul_bench, fr_t, FR_BENCH_CHAINS)
 MUL_BENCH(fp_mul_bench, fp_t, FP_BENCH_CHAINS)
@@ -171,15 +178,24 @@ MUL_BENCH(fp2_mul_bench, fp2_t, FP2_BENCH_CHAINS)
 // fp2 c2 192 (c1 would spill 8 B); split c1 138, split c2 180, split c3 250.
 MUL_BENCH(fr_mul_bench_c2, fr_t, 2)
 MUL_BENCH(fr_mul_bench_c8, fr_t, 8)
-// Fr with mont_t::mul_lo_special (p[0] = 1 and p[1] = 2^32 - 1 products as adds), suffix _lo
-MUL_BENCH_(fr_mul_bench_lo, fr_t, FR_BENCH_CHAINS, true)
-MUL_BENCH_(fr_mul_bench_lo_c2, fr_t, 2, true)
+// Fr's default is mul_lo_special since run 1 (fr_mul_bench*, was fr_mul_bench_lo*); the generic
+// CIOS row for A/B, suffix _generic
+MUL_BENCH_(fr_mul_bench_generic, fr_t, FR_BENCH_CHAINS, VAR_GENERIC)
+MUL_BENCH_(fr_mul_bench_generic_c2, fr_t, 2, VAR_GENERIC)
 MUL_BENCH(fp_mul_bench_c2, fp_t, 2)
 MUL_BENCH(fp_mul_bench_c3, fp_t, 3)
+// Fp with mont_t::mul_karatsuba (3 half-size products + redc_wide: 516 IMAD slots vs 588),
+// suffix _kara
+MUL_BENCH_(fp_mul_bench_kara, fp_t, FP_BENCH_CHAINS, VAR_KARA)
+MUL_BENCH_(fp_mul_bench_kara_c2, fp_t, 2, VAR_KARA)
+MUL_BENCH_(fp_mul_bench_kara_c1, fp_t, 1, VAR_KARA)
+// suffix _karas: mul_karatsuba<true> (even/odd-split half products)
+MUL_BENCH_(fp_mul_bench_karas_c2, fp_t, 2, VAR_KARA_SPLIT)
+MUL_BENCH_(fp_mul_bench_karas_c1, fp_t, 1, VAR_KARA_SPLIT)
 // Fp2 with fp2x_t::mul_split (even/odd-split wide products), suffix _split
-MUL_BENCH_(fp2_mul_bench_split, fp2_t, FP2_BENCH_CHAINS, true)
-MUL_BENCH_(fp2_mul_bench_split_c1, fp2_t, 1, true)
-MUL_BENCH_(fp2_mul_bench_split_c3, fp2_t, 3, true)
+MUL_BENCH_(fp2_mul_bench_split, fp2_t, FP2_BENCH_CHAINS, VAR_SPLIT)
+MUL_BENCH_(fp2_mul_bench_split_c1, fp2_t, 1, VAR_SPLIT)
+MUL_BENCH_(fp2_mul_bench_split_c3, fp2_t, 3, VAR_SPLIT)
 
 // chain counts, so the host computes the operation count without hard-coding them
 extern "C" __global__ void bench_chains(uint32_t* out)

@@ -113,13 +113,30 @@ template <class T> static void wide_ops(const char* name, int count)
         printf("%s swide", name); put(a); put_wide<T>(w); printf("\n");
     }
 }
-// Fr's multiplication with the special low limbs (p[0] = 1, p[1] = 2^32 - 1) of mont.cuh
-static void fr_lo_special(int count)
+// Fr's other multiplication row: operator* uses the special low limbs (p[0] = 1,
+// p[1] = 2^32 - 1, fr_params::mul_lo_special); this checks the generic row mul_<false> too
+static void fr_generic(int count)
 {
     for (int t = 0; t < count; t++) {
         int ka = t < 36 ? t % 6 : 6 + (t % 7), kb = t < 36 ? t / 6 : 6 + (t % 5);
         fr_t a = sample<fr_t>(ka), b = sample<fr_t>(kb);
-        printf("fr mul"); put(a); put(b); put(fr_t::mul_lo_special(a, b)); printf("\n");
+        printf("fr mul"); put(a); put(b); put(fr_t::mul_<false>(a, b)); printf("\n");
+    }
+}
+// Fp's Karatsuba multiplication (mont_t::mul_karatsuba, bench variant `_kara`); also on all-ones
+// / zero-limb halves (edge cases of the |a0 - a1| signs) via any canonical 2^k - 1 and p - 1
+template <class T> static void kara_ops(const char* name, int count)
+{
+    for (int t = 0; t < count; t++) {
+        int ka = t < 36 ? t % 6 : 6 + (t % 7), kb = t < 36 ? t / 6 : 6 + (t % 5);
+        T a = sample<T>(ka), b = sample<T>(kb);
+        printf("%s mul", name); put(a); put(b); put(T::mul_karatsuba(a, b)); printf("\n");
+        printf("%s mul", name); put(a); put(b); put(T::template mul_karatsuba<true>(a, b)); printf("\n");
+        uint32_t w[2 * T::n];
+        T::mul_wide_karatsuba(w, a, b);
+        printf("%s wide", name); put(a); put(b); put_wide<T>(w); printf("\n");
+        T::template mul_wide_karatsuba<true>(w, a, b);
+        printf("%s wide", name); put(a); put(b); put_wide<T>(w); printf("\n");
     }
 }
 static void fp2_ops(int count)
@@ -142,7 +159,9 @@ int main(int argc, char** argv)
     field_ops<fr_t>("fr", count);
     field_ops<fp_t>("fp", count);
     fp2_ops(count);
-    fr_lo_special(count);
+    fr_generic(count);
+    kara_ops<fp_t>("fp", count);
+    kara_ops<fr_t>("fr", count);
     wide_ops<fr_t>("fr", count);
     wide_ops<fp_t>("fp", count);
     return 0;
