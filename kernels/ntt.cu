@@ -29,6 +29,17 @@ cuzk_ntt_pass4(fr_t* __restrict__ data, const fr_t* __restrict__ tables, uint32_
     pass<4>(data, tables, lg_n, s0, k, lg_c, flags);
 }
 
+// The opt-in wide pass (ntt::pass<8, true>, CUZK_NTT_WIDE=1): tiles of up to 2^WIDE_TILE_LG
+// elements (32 << (k + lg_c) bytes of dynamic shared memory, above the 48 KiB default: the
+// launcher raises the function's limit), grid as above, 2^(k+lg_c-3) threads holding eight
+// elements each. Needs 2 <= k, 3 <= k + lg_c <= WIDE_TILE_LG.
+extern "C" __global__ void __launch_bounds__(WIDE_THREADS, 1)
+cuzk_ntt_pass_wide(fr_t* __restrict__ data, const fr_t* __restrict__ tables, uint32_t lg_n, uint32_t s0,
+                   uint32_t k, uint32_t lg_c, uint32_t flags)
+{
+    pass<8, true>(data, tables, lg_n, s0, k, lg_c, flags);
+}
+
 // In-place bit-reversal permutation of each polynomial: grid (any, batch). Every element is one
 // 32-byte sector, so the scattered accesses waste no bandwidth.
 extern "C" __global__ void __launch_bounds__(256)

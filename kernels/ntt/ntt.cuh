@@ -73,6 +73,13 @@ constexpr uint32_t F_ALL = (1u << 9) - 1;
 
 constexpr uint32_t TILE_LG = 10;             // elements per tile <= 1024, threads <= 512
 constexpr uint32_t MAX_THREADS = 1u << (TILE_LG - 1);
+// The opt-in wide pass (cuzk_ntt_pass_wide, CUZK_NTT_WIDE=1): tiles of up to 2^12 elements
+// (128 KiB of dynamic shared memory, one block per SM), eight elements per thread (two radix-4
+// groups per step, one after the other), k <= 12: 2^24 in two passes (12+12). Internal
+// twiddles of half-size h >= 2^INT_LG (the top two stages of k = 11, 12) come from the direct
+// table: w_(2h)^j = w_(2^18)^(j << (17 - lg_h)).
+constexpr uint32_t WIDE_TILE_LG = 12;
+constexpr uint32_t WIDE_THREADS = 1u << (WIDE_TILE_LG - 3);
 
 __device__ __forceinline__ uint32_t bitrev(uint32_t x, uint32_t bits)
 {
@@ -175,20 +182,31 @@ __device__ __forceinline__ fr_t pass_twiddle(const fr_t* tables, bool inv, uint3
     return split_pow(tables, inv ? T_INV_LO : T_FWD_LO, ex);
 }
 
-// One radix-2 stage for the butterfly (e0, e1) with twiddle index tw (w_(2h)^j = itw[tw]);
-// lg_h == 0 means w = 1 (no load, no multiplication).
-__device__ __forceinline__ void bfly_dif(fr_t& x, fr_t& y, const fr_t* itw, uint32_t tw, bool one)
+// One radix-2 stage for the butterfly (e0, e1) with twiddle *w (w_(2h)^j, see int_tw);
+// one (h == 1) means w = 1 (no load, no multiplication).
+__device__ __forceinline__ void bfly_dif(fr_t& x, fr_t& y, const fr_t* w, bool one)
 {
     fr_t s = x + y;
-    y = one ? x - y : (x - y) * ld(itw + tw);
+    y = one ? x - y : (x - y) * ld(w);
     x = s;
 }
-__device__ __forceinline__ void bfly_dit(fr_t& x, fr_t& y, const fr_t* itw, uint32_t tw, bool one)
+__device__ __forceinline__ void bfly_dit(fr_t& x, fr_t& y, const fr_t* w, bool one)
 {
-    if (!one) y = y * ld(itw + tw);
+    if (!one) y = y * ld(w);
     fr_t s = x + y;
     y = x - y;
     x = s;
+}
+
+// Where w_(2h)^j (h = 2^lg_h) lives: the internal table w_1024^(j << (9 - lg_h)) for
+// lg_h < INT_LG; only the wide kernel has lg_h >= INT_LG: direct table w_(2^18)^(j << (17 - lg_h)).
+template <bool WIDE>
+__device__ __forceinline__ const fr_t* int_tw(const fr_t* itw, const fr_t* dtw, uint32_t lg_h, uint32_t j)
+{
+    if constexpr (WIDE) {
+        if (lg_h >= INT_LG) return dtw + (j << (DIRECT_LG - 1 - lg_h));
+    }
+    return itw + (j << (INT_LG - 1 - lg_h));
 }
 
 // One pass. Grid: x = blocks per polynomial (2^(L-k-lg_c)), y = polynomial of the batch.
@@ -198,8 +216,10 @@ __device__ __forceinline__ void bfly_dit(fr_t& x, fr_t& y, const fr_t* itw, uint
 // round trip and __syncthreads, two independent multiplications per stage; for odd k the
 // multiplication-free h = 1 stage runs alone (two butterflies per thread). Same butterflies,
 // same twiddles, same order of stages as EPT = 2: bit-identical results.
+// EPT = 8 (WIDE): the radix-4 steps of EPT = 4, each thread running groups t and t + nthr one
+// after the other; k + lg_c <= WIDE_TILE_LG, 2 <= k, 3 <= k + lg_c. Same butterflies, same results.
 // The host checks: 1 <= k (2 <= k for EPT = 4), k + lg_c <= TILE_LG, s0 + k + lg_c <= lg_n <= MAX_LG.
-template <uint32_t EPT>
+template <uint32_t EPT, bool WIDE = false>
 __device__ __forceinline__ void pass(fr_t* __restrict__ data, const fr_t* __restrict__ tables,
                                      uint32_t lg_n, uint32_t s0, uint32_t k, uint32_t lg_c, uint32_t flags)
 {
@@ -261,9 +281,9 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, const fr_t* __rest
             // w_(2h)^j = w_1024^(j * 512 / h). The h = 1 stage (last DIF, first DIT) has only
             // w = 1: no table load, no multiplication (uniform branch).
             fr_t x = tile.get(e0), y = tile.get(e1);
-            const uint32_t tw = j << (INT_LG - 1 - lg_h);
-            if (dit) bfly_dit(x, y, itw, tw, lg_h == 0);
-            else bfly_dif(x, y, itw, tw, lg_h == 0);
+            const fr_t* w = itw + (j << (INT_LG - 1 - lg_h));
+            if (dit) bfly_dit(x, y, w, lg_h == 0);
+            else bfly_dif(x, y, w, lg_h == 0);
             tile.set(e0, x);
             tile.set(e1, y);
             __syncthreads();
@@ -273,11 +293,17 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, const fr_t* __rest
         // alone; DIT the mirror image: h = 1 alone first (k odd), then pairs (hh, 2hh) upwards.
         const uint32_t steps = (k + 1) / 2;
         const bool odd = k & 1;
+        const fr_t* dtw = tables + (inv ? T_INV_DIR : T_FWD_DIR);
         for (uint32_t s = 0; s < steps; s++) {
             // lg_hi: the larger half-size of the step's pair; single h = 1 stage when lg_hi == 0.
             uint32_t lg_hi;
             if (dit) lg_hi = odd ? 2 * s : 2 * s + 1;
             else lg_hi = k - 1 - 2 * s;
+#pragma unroll 1
+            for (uint32_t rep = 0; rep < EPT / 4; rep++) {
+            // Radix-4 group g of the tile: column cl, group q within the column.
+            const uint32_t g = t + rep * nthr;
+            const uint32_t cl = g & cmask, q = g >> lg_c;
             if (lg_hi == 0) {
                 // The lone h = 1 stage (k odd): butterflies q and q + 2^(k-2) of this column.
                 // No multiplication (w = 1), DIF and DIT identical.
@@ -299,25 +325,27 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, const fr_t* __rest
                 fr_t x0 = tile.get(e0), x1 = tile.get(e0 + d), x2 = tile.get(e0 + 2 * d),
                      x3 = tile.get(e0 + 3 * d);
                 // Stage lg_hi (half 2hh): (x0, x2) at offset j, (x1, x3) at offset j + hh.
-                const uint32_t twa = j << (INT_LG - 1 - lg_hi), twb = (j + hh) << (INT_LG - 1 - lg_hi);
+                const fr_t* twa = int_tw<WIDE>(itw, dtw, lg_hi, j);
+                const fr_t* twb = int_tw<WIDE>(itw, dtw, lg_hi, j + hh);
                 // Stage lg_lo (half hh): (x0, x1) and (x2, x3), both at offset j.
-                const uint32_t twc = j << (INT_LG - 1 - lg_lo);
+                const fr_t* twc = int_tw<WIDE>(itw, dtw, lg_lo, j);
                 const bool one = lg_lo == 0;
                 if (dit) {
-                    bfly_dit(x0, x1, itw, twc, one);
-                    bfly_dit(x2, x3, itw, twc, one);
-                    bfly_dit(x0, x2, itw, twa, false);
-                    bfly_dit(x1, x3, itw, twb, false);
+                    bfly_dit(x0, x1, twc, one);
+                    bfly_dit(x2, x3, twc, one);
+                    bfly_dit(x0, x2, twa, false);
+                    bfly_dit(x1, x3, twb, false);
                 } else {
-                    bfly_dif(x0, x2, itw, twa, false);
-                    bfly_dif(x1, x3, itw, twb, false);
-                    bfly_dif(x0, x1, itw, twc, one);
-                    bfly_dif(x2, x3, itw, twc, one);
+                    bfly_dif(x0, x2, twa, false);
+                    bfly_dif(x1, x3, twb, false);
+                    bfly_dif(x0, x1, twc, one);
+                    bfly_dif(x2, x3, twc, one);
                 }
                 tile.set(e0, x0);
                 tile.set(e0 + d, x1);
                 tile.set(e0 + 2 * d, x2);
                 tile.set(e0 + 3 * d, x3);
+            }
             }
             __syncthreads();
         }

@@ -243,6 +243,21 @@ impl Gpu {
             .ctx
             .bind_to_thread()
             .map_err(cuda("cuCtxSetCurrent"))?;
+        if cfg.shared_bytes > DEFAULT_MAX_DYNAMIC_SHARED {
+            // Above 48 KiB of dynamic shared memory the function's limit must be raised first
+            // (opt-in; the device maximum is checked by the driver, an error names the launch).
+            let bytes = i32::try_from(cfg.shared_bytes)
+                .map_err(|_| invalid(format!("{} bytes of shared memory", cfg.shared_bytes)))?;
+            // SAFETY: f.raw is a live function of a loaded module, current context bound.
+            unsafe {
+                result::function::set_function_attribute(
+                    f.raw,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    bytes,
+                )
+            }
+            .map_err(cuda("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)"))?;
+        }
         // SAFETY: f is live; params point at values that live until this call returns (the
         // driver copies them); memory safety of the kernel itself is the caller's contract.
         unsafe {
@@ -268,6 +283,9 @@ impl Gpu {
         Ok(())
     }
 }
+
+/// Dynamic shared memory a kernel may use without raising its limit (48 KiB).
+const DEFAULT_MAX_DYNAMIC_SHARED: u32 = 48 << 10;
 
 /// Grid, block and dynamic shared memory of a launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

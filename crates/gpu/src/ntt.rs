@@ -69,6 +69,8 @@ pub mod flags {
 
 /// log2 of the largest tile (rows × columns) of one pass.
 pub const TILE_LG: u32 = 10;
+/// log2 of the largest tile of the wide pass (`cuzk_ntt_pass_wide`, 128 KiB of shared memory).
+pub const WIDE_TILE_LG: u32 = 12;
 
 fn invalid(kernel: &str, reason: String) -> GpuError {
     GpuError::InvalidLaunch {
@@ -163,6 +165,59 @@ pub fn pass_radix4<T: Pod>(
     pass_impl(
         gpu, stream, data, tables, lg_n, s0, k, lg_c, pass_flags, true,
     )
+}
+
+/// [`pass`] on the wide kernel (`cuzk_ntt_pass_wide`): tiles of up to 2^12 elements
+/// (`32 << (k + lg_c)` bytes of dynamic shared memory, above the 48 KiB default), eight elements
+/// per thread, radix-4 steps; needs `k >= 2` and `3 <= k + lg_c <= WIDE_TILE_LG`. Same result
+/// bit for bit. Asynchronous.
+#[allow(clippy::too_many_arguments)]
+pub fn pass_wide<T: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    data: &mut DeviceBuffer<T>,
+    tables: &DeviceBuffer<T>,
+    lg_n: u32,
+    s0: u32,
+    k: u32,
+    lg_c: u32,
+    pass_flags: u32,
+) -> Result<()> {
+    const K: &str = "cuzk_ntt_pass_wide";
+    check_elem::<T>(K)?;
+    check_tables(K, tables)?;
+    let batch = check_batch(K, data, lg_n)?;
+    if k < 2
+        || k + lg_c < 3
+        || k + lg_c > WIDE_TILE_LG
+        || s0 + k + lg_c > lg_n
+        || pass_flags & !flags::ALL != 0
+    {
+        return Err(invalid(
+            K,
+            format!(
+                "bad pass geometry lg_n={lg_n} s0={s0} k={k} lg_c={lg_c} flags={pass_flags:#x}"
+            ),
+        ));
+    }
+    let tile_lg = k + lg_c;
+    let cfg = LaunchConfig {
+        grid: (1 << (lg_n - tile_lg), batch, 1),
+        block: (1 << (tile_lg - 3), 1, 1),
+        shared_bytes: 32 << tile_lg,
+    };
+    // SAFETY: as in pass_impl; internal twiddles of half-size >= 2^10 (k = 11, 12) read the
+    // direct table at j << (17 - lg_h) < 2^17 < DIRECT_N. The launcher raises the function's
+    // dynamic shared memory limit for the 128 KiB tile.
+    unsafe {
+        gpu.launch(
+            stream,
+            MODULE,
+            K,
+            cfg,
+            &[&*data, tables, &lg_n, &s0, &k, &lg_c, &pass_flags],
+        )
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

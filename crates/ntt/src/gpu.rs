@@ -27,6 +27,7 @@ const _: () = {
     assert!(plan::gn_off(28) == k::layout::gn_off(28) && plan::GN_LEN == k::layout::GN_LEN);
     assert!(plan::SPLIT_BITS == k::layout::SPLIT_BITS && plan::MAX_LG == k::layout::MAX_LG);
     assert!(plan::INT_LG == k::layout::INT_LG && plan::TILE_LG == k::TILE_LG);
+    assert!(plan::WIDE_TILE_LG == k::WIDE_TILE_LG);
     assert!(
         plan::F_DIT == k::flags::DIT
             && plan::F_INVERSE == k::flags::INVERSE
@@ -85,7 +86,9 @@ fn run_passes(
     passes: &[Pass],
 ) -> Result<(), NttError> {
     for p in passes {
-        if p.radix4 {
+        if p.wide {
+            k::pass_wide(gpu, stream, data, tables, lg_n, p.s0, p.k, p.lg_c, p.flags)?;
+        } else if p.radix4 {
             k::pass_radix4(gpu, stream, data, tables, lg_n, p.s0, p.k, p.lg_c, p.flags)?;
         } else {
             k::pass(gpu, stream, data, tables, lg_n, p.s0, p.k, p.lg_c, p.flags)?;
@@ -121,13 +124,30 @@ impl Domain {
         input: Order,
         output: Order,
     ) -> Result<(), NttError> {
+        self.gpu_transform_plan(gpu, stream, data, t, input, output, plan::wide_enabled())
+    }
+
+    /// [`Self::gpu_transform`] with the wide plan (`CUZK_NTT_WIDE`) forced on or off, for
+    /// tests and A/B runs; same result either way.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn gpu_transform_plan(
+        &self,
+        gpu: &Gpu,
+        stream: &Stream,
+        data: &mut DeviceBuffer<Fr>,
+        t: Transform,
+        input: Order,
+        output: Order,
+        wide: bool,
+    ) -> Result<(), NttError> {
         let n = self.size();
         if data.is_empty() || !data.len().is_multiple_of(n) || data.len() / n > 65535 {
             return Err(NttError::BadBatch { n, got: data.len() });
         }
         let lg_n = self.log_size();
         let tables = device_tables(gpu)?;
-        let plan = plan::plan(lg_n, t, input, output);
+        let plan = plan::plan_with(lg_n, t, input, output, wide);
         if plan.permute_before {
             permute(gpu, stream, data, lg_n)?;
         }
@@ -174,8 +194,23 @@ impl Domain {
         gpu: &Gpu,
         stream: &Stream,
         a: &mut DeviceBuffer<Fr>,
+        b: DeviceBuffer<Fr>,
+        c: DeviceBuffer<Fr>,
+    ) -> Result<(), NttError> {
+        self.gpu_quotient_plan(gpu, stream, a, b, c, plan::wide_enabled())
+    }
+
+    /// [`Self::gpu_quotient`] with the wide plan (`CUZK_NTT_WIDE`) forced on or off, for tests
+    /// and A/B runs; same result either way.
+    #[doc(hidden)]
+    pub fn gpu_quotient_plan(
+        &self,
+        gpu: &Gpu,
+        stream: &Stream,
+        a: &mut DeviceBuffer<Fr>,
         mut b: DeviceBuffer<Fr>,
         mut c: DeviceBuffer<Fr>,
+        wide: bool,
     ) -> Result<(), NttError> {
         let n = self.size();
         for v in [&*a, &b, &c] {
@@ -188,7 +223,7 @@ impl Domain {
         }
         let lg_n = self.log_size();
         let tables = device_tables(gpu)?;
-        let (to_coeffs, to_coset, back) = plan::quotient_plan(lg_n);
+        let (to_coeffs, to_coset, back) = plan::quotient_plan_with(lg_n, wide);
         for v in [&mut *a, &mut b, &mut c] {
             run_passes(gpu, stream, v, &tables, lg_n, &to_coeffs)?;
             run_passes(gpu, stream, v, &tables, lg_n, &to_coset)?;

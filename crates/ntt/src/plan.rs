@@ -78,6 +78,18 @@ pub(crate) fn radix4_enabled() -> bool {
     RADIX4 && !env_set("CUZK_NTT_RADIX2")
 }
 
+/// The opt-in wide plan (`CUZK_NTT_WIDE=1`, or forced by the `*_plan` calls of `gpu.rs`):
+/// from 2^WIDE_MIN_LG up, every pass runs on `cuzk_ntt_pass_wide` with tiles of up to
+/// 2^WIDE_TILE_LG elements (128 KiB of shared memory) and k <= WIDE_TILE_LG: 2^20..2^24 in two
+/// passes (10+10, 11+11, 12+12), 2^26..2^28 in three with wider column chunks. Same result.
+pub(crate) const WIDE_TILE_LG: u32 = 12;
+pub(crate) const WIDE_MIN_LG: u32 = 16;
+
+/// Whether the environment asks for the wide plan.
+pub(crate) fn wide_enabled() -> bool {
+    env_set("CUZK_NTT_WIDE")
+}
+
 /// Smallest size for the tiled bit-reversal kernel (`cuzk_ntt_bit_reverse_tiled`).
 pub(crate) const TILED_BITREV_MIN_LG: u32 = 10;
 /// Permute with the tiled kernel from 2^10 up; `false` falls back to the element-wise
@@ -99,7 +111,8 @@ pub(crate) const F_POST_G: u32 = 1 << 6;
 pub(crate) const F_POST_GI: u32 = 1 << 7;
 pub(crate) const F_POST_NINV: u32 = 1 << 8;
 
-/// One launch of `cuzk_ntt_pass` (or `cuzk_ntt_pass4` when `radix4`).
+/// One launch of `cuzk_ntt_pass` (or `cuzk_ntt_pass4` when `radix4`, `cuzk_ntt_pass_wide`
+/// when `wide`, which overrides `radix4`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Pass {
     pub s0: u32,
@@ -107,6 +120,7 @@ pub(crate) struct Pass {
     pub lg_c: u32,
     pub flags: u32,
     pub radix4: bool,
+    pub wide: bool,
 }
 
 /// A whole transform: optional bit-reversal before, passes, optional bit-reversal after.
@@ -118,8 +132,13 @@ pub(crate) struct Plan {
 }
 
 /// Bits per pass, in DIF order: as few passes of ≤ TILE_LG bits as possible, balanced.
+#[allow(dead_code)] // the default plan's entry; gpu.rs calls the _with forms
 fn split(lg_n: u32) -> Vec<u32> {
-    let passes = lg_n.div_ceil(TILE_LG);
+    split_max(lg_n, TILE_LG)
+}
+
+fn split_max(lg_n: u32, max: u32) -> Vec<u32> {
+    let passes = lg_n.div_ceil(max);
     (0..passes)
         .map(|i| lg_n / passes + u32::from(i < lg_n % passes))
         .collect()
@@ -127,11 +146,26 @@ fn split(lg_n: u32) -> Vec<u32> {
 
 /// The passes of a DIF (natural → bit-reversed) or DIT (bit-reversed → natural) network,
 /// with `pre` flags on the first pass executed and `post` flags on the last.
+#[allow(dead_code)] // the default plan's entry; gpu.rs calls the _with forms
 pub(crate) fn network(lg_n: u32, dit: bool, inverse: bool, pre: u32, post: u32) -> Vec<Pass> {
+    network_with(lg_n, dit, inverse, pre, post, wide_enabled())
+}
+
+/// [`network`] with the wide plan chosen (where `lg_n >= WIDE_MIN_LG`) or not.
+pub(crate) fn network_with(
+    lg_n: u32,
+    dit: bool,
+    inverse: bool,
+    pre: u32,
+    post: u32,
+    wide: bool,
+) -> Vec<Pass> {
     let mut passes = Vec::new();
     let radix4 = radix4_enabled();
+    let wide = wide && lg_n >= WIDE_MIN_LG;
+    let tile_lg = if wide { WIDE_TILE_LG } else { TILE_LG };
     let mut s0 = 0;
-    for k in split(lg_n) {
+    for k in split_max(lg_n, tile_lg) {
         let r = lg_n - s0 - k;
         let mut flags = if inverse { F_INVERSE } else { 0 };
         if dit {
@@ -143,9 +177,10 @@ pub(crate) fn network(lg_n: u32, dit: bool, inverse: bool, pre: u32, post: u32) 
         passes.push(Pass {
             s0,
             k,
-            lg_c: r.min(TILE_LG - k),
+            lg_c: r.min(tile_lg - k),
             flags,
             radix4: radix4 && k >= 2,
+            wide,
         });
         s0 += k;
     }
@@ -161,7 +196,13 @@ pub(crate) fn network(lg_n: u32, dit: bool, inverse: bool, pre: u32, post: u32) 
     passes
 }
 
+#[allow(dead_code)] // the default plan's entry; gpu.rs calls the _with forms
 pub(crate) fn plan(lg_n: u32, t: Transform, input: Order, output: Order) -> Plan {
+    plan_with(lg_n, t, input, output, wide_enabled())
+}
+
+/// [`plan`] with the wide plan chosen or not.
+pub(crate) fn plan_with(lg_n: u32, t: Transform, input: Order, output: Order, wide: bool) -> Plan {
     let inverse = matches!(t, Transform::Inverse | Transform::CosetInverse);
     let pre = if t == Transform::CosetForward {
         F_PRE_G
@@ -191,7 +232,7 @@ pub(crate) fn plan(lg_n: u32, t: Transform, input: Order, output: Order) -> Plan
     };
     Plan {
         permute_before: false,
-        passes: network(lg_n, dit, inverse, pre, post),
+        passes: network_with(lg_n, dit, inverse, pre, post, wide),
         permute_after: output != native_out,
     }
 }
@@ -199,10 +240,16 @@ pub(crate) fn plan(lg_n: u32, t: Transform, input: Order, output: Order) -> Plan
 /// The Groth16 quotient: per input, an inverse DIF (natural → bit-reversed coefficients) and a
 /// coset DIT with 1/n and g^i fused into its load (→ natural evaluations on g·H); after the
 /// point-wise step, an inverse DIF with g^-i/n fused into its store, then one permutation.
+#[allow(dead_code)] // the default plan's entry; gpu.rs calls the _with forms
 pub(crate) fn quotient_plan(lg_n: u32) -> (Vec<Pass>, Vec<Pass>, Vec<Pass>) {
-    let to_coeffs = network(lg_n, false, true, 0, 0);
-    let to_coset = network(lg_n, true, false, F_PRE_G | F_PRE_NINV, 0);
-    let back = network(lg_n, false, true, 0, F_POST_GI | F_POST_NINV);
+    quotient_plan_with(lg_n, wide_enabled())
+}
+
+/// [`quotient_plan`] with the wide plan chosen or not.
+pub(crate) fn quotient_plan_with(lg_n: u32, wide: bool) -> (Vec<Pass>, Vec<Pass>, Vec<Pass>) {
+    let to_coeffs = network_with(lg_n, false, true, 0, 0, wide);
+    let to_coset = network_with(lg_n, true, false, F_PRE_G | F_PRE_NINV, 0, wide);
+    let back = network_with(lg_n, false, true, 0, F_POST_GI | F_POST_NINV, wide);
     (to_coeffs, to_coset, back)
 }
 
@@ -360,11 +407,24 @@ pub(crate) mod emu {
             lg_c,
             flags,
             radix4,
+            wide,
         } = p;
+        // The wide kernel runs the radix-4 steps, eight elements per thread.
+        let radix4 = radix4 || wide;
         assert!(k >= if radix4 { 2 } else { 1 }, "kernel precondition");
         let tile_lg = k + lg_c;
+        assert!(
+            tile_lg <= if wide { WIDE_TILE_LG } else { TILE_LG } && (!wide || tile_lg >= 3),
+            "kernel precondition"
+        );
         let tile_n = 1usize << tile_lg;
-        let ept = if radix4 { 4 } else { 2 };
+        let ept = if wide {
+            8
+        } else if radix4 {
+            4
+        } else {
+            2
+        };
         let nthr = tile_n / ept;
         let m_lg = lg_n - s0;
         let r_bits = lg_n - s0 - k;
@@ -396,9 +456,18 @@ pub(crate) mod emu {
                     tile[e as usize] = x;
                 }
                 let itw = if inv { T_INV_INT } else { T_FWD_INT };
-                // w_(2h)^j from the internal table; None for the h = 1 stage (w = 1).
+                let dtw = if inv { T_INV_DIR } else { T_FWD_DIR };
+                // w_(2h)^j from the internal table (the direct table for h >= 2^INT_LG, wide
+                // kernel only); None for the h = 1 stage (w = 1).
                 let tw = |lg_h: u32, j: u32| {
-                    (lg_h > 0).then(|| t[itw + (j << (INT_LG - 1 - lg_h)) as usize])
+                    (lg_h > 0).then(|| {
+                        if wide && lg_h >= INT_LG {
+                            t[dtw + (j << (DIRECT_LG - 1 - lg_h)) as usize]
+                        } else {
+                            assert!(lg_h < INT_LG, "internal table index");
+                            t[itw + (j << (INT_LG - 1 - lg_h)) as usize]
+                        }
+                    })
                 };
                 if !radix4 {
                     for st in 0..k {
@@ -430,8 +499,12 @@ pub(crate) mod emu {
                         };
                         // Each step's threads must touch disjoint elements covering the tile.
                         let mut touched = vec![0u8; tile_n];
-                        for th in 0..nthr as u32 {
-                            let (cl, q) = (th & cmask, th >> lg_c);
+                        // Radix-4 group g = thread + rep * nthr, reps in order per thread.
+                        let groups = (0..nthr as u32).flat_map(|th| {
+                            (0..(ept / 4) as u32).map(move |rep| th + rep * nthr as u32)
+                        });
+                        for g in groups {
+                            let (cl, q) = (g & cmask, g >> lg_c);
                             if lg_hi == 0 {
                                 for v in 0..2 {
                                     let qq = q + (v << (k - 2));
@@ -706,7 +779,8 @@ mod tests {
             )
             .unwrap();
             for q in &p.passes {
-                let r4 = u8::from(q.radix4);
+                // 0 radix-2, 1 radix-4, 2 wide.
+                let r4 = if q.wide { 2 } else { u8::from(q.radix4) };
                 write!(list, " {r4} {} {} {} {}", q.s0, q.k, q.lg_c, q.flags).unwrap();
             }
             writeln!(list).unwrap();
@@ -743,6 +817,8 @@ mod tests {
                 Order::BitReversed,
                 Order::BitReversed,
             ),
+            // Wide: 11 + 10, the top DIT stages' twiddles from the direct table.
+            (21, Transform::Forward, Order::BitReversed, Order::Natural),
         ];
         for (i, (lg_n, tr, input, output)) in cases.into_iter().enumerate() {
             let d = Domain::new(lg_n).unwrap();
@@ -761,8 +837,17 @@ mod tests {
             std::fs::write(dir.join(format!("in{i}.bin")), bytes(&dev)).unwrap();
             std::fs::write(dir.join(format!("want{i}.bin")), bytes(&want)).unwrap();
             for radix4 in [false, true] {
-                let p = with_radix4(plan(lg_n, tr, input, output), radix4);
+                let p = with_radix4(plan_with(lg_n, tr, input, output, false), radix4);
                 write_case(&mut list, i, lg_n, batch, &p);
+            }
+            if lg_n >= WIDE_MIN_LG {
+                write_case(
+                    &mut list,
+                    i,
+                    lg_n,
+                    batch,
+                    &plan_with(lg_n, tr, input, output, true),
+                );
             }
         }
         // The quotient pipeline: two "q"-prefixed lines per case, the passes of each input
@@ -775,15 +860,22 @@ mod tests {
             for (name, v) in [("a", &a), ("b", &b), ("c", &c), ("want", &want)] {
                 std::fs::write(dir.join(format!("{name}{i}.bin")), bytes(v)).unwrap();
             }
-            let (to_coeffs, to_coset, back) = quotient_plan(lg_n);
-            for (passes, permute_after) in [([to_coeffs, to_coset].concat(), false), (back, true)] {
-                let p = Plan {
-                    permute_before: false,
-                    passes,
-                    permute_after,
-                };
-                write!(list, "q ").unwrap();
-                write_case(&mut list, i, lg_n, 1, &p);
+            for wide in [false, true] {
+                if wide && lg_n < WIDE_MIN_LG {
+                    continue;
+                }
+                let (to_coeffs, to_coset, back) = quotient_plan_with(lg_n, wide);
+                for (passes, permute_after) in
+                    [([to_coeffs, to_coset].concat(), false), (back, true)]
+                {
+                    let p = Plan {
+                        permute_before: false,
+                        passes,
+                        permute_after,
+                    };
+                    write!(list, "q ").unwrap();
+                    write_case(&mut list, i, lg_n, 1, &p);
+                }
             }
         }
     }
@@ -855,6 +947,128 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn wide_plan_shapes() {
+        let shape = |lg: u32| -> Vec<(u32, u32)> {
+            plan_with(
+                lg,
+                Transform::Forward,
+                Order::Natural,
+                Order::BitReversed,
+                true,
+            )
+            .passes
+            .iter()
+            .map(|p| {
+                assert!(p.wide && p.k >= 2 && p.k + p.lg_c <= WIDE_TILE_LG && p.k + p.lg_c >= 3);
+                (p.k, p.lg_c)
+            })
+            .collect()
+        };
+        assert_eq!(shape(24), vec![(12, 0), (12, 0)]);
+        assert_eq!(shape(22), vec![(11, 1), (11, 0)]);
+        assert_eq!(shape(20), vec![(10, 2), (10, 0)]);
+        assert_eq!(shape(26), vec![(9, 3), (9, 3), (8, 0)]);
+        assert_eq!(shape(27), vec![(9, 3), (9, 3), (9, 0)]);
+        // Below WIDE_MIN_LG the wide request falls back to the default plan.
+        for lg in 1..WIDE_MIN_LG {
+            assert!(
+                plan_with(lg, Transform::Forward, Order::Natural, Order::Natural, true)
+                    .passes
+                    .iter()
+                    .all(|p| !p.wide)
+            );
+        }
+        for lg in 1..=28 {
+            assert!(
+                plan_with(
+                    lg,
+                    Transform::Inverse,
+                    Order::Natural,
+                    Order::Natural,
+                    false
+                )
+                .passes
+                .iter()
+                .all(|p| !p.wide)
+            );
+        }
+    }
+
+    /// The wide plan (k up to 12: internal twiddles of the top stages from the direct table)
+    /// against the CPU: DIF and DIT, fused scalings, 2^16..2^24, and the quotient at 2^17.
+    #[test]
+    fn emulated_wide_plan_matches_cpu() {
+        let t = tables();
+        let cases = [
+            (
+                16u32,
+                Transform::CosetInverse,
+                Order::Natural,
+                Order::Natural,
+            ),
+            (
+                17,
+                Transform::CosetForward,
+                Order::BitReversed,
+                Order::Natural,
+            ),
+            (19, Transform::Forward, Order::Natural, Order::BitReversed),
+            (21, Transform::Inverse, Order::BitReversed, Order::Natural),
+            (22, Transform::CosetForward, Order::Natural, Order::Natural),
+            (
+                23,
+                Transform::CosetInverse,
+                Order::BitReversed,
+                Order::BitReversed,
+            ),
+            (24, Transform::Forward, Order::Natural, Order::Natural),
+            (
+                24,
+                Transform::CosetForward,
+                Order::BitReversed,
+                Order::Natural,
+            ),
+        ];
+        for (i, (lg_n, tr, input, output)) in cases.into_iter().enumerate() {
+            let d = Domain::new(lg_n).unwrap();
+            let x = random(d.size(), 700 + i as u64);
+            let mut dev = reorder(&x, input, lg_n);
+            let p = plan_with(lg_n, tr, input, output, true);
+            assert!(p.passes.iter().all(|q| q.wide));
+            emu::run(&mut dev, &t, lg_n, &p);
+            let mut want = x;
+            cpu(&d, &mut want, tr);
+            assert!(
+                dev == reorder(&want, output, lg_n),
+                "wide 2^{lg_n} {tr:?} {input:?}->{output:?}"
+            );
+        }
+        let lg_n = 17;
+        let d = Domain::new(lg_n).unwrap();
+        let n = d.size();
+        let (a, b, c) = (random(n, 41), random(n, 42), random(n, 43));
+        let want = d.quotient(&a, &b, &c).unwrap();
+        let (to_coeffs, to_coset, back) = quotient_plan_with(lg_n, true);
+        let mut bufs = [a, b, c];
+        for v in bufs.iter_mut() {
+            for p in to_coeffs.iter().chain(&to_coset) {
+                assert!(p.wide);
+                emu::pass(v, &t, lg_n, *p);
+            }
+        }
+        let [mut a, b, c] = bufs;
+        let z = t[T_ZINV + lg_n as usize];
+        for i in 0..n {
+            a[i] = (a[i] * b[i] - c[i]) * z;
+        }
+        for p in &back {
+            emu::pass(&mut a, &t, lg_n, *p);
+        }
+        emu::permute(&mut a, lg_n);
+        assert_eq!(a, want, "wide quotient 2^{lg_n}");
     }
 
     #[test]

@@ -245,6 +245,66 @@ fn gpu_quotient_2_22() {
     quotient_case(&gpu(), 22);
 }
 
+/// The opt-in wide plan (`cuzk_ntt_pass_wide`, tiles of 2^12, >48 KiB of shared memory),
+/// forced here whatever `CUZK_NTT_WIDE` says: 2^20..2^24 (two passes, k up to 12) in every
+/// transform and both DIF and DIT, then the H pipeline at 2^22, against the CPU.
+#[test]
+#[ignore = "gpu"]
+fn gpu_wide_plan_matches_cpu() {
+    let g = gpu();
+    let stream = g.stream("wide").unwrap();
+    for lg in 20u32..=24 {
+        let d = Domain::new(lg).unwrap();
+        let n = d.size();
+        let cases: &[(Transform, Order, Order)] = if lg == 20 || lg == 24 {
+            &[
+                (Transform::Forward, Order::Natural, Order::BitReversed),
+                (Transform::Forward, Order::Natural, Order::Natural),
+                (Transform::Inverse, Order::BitReversed, Order::Natural),
+                (Transform::CosetForward, Order::BitReversed, Order::Natural),
+                (Transform::CosetInverse, Order::Natural, Order::Natural),
+            ]
+        } else {
+            &[
+                (Transform::Forward, Order::Natural, Order::Natural),
+                (
+                    Transform::CosetInverse,
+                    Order::BitReversed,
+                    Order::BitReversed,
+                ),
+            ]
+        };
+        for (i, &(t, input, output)) in cases.iter().enumerate() {
+            let x = random(n, 500 + u64::from(lg) * 10 + i as u64);
+            let mut staged = x.clone();
+            reorder(&mut staged, input, &d);
+            let mut dev = g.vram().from_host(&staged).unwrap();
+            d.gpu_transform_plan(&g, &stream, &mut dev, t, input, output, true)
+                .unwrap();
+            stream.synchronize().unwrap();
+            let got = dev.to_vec().unwrap();
+            let mut want = x;
+            cpu(&d, &mut want, t);
+            reorder(&mut want, output, &d);
+            assert!(got == want, "wide 2^{lg} {t:?} {input:?}->{output:?}");
+        }
+    }
+    let lg = 22;
+    let d = Domain::new(lg).unwrap();
+    let n = d.size();
+    let (a, b, c) = (random(n, 61), random(n, 62), random(n, 63));
+    let want = d.quotient(&a, &b, &c).unwrap();
+    let mut da = g.vram().from_host(&a).unwrap();
+    let (db, dc) = (
+        g.vram().from_host(&b).unwrap(),
+        g.vram().from_host(&c).unwrap(),
+    );
+    d.gpu_quotient_plan(&g, &stream, &mut da, db, dc, true)
+        .unwrap();
+    stream.synchronize().unwrap();
+    assert!(da.to_vec().unwrap() == want, "wide H pipeline 2^{lg}");
+}
+
 /// Budget left for only some of the pipeline's allocations: the call fails cleanly and gives
 /// back exactly what it took.
 #[test]
@@ -339,6 +399,9 @@ fn gpu_bench_ntt() {
         if let Some(v) = std::env::var_os(var) {
             println!("{var}={v:?} (fallback kernels selected)");
         }
+    }
+    if let Some(v) = std::env::var_os("CUZK_NTT_WIDE") {
+        println!("CUZK_NTT_WIDE={v:?} (wide plan: 2^12 tiles, cuzk_ntt_pass_wide, from 2^16)");
     }
     let time_cpu = |lg: u32, f: &dyn Fn(&Domain, &mut Vec<Fr>)| -> Option<f64> {
         if lg > 24 && !cpu_all {

@@ -30,7 +30,7 @@ inline uint32_t __brev(uint32_t x)
     return r;
 }
 namespace cuzk { namespace ntt {
-alignas(16) uint4 smem[2 * 1024];   // the dynamic shared memory of one block (<= 32 KiB)
+alignas(16) uint4 smem[2 * 4096];   // the dynamic shared memory of one block (<= 128 KiB)
 } }
 #define __global__
 #define __forceinline__ inline
@@ -104,7 +104,10 @@ static void run(const case_t& c, fr_t* d, const fr_t* tables)
     for (size_t i = 0; i < c.p.size(); i += 5) {
         uint32_t r4 = c.p[i], s0 = c.p[i + 1], k = c.p[i + 2], lg_c = c.p[i + 3], flags = c.p[i + 4];
         uint32_t tile_lg = k + lg_c;
-        if (r4)
+        if (r4 == 2)
+            launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 3),
+                   [&] { cuzk_ntt_pass_wide(d, tables, lg_n, s0, k, lg_c, flags); });
+        else if (r4)
             launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
                    [&] { cuzk_ntt_pass4(d, tables, lg_n, s0, k, lg_c, flags); });
         else
