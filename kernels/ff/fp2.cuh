@@ -87,9 +87,17 @@ struct __align__(16) fp2x_t {
         r.c1 = F::redc_wide(s);
         return r;
     }
+    // Default: the split wide products (H200 run 1: fp2_mul_bench_split 9.2-10.1 G/s against
+    // 8.7-9.1 for mul_wide). CUZK_FP2_MUL_WIDE (a -D define) restores mul_wide.
+#ifdef CUZK_FP2_MUL_WIDE
     friend CUZK_DEV fp2x_t operator*(const fp2x_t& a, const fp2x_t& b) { return mul_<false>(a, b); }
-    // same result as operator*, wide products without register copies (see mont_t::mul_wide_split)
+#else
+    friend CUZK_DEV fp2x_t operator*(const fp2x_t& a, const fp2x_t& b) { return mul_<true>(a, b); }
+#endif
+    // wide products without register copies (see mont_t::mul_wide_split); = operator* by default
     static CUZK_DEV fp2x_t mul_split(const fp2x_t& a, const fp2x_t& b) { return mul_<true>(a, b); }
+    // the previous default (mul_wide: fewer live registers)
+    static CUZK_DEV fp2x_t mul_wide_copy(const fp2x_t& a, const fp2x_t& b) { return mul_<false>(a, b); }
     CUZK_DEV fp2x_t& operator*=(const fp2x_t& b) { return *this = *this * b; }
 
     CUZK_DEV fp2x_t sqr() const
