@@ -329,11 +329,15 @@ fn number_before(line: &str, suffix: &str) -> Option<u64> {
 }
 
 /// Parses ptxas `-v` output: for each "Compiling entry function 'NAME' for 'sm_XX'" the
-/// following "N bytes stack frame, N bytes spill stores, N bytes spill loads" and
-/// "Used N registers, ... N bytes smem" lines.
+/// "Function properties" blocks that follow ("N bytes stack frame, N bytes spill stores, N
+/// bytes spill loads") and the "Used N registers, ... N bytes smem" line. The stack frame is
+/// the kernel's own; spills add those of the out-of-line functions listed under the kernel,
+/// since the kernel executes them.
 pub fn parse_ptxas(log: &str) -> Vec<KernelReport> {
     let mut out: Vec<KernelReport> = Vec::new();
     let mut cur: Option<KernelReport> = None;
+    // Whether the last "Function properties for X" named the kernel itself.
+    let mut own = false;
     for line in log.lines() {
         if let Some(rest) = line.split("Compiling entry function '").nth(1) {
             out.extend(cur.take());
@@ -346,13 +350,17 @@ pub fn parse_ptxas(log: &str) -> Vec<KernelReport> {
                 ..Default::default()
             });
         } else if line.contains("Compiling function '") {
-            // A non-inlined device function: its numbers are not the kernel's.
+            // A non-inlined device function compiled on its own: not part of a kernel block.
             out.extend(cur.take());
         } else if let Some(k) = cur.as_mut() {
-            if line.contains("bytes stack frame") {
-                k.stack_bytes = number_before(line, "bytes stack frame").unwrap_or(0);
-                k.spill_stores = number_before(line, "bytes spill stores").unwrap_or(0);
-                k.spill_loads = number_before(line, "bytes spill loads").unwrap_or(0);
+            if let Some(f) = line.split("Function properties for ").nth(1) {
+                own = f.trim() == k.name;
+            } else if line.contains("bytes stack frame") {
+                if own {
+                    k.stack_bytes = number_before(line, "bytes stack frame").unwrap_or(0);
+                }
+                k.spill_stores += number_before(line, "bytes spill stores").unwrap_or(0);
+                k.spill_loads += number_before(line, "bytes spill loads").unwrap_or(0);
             } else if line.contains("registers") && line.contains("Used") {
                 k.registers = number_before(line, "registers").unwrap_or(0) as u32;
                 k.shared_bytes = number_before(line, "bytes smem").unwrap_or(0);
@@ -430,13 +438,21 @@ ptxas info    : Function properties for helper
 ptxas info    : Compiling entry function '_Z3bigPj' for 'sm_90'
 ptxas info    : Function properties for _Z3bigPj
     96 bytes stack frame, 40 bytes spill stores, 44 bytes spill loads
+ptxas info    : Function properties for _Z6calleev
+    16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads
 ptxas info    : Used 255 registers, used 1 barriers, 4096 bytes smem, 368 bytes cmem[0]
+ptxas info    : Compiling entry function 'clean_kernel_with_spilling_callee' for 'sm_90'
+ptxas info    : Function properties for clean_kernel_with_spilling_callee
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Function properties for _Z6calleev
+    16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 40 registers, used 0 barriers, 368 bytes cmem[0]
 ";
 
     #[test]
     fn parses_ptxas() {
         let r = parse_ptxas(LOG);
-        assert_eq!(r.len(), 2, "{r:?}");
+        assert_eq!(r.len(), 3, "{r:?}");
         assert_eq!(
             r[0],
             KernelReport {
@@ -454,9 +470,21 @@ ptxas info    : Used 255 registers, used 1 barriers, 4096 bytes smem, 368 bytes 
                 registers: 255,
                 shared_bytes: 4096,
                 stack_bytes: 96,
-                spill_stores: 40,
-                spill_loads: 44
+                spill_stores: 48,
+                spill_loads: 48
             }
+        );
+        assert_eq!(
+            r[2],
+            KernelReport {
+                name: "clean_kernel_with_spilling_callee".into(),
+                arch: "sm_90".into(),
+                registers: 40,
+                spill_stores: 8,
+                spill_loads: 4,
+                ..Default::default()
+            },
+            "a callee's spills count for the kernel that calls it"
         );
     }
 

@@ -270,50 +270,51 @@ fn gpu_alloc_failure_restores_budget() {
     assert_eq!(ctx.msm(&s).unwrap(), want);
 }
 
-/// The occupancy variant of the G1 accumulation against the CPU (sizes from one thread's
-/// slice to many slices per bucket; host and device scalars; streamed too).
+/// Both G1 accumulation kernels (the occupancy variant is the default) against the CPU
+/// (sizes from one thread's slice to many slices per bucket; host and device scalars;
+/// streamed too).
 #[test]
 #[ignore = "gpu"]
-fn gpu_accumulate_occ4_matches_cpu() {
+fn gpu_accumulate_variants_match_cpu() {
     let g = gpu();
     let mut rng = ChaCha20Rng::seed_from_u64(44);
-    for n in [1usize, 3, 1000, 70_001, 1 << 20] {
-        let p: Vec<G1Affine> = points(n, &mut rng);
-        let ctx = GpuMsm::resident(&g, &p)
-            .unwrap()
-            .with_accumulate(Accumulate::Occupancy4);
-        for kind in [Kind::Random, Kind::Mostly01, Kind::Edge] {
-            let s = scalars(n, kind, &mut rng);
-            let want = cpu::msm(&p, &s).unwrap();
-            assert_eq!(ctx.msm(&s).unwrap(), want, "n = {n} {kind:?}");
-            let dev = g.vram().from_host(&s).unwrap();
+    for acc in [Accumulate::Regular, Accumulate::Occupancy4] {
+        for n in [1usize, 3, 1000, 70_001, 1 << 20] {
+            let p: Vec<G1Affine> = points(n, &mut rng);
+            let ctx = GpuMsm::resident(&g, &p).unwrap().with_accumulate(acc);
+            for kind in [Kind::Random, Kind::Mostly01, Kind::Edge] {
+                let s = scalars(n, kind, &mut rng);
+                let want = cpu::msm(&p, &s).unwrap();
+                assert_eq!(ctx.msm(&s).unwrap(), want, "{acc:?} n = {n} {kind:?}");
+                let dev = g.vram().from_host(&s).unwrap();
+                assert_eq!(
+                    ctx.msm_device(&dev).unwrap(),
+                    want,
+                    "{acc:?} n = {n} {kind:?} device"
+                );
+            }
+            let five = vec![Fr::from_u64(5); n];
             assert_eq!(
-                ctx.msm_device(&dev).unwrap(),
-                want,
-                "n = {n} {kind:?} device"
+                ctx.msm(&five).unwrap(),
+                cpu::msm(&p, &five).unwrap(),
+                "{acc:?} one bucket"
             );
         }
-        let five = vec![Fr::from_u64(5); n];
+        let n = 200_003;
+        let p: Vec<G1Affine> = points(n, &mut rng);
+        let s = scalars(n, Kind::Random, &mut rng);
+        let mut pinned = g.vram().pinned::<G1Affine>(n).unwrap();
+        pinned.copy_from_slice(&p);
+        let streamed = GpuMsm::streamed(&g, pinned)
+            .unwrap()
+            .with_accumulate(acc)
+            .with_chunk_len(70_000);
         assert_eq!(
-            ctx.msm(&five).unwrap(),
-            cpu::msm(&p, &five).unwrap(),
-            "one bucket"
+            streamed.msm(&s).unwrap(),
+            cpu::msm(&p, &s).unwrap(),
+            "{acc:?} streamed"
         );
     }
-    let n = 200_003;
-    let p: Vec<G1Affine> = points(n, &mut rng);
-    let s = scalars(n, Kind::Random, &mut rng);
-    let mut pinned = g.vram().pinned::<G1Affine>(n).unwrap();
-    pinned.copy_from_slice(&p);
-    let streamed = GpuMsm::streamed(&g, pinned)
-        .unwrap()
-        .with_accumulate(Accumulate::Occupancy4)
-        .with_chunk_len(70_000);
-    assert_eq!(
-        streamed.msm(&s).unwrap(),
-        cpu::msm(&p, &s).unwrap(),
-        "streamed"
-    );
 }
 
 /// A context that keeps its scratch: results equal the CPU's across plans that grow and
@@ -441,21 +442,25 @@ fn gpu_bench_msm() {
         profile(&ctx, &dev, &format!("G1 2^{log} random kept-scratch"));
         let ctx = ctx.keep_scratch(false);
         {
-            // The accumulation occupancy variant (CUZK_MSM_ACCUMULATE=occ4), kept scratch.
-            let occ = GpuMsm::resident(&g, &g1[..n])
+            // The other accumulation kernel (CUZK_MSM_ACCUMULATE=regular), kept scratch.
+            let reg = GpuMsm::resident(&g, &g1[..n])
                 .unwrap()
-                .with_accumulate(Accumulate::Occupancy4)
+                .with_accumulate(Accumulate::Regular)
                 .keep_scratch(true);
-            assert_eq!(occ.msm_device(&dev).unwrap(), want, "occ4");
-            let ms = median_ms(occ.stream(), &g, || {
-                occ.msm_device(&dev).unwrap();
+            assert_eq!(reg.msm_device(&dev).unwrap(), want, "regular");
+            let ms = median_ms(reg.stream(), &g, || {
+                reg.msm_device(&dev).unwrap();
             });
             row(
-                &format!("G1 2^{log} random, occ4 + kept scratch"),
+                &format!("G1 2^{log} random, regular accumulate + kept scratch"),
                 ms,
                 target,
             );
-            profile(&occ, &dev, &format!("G1 2^{log} random occ4 kept-scratch"));
+            profile(
+                &reg,
+                &dev,
+                &format!("G1 2^{log} random regular kept-scratch"),
+            );
         }
         if log == 24 {
             let ms = median_ms(ctx.stream(), &g, || {
