@@ -191,12 +191,16 @@ pub trait ProverBackend: Send + Sync + fmt::Debug {
 
     /// Phase run concurrently with the witness map: the MSMs whose scalars are the witness
     /// `z` (A, B in G1 and G2 over all of z; L over the private part, after `num_public + 1`).
+    /// Calls `staged` once the witness is copied to where the MSMs read it: the prover starts
+    /// the witness map only then (or when this returns), so the copy has the CPU to itself.
     fn witness_msms(
         &self,
         pk: &ProvingKey,
         z: &[Fr],
         num_public: usize,
+        staged: &dyn Fn(),
     ) -> Result<WitnessMsms, BackendError> {
+        staged();
         let mut out = WitnessMsms::default();
         let (r, d) = timed("msm_a", || self.msm_g1(Query::A, &pk.a_query, z));
         (out.a, out.time_a) = (r?, d);

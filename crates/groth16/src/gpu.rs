@@ -822,10 +822,12 @@ impl ProverBackend for GpuBackend {
         pk: &ProvingKey,
         z: &[Fr],
         num_public: usize,
+        staged: &dyn Fn(),
     ) -> Result<WitnessMsms, BackendError> {
         let mut st = self.lock();
         let (dz, upload) = timed("upload_witness", || self.upload_witness(&mut st, z));
         let dz = dz?;
+        staged();
         let mut out = WitnessMsms {
             upload,
             ..WitnessMsms::default()

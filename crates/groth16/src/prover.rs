@@ -182,7 +182,18 @@ pub fn create_proof_with_backend(
     let num_public = r1cs.num_public();
     let (msms, evaluated) = std::thread::scope(|scope| {
         let span = tracing::Span::current();
-        let msms = scope.spawn(move || span.in_scope(|| backend.witness_msms(pk, z, num_public)));
+        let (staged_tx, staged) = std::sync::mpsc::channel::<()>();
+        let msms = scope.spawn(move || {
+            span.in_scope(|| {
+                let signal = move || {
+                    let _ = staged_tx.send(());
+                };
+                backend.witness_msms(pk, z, num_public, &signal)
+            })
+        });
+        // Wait until the backend has copied the witness (or has given up: the sender is
+        // dropped when the thread ends), so the copy does not compete with the witness map.
+        let _ = staged.recv();
         let evaluated = timed("witness_map", || {
             let rows = r1cs.num_constraints();
             for v in [&mut abc.a, &mut abc.b, &mut abc.c] {
