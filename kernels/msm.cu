@@ -114,3 +114,6 @@ MSM_POINT_KERNELS(g2, fp2_t, 128, 2)
 // cuzk: allow-spills msm_accumulate_g1_occ4 ~42 B at the 128-register cap (4 blocks/SM); an opt-in variant picked by measurement
 // cuzk: allow-spills msm_bucket_reduce_g1 120-236 B: three XYZZ points live in the g*L ladder (parking acc in global made G2 worse); runs once per MSM
 // cuzk: allow-spills msm_to_jacobian_g2 8 bytes around the out-of-line Fp2 call; runs on nwin + 1 points only
+// cuzk: allow-spills msm_bucket_reduce_g2 ~8.4 KB: three G2 XYZZ points live in the g*L ladder; once per MSM (3.2 ms of 366 at 2^24, H200 run 4)
+// cuzk: allow-spills msm_merge_g2 ~0.8 KB: two G2 XYZZ partials per merge step; ~1 ms per MSM
+// cuzk: allow-spills msm_sum_halves_g2 104-316 B: two G2 XYZZ points across the out-of-line Fp2 calls; runs on the window sums only
