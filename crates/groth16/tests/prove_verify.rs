@@ -1,9 +1,10 @@
 //! End to end: setup, prove, verify, and every way a proof or witness can be wrong.
 
-use cuzk_field::{Fr, G1Projective, G2Projective};
+use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
 use cuzk_groth16::{
-    CpuBackend, Evaluations, ProveError, ProverBackend, R1cs, R1csBuilder, Variable, VerifyError,
-    Witness, WitnessError, create_proof, create_proof_with_randomness, demo, generate_parameters,
+    BackendError, CpuBackend, Evaluations, ProveError, ProverBackend, ProvingKey, Query, R1cs,
+    R1csBuilder, Variable, VerifyError, Witness, WitnessError, WitnessMsms, create_proof,
+    create_proof_with_backend, create_proof_with_randomness, demo, generate_parameters,
     prepare_verifying_key, verify_proof,
 };
 use cuzk_ntt::Domain;
@@ -130,6 +131,65 @@ fn fixed_randomness_is_deterministic() {
     // r = s = 0 is a valid (unblinded) proof as well.
     let p0 = create_proof_with_randomness(&pk, &r1cs, &w, Fr::ZERO, Fr::ZERO).unwrap();
     assert_eq!(verify_proof(&pvk, &p0, w.public_inputs()), Ok(()));
+}
+
+/// A backend that signals "witness staged" late (after its MSMs) or never (failing first):
+/// the prover waits for the signal before the witness map, so both must neither hang nor
+/// change the proof.
+#[derive(Debug)]
+struct StagingProbe {
+    fail: bool,
+}
+
+impl ProverBackend for StagingProbe {
+    fn name(&self) -> &'static str {
+        "probe"
+    }
+
+    fn quotient(&self, domain: &Domain, abc: Evaluations) -> Result<Vec<Fr>, BackendError> {
+        CpuBackend.quotient(domain, abc)
+    }
+
+    fn msm_g1(&self, q: Query, p: &[G1Affine], s: &[Fr]) -> Result<G1Projective, BackendError> {
+        CpuBackend.msm_g1(q, p, s)
+    }
+
+    fn msm_g2(&self, q: Query, p: &[G2Affine], s: &[Fr]) -> Result<G2Projective, BackendError> {
+        CpuBackend.msm_g2(q, p, s)
+    }
+
+    fn witness_msms(
+        &self,
+        pk: &ProvingKey,
+        z: &[Fr],
+        num_public: usize,
+        staged: &dyn Fn(),
+    ) -> Result<WitnessMsms, BackendError> {
+        if self.fail {
+            return Err(BackendError::new(
+                "probe",
+                "injected failure before staging",
+            ));
+        }
+        let out = CpuBackend.witness_msms(pk, z, num_public, &|| {})?;
+        staged();
+        Ok(out)
+    }
+}
+
+#[test]
+fn late_or_missing_staging_signal_neither_hangs_nor_changes_the_proof() {
+    let mut rng = rng(5);
+    let (r1cs, w) = demo::circuit(8, 2, &mut rng).unwrap();
+    let pk = generate_parameters(&r1cs, &mut rng).unwrap();
+    let (r, s) = (Fr::random(&mut rng), Fr::random(&mut rng));
+    let want = create_proof_with_randomness(&pk, &r1cs, &w, r, s).unwrap();
+    let (late, _) =
+        create_proof_with_backend(&StagingProbe { fail: false }, &pk, &r1cs, &w, r, s).unwrap();
+    assert_eq!(late, want);
+    let e = create_proof_with_backend(&StagingProbe { fail: true }, &pk, &r1cs, &w, r, s)
+        .expect_err("the backend failed");
+    assert!(matches!(e, ProveError::Backend(_)), "{e}");
 }
 
 /// Horner evaluation of coefficients at x.
