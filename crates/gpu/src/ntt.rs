@@ -128,13 +128,47 @@ fn check_tables<T: Pod>(kernel: &str, tables: &DeviceBuffer<T>) -> Result<()> {
     Ok(())
 }
 
+/// The kernels that run one pass; all give the same result bit for bit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PassKernel {
+    /// `cuzk_ntt_pass`: radix-2 stages, two elements per thread.
+    Radix2,
+    /// `cuzk_ntt_pass4`: radix-4 steps, four elements per thread, two stages per
+    /// shared-memory round trip; needs `k >= 2`.
+    Radix4,
+    /// `cuzk_ntt_pass_wide`: tiles of up to 2^WIDE_TILE_LG elements (`32 << (k + lg_c)` bytes
+    /// of dynamic shared memory, above the 48 KiB default), eight elements per thread, radix-4
+    /// steps; needs `k >= 2`.
+    Wide,
+}
+
+impl PassKernel {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Radix2 => "cuzk_ntt_pass",
+            Self::Radix4 => "cuzk_ntt_pass4",
+            Self::Wide => "cuzk_ntt_pass_wide",
+        }
+    }
+
+    /// (log2 of elements per thread, smallest k, log2 of the largest tile).
+    fn shape(self) -> (u32, u32, u32) {
+        match self {
+            Self::Radix2 => (1, 1, TILE_LG),
+            Self::Radix4 => (2, 2, TILE_LG),
+            Self::Wide => (3, 2, WIDE_TILE_LG),
+        }
+    }
+}
+
 /// One radix-2^k pass over every polynomial of `data` (`batch` × 2^lg_n elements, in place):
-/// bits `[s0, s0 + k)` of the transform, tiles of 2^k rows × 2^lg_c columns, radix-2 stages
-/// (`cuzk_ntt_pass`, two elements per thread). Asynchronous.
+/// bits `[s0, s0 + k)` of the transform, tiles of 2^k rows × 2^lg_c columns, on `kernel`.
+/// Asynchronous.
 #[allow(clippy::too_many_arguments)]
 pub fn pass<T: Pod>(
     gpu: &Gpu,
     stream: &Stream,
+    kernel: PassKernel,
     data: &mut DeviceBuffer<T>,
     tables: &DeviceBuffer<T>,
     lg_n: u32,
@@ -143,113 +177,25 @@ pub fn pass<T: Pod>(
     lg_c: u32,
     pass_flags: u32,
 ) -> Result<()> {
-    pass_impl(
-        gpu, stream, data, tables, lg_n, s0, k, lg_c, pass_flags, false,
-    )
-}
-
-/// [`pass`] with radix-4 steps (`cuzk_ntt_pass4`, four elements per thread, two stages per
-/// shared-memory round trip); needs `k >= 2`. Same result bit for bit. Asynchronous.
-#[allow(clippy::too_many_arguments)]
-pub fn pass_radix4<T: Pod>(
-    gpu: &Gpu,
-    stream: &Stream,
-    data: &mut DeviceBuffer<T>,
-    tables: &DeviceBuffer<T>,
-    lg_n: u32,
-    s0: u32,
-    k: u32,
-    lg_c: u32,
-    pass_flags: u32,
-) -> Result<()> {
-    pass_impl(
-        gpu, stream, data, tables, lg_n, s0, k, lg_c, pass_flags, true,
-    )
-}
-
-/// [`pass`] on the wide kernel (`cuzk_ntt_pass_wide`): tiles of up to 2^12 elements
-/// (`32 << (k + lg_c)` bytes of dynamic shared memory, above the 48 KiB default), eight elements
-/// per thread, radix-4 steps; needs `k >= 2` and `3 <= k + lg_c <= WIDE_TILE_LG`. Same result
-/// bit for bit. Asynchronous.
-#[allow(clippy::too_many_arguments)]
-pub fn pass_wide<T: Pod>(
-    gpu: &Gpu,
-    stream: &Stream,
-    data: &mut DeviceBuffer<T>,
-    tables: &DeviceBuffer<T>,
-    lg_n: u32,
-    s0: u32,
-    k: u32,
-    lg_c: u32,
-    pass_flags: u32,
-) -> Result<()> {
-    const K: &str = "cuzk_ntt_pass_wide";
-    check_elem::<T>(K)?;
-    check_tables(K, tables)?;
-    let batch = check_batch(K, data, lg_n)?;
-    if k < 2
-        || k + lg_c < 3
-        || k + lg_c > WIDE_TILE_LG
-        || s0 + k + lg_c > lg_n
+    let name = kernel.name();
+    let (ept_lg, min_k, max_tile_lg) = kernel.shape();
+    check_elem::<T>(name)?;
+    check_tables(name, tables)?;
+    let batch = check_batch(name, data, lg_n)?;
+    let tile_lg = k + lg_c;
+    if k < min_k
+        || tile_lg < ept_lg
+        || tile_lg > max_tile_lg
+        || s0 + tile_lg > lg_n
         || pass_flags & !flags::ALL != 0
     {
         return Err(invalid(
-            K,
+            name,
             format!(
                 "bad pass geometry lg_n={lg_n} s0={s0} k={k} lg_c={lg_c} flags={pass_flags:#x}"
             ),
         ));
     }
-    let tile_lg = k + lg_c;
-    let cfg = LaunchConfig {
-        grid: (1 << (lg_n - tile_lg), batch, 1),
-        block: (1 << (tile_lg - 3), 1, 1),
-        shared_bytes: 32 << tile_lg,
-    };
-    // SAFETY: as in pass_impl; internal twiddles of half-size >= 2^10 (k = 11, 12) read the
-    // direct table at j << (17 - lg_h) < 2^17 < DIRECT_N. The launcher raises the function's
-    // dynamic shared memory limit for the 128 KiB tile.
-    unsafe {
-        gpu.launch(
-            stream,
-            MODULE,
-            K,
-            cfg,
-            &[&*data, tables, &lg_n, &s0, &k, &lg_c, &pass_flags],
-        )
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn pass_impl<T: Pod>(
-    gpu: &Gpu,
-    stream: &Stream,
-    data: &mut DeviceBuffer<T>,
-    tables: &DeviceBuffer<T>,
-    lg_n: u32,
-    s0: u32,
-    k: u32,
-    lg_c: u32,
-    pass_flags: u32,
-    radix4: bool,
-) -> Result<()> {
-    let (kernel, ept_lg, min_k) = if radix4 {
-        ("cuzk_ntt_pass4", 2, 2)
-    } else {
-        ("cuzk_ntt_pass", 1, 1)
-    };
-    check_elem::<T>(kernel)?;
-    check_tables(kernel, tables)?;
-    let batch = check_batch(kernel, data, lg_n)?;
-    if k < min_k || k + lg_c > TILE_LG || s0 + k + lg_c > lg_n || pass_flags & !flags::ALL != 0 {
-        return Err(invalid(
-            kernel,
-            format!(
-                "bad pass geometry lg_n={lg_n} s0={s0} k={k} lg_c={lg_c} flags={pass_flags:#x}"
-            ),
-        ));
-    }
-    let tile_lg = k + lg_c;
     let cfg = LaunchConfig {
         grid: (1 << (lg_n - tile_lg), batch, 1),
         block: (1 << (tile_lg - ept_lg), 1, 1),
@@ -259,13 +205,15 @@ fn pass_impl<T: Pod>(
     // polynomial blockIdx.y < batch of `data` (batch << lg_n == data.len()) and reads `tables`
     // below T_LEN (exponents < 2^28 split 14/14, direct index < 2^18 only when
     // lg_n - s0 <= 18, scaled HI index gn_off(lg_n) + (i >> 14) < gn_off(lg_n + 1) for
-    // i < 2^lg_n, lg_n <= 28, internal index < 512); `data` is
-    // borrowed mutably for the launch and stream order protects it afterwards.
+    // i < 2^lg_n, lg_n <= 28, internal index < 512; the wide kernel's internal twiddles of
+    // half-size >= 2^10 read the direct table at j << (17 - lg_h) < 2^17 < DIRECT_N); `data`
+    // is borrowed mutably for the launch and stream order protects it afterwards. The
+    // launcher raises the function's dynamic shared memory limit for tiles above 48 KiB.
     unsafe {
         gpu.launch(
             stream,
             MODULE,
-            kernel,
+            name,
             cfg,
             &[&*data, tables, &lg_n, &s0, &k, &lg_c, &pass_flags],
         )

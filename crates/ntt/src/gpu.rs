@@ -86,13 +86,14 @@ fn run_passes(
     passes: &[Pass],
 ) -> Result<(), NttError> {
     for p in passes {
-        if p.wide {
-            k::pass_wide(gpu, stream, data, tables, lg_n, p.s0, p.k, p.lg_c, p.flags)?;
+        let kernel = if p.wide {
+            k::PassKernel::Wide
         } else if p.radix4 {
-            k::pass_radix4(gpu, stream, data, tables, lg_n, p.s0, p.k, p.lg_c, p.flags)?;
+            k::PassKernel::Radix4
         } else {
-            k::pass(gpu, stream, data, tables, lg_n, p.s0, p.k, p.lg_c, p.flags)?;
-        }
+            k::PassKernel::Radix2
+        };
+        k::pass(gpu, stream, kernel, data, tables, lg_n, p.s0, p.k, p.lg_c, p.flags)?;
     }
     Ok(())
 }
