@@ -423,42 +423,10 @@ pub fn scatter<S: Pod>(
 
 /// Level 0 of the bucket accumulation: `nthreads` equal slices of the `offsets[nkeys]` sorted
 /// entries; writes `2 · nthreads` partials and the buckets of runs inside a slice.
-/// `buckets` holds `nkeys + 1` XYZZ points (the last is a dump slot) and must start zeroed.
+/// `buckets` holds `nkeys + 1` XYZZ points (the last is a dump slot) and must start zeroed;
+/// `variant` picks the G1 kernel build.
 #[allow(clippy::too_many_arguments)]
 pub fn accumulate<P: Pod>(
-    gpu: &Gpu,
-    stream: &Stream,
-    curve: Curve,
-    points: &DeviceBuffer<P>,
-    npoints: usize,
-    sorted: &DeviceBuffer<u32>,
-    offsets: &DeviceBuffer<u32>,
-    nkeys: usize,
-    nthreads: usize,
-    pkeys: &mut DeviceBuffer<u32>,
-    ppts: &mut DeviceBuffer<u64>,
-    buckets: &mut DeviceBuffer<u64>,
-) -> Result<()> {
-    accumulate_with(
-        gpu,
-        stream,
-        curve,
-        Accumulate::Regular,
-        points,
-        npoints,
-        sorted,
-        offsets,
-        nkeys,
-        nthreads,
-        pkeys,
-        ppts,
-        buckets,
-    )
-}
-
-/// As [`accumulate`] with the kernel build `variant`.
-#[allow(clippy::too_many_arguments)]
-pub fn accumulate_with<P: Pod>(
     gpu: &Gpu,
     stream: &Stream,
     curve: Curve,

@@ -1067,7 +1067,7 @@ impl<P: MsmPoint> GpuMsm<P> {
             mark(marks, s, 5)?;
             k::scatter(g, s, canon, n, c, nwin, &mut sc.cursors, &mut sc.sorted)?;
             mark(marks, s, 6)?;
-            k::accumulate_with(
+            k::accumulate(
                 g,
                 s,
                 cv,
