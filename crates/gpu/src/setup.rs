@@ -54,6 +54,41 @@ fn invalid(kernel: &str, reason: String) -> GpuError {
     }
 }
 
+fn check_affine<A>(kernel: &str, group: Group) -> Result<()> {
+    if size_of::<A>() != group.affine_bytes() {
+        return Err(invalid(
+            kernel,
+            format!(
+                "point type has {} bytes, affine {group:?} has {}",
+                size_of::<A>(),
+                group.affine_bytes()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `xyzz` holds exactly `n` XYZZ points of `group` (`what` names them in the error).
+fn check_xyzz(
+    kernel: &str,
+    group: Group,
+    xyzz: &DeviceBuffer<u32>,
+    n: usize,
+    what: &str,
+) -> Result<()> {
+    if xyzz.len() != n * xyzz_words(group) {
+        return Err(invalid(
+            kernel,
+            format!(
+                "{} XYZZ words for {n} {what}, need {}",
+                xyzz.len(),
+                n * xyzz_words(group)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// `xyzz[i] = scalars[i] · G` for every i, from the affine window table of G (on `stream`,
 /// asynchronous). Scalars are Fr in Montgomery form; the table must hold valid non-identity
 /// points (the kernel's memory accesses are in bounds whatever it holds).
@@ -73,16 +108,7 @@ pub fn fixed_base_mul<S: Pod, A: Pod>(
             format!("scalar type has {} bytes, Fr has 32", size_of::<S>()),
         ));
     }
-    if size_of::<A>() != group.affine_bytes() {
-        return Err(invalid(
-            kernel,
-            format!(
-                "point type has {} bytes, affine {group:?} has {}",
-                size_of::<A>(),
-                group.affine_bytes()
-            ),
-        ));
-    }
+    check_affine::<A>(kernel, group)?;
     if !(1..=MAX_WINDOW).contains(&window) {
         return Err(invalid(
             kernel,
@@ -100,16 +126,7 @@ pub fn fixed_base_mul<S: Pod, A: Pod>(
         ));
     }
     let n = scalars.len();
-    if xyzz.len() != n * xyzz_words(group) {
-        return Err(invalid(
-            kernel,
-            format!(
-                "{} XYZZ words for {n} scalars, need {}",
-                xyzz.len(),
-                n * xyzz_words(group)
-            ),
-        ));
-    }
+    check_xyzz(kernel, group, xyzz, n, "scalars")?;
     let n32 =
         u32::try_from(n).map_err(|_| invalid(kernel, format!("{n} scalars: more than 2^32")))?;
     if n == 0 {
@@ -141,27 +158,9 @@ pub fn batch_to_affine<A: Pod>(
     out: &mut DeviceBuffer<A>,
 ) -> Result<()> {
     let (_, kernel, block) = names(group);
-    if size_of::<A>() != group.affine_bytes() {
-        return Err(invalid(
-            kernel,
-            format!(
-                "point type has {} bytes, affine {group:?} has {}",
-                size_of::<A>(),
-                group.affine_bytes()
-            ),
-        ));
-    }
+    check_affine::<A>(kernel, group)?;
     let n = out.len();
-    if xyzz.len() != n * xyzz_words(group) {
-        return Err(invalid(
-            kernel,
-            format!(
-                "{} XYZZ words for {n} points, need {}",
-                xyzz.len(),
-                n * xyzz_words(group)
-            ),
-        ));
-    }
+    check_xyzz(kernel, group, xyzz, n, "points")?;
     let n32 =
         u32::try_from(n).map_err(|_| invalid(kernel, format!("{n} points: more than 2^32")))?;
     if n == 0 {
