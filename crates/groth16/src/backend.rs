@@ -150,6 +150,28 @@ pub struct QuotientMsm {
     pub msm: Duration,
 }
 
+/// The four witness MSMs in order, each timed: `g1(ctx, query, points, offset)` runs one G1
+/// MSM over the witness from `offset` (0 for A and B, `num_public + 1` for L), `g2(ctx,
+/// points)` the G2 one. `ctx` is what both need mutably (a backend's locked state).
+pub(crate) fn run_witness_msms<C>(
+    ctx: &mut C,
+    pk: &ProvingKey,
+    num_public: usize,
+    mut g1: impl FnMut(&mut C, Query, &[G1Affine], usize) -> Result<G1Projective, BackendError>,
+    g2: impl FnOnce(&mut C, &[G2Affine]) -> Result<G2Projective, BackendError>,
+) -> Result<WitnessMsms, BackendError> {
+    let mut out = WitnessMsms::default();
+    let (r, d) = timed("msm_a", || g1(ctx, Query::A, &pk.a_query, 0));
+    (out.a, out.time_a) = (r?, d);
+    let (r, d) = timed("msm_b_g1", || g1(ctx, Query::BG1, &pk.b_g1_query, 0));
+    (out.b_g1, out.time_b_g1) = (r?, d);
+    let (r, d) = timed("msm_b_g2", || g2(ctx, &pk.b_g2_query));
+    (out.b_g2, out.time_b_g2) = (r?, d);
+    let (r, d) = timed("msm_l", || g1(ctx, Query::L, &pk.l_query, num_public + 1));
+    (out.l, out.time_l) = (r?, d);
+    Ok(out)
+}
+
 /// What the prover needs from an engine. Every implementation must return exactly what
 /// [`CpuBackend`] returns (the GPU one is checked bit for bit against it).
 pub trait ProverBackend: Send + Sync + fmt::Debug {
@@ -201,17 +223,13 @@ pub trait ProverBackend: Send + Sync + fmt::Debug {
         staged: &dyn Fn(),
     ) -> Result<WitnessMsms, BackendError> {
         staged();
-        let mut out = WitnessMsms::default();
-        let (r, d) = timed("msm_a", || self.msm_g1(Query::A, &pk.a_query, z));
-        (out.a, out.time_a) = (r?, d);
-        let (r, d) = timed("msm_b_g1", || self.msm_g1(Query::BG1, &pk.b_g1_query, z));
-        (out.b_g1, out.time_b_g1) = (r?, d);
-        let (r, d) = timed("msm_b_g2", || self.msm_g2(Query::BG2, &pk.b_g2_query, z));
-        (out.b_g2, out.time_b_g2) = (r?, d);
-        let private = z.get(num_public + 1..).unwrap_or_default();
-        let (r, d) = timed("msm_l", || self.msm_g1(Query::L, &pk.l_query, private));
-        (out.l, out.time_l) = (r?, d);
-        Ok(out)
+        run_witness_msms(
+            &mut (),
+            pk,
+            num_public,
+            |(), q, points, at| self.msm_g1(q, points, z.get(at..).unwrap_or_default()),
+            |(), points| self.msm_g2(Query::BG2, points, z),
+        )
     }
 
     /// Phase after the witness map: the quotient H from the evaluations, then

@@ -31,6 +31,7 @@ use rayon::prelude::*;
 
 use crate::backend::{
     BackendError, Evaluations, HostVec, ProverBackend, Query, QuotientMsm, WitnessMsms,
+    run_witness_msms,
 };
 use crate::keys::ProvingKey;
 use crate::timing::timed;
@@ -828,34 +829,15 @@ impl ProverBackend for GpuBackend {
         let (dz, upload) = timed("upload_witness", || self.upload_witness(&mut st, z));
         let dz = dz?;
         staged();
-        let mut out = WitnessMsms {
-            upload,
-            ..WitnessMsms::default()
-        };
-        let on_device = |off| Scalars::Device(&dz, off);
-        let (r, d) = timed("msm_a", || {
-            self.run(&mut st, Query::A, &pk.a_query, on_device(0), g1_slot)
-        });
-        (out.a, out.time_a) = (r?, d);
-        let (r, d) = timed("msm_b_g1", || {
-            self.run(&mut st, Query::BG1, &pk.b_g1_query, on_device(0), g1_slot)
-        });
-        (out.b_g1, out.time_b_g1) = (r?, d);
-        let (r, d) = timed("msm_b_g2", || {
-            self.run(&mut st, Query::BG2, &pk.b_g2_query, on_device(0), g2_slot)
-        });
-        (out.b_g2, out.time_b_g2) = (r?, d);
-        let (r, d) = timed("msm_l", || {
-            self.run(
-                &mut st,
-                Query::L,
-                &pk.l_query,
-                on_device(num_public + 1),
-                g1_slot,
-            )
-        });
-        (out.l, out.time_l) = (r?, d);
-        Ok(out)
+        let on_device = |at| Scalars::Device(&dz, at);
+        let out = run_witness_msms(
+            &mut st,
+            pk,
+            num_public,
+            |st, q, points, at| self.run(st, q, points, on_device(at), g1_slot),
+            |st, points| self.run(st, Query::BG2, points, on_device(0), g2_slot),
+        )?;
+        Ok(WitnessMsms { upload, ..out })
     }
 
     fn quotient_msm(
