@@ -93,7 +93,9 @@ fn run_passes(
         } else {
             k::PassKernel::Radix2
         };
-        k::pass(gpu, stream, kernel, data, tables, lg_n, p.s0, p.k, p.lg_c, p.flags)?;
+        k::pass(
+            gpu, stream, kernel, data, tables, lg_n, p.s0, p.k, p.lg_c, p.flags,
+        )?;
     }
     Ok(())
 }
