@@ -141,6 +141,7 @@ CUZK_DEV void mul_wide_split_limbs(uint32_t* w, const uint32_t* a, const uint32_
 //   static CUZK_DEV uint32_t m0();            -p^-1 mod 2^32
 //   static CUZK_DEV uint32_t one(int i);      R mod p (Montgomery one)
 //   static CUZK_DEV uint32_t rr(int i);       R^2 mod p (to Montgomery)
+//   static constexpr bool mul_karatsuba;      operator* uses mul_karatsuba (else:)
 //   static constexpr bool mul_lo_special;     operator* uses mul_lo_special (then also
 //   static constexpr uint32_t mod0, mod1;     p[0], p[1], which must be 1, 2^32 - 1)
 template <class P>
@@ -372,7 +373,7 @@ struct __align__(16) mont_t {
         acc[n - 1] = ptx::madc_hi_0(a[n - 2], bi);
     }
 
-    // ---- Karatsuba multiplication (opt-in, Fp bench variant `_kara`), a, b < p ---------------
+    // ---- Karatsuba multiplication (Fp's operator*), a, b < p ---------------
     // One level of subtractive Karatsuba on the n x n wide product, then a separate Montgomery
     // reduction (redc_wide). With h = n/2, X = 2^(32h), a = a0 + a1 X, b = b0 + b1 X:
     //   L = a0 b0, H = a1 b1, D = |a0 - a1| |b1 - b0|, s = sign((a0 - a1)(b1 - b0)),
@@ -676,11 +677,13 @@ struct __align__(16) mont_t {
         final_sub(even.v);
         return even;
     }
-    // P::mul_lo_special selects the variant for operator* (false for both BLS12-381 fields until
-    // a GPU run shows the special one faster); mul_lo_special() forces it (Fr only).
+    // P::mul_karatsuba selects the Karatsuba product + wide reduction for operator*, else
+    // P::mul_lo_special selects between the two interleaved rows; mul_lo_special() forces the
+    // special row (Fr only), mul_karatsuba() the Karatsuba product.
     friend CUZK_DEV mont_t operator*(const mont_t& a, const mont_t& b)
     {
-        return mul_<P::mul_lo_special>(a, b);
+        if constexpr (P::mul_karatsuba) return mul_karatsuba(a, b);
+        else return mul_<P::mul_lo_special>(a, b);
     }
     static CUZK_DEV mont_t mul_lo_special(const mont_t& a, const mont_t& b)
     {
