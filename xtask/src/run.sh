@@ -8,9 +8,15 @@
 #   gpu-tests.txt        "<bin> <test name>" for every GPU test listed at build time
 #   benches/<bin>        bench executables; benches.txt: "<bin> [args...]" one per line
 #   cuzk                 the cuzk binary, if it was built (its `devices` report is printed first)
+# Usage: run.sh [BIN ...]   with BIN names of tests/ (default: all, then the benches); naming
+# binaries runs only those (no benches), so a suite longer than one session's call can be split.
 # Exit status: 0 only if every listed GPU test ran and passed and every bench succeeded.
 set -u
 cd "$(dirname "$0")"
+only=" $* "
+for b in "$@"; do
+    [ -x "tests/$b" ] || { echo "run.sh: no test binary tests/$b (have: $(ls tests | tr '\n' ' '))" >&2; exit 2; }
+done
 export CUZK_SYNC_LAUNCHES="${CUZK_SYNC_LAUNCHES:-0}"
 
 if ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; } && [ ! -e /dev/nvidia0 ]; then
@@ -28,6 +34,7 @@ total_passed=0
 for t in tests/*; do
     [ -x "$t" ] || continue
     bin=$(basename "$t")
+    [ "$only" = "  " ] || [[ "$only" == *" $bin "* ]] || continue
     expected=$(grep "^$bin " gpu-tests.txt 2>/dev/null | cut -d' ' -f2- | sort)
     [ -n "$expected" ] || continue
     n_expected=$(printf '%s\n' "$expected" | grep -c .)
@@ -54,7 +61,7 @@ for t in tests/*; do
 done
 
 bench_rows=()
-if [ -f benches.txt ]; then
+if [ -f benches.txt ] && [ "$only" = "  " ]; then
     while read -r bin args; do
         case "$bin" in ''|'#'*) continue ;; esac
         start=$(date +%s.%N)
