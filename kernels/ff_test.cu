@@ -94,8 +94,6 @@ FIELD_UNARY(fp2_neg, fp2_t, -x)
 
 // ptxas for sm_80..89 (not sm_90) parks 8 bytes of the doubling on the stack; a test kernel:
 // cuzk: allow-spills g1_jacobian_dbl
-// The Karatsuba Fp multiply (more live registers) parks 16 bytes of the XYZZ addition; test kernel:
-// cuzk: allow-spills g1_xyzz_add
 POINT_KERNELS(g1, fp_t)
 
 // G2: one kernel with an operation selector (same order as the G1 kernels above), so that the
@@ -129,7 +127,7 @@ g2_point_op(uint32_t op, const g2_jacobian_t* __restrict__ a, const g2_jacobian_
 // chains so nothing is optimised away. Multiplications performed = n * iters * CHAINS.
 // VARIANT (same results as operator* in every case):
 //   VAR_DEFAULT operator*;  VAR_SPLIT Fp2 fp2x_t::mul_split;  VAR_GENERIC mont_t::mul_<false>
-//   (the generic CIOS rows; operator* of Fr is mul_lo_special, of Fp mul_karatsuba);
+//   (the generic CIOS rows; operator* of Fr is mul_lo_special);
 //   VAR_KARA mont_t::mul_karatsuba (one Karatsuba level + separate reduction); VAR_KARA_SPLIT
 //   the same with even/odd-split half products (mul_karatsuba<true>)
 enum { VAR_DEFAULT = 0, VAR_SPLIT = 1, VAR_GENERIC = 2, VAR_KARA = 3, VAR_KARA_SPLIT = 4 };
@@ -184,12 +182,13 @@ MUL_BENCH(fr_mul_bench_c8, fr_t, 8)
 // CIOS row for A/B, suffix _generic
 MUL_BENCH_(fr_mul_bench_generic, fr_t, FR_BENCH_CHAINS, VAR_GENERIC)
 MUL_BENCH_(fr_mul_bench_generic_c2, fr_t, 2, VAR_GENERIC)
-// Fp's default is mul_karatsuba since run 6 (fp_mul_bench*); the interleaved rows (the default
-// before, mul_<false>) for A/B, suffix _rows
 MUL_BENCH(fp_mul_bench_c2, fp_t, 2)
 MUL_BENCH(fp_mul_bench_c1, fp_t, 1)
-MUL_BENCH_(fp_mul_bench_rows, fp_t, FP_BENCH_CHAINS, VAR_GENERIC)
-MUL_BENCH_(fp_mul_bench_rows_c2, fp_t, 2, VAR_GENERIC)
+// Fp with mont_t::mul_karatsuba (3 half-size products + redc_wide: 516 IMAD slots vs 588),
+// suffix _kara (operator* in run 6, reverted: see fp_params)
+MUL_BENCH_(fp_mul_bench_kara, fp_t, FP_BENCH_CHAINS, VAR_KARA)
+MUL_BENCH_(fp_mul_bench_kara_c2, fp_t, 2, VAR_KARA)
+MUL_BENCH_(fp_mul_bench_kara_c1, fp_t, 1, VAR_KARA)
 // suffix _karas: mul_karatsuba<true> (even/odd-split half products)
 MUL_BENCH_(fp_mul_bench_karas_c2, fp_t, 2, VAR_KARA_SPLIT)
 MUL_BENCH_(fp_mul_bench_karas_c1, fp_t, 1, VAR_KARA_SPLIT)

@@ -51,9 +51,10 @@ struct fp_params {
     static constexpr int n = 12;
     static constexpr int bits = 381;
     static constexpr bool mul_lo_special = false;
-    // operator* uses the Karatsuba product (run 4, H200: Karatsuba bench variants up to 27.75 vs 26.0-26.4
-    // G mul/s for the interleaved rows, same results); false restores the rows everywhere
-    static constexpr bool mul_karatsuba = true;
+    // The interleaved rows, not the Karatsuba product: on its own mul_karatsuba reaches 27.4 G/s
+    // (rows 26.4), but as operator* it made the G1 MSM 16% slower (run 6, H200: 2^24 154 vs 132
+    // ms; more live registers at the MSM kernels' caps). true switches every Fp multiply.
+    static constexpr bool mul_karatsuba = false;
     static CUZK_DEV uint32_t mod(int i) { return FP_MOD[i]; }
     static CUZK_DEV uint32_t m0() { return FP_M0; }
     static CUZK_DEV uint32_t one(int i) { return FP_ONE[i]; }

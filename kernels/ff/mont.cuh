@@ -373,7 +373,7 @@ struct __align__(16) mont_t {
         acc[n - 1] = ptx::madc_hi_0(a[n - 2], bi);
     }
 
-    // ---- Karatsuba multiplication (Fp's operator*), a, b < p ---------------
+    // ---- Karatsuba multiplication (bench `_kara`; operator* if P::mul_karatsuba), a, b < p ----
     // One level of subtractive Karatsuba on the n x n wide product, then a separate Montgomery
     // reduction (redc_wide). With h = n/2, X = 2^(32h), a = a0 + a1 X, b = b0 + b1 X:
     //   L = a0 b0, H = a1 b1, D = |a0 - a1| |b1 - b0|, s = sign((a0 - a1)(b1 - b0)),

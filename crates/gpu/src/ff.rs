@@ -390,9 +390,8 @@ pub fn mul_bench<T: Pod>(
 }
 
 /// Extra throughput kernels of ff_test.cu (same contract as `<field>_mul_bench`: another chain
-/// count `_c<k>`; `_generic` (Fr) / `_rows` (Fp): the generic CIOS rows `mont_t::mul_<false>`
-/// (the defaults are `mul_lo_special` and `mul_karatsuba`); `_karas`:
-/// `mont_t::mul_karatsuba<true>`; `_split`:
+/// count `_c<k>`; `_generic`: Fr's generic CIOS row `mont_t::mul_<false>` (the default is
+/// `mul_lo_special`); `_kara` / `_karas`: `mont_t::mul_karatsuba<false / true>`; `_split`:
 /// `fp2x_t::mul_split`), timed side by side with the defaults: (field, kernel, chains).
 pub const MUL_BENCH_VARIANTS: &[(Field, &str, u32)] = &[
     (Field::Fr, "fr_mul_bench_generic", 4),
@@ -401,8 +400,9 @@ pub const MUL_BENCH_VARIANTS: &[(Field, &str, u32)] = &[
     (Field::Fr, "fr_mul_bench_c8", 8),
     (Field::Fp, "fp_mul_bench_c2", 2),
     (Field::Fp, "fp_mul_bench_c1", 1),
-    (Field::Fp, "fp_mul_bench_rows", 4),
-    (Field::Fp, "fp_mul_bench_rows_c2", 2),
+    (Field::Fp, "fp_mul_bench_kara", 4),
+    (Field::Fp, "fp_mul_bench_kara_c2", 2),
+    (Field::Fp, "fp_mul_bench_kara_c1", 1),
     (Field::Fp, "fp_mul_bench_karas_c2", 2),
     (Field::Fp, "fp_mul_bench_karas_c1", 1),
     (Field::Fp2, "fp2_mul_bench_split", 2),
