@@ -10,6 +10,7 @@ msm_prepare(const fr_t* in, fr_t* out, uint32_t n, uint32_t* counters)
     msm::prepare(in, out, n, counters);
 }
 
+// Per-key atomic sort (fallback: CUZK_MSM_SORT=atomic): histogram, scan, scatter.
 extern "C" __global__ void __launch_bounds__(256)
 msm_histogram(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* counts)
 {
@@ -48,6 +49,38 @@ msm_scatter(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwi
             uint32_t* __restrict__ sorted, uint32_t cap)
 {
     msm::scatter(canon, n, c, nwin, cursors, sorted, cap);
+}
+
+// Binned sort (default; msm/sort.cuh): histogram of bins, scan (above), coarse scatter, one
+// block of 256 per bin (fixed: must match msm.rs), oversized bins.
+extern "C" __global__ void __launch_bounds__(256)
+msm_sort_bin_histogram(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t F,
+                       uint32_t Ft, uint32_t* bin_counts, uint32_t* flag)
+{
+    msm::sort_bin_histogram(canon, n, c, nwin, F, Ft, bin_counts, flag);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+msm_sort_bin_scatter(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t F,
+                     uint32_t Ft, uint32_t idxbits, uint32_t* bin_cur, uint32_t* __restrict__ sorted, uint32_t cap)
+{
+    msm::sort_bin_scatter(canon, n, c, nwin, F, Ft, idxbits, bin_cur, sorted, cap);
+}
+
+extern "C" __global__ void __launch_bounds__(msm::SORT_FINE_THREADS)
+msm_sort_fine(const uint32_t* __restrict__ bin_off, uint32_t nbins, uint32_t F, uint32_t Ft, uint32_t idxbits,
+              uint32_t c, uint32_t nwin, uint32_t* sorted, uint32_t cap, uint32_t* offsets, uint32_t* cursors,
+              uint32_t* flag)
+{
+    msm::sort_fine(bin_off, nbins, F, Ft, idxbits, c, nwin, sorted, cap, offsets, cursors, flag);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+msm_sort_oversize(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t F, uint32_t Ft,
+                  const uint32_t* __restrict__ bin_counts, const uint32_t* __restrict__ flag, uint32_t* cursors,
+                  uint32_t* __restrict__ sorted, uint32_t cap)
+{
+    msm::sort_oversize(canon, n, c, nwin, F, Ft, bin_counts, flag, cursors, sorted, cap);
 }
 
 #define MSM_POINT_KERNELS(G, F, TPB, ACC_MINB)                                                           \

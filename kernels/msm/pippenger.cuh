@@ -2,8 +2,12 @@
 //
 // Pipeline for one batch of n (point, scalar) pairs (crates/msm/src/gpu.rs drives it):
 //  1. prepare     scalars Montgomery -> canonical; count "general" scalars (neither 0 nor 1)
-//  2. histogram   signed c-bit digits of every general scalar; count entries per key
-//                 key = window * B + (|digit| - 1), B = 2^(c-1) buckets per window
+//  2-4. sort     signed c-bit digits of every general scalar, key = window * B + (|digit| - 1),
+//                 B = 2^(c-1) buckets per window; entries (point index | sign << 31) grouped by
+//                 key in `sorted`, offsets[key] = exclusive prefix of the per-key counts.
+//                 Default: the binned sort of msm/sort.cuh (bins of 2^F keys, then a shared-
+//                 memory sort per bin). Fallback (CUZK_MSM_SORT=atomic), below:
+//  2. histogram   count entries per key (global atomics)
 //  3. scan        exclusive prefix sum of the counts -> offsets (and a copy used as cursors):
 //                 three launches, reduce-then-scan over tiles of 512 counts
 //  4. scatter     counting sort: sorted[cursor[key]++] = point index | sign << 31
@@ -24,6 +28,7 @@
 #include "../ff/bls12_381.cuh"
 #include "../ec/bls12_381.cuh"
 #include "scan.cuh"
+#include "sort.cuh"
 
 namespace cuzk {
 namespace msm {
@@ -31,46 +36,11 @@ namespace msm {
 #define MSM_GRID_STRIDE(i, n) \
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += gridDim.x * blockDim.x)
 
-static constexpr uint32_t SIGN_BIT = 0x80000000u;
 // counters[] slots written by prepare
 static constexpr int CNT_GENERAL = 0;
 static constexpr int CNT_ONES = 1;
 
-__device__ __forceinline__ bool is_one_canonical(const fr_t& s)
-{
-    uint32_t acc = s.v[0] ^ 1u;
-#pragma unroll
-    for (int i = 1; i < 8; i++) acc |= s.v[i];
-    return acc == 0;
-}
-
-__device__ __forceinline__ bool is_general(const fr_t& s) { return !s.is_zero() && !is_one_canonical(s); }
-
-// Bits [off, off + c) of a 256-bit little-endian integer (c <= 31); zero beyond bit 255.
-__device__ __forceinline__ uint32_t get_bits(const fr_t& s, uint32_t off, uint32_t c)
-{
-    uint32_t limb = off >> 5, sh = off & 31;
-    uint32_t lo = limb < 8 ? s.v[limb] : 0;
-    uint32_t hi = limb + 1 < 8 ? s.v[limb + 1] : 0;
-    return __funnelshift_r(lo, hi, sh) & ((1u << c) - 1);
-}
-
-// Signed digit of window w given the carry from window w-1: digit in (-2^(c-1), 2^(c-1)].
-// Returns the digit's key (or ~0u for a zero digit) and updates carry; *neg is the sign.
-__device__ __forceinline__ uint32_t digit_key(const fr_t& s, uint32_t w, uint32_t c, uint32_t& carry, bool& neg)
-{
-    const uint32_t half = 1u << (c - 1);
-    uint32_t v = get_bits(s, w * c, c) + carry;
-    if (v > half) {
-        carry = 1;
-        v = (1u << c) - v;   // |v - 2^c|, 0 when v == 2^c
-        neg = true;
-    } else {
-        carry = 0;
-        neg = false;
-    }
-    return v == 0 ? ~0u : w * half + (v - 1);
-}
+// Scalar digits (is_general, digit_key, ...) and the binned sort (default steps 2-4): sort.cuh.
 
 // 1. in (Montgomery) -> out (canonical); in == out allowed (each element read before written).
 __device__ __forceinline__ void prepare(const fr_t* in, fr_t* out, uint32_t n, uint32_t* counters)

@@ -421,6 +421,179 @@ pub fn scatter<S: Pod>(
     }
 }
 
+/// Entries a bin may hold to be sorted in shared memory (`SORT_TILE`, kernels/msm/sort.cuh);
+/// larger bins take the per-key atomic path of `msm_sort_oversize`.
+pub const SORT_TILE: usize = 8192;
+/// Largest fine-bit count of [`bin_sort`] (`SORT_MAX_FINE_BITS`).
+pub const SORT_MAX_FINE_BITS: u32 = 10;
+/// Threads of `msm_sort_fine` (`SORT_FINE_THREADS`).
+const SORT_FINE_THREADS: u32 = 256;
+/// Most blocks of `msm_sort_fine` (each strides over the bins).
+const SORT_FINE_MAX_BLOCKS: usize = 1 << 20;
+
+/// Bits of a point index below `n` (entries carry the fine key above them in [`bin_sort`]).
+pub fn index_bits(n: usize) -> u32 {
+    if n <= 1 {
+        0
+    } else {
+        usize::BITS - (n - 1).leading_zeros()
+    }
+}
+
+/// Largest fine-bit count [`bin_sort`] accepts for `n` points and window bits `c`.
+pub fn max_fine_bits(n: usize, c: u32) -> u32 {
+    c.saturating_sub(1)
+        .min(SORT_MAX_FINE_BITS)
+        .min(31u32.saturating_sub(index_bits(n)))
+}
+
+/// Bins of the binned sort: the windows below the top one in bins of 2^fine_bits keys, the
+/// top window in bins of 2^top_fine_bits keys.
+pub fn sort_bins(c: u32, nwin: u32, fine_bits: u32, top_fine_bits: u32) -> usize {
+    let b = c - 1;
+    ((nwin.max(1) as usize - 1) << (b - fine_bits.min(b))) + (1usize << (b - top_fine_bits.min(b)))
+}
+
+/// Keys of the top window (of `c`-bit windows) that canonical scalars (< r) can reach: the top
+/// digit is at most `(r - 1) >> (c · (nwin − 1))` plus a carry (never above 2^(c-1)).
+pub fn top_window_keys(c: u32) -> usize {
+    // the top 64 bits of r - 1 (bits 192..256): every top window starts at bit >= 192
+    const R_TOP: u64 = 0x73ed_a753_299d_7d48;
+    let nwin = 256u32.div_ceil(c);
+    let start = c * (nwin - 1);
+    let top = if start >= 256 {
+        0
+    } else {
+        R_TOP >> (start - 192)
+    };
+    (top as usize + 1).min(1 << (c - 1))
+}
+
+/// Binned counting sort (kernels/msm/sort.cuh), the same result as [`histogram`] + [`scan`] +
+/// [`scatter`]: `offsets[0..=nkeys]` = exclusive prefix sums of the per-key entry counts and
+/// `sorted[offsets[k]..offsets[k+1])` = the entries of key k (any order). Bins of 2^fine_bits
+/// keys (2^top_fine_bits in the top window, whose digit range is smaller): a histogram of bins,
+/// their scan (`bins[0..=nbins]`, `bins[nbins + 1]` is a flag), a
+/// scatter into the bins, a shared-memory sort per bin that writes `offsets`, and a per-key
+/// atomic pass for bins of more than [`SORT_TILE`] entries. `counts` (>= nbins; zeroed here)
+/// and `cursors` (>= nkeys) are scratch. `phase(i)` runs after launch group i = 1 (histogram),
+/// 2 (scan), 3 (scatter) for profiling marks.
+#[allow(clippy::too_many_arguments)]
+pub fn bin_sort<S: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    canon: &DeviceBuffer<S>,
+    n: usize,
+    c: u32,
+    nwin: u32,
+    fine_bits: u32,
+    top_fine_bits: u32,
+    counts: &mut DeviceBuffer<u32>,
+    bins: &mut DeviceBuffer<u32>,
+    cursors: &mut DeviceBuffer<u32>,
+    sorted: &mut DeviceBuffer<u32>,
+    offsets: &mut DeviceBuffer<u32>,
+    mut phase: impl FnMut(u32) -> Result<()>,
+) -> Result<()> {
+    const K: &str = "msm_sort_bin_scatter";
+    elem::<S>(K, "scalars", SCALAR_BYTES)?;
+    let nkeys = check_windows(K, c, nwin)?;
+    if fine_bits > max_fine_bits(n, c) || top_fine_bits > fine_bits {
+        return Err(invalid(
+            K,
+            format!(
+                "fine bits {fine_bits} (top {top_fine_bits}): at most {} (n = {n}, c = {c}), top <= fine",
+                max_fine_bits(n, c)
+            ),
+        ));
+    }
+    if n > (1 << 31) {
+        return Err(invalid(K, "more than 2^31 points".into()));
+    }
+    let nbins = sort_bins(c, nwin, fine_bits, top_fine_bits);
+    need(K, "canon", canon.len(), n)?;
+    need(K, "counts", counts.len(), nbins)?;
+    need(K, "bins", bins.len(), nbins + 2)?;
+    need(K, "cursors", cursors.len(), nkeys)?;
+    need(K, "offsets", offsets.len(), nkeys + 1)?;
+    let (n32, nb32, f32_, ft32, ib32) = (
+        u32_of(K, "n", n)?,
+        u32_of(K, "nbins", nbins)?,
+        fine_bits,
+        top_fine_bits,
+        index_bits(n),
+    );
+    let cap = u32_of(K, "sorted.len()", sorted.len())?;
+    let flag_ptr = bins.device_ptr() + (4 * (nbins + 1)) as u64;
+    counts.fill_bytes_async(0, stream.cuda())?;
+    // SAFETY: reads canon[0..n), atomics on counts[bin < nbins] (the bins tile the nkeys keys),
+    // writes bins[nbins + 1] (the flag word, inside bins: len checked).
+    unsafe {
+        gpu.launch(
+            stream,
+            MODULE,
+            "msm_sort_bin_histogram",
+            stride_cfg(n, 256)?,
+            &[canon, &n32, &c, &nwin, &f32_, &ft32, &*counts, &flag_ptr],
+        )?
+    }
+    phase(1)?;
+    // bins[0..=nbins] = exclusive prefix of counts; cursors[0..nbins) the same (bin cursors)
+    scan(gpu, stream, counts, nbins, bins, cursors)?;
+    phase(2)?;
+    // SAFETY: reads canon[0..n), atomics on cursors[bin < nbins], writes sorted[pos < cap].
+    unsafe {
+        gpu.launch(
+            stream,
+            MODULE,
+            K,
+            stride_cfg(n, 256)?,
+            &[
+                canon, &n32, &c, &nwin, &f32_, &ft32, &ib32, &*cursors, &*sorted, &cap,
+            ],
+        )?
+    }
+    phase(3)?;
+    let fine_cfg = LaunchConfig {
+        grid: (
+            u32_of(K, "blocks", nbins.clamp(1, SORT_FINE_MAX_BLOCKS))?,
+            1,
+            1,
+        ),
+        block: (SORT_FINE_THREADS, 1, 1),
+        shared_bytes: 0,
+    };
+    // SAFETY: reads bins[0..=nbins], reads/writes sorted inside [bins[b], bins[b+1]) clamped to
+    // cap, writes offsets[0..=nkeys] (the bins' keys tile 0..nkeys), cursors[< nkeys] and the
+    // flag word.
+    unsafe {
+        gpu.launch(
+            stream,
+            MODULE,
+            "msm_sort_fine",
+            fine_cfg,
+            &[
+                &*bins, &nb32, &f32_, &ft32, &ib32, &c, &nwin, &*sorted, &cap, &*offsets,
+                &*cursors, &flag_ptr,
+            ],
+        )?
+    }
+    // SAFETY: reads canon[0..n), counts[bin < nbins] and the flag word; atomics on
+    // cursors[key < nkeys]; writes sorted[pos < cap].
+    unsafe {
+        gpu.launch(
+            stream,
+            MODULE,
+            "msm_sort_oversize",
+            stride_cfg(n, 256)?,
+            &[
+                canon, &n32, &c, &nwin, &f32_, &ft32, &*counts, &flag_ptr, &*cursors, &*sorted,
+                &cap,
+            ],
+        )
+    }
+}
+
 /// Level 0 of the bucket accumulation: `nthreads` equal slices of the `offsets[nkeys]` sorted
 /// entries; writes `2 · nthreads` partials and the buckets of runs inside a slice.
 /// `buckets` holds `nkeys + 1` XYZZ points (the last is a dump slot) and must start zeroed;

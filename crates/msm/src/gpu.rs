@@ -40,6 +40,41 @@ pub const WINDOW_ENV: &str = "CUZK_MSM_WINDOW";
 /// Environment variable choosing the bucket-count scan of every new context: `single` (the
 /// previous one-block kernel, a fallback); anything else or unset: the multi-block scan.
 pub const SCAN_ENV: &str = "CUZK_MSM_SCAN";
+/// Environment variable choosing the counting sort of every new context: `atomic` (the
+/// previous per-key histogram + scan + atomic scatter, a fallback); anything else or unset:
+/// the binned sort ([`Sort::Bins`]).
+pub const SORT_ENV: &str = "CUZK_MSM_SORT";
+/// Entries a sort bin should hold on average (the shared-memory tile holds `SORT_TILE` =
+/// 8192, so a typical bin fits with room for its random spread).
+const SORT_BIN_TARGET: f64 = 4096.0;
+
+/// Counting sort of the (scalar, window) entries by bucket key (kernels/msm/sort.cuh).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Sort {
+    /// Bins of 2^F keys (histogram and scatter on the bins, a shared-memory sort per bin).
+    #[default]
+    Bins,
+    /// One global atomic per entry on its key's cursor (histogram, scan of every key, scatter).
+    Atomic,
+}
+
+impl Sort {
+    /// Parses `bins` / `atomic` (the `CUZK_MSM_SORT` values).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim() {
+            "bins" => Some(Self::Bins),
+            "atomic" => Some(Self::Atomic),
+            _ => None,
+        }
+    }
+}
+
+fn env_sort() -> Sort {
+    std::env::var(SORT_ENV)
+        .ok()
+        .and_then(|v| Sort::parse(&v))
+        .unwrap_or_default()
+}
 /// Host scalars of at least this many elements are staged through pinned memory.
 const STAGE_MIN: usize = 1 << 16;
 /// Elements per pinned staging slot (16 MiB of scalars).
@@ -171,6 +206,10 @@ pub struct Plan {
     pub sorted_cap: usize,
     /// Threads of the ones pass.
     pub ones_threads: usize,
+    /// Fine bits F of the binned sort: bins of 2^F keys, ~[`SORT_BIN_TARGET`] entries each.
+    pub sort_fine_bits: u32,
+    /// Fine bits of the top window's bins (<= F: its digits span fewer keys, each fuller).
+    pub sort_top_fine_bits: u32,
     /// Sizing plans ([`Self::new`]) only: per curve (G1, G2), the largest scratch of any plan a
     /// run may use; [`Self::scratch_bytes`] never reports less. Zero for a run's own plan.
     bound: [u64; 2],
@@ -285,8 +324,41 @@ impl Plan {
             group: buckets_per_window / groups,
             sorted_cap: entries.max(1),
             ones_threads: n.div_ceil(64).clamp(1, acc_wave),
+            sort_fine_bits: Self::fine_bits(c, general, n),
+            sort_top_fine_bits: Self::top_fine_bits(c, general, n),
             bound: [0; 2],
         }
+    }
+
+    /// Largest F (within what the kernels accept for n points) with about
+    /// `general / 2^(c-1) · 2^F <= SORT_BIN_TARGET` entries per bin (a full window has
+    /// ~general / 2^(c-1) entries per key).
+    fn fine_bits(c: u32, general: usize, n: usize) -> u32 {
+        let per_key = general.max(1) as f64 / (1u64 << (c - 1)) as f64;
+        let max = k::max_fine_bits(n, c);
+        (0..=max)
+            .rev()
+            .find(|&f| per_key * (1u64 << f) as f64 <= SORT_BIN_TARGET)
+            .unwrap_or(0)
+    }
+
+    /// F less log2 of how much fuller the top window's keys are (2^(c-1) keys, only
+    /// `top_window_keys(c)` reachable): e.g. 4 less at c = 20.
+    fn top_fine_bits(c: u32, general: usize, n: usize) -> u32 {
+        let b = 1usize << (c - 1);
+        let reach = k::top_window_keys(c);
+        let shift = (0..c).take_while(|&s| reach << s <= b).last().unwrap_or(0);
+        Self::fine_bits(c, general, n).saturating_sub(shift)
+    }
+
+    /// Bins of the binned sort.
+    pub fn sort_bins(&self) -> usize {
+        k::sort_bins(
+            self.c,
+            self.nwin as u32,
+            self.sort_fine_bits,
+            self.sort_top_fine_bits,
+        )
     }
 
     pub fn nkeys(&self) -> usize {
@@ -309,6 +381,7 @@ impl Plan {
         // 256-byte rounding per buffer, generously
         let round = 16 * 256;
         let own = u * (3 * nk + 1)
+            + u * (self.sort_bins() as u64 + 2)
             + u * self.sorted_cap as u64
             + x * (nk + 1)
             + (u + x) * (2 * self.threads + self.level1()) as u64
@@ -329,6 +402,8 @@ struct Scratch<P: MsmPoint> {
     offsets: DeviceBuffer<u32>,
     cursors: DeviceBuffer<u32>,
     sorted: DeviceBuffer<u32>,
+    /// Binned sort: bin offsets (nbins + 1) and the oversized-bin flag.
+    bins: DeviceBuffer<u32>,
     buckets: DeviceBuffer<u64>,
     keys_a: DeviceBuffer<u32>,
     pts_a: DeviceBuffer<u64>,
@@ -342,7 +417,7 @@ struct Scratch<P: MsmPoint> {
 
 impl<P: MsmPoint> Scratch<P> {
     /// Element counts of the buffers, in field order.
-    fn lens(plan: &Plan) -> [usize; 12] {
+    fn lens(plan: &Plan) -> [usize; 13] {
         let w = curve::<P>().xyzz_words();
         let nk = plan.nkeys();
         [
@@ -350,6 +425,7 @@ impl<P: MsmPoint> Scratch<P> {
             nk + 1,
             nk,
             plan.sorted_cap,
+            plan.sort_bins() + 2,
             (nk + 1) * w,
             2 * plan.threads,
             2 * plan.threads * w,
@@ -369,14 +445,15 @@ impl<P: MsmPoint> Scratch<P> {
             offsets: v.alloc(l[1])?,
             cursors: v.alloc(l[2])?,
             sorted: v.alloc(l[3])?,
-            buckets: v.alloc(l[4])?,
-            keys_a: v.alloc(l[5])?,
-            pts_a: v.alloc(l[6])?,
-            keys_b: v.alloc(l[7])?,
-            pts_b: v.alloc(l[8])?,
-            reduced: v.alloc(l[9])?,
-            ones: v.alloc(l[10])?,
-            out: v.alloc(l[11])?,
+            bins: v.alloc(l[4])?,
+            buckets: v.alloc(l[5])?,
+            keys_a: v.alloc(l[6])?,
+            pts_a: v.alloc(l[7])?,
+            keys_b: v.alloc(l[8])?,
+            pts_b: v.alloc(l[9])?,
+            reduced: v.alloc(l[10])?,
+            ones: v.alloc(l[11])?,
+            out: v.alloc(l[12])?,
         })
     }
 
@@ -389,6 +466,7 @@ impl<P: MsmPoint> Scratch<P> {
             self.offsets.len(),
             self.cursors.len(),
             self.sorted.len(),
+            self.bins.len(),
             self.buckets.len(),
             self.keys_a.len(),
             self.pts_a.len(),
@@ -432,6 +510,8 @@ pub struct MsmProfile {
     pub ones: usize,
     pub c: u32,
     pub nwin: usize,
+    /// The counting sort that ran.
+    pub sort: Sort,
     /// Host time allocating canon, counters and scratch (about 0 with a kept scratch).
     pub alloc_ms: f64,
     /// Host time of the scalar upload ([`GpuMsm::msm_profiled`] only).
@@ -443,9 +523,14 @@ pub struct MsmProfile {
     pub gap_ms: f64,
     /// Zeroing counts and buckets (memsets).
     pub zero_ms: f64,
+    /// Per-key histogram ([`Sort::Atomic`]) or bin histogram ([`Sort::Bins`]).
     pub histogram_ms: f64,
+    /// Scan of the per-key or per-bin counts.
     pub scan_ms: f64,
+    /// Per-key scatter, or the scatter into the bins.
     pub scatter_ms: f64,
+    /// [`Sort::Bins`] only: the per-bin shared-memory sort plus the pass for oversized bins.
+    pub fine_ms: f64,
     /// Bucket accumulation, level 0.
     pub accumulate_ms: f64,
     /// Merge levels of the boundary partials.
@@ -462,9 +547,9 @@ pub struct MsmProfile {
 }
 
 impl MsmProfile {
-    /// Histogram, scan, scatter and the zeroing before them: the counting sort.
+    /// Histogram, scan, scatter(s) and the zeroing before them: the counting sort.
     pub fn sort_ms(&self) -> f64 {
-        self.zero_ms + self.histogram_ms + self.scan_ms + self.scatter_ms
+        self.zero_ms + self.histogram_ms + self.scan_ms + self.scatter_ms + self.fine_ms
     }
 }
 
@@ -473,8 +558,8 @@ impl std::fmt::Display for MsmProfile {
         write!(
             f,
             "n={} general={} ones={} c={} nwin={} total={:.2} device={:.2} alloc={:.2} \
-             upload={:.2} prepare={:.2} gap={:.2} sort={:.2} (zero={:.2} histogram={:.2} scan={:.2} \
-             scatter={:.2}) accumulate={:.2} merge={:.2} reduce={:.2} window_sums={:.2} ones={:.2}",
+             upload={:.2} prepare={:.2} gap={:.2} sort={:.2} ({:?}: zero={:.2} histogram={:.2} scan={:.2} \
+             scatter={:.2} fine={:.2}) accumulate={:.2} merge={:.2} reduce={:.2} window_sums={:.2} ones={:.2}",
             self.n,
             self.general,
             self.ones,
@@ -487,10 +572,12 @@ impl std::fmt::Display for MsmProfile {
             self.prepare_ms,
             self.gap_ms,
             self.sort_ms(),
+            self.sort,
             self.zero_ms,
             self.histogram_ms,
             self.scan_ms,
             self.scatter_ms,
+            self.fine_ms,
             self.accumulate_ms,
             self.merge_ms,
             self.reduce_ms,
@@ -501,8 +588,9 @@ impl std::fmt::Display for MsmProfile {
 }
 
 /// Event marks of a profiled MSM, in order: prepare start/end, batch start, after the memsets,
-/// histogram, scan, scatter, accumulate, merge, reduce, window sums, ones.
-const MARKS: usize = 12;
+/// histogram, scan, scatter, fine sort (binned sort only; else right after the scatter),
+/// accumulate, merge, reduce, window sums, ones.
+const MARKS: usize = 13;
 const M_BATCH: usize = 2;
 
 struct Marks {
@@ -550,6 +638,7 @@ pub struct GpuMsm<P: MsmPoint> {
     acc: Accumulate,
     /// `CUZK_MSM_SCAN=single`: the one-block scan kernel.
     single_scan: bool,
+    sort: Sort,
     cache: Mutex<Cache<P>>,
 }
 
@@ -562,6 +651,7 @@ impl<P: MsmPoint> std::fmt::Debug for GpuMsm<P> {
             .field("window_bits", &self.window_bits)
             .field("keep_scratch", &self.keep_scratch)
             .field("accumulate", &self.acc)
+            .field("sort", &self.sort)
             .finish()
     }
 }
@@ -586,6 +676,7 @@ impl<P: MsmPoint> GpuMsm<P> {
             keep_scratch: false,
             acc: env_accumulate(),
             single_scan: std::env::var(SCAN_ENV).is_ok_and(|v| v.trim() == "single"),
+            sort: env_sort(),
             cache: Mutex::new(Cache::default()),
         })
     }
@@ -642,6 +733,12 @@ impl<P: MsmPoint> GpuMsm<P> {
     }
 
     /// As [`Self::with_window_bits`] on an existing context (`None`: the table/model choice).
+    /// Selects the counting sort (default: [`SORT_ENV`], else [`Sort::Bins`]).
+    pub fn with_sort(mut self, sort: Sort) -> Self {
+        self.sort = sort;
+        self
+    }
+
     pub fn set_window_bits(&mut self, c: Option<u32>) {
         self.window_bits = c.map(|c| c.clamp(2, MAX_WINDOW_BITS));
     }
@@ -679,6 +776,7 @@ impl<P: MsmPoint> GpuMsm<P> {
                 + s.offsets.reserved_bytes()
                 + s.cursors.reserved_bytes()
                 + s.sorted.reserved_bytes()
+                + s.bins.reserved_bytes()
                 + s.buckets.reserved_bytes()
                 + s.keys_a.reserved_bytes()
                 + s.pts_a.reserved_bytes()
@@ -804,6 +902,7 @@ impl<P: MsmPoint> GpuMsm<P> {
             ones: stats.1,
             c: stats.2,
             nwin: stats.3,
+            sort: self.sort,
             alloc_ms: marks.alloc.as_secs_f64() * 1e3,
             upload_ms: marks.upload.as_secs_f64() * 1e3,
             prepare_ms: e(0, 1)?,
@@ -812,12 +911,13 @@ impl<P: MsmPoint> GpuMsm<P> {
             histogram_ms: e(3, 4)?,
             scan_ms: e(4, 5)?,
             scatter_ms: e(5, 6)?,
-            accumulate_ms: e(6, 7)?,
-            merge_ms: e(7, 8)?,
-            reduce_ms: e(8, 9)?,
-            window_sums_ms: e(9, 10)?,
-            ones_ms: e(10, 11)?,
-            device_ms: e(0, 11)?,
+            fine_ms: e(6, 7)?,
+            accumulate_ms: e(7, 8)?,
+            merge_ms: e(8, 9)?,
+            reduce_ms: e(9, 10)?,
+            window_sums_ms: e(10, 11)?,
+            ones_ms: e(11, 12)?,
+            device_ms: e(0, 12)?,
             total_ms,
         };
         Ok((r, prof))
@@ -1054,19 +1154,45 @@ impl<P: MsmPoint> GpuMsm<P> {
         mark(marks, s, M_BATCH)?;
         if windows {
             let (c, nwin, nk) = (plan.c, plan.nwin as u32, plan.nkeys());
-            sc.counts.fill_bytes_async(0, s.cuda())?;
             sc.buckets.fill_bytes_async(0, s.cuda())?;
-            mark(marks, s, 3)?;
-            k::histogram(g, s, canon, n, c, nwin, &mut sc.counts)?;
-            mark(marks, s, 4)?;
-            if self.single_scan {
-                k::scan_single_block(g, s, &sc.counts, nk, &mut sc.offsets, &mut sc.cursors)?;
-            } else {
-                k::scan(g, s, &sc.counts, nk, &mut sc.offsets, &mut sc.cursors)?;
+            match self.sort {
+                Sort::Bins => {
+                    mark(marks, s, 3)?;
+                    // marks 4, 5, 6 after the bin histogram, scan and scatter
+                    k::bin_sort(
+                        g,
+                        s,
+                        canon,
+                        n,
+                        c,
+                        nwin,
+                        plan.sort_fine_bits,
+                        plan.sort_top_fine_bits,
+                        &mut sc.counts,
+                        &mut sc.bins,
+                        &mut sc.cursors,
+                        &mut sc.sorted,
+                        &mut sc.offsets,
+                        |i| mark(marks, s, 3 + i as usize),
+                    )?;
+                }
+                Sort::Atomic => {
+                    sc.counts.fill_bytes_async(0, s.cuda())?;
+                    mark(marks, s, 3)?;
+                    k::histogram(g, s, canon, n, c, nwin, &mut sc.counts)?;
+                    mark(marks, s, 4)?;
+                    let (cnt, off, cur) = (&sc.counts, &mut sc.offsets, &mut sc.cursors);
+                    if self.single_scan {
+                        k::scan_single_block(g, s, cnt, nk, off, cur)?;
+                    } else {
+                        k::scan(g, s, cnt, nk, off, cur)?;
+                    }
+                    mark(marks, s, 5)?;
+                    k::scatter(g, s, canon, n, c, nwin, &mut sc.cursors, &mut sc.sorted)?;
+                    mark(marks, s, 6)?;
+                }
             }
-            mark(marks, s, 5)?;
-            k::scatter(g, s, canon, n, c, nwin, &mut sc.cursors, &mut sc.sorted)?;
-            mark(marks, s, 6)?;
+            mark(marks, s, 7)?;
             k::accumulate(
                 g,
                 s,
@@ -1082,7 +1208,7 @@ impl<P: MsmPoint> GpuMsm<P> {
                 &mut sc.pts_a,
                 &mut sc.buckets,
             )?;
-            mark(marks, s, 7)?;
+            mark(marks, s, 8)?;
             // Merge levels, ping-ponging between the a and b partial buffers.
             let mut count = 2 * plan.threads;
             let mut from_a = true;
@@ -1115,7 +1241,7 @@ impl<P: MsmPoint> GpuMsm<P> {
                 count = 2 * threads;
                 from_a = !from_a;
             }
-            mark(marks, s, 8)?;
+            mark(marks, s, 9)?;
             let groups = plan.groups();
             k::bucket_reduce(
                 g,
@@ -1127,16 +1253,16 @@ impl<P: MsmPoint> GpuMsm<P> {
                 plan.group,
                 &mut sc.reduced,
             )?;
-            mark(marks, s, 9)?;
+            mark(marks, s, 10)?;
             let mut count = groups;
             while count > 1 {
                 k::sum_halves(g, s, cv, &mut sc.reduced, groups, plan.nwin, count)?;
                 count -= count / 2;
             }
             k::to_jacobian(g, s, cv, &sc.reduced, groups, plan.nwin, &mut sc.out, 0)?;
-            mark(marks, s, 10)?;
+            mark(marks, s, 11)?;
         } else {
-            for i in 3..=10 {
+            for i in 3..=11 {
                 mark(marks, s, i)?;
             }
         }
@@ -1393,6 +1519,7 @@ mod tests {
                 + b(nk + 1, 4)
                 + b(nk, 4)
                 + b(p.sorted_cap, 4)
+                + b(p.sort_bins() + 2, 4)
                 + b((nk + 1) * w, 8)
                 + b(2 * p.threads, 4)
                 + b(2 * p.threads * w, 8)
@@ -1435,6 +1562,42 @@ mod tests {
                     let run = Plan::for_variant(n / 3, n, Some(22), sm, cv, Accumulate::Occupancy4);
                     assert!(fixed.scratch_bytes(cv) >= run.scratch_bytes(cv));
                 }
+            }
+        }
+    }
+
+    /// The binned sort's fine bits: ~4K entries per bin for full windows, within what the
+    /// kernels accept (F <= c - 1, <= 10, F + index bits <= 31).
+    #[test]
+    fn sort_fine_bits() {
+        let f = |general: usize, n: usize, c: u32| {
+            Plan::for_curve(general, n, Some(c), 132, Curve::G1).sort_fine_bits
+        };
+        assert_eq!(f(1 << 24, 1 << 24, 20), 7); // 32 entries per key, bins of 4096
+        assert_eq!(f(1 << 26, 1 << 26, 20), 5); // 128 per key
+        assert_eq!(f(1 << 20, 1 << 20, 16), 7);
+        assert_eq!(f(1 << 27, 1 << 27, 16), 0); // 4096 per key: one key per bin
+        assert_eq!(f(1 << 27, 1 << 27, 22), 4); // 27 index bits leave 4 for the fine key
+        assert_eq!(f(10, 1 << 20, 4), 3); // capped by c - 1
+        // the top window at c = 20 reaches 0x73ee of 2^19 keys: bins of 2^(7-4)
+        assert_eq!(k::top_window_keys(20), 0x73ee);
+        let p = Plan::for_curve(1 << 24, 1 << 24, Some(20), 132, Curve::G1);
+        assert_eq!(p.sort_top_fine_bits, 3);
+        assert_eq!(k::top_window_keys(16), 0x73ee); // bits 240..256 again: nearly full
+        assert_eq!(k::top_window_keys(13), 0xe7 + 1); // bits 247..256
+        for log in 0..=27u32 {
+            for c in 2..=MAX_WINDOW_BITS {
+                let n = 1usize << log;
+                let p = Plan::for_curve(n, n, Some(c), 132, Curve::G1);
+                let (fb, ft) = (p.sort_fine_bits, p.sort_top_fine_bits);
+                assert!(fb < c && fb <= k::SORT_MAX_FINE_BITS && fb + k::index_bits(n) <= 31);
+                assert!(ft <= fb);
+                let b = p.buckets_per_window;
+                assert_eq!(
+                    p.sort_bins(),
+                    (p.nwin - 1) * (b >> fb) + (b >> ft),
+                    "c {c} n 2^{log}"
+                );
             }
         }
     }

@@ -4,7 +4,7 @@
 use cuzk_field::{Fr, G1Affine, G2Affine};
 use cuzk_gpu::Gpu;
 use cuzk_gpu::msm::Accumulate;
-use cuzk_msm::gpu::{GpuMsm, MsmProfile, Plan};
+use cuzk_msm::gpu::{GpuMsm, MsmProfile, Plan, Sort};
 use cuzk_msm::{Group, MsmPoint, cpu, testing};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -462,6 +462,28 @@ fn gpu_bench_msm() {
                 &format!("G1 2^{log} random regular kept-scratch"),
             );
         }
+        if log >= 24 {
+            // The previous per-key atomic sort (CUZK_MSM_SORT=atomic), kept scratch: compare
+            // the sort phases of the two msm_profile lines.
+            let atomic = GpuMsm::resident(&g, &g1[..n])
+                .unwrap()
+                .with_sort(Sort::Atomic)
+                .keep_scratch(true);
+            assert_eq!(atomic.msm_device(&dev).unwrap(), want, "atomic sort");
+            let ms = median_ms(atomic.stream(), &g, || {
+                atomic.msm_device(&dev).unwrap();
+            });
+            row(
+                &format!("G1 2^{log} random, atomic sort + kept scratch"),
+                ms,
+                target,
+            );
+            profile(
+                &atomic,
+                &dev,
+                &format!("G1 2^{log} random atomic-sort kept-scratch"),
+            );
+        }
         if log == 24 {
             let ms = median_ms(ctx.stream(), &g, || {
                 ctx.msm(&s).unwrap();
@@ -713,4 +735,209 @@ fn gpu_scan_matches_host_prefix_sum() {
         scan(&g, &s, &dcounts, 10, &mut short, &mut c).is_err(),
         "offsets needs len + 1"
     );
+}
+
+/// Host reference of the sort: per key (window · 2^(c-1) + |digit| − 1), the sorted entries
+/// `index | sign << 31` of the general scalars (neither 0 nor 1).
+fn host_sort(scalars: &[Fr], c: u32) -> Vec<Vec<u32>> {
+    let nwin = 256u32.div_ceil(c);
+    let half = 1u64 << (c - 1);
+    let mut keys = vec![Vec::new(); (nwin as usize) << (c - 1)];
+    for (i, s) in scalars.iter().enumerate() {
+        let l = s.to_canonical();
+        if l == [0; 4] || l == [1, 0, 0, 0] {
+            continue;
+        }
+        let bits = |off: u32| -> u64 {
+            let mut v = 0u64;
+            for b in 0..c {
+                let p = off + b;
+                if p < 256 {
+                    v |= ((l[(p / 64) as usize] >> (p % 64)) & 1) << b;
+                }
+            }
+            v
+        };
+        let mut carry = 0u64;
+        for w in 0..nwin {
+            let mut v = bits(w * c) + carry;
+            let neg = v > half;
+            if neg {
+                carry = 1;
+                v = (1u64 << c) - v;
+            } else {
+                carry = 0;
+            }
+            if v != 0 {
+                let key = w as u64 * half + v - 1;
+                keys[key as usize].push(i as u32 | if neg { 1 << 31 } else { 0 });
+            }
+        }
+    }
+    for k in &mut keys {
+        k.sort_unstable();
+    }
+    keys
+}
+
+/// The binned sort (default) and the per-key atomic sort give the same `offsets` and the same
+/// entries per key as a host reference, for random, sparse, all-equal, small-range and 0/1
+/// scalars, n not a power of two, c from 2 to 22, the plan's fine bits and the extremes (F = 0:
+/// one key per bin; the largest F: bins far over the shared tile for equal scalars and the top
+/// window); and MSMs with either sort equal the CPU MSM.
+#[test]
+#[ignore = "gpu"]
+fn gpu_bin_sort_matches_atomic() {
+    use cuzk_gpu::msm::{bin_sort, histogram, max_fine_bits, prepare, scan, scatter, sort_bins};
+    let g = gpu();
+    let st = g.stream("sort-test").unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(99);
+    let eq = Fr::random(&mut rng);
+    #[derive(Debug, Clone, Copy)]
+    enum S {
+        Random,
+        Sparse,
+        Equal,
+        SmallRange,
+        ZeroOne,
+    }
+    let cases: &[(usize, S, u32)] = &[
+        (100_003, S::Random, 16),
+        (100_003, S::Random, 20),
+        (70_001, S::Random, 22),
+        (30_001, S::Random, 2),
+        (30_001, S::Random, 9),
+        (100_003, S::Sparse, 13),
+        (100_003, S::Sparse, 20),
+        (20_000, S::Equal, 16),
+        (20_000, S::Equal, 20),
+        (50_000, S::SmallRange, 20),
+        (50_000, S::SmallRange, 11),
+        (4_097, S::ZeroOne, 16),
+        (1, S::Random, 10),
+        (1 << 20, S::Random, 20),
+    ];
+    for &(n, kind, c) in cases {
+        let sc: Vec<Fr> = (0..n)
+            .map(|_| match kind {
+                S::Random => Fr::random(&mut rng),
+                S::Sparse => match rng.gen_range(0..10) {
+                    0..=4 => Fr::ZERO,
+                    5..=7 => Fr::ONE,
+                    8 => Fr::from_u64(rng.gen_range(2..1 << 20)),
+                    _ => Fr::random(&mut rng),
+                },
+                S::Equal => eq,
+                S::SmallRange => Fr::from_u64(rng.gen_range(0..1 << 14)),
+                S::ZeroOne => {
+                    if rng.gen_bool(0.5) {
+                        Fr::ONE
+                    } else {
+                        Fr::ZERO
+                    }
+                }
+            })
+            .collect();
+        let want = host_sort(&sc, c);
+        let nwin = 256u32.div_ceil(c);
+        let nkeys = want.len();
+        let total: usize = want.iter().map(Vec::len).sum();
+        let v = g.vram();
+        let dev = v.from_host(&sc).unwrap();
+        let mut canon = v.alloc::<Fr>(n).unwrap();
+        let mut counters = v.from_host(&[0u32; 2][..]).unwrap();
+        prepare(&g, &st, &dev, 0, &mut canon, n, &mut counters).unwrap();
+        let general = sc.iter().filter(|s| !s.is_zero() && **s != Fr::ONE).count();
+        let cap = (general * nwin as usize).max(1);
+        let download = |b: &cuzk_gpu::DeviceBuffer<u32>| {
+            let mut h = vec![0u32; b.len()];
+            b.copy_to_host_on(&mut h, st.cuda()).unwrap();
+            h
+        };
+        let compare = |what: &str, off: &[u32], sorted: &[u32]| {
+            let mut run = 0usize;
+            for (k, w) in want.iter().enumerate() {
+                assert_eq!(off[k] as usize, run, "{what}: offsets[{k}]");
+                let mut got = sorted[off[k] as usize..off[k + 1] as usize].to_vec();
+                got.sort_unstable();
+                assert_eq!(&got, w, "{what}: entries of key {k}");
+                run += w.len();
+            }
+            assert_eq!(off[nkeys] as usize, total, "{what}: offsets[nkeys]");
+        };
+        // the old sort
+        let mut counts = v.from_host(&vec![0u32; nkeys]).unwrap();
+        let mut offsets = v.alloc::<u32>(nkeys + 1).unwrap();
+        let mut cursors = v.alloc::<u32>(nkeys).unwrap();
+        let mut sorted = v.alloc::<u32>(cap).unwrap();
+        histogram(&g, &st, &canon, n, c, nwin, &mut counts).unwrap();
+        scan(&g, &st, &counts, nkeys, &mut offsets, &mut cursors).unwrap();
+        scatter(&g, &st, &canon, n, c, nwin, &mut cursors, &mut sorted).unwrap();
+        let atomic = (download(&offsets), download(&sorted));
+        compare(
+            &format!("atomic n {n} {kind:?} c {c}"),
+            &atomic.0,
+            &atomic.1,
+        );
+        // the binned sort at the plan's (F, Ft) and the extremes
+        let plan = Plan::for_curve(general, n, Some(c), 132, cuzk_gpu::msm::Curve::G1);
+        let fmax = max_fine_bits(n, c);
+        let mut fs = vec![
+            (plan.sort_fine_bits, plan.sort_top_fine_bits),
+            (0, 0),
+            (fmax, fmax),
+            (fmax, 0),
+        ];
+        fs.sort_unstable();
+        fs.dedup();
+        for (f, ft) in fs {
+            let nbins = sort_bins(c, nwin, f, ft);
+            if nbins > 1 << 22 {
+                continue; // F = 0 at c = 20, 22: millions of one-key bins, covered by the host emulation
+            }
+            let mut bins = v.alloc::<u32>(nbins + 2).unwrap();
+            let mut offsets = v.alloc::<u32>(nkeys + 1).unwrap();
+            let mut sorted = v.alloc::<u32>(cap).unwrap();
+            bin_sort(
+                &g,
+                &st,
+                &canon,
+                n,
+                c,
+                nwin,
+                f,
+                ft,
+                &mut counts,
+                &mut bins,
+                &mut cursors,
+                &mut sorted,
+                &mut offsets,
+                |_| Ok(()),
+            )
+            .unwrap();
+            let what = format!("bins n {n} {kind:?} c {c} F {f} Ft {ft}");
+            let (o, so) = (download(&offsets), download(&sorted));
+            assert_eq!(o, atomic.0, "{what}: offsets differ from the atomic sort");
+            compare(&what, &o, &so);
+        }
+    }
+    // Whole MSMs with either sort against the CPU (n not a power of two, several kinds).
+    for (log, kind) in [(12u32, Kind::Random), (14, Kind::Sparse), (13, Kind::Edge)] {
+        let n = (1usize << log) + 17;
+        let pts: Vec<G1Affine> = points(n, &mut rng);
+        let mut sc = scalars(n, kind, &mut rng);
+        sc[..n / 8].fill(eq); // a run of equal scalars: oversized bins
+        let want = cpu::msm(&pts, &sc).unwrap();
+        for sort in [Sort::Bins, Sort::Atomic] {
+            for c in [None, Some(13), Some(22)] {
+                let mut ctx = GpuMsm::resident(&g, &pts).unwrap().with_sort(sort);
+                ctx.set_window_bits(c);
+                assert_eq!(
+                    ctx.msm(&sc).unwrap(),
+                    want,
+                    "{sort:?} c {c:?} n {n} {kind:?}"
+                );
+            }
+        }
+    }
 }

@@ -1,0 +1,271 @@
+// Host run of the binned MSM sort (kernels/msm/sort.cuh + scan.cuh, unchanged) without a GPU:
+// one std::thread per CUDA thread of a block, std::barrier for __syncthreads, blocks one after
+// another, std::atomic_ref for the atomics; launched in the order of crates/gpu/src/msm.rs
+// `bin_sort` (fewer blocks than on the GPU, so every grid-stride and bin-stride loop turns).
+// Compares offsets[0..=nkeys] and every key's entry multiset with a host reference (the
+// definition of the old per-key sort), and checks nothing is written past `cap` / offsets[nkeys].
+// Usage: sort_emu
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+struct dim3_t { uint32_t x = 0, y = 0, z = 0; };
+static thread_local dim3_t threadIdx, blockIdx;
+static dim3_t blockDim, gridDim;
+// Sleeping barrier: std::barrier spins and yields, far too slow with 256 threads on few cores.
+struct Barrier {
+    explicit Barrier(uint32_t n) : n(n) {}
+    void arrive_and_wait()
+    {
+        std::unique_lock<std::mutex> l(m);
+        const uint64_t g = gen;
+        if (++waiting == n) {
+            waiting = 0;
+            gen++;
+            cv.notify_all();
+        } else {
+            cv.wait(l, [&] { return gen != g; });
+        }
+    }
+    uint32_t n, waiting = 0;
+    uint64_t gen = 0;
+    std::mutex m;
+    std::condition_variable cv;
+};
+static Barrier* g_bar = nullptr;
+inline void __syncthreads() { g_bar->arrive_and_wait(); }
+inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, uint32_t sh)
+{
+    return (uint32_t)((((uint64_t)hi << 32) | lo) >> (sh & 31));
+}
+inline uint32_t atomicAdd(uint32_t* p, uint32_t v) { return std::atomic_ref<uint32_t>(*p).fetch_add(v); }
+inline uint32_t atomicMax(uint32_t* p, uint32_t v)
+{
+    std::atomic_ref<uint32_t> a(*p);
+    uint32_t old = a.load();
+    while (old < v && !a.compare_exchange_weak(old, v)) {}
+    return old;
+}
+using std::max;
+using std::min;
+#define __device__
+#define __forceinline__ inline
+#define __shared__ static
+#include "../sort.cuh"
+
+using namespace cuzk::msm;
+
+struct scalar_t {
+    uint32_t v[8];
+    bool is_zero() const
+    {
+        uint32_t a = 0;
+        for (uint32_t x : v) a |= x;
+        return a == 0;
+    }
+};
+
+static void launch(uint32_t gx, uint32_t bx, const std::function<void()>& body)
+{
+    Barrier bar(bx);
+    g_bar = &bar;
+    blockDim = {bx, 1, 1};
+    gridDim = {gx, 1, 1};
+    std::vector<std::thread> th;
+    for (uint32_t t = 0; t < bx; t++)
+        th.emplace_back([&, t] {
+            threadIdx = {t, 0, 0};
+            for (uint32_t x = 0; x < gx; x++) {
+                blockIdx = {x, 0, 0};
+                body();
+                bar.arrive_and_wait();
+            }
+        });
+    for (auto& t : th) t.join();
+}
+
+static uint32_t index_bits(uint32_t n) { return n <= 1 ? 0 : 32 - __builtin_clz(n - 1); }
+
+// r = the BLS12-381 scalar modulus; top limb 0x73eda753
+static const uint32_t R[8] = {0x00000001, 0xffffffff, 0xfffe5bfe, 0x53bda402,
+                              0x09a1d805, 0x3339d808, 0x299d7d48, 0x73eda753};
+
+static scalar_t rand_below_r(std::mt19937& rng)
+{
+    scalar_t s;
+    for (auto& x : s.v) x = rng();
+    s.v[7] %= R[7];   // below r (ignoring the lower limbs is enough: top limb < r's)
+    return s;
+}
+
+enum Kind { RANDOM, SPARSE, EQUAL, SMALL, ZERO_ONE, MIXED };
+static const char* kname[] = {"random", "sparse", "equal", "small", "zero-one", "mixed"};
+
+static std::vector<scalar_t> make(uint32_t n, Kind k, std::mt19937& rng)
+{
+    std::vector<scalar_t> v(n);
+    scalar_t eq = rand_below_r(rng);
+    for (auto& s : v) {
+        s = {};
+        switch (k) {
+        case RANDOM: s = rand_below_r(rng); break;
+        case SPARSE: {   // 50% zero, 40% one, 10% full width
+            uint32_t r = rng() % 10;
+            if (r >= 5 && r < 9) s.v[0] = 1;
+            if (r == 9) s = rand_below_r(rng);
+            break;
+        }
+        case EQUAL: s = eq; break;
+        case SMALL: s.v[0] = rng() % 4096; break;   // small range: low windows only
+        case ZERO_ONE: s.v[0] = rng() & 1; break;   // no entries at all
+        case MIXED: {   // sparse-ish scalars: a few set limbs, some equal to eq
+            uint32_t r = rng() % 4;
+            if (r == 0) s = eq;
+            else if (r == 1) s.v[rng() % 8] = rng() & (r == 1 ? 0x3fffffff : ~0u);
+            else s = rand_below_r(rng);
+            break;
+        }
+        }
+    }
+    return v;
+}
+
+struct Ref {
+    std::vector<uint32_t> offsets;                 // nkeys + 1
+    std::vector<std::vector<uint32_t>> entries;    // per key, sorted
+};
+
+static Ref reference(const std::vector<scalar_t>& sc, uint32_t c, uint32_t nwin)
+{
+    const uint32_t nkeys = nwin << (c - 1);
+    Ref r;
+    r.entries.assign(nkeys, {});
+    for (uint32_t i = 0; i < sc.size(); i++) {
+        if (!is_general(sc[i])) continue;
+        uint32_t carry = 0;
+        for (uint32_t w = 0; w < nwin; w++) {
+            bool neg;
+            uint32_t key = digit_key(sc[i], w, c, carry, neg);
+            if (key != ~0u) r.entries[key].push_back(i | (neg ? SIGN_BIT : 0u));
+        }
+    }
+    r.offsets.resize(nkeys + 1);
+    uint32_t run = 0;
+    for (uint32_t k = 0; k < nkeys; k++) {
+        r.offsets[k] = run;
+        run += r.entries[k].size();
+        std::sort(r.entries[k].begin(), r.entries[k].end());
+    }
+    r.offsets[nkeys] = run;
+    return r;
+}
+
+static constexpr uint32_t POISON = 0xdeadbeefu;
+
+// One binned sort as msm.rs launches it; returns the number of mismatches.
+static int run(const std::vector<scalar_t>& sc, uint32_t c, uint32_t F, uint32_t Ft, const Ref& ref,
+               bool& oversized, uint32_t fine_threads)
+{
+    const uint32_t n = sc.size(), nwin = (256 + c - 1) / c, nkeys = nwin << (c - 1);
+    const uint32_t nbins = ((nwin - 1) << (c - 1 - F)) + (1u << (c - 1 - Ft));
+    const uint32_t idxbits = index_bits(n);
+    uint32_t general = 0;
+    for (auto& s : sc) general += is_general(s);
+    const uint32_t cap = std::max(1u, general * nwin);
+    std::vector<uint32_t> counts(nkeys, 0), bins(nbins + 2, POISON), cursors(nkeys + 1, POISON),
+        offsets(nkeys + 2, POISON), sorted(cap + 2, POISON);
+    uint32_t* flag = &bins[nbins + 1];
+    const uint32_t blocks = 3, threads = 64;   // small grid: every stride loop turns
+    launch(blocks, threads, [&] { sort_bin_histogram(sc.data(), n, c, nwin, F, Ft, counts.data(), flag); });
+    const uint32_t tiles = (nbins + SCAN_TILE - 1) / SCAN_TILE;
+    launch(tiles, SCAN_TILE, [&] { scan_tile_sums(counts.data(), nbins, cursors.data()); });
+    launch(1, SCAN_TOP_THREADS, [&] { scan_tile_bases(nbins, bins.data(), cursors.data()); });
+    launch(tiles, SCAN_TILE, [&] { scan_tiles(counts.data(), nbins, bins.data(), cursors.data()); });
+    launch(blocks, threads, [&] {
+        sort_bin_scatter(sc.data(), n, c, nwin, F, Ft, idxbits, cursors.data(), sorted.data(), cap);
+    });
+    // usually 32 of the kernel's 256 threads (it uses blockDim.x): keeps the emulation fast,
+    // and each thread then scans several fine counters (nf > blockDim.x for F > 5)
+    launch(std::min(nbins, 5u), fine_threads, [&] {
+        sort_fine(bins.data(), nbins, F, Ft, idxbits, c, nwin, sorted.data(), cap, offsets.data(), cursors.data(), flag);
+    });
+    oversized = *flag != 0;
+    launch(blocks, threads, [&] {
+        sort_oversize(sc.data(), n, c, nwin, F, Ft, counts.data(), flag, cursors.data(), sorted.data(), cap);
+    });
+    int bad = 0;
+    for (uint32_t k = 0; k <= nkeys && bad < 5; k++)
+        if (offsets[k] != ref.offsets[k]) {
+            printf("  offsets[%u] = %u want %u\n", k, offsets[k], ref.offsets[k]);
+            bad++;
+        }
+    if (offsets[nkeys + 1] != POISON || sorted[cap] != POISON || sorted[cap + 1] != POISON) {
+        printf("  wrote past the end\n");
+        bad++;
+    }
+    if (bad) return bad;
+    for (uint32_t k = 0; k < nkeys && bad < 5; k++) {
+        std::vector<uint32_t> got(sorted.begin() + offsets[k], sorted.begin() + offsets[k + 1]);
+        std::sort(got.begin(), got.end());
+        if (got != ref.entries[k]) {
+            printf("  key %u: entries differ (%zu vs %zu)\n", k, got.size(), ref.entries[k].size());
+            bad++;
+        }
+    }
+    return bad;
+}
+
+int main()
+{
+    std::mt19937 rng(11);
+    struct Case { uint32_t n; Kind k; uint32_t c; };
+    std::vector<Case> cases;
+    for (uint32_t c : {2u, 7u, 13u})
+        for (Kind k : {RANDOM, SPARSE, EQUAL, SMALL, ZERO_ONE, MIXED}) cases.push_back({c == 2 ? 300u : 3001u, k, c});
+    cases.push_back({3001, RANDOM, 16});
+    cases.push_back({3001, MIXED, 10});
+    cases.push_back({9000, EQUAL, 16});    // one key per window holds 9000 > SORT_TILE entries
+    cases.push_back({9000, EQUAL, 10});
+    cases.push_back({40000, RANDOM, 13});  // dense: the top window (17x fuller keys) oversized at Ft = F
+    cases.push_back({20000, SMALL, 20});   // c = 20: 13 windows, 6.8 M keys, only window 0 used
+    cases.push_back({100, RANDOM, 22});    // largest window of the plan (MAX_WINDOW_BITS)
+    cases.push_back({1, RANDOM, 10});
+    cases.push_back({2, EQUAL, 5});
+    int bad = 0, runs = 0, over = 0;
+    for (auto& cs : cases) {
+        auto sc = make(cs.n, cs.k, rng);
+        const uint32_t nwin = (256 + cs.c - 1) / cs.c;
+        Ref ref = reference(sc, cs.c, nwin);
+        const uint32_t fmax = std::min({cs.c - 1, SORT_MAX_FINE_BITS, 31 - index_bits(cs.n)});
+        // (F, Ft): the largest, a smaller top window (as the plan picks), the middle, and F = 0
+        // only for small c (one key per bin: many emulated blocks)
+        std::vector<std::pair<uint32_t, uint32_t>> fs = {{fmax, fmax}, {fmax, fmax >= 4 ? fmax - 4 : 0}};
+        if (cs.c <= 13) fs.push_back({fmax / 2 + 1, fmax / 2});
+        if (cs.c <= 7) fs.push_back({0, 0});
+        std::sort(fs.begin(), fs.end());
+        fs.erase(std::unique(fs.begin(), fs.end()), fs.end());
+        for (auto [F, Ft] : fs) {
+            bool ov = false;
+            // the GPU's 256 threads for the oversized cases
+            int b = run(sc, cs.c, F, Ft, ref, ov, cs.n == 9000 ? SORT_FINE_THREADS : 32);
+            printf("n %u %s c %u F %u Ft %u entries %u%s: %s\n", cs.n, kname[cs.k], cs.c, F, Ft, ref.offsets.back(),
+                   ov ? " (oversized bins)" : "", b ? "FAIL" : "ok");
+            fflush(stdout);
+            bad += b != 0;
+            over += ov;
+            runs++;
+        }
+    }
+    if (over == 0) { printf("no case had an oversized bin\n"); bad++; }
+    printf("%s: %d of %d runs mismatching (%d with oversized bins)\n", bad ? "FAIL" : "PASS", bad, runs, over);
+    return bad != 0;
+}

@@ -1,0 +1,248 @@
+// cuzk: signed-digit keys of the MSM scalars and the binned counting sort (steps 2-4 of
+// msm/pippenger.cuh). No field code: templated on the scalar type S (fr_t on the device: 8 u32
+// limbs in s.v[], canonical, s.is_zero()), so kernels/msm/host_emu can run it on the host.
+//
+// Binned sort (the default; the old per-key atomic sort stays in pippenger.cuh):
+//   bins of 2^F consecutive keys (fine key = the low F bits), except in the top window: 2^Ft
+//   keys, Ft <= F (bin_map). The host (crates/msm/src/gpu.rs) picks F for ~4K entries in a
+//   typical bin and Ft for the top window's smaller digit range (scalars < r: e.g. at c = 20 only
+//   ~2^14.9 of its 2^19 digit values occur, so its keys are ~17x fuller). F, Ft <= c - 1: bins
+//   never straddle windows.
+//   a. sort_bin_histogram  bin_counts[bin] += 1 per entry (fire-and-forget atomics into an
+//                          L2-resident array of nbins words)
+//   b. scan                (msm/scan.cuh) bin_counts -> bin_off[0..=nbins] and bin cursors
+//   c. sort_bin_scatter    sorted[bin_cur[bin]++] = entry | fine << idxbits: one atomic per
+//                          entry on nbins cursors (L2-resident, vs nkeys for the old scatter) and
+//                          stores to nbins write fronts (~32 B each, L2-resident, so partial
+//                          sectors merge in L2 instead of going to DRAM one word at a time)
+//   d. sort_fine           block per bin, in place: a bin of at most SORT_TILE entries goes to
+//                          shared memory, its 2^F fine keys are counted and scanned there, and it
+//                          is written back grouped by key; offsets[key] = bin base + local prefix
+//                          for all of the bin's keys (no global per-key histogram or scan).
+//                          A larger bin (top window with a small digit range, equal scalars) is
+//                          only counted: offsets and cursors of its keys are written, flag[0]
+//                          records the lowest window with such a bin
+//   e. sort_oversize       only if flag[0] != 0: recomputes the digits of every scalar and puts
+//                          the entries of oversized bins at cursors[key]++ (global atomics, as
+//                          the old scatter, but only for those keys); their regions are not read
+//                          again after d, so the overwrite in place is safe.
+// entry = point index | sign << 31; the index fits idxbits bits (n <= 2^idxbits) and the host
+// keeps F + idxbits <= 31, so the fine key travels in the entry itself (no side array).
+#pragma once
+
+#include <cstdint>
+
+#include "scan.cuh"
+
+namespace cuzk {
+namespace msm {
+
+static constexpr uint32_t SIGN_BIT = 0x80000000u;
+static constexpr uint32_t SORT_TILE = 8192;          // entries of a bin sorted in shared memory
+static constexpr uint32_t SORT_MAX_FINE_BITS = 10;   // 2^F shared counters per bin
+static constexpr uint32_t SORT_FINE_THREADS = 256;   // threads of sort_fine (must match msm.rs)
+static constexpr uint32_t SORT_BATCH = 4;            // windows whose atomics are issued together
+
+// Key <-> bin: windows below the top one in bins of 2^F keys, the top window in bins of 2^Ft.
+struct bin_map {
+    uint32_t F, Ft, top_key, split;   // top_key: first key of the top window; split: its first bin
+
+    __device__ __forceinline__ bin_map(uint32_t c, uint32_t nwin, uint32_t F_, uint32_t Ft_)
+        : F(F_), Ft(Ft_), top_key((nwin - 1) << (c - 1)), split(((nwin - 1) << (c - 1)) >> F_)
+    {
+    }
+    __device__ __forceinline__ bool top(uint32_t key) const { return key >= top_key; }
+    __device__ __forceinline__ uint32_t bin(uint32_t key) const
+    {
+        return top(key) ? split + ((key - top_key) >> Ft) : key >> F;
+    }
+    __device__ __forceinline__ uint32_t fine(uint32_t key) const { return key & ((1u << (top(key) ? Ft : F)) - 1); }
+    __device__ __forceinline__ uint32_t first_key(uint32_t b) const
+    {
+        return b < split ? b << F : top_key + ((b - split) << Ft);
+    }
+    __device__ __forceinline__ uint32_t fine_bits(uint32_t b) const { return b < split ? F : Ft; }
+};
+
+template <class S>
+__device__ __forceinline__ bool is_one_canonical(const S& s)
+{
+    uint32_t acc = s.v[0] ^ 1u;
+#pragma unroll
+    for (int i = 1; i < 8; i++) acc |= s.v[i];
+    return acc == 0;
+}
+
+template <class S>
+__device__ __forceinline__ bool is_general(const S& s) { return !s.is_zero() && !is_one_canonical(s); }
+
+// Bits [off, off + c) of a 256-bit little-endian integer (c <= 31); zero beyond bit 255.
+template <class S>
+__device__ __forceinline__ uint32_t get_bits(const S& s, uint32_t off, uint32_t c)
+{
+    uint32_t limb = off >> 5, sh = off & 31;
+    uint32_t lo = limb < 8 ? s.v[limb] : 0;
+    uint32_t hi = limb + 1 < 8 ? s.v[limb + 1] : 0;
+    return __funnelshift_r(lo, hi, sh) & ((1u << c) - 1);
+}
+
+// Signed digit of window w given the carry from window w-1: digit in (-2^(c-1), 2^(c-1)].
+// Returns the digit's key (or ~0u for a zero digit) and updates carry; *neg is the sign.
+template <class S>
+__device__ __forceinline__ uint32_t digit_key(const S& s, uint32_t w, uint32_t c, uint32_t& carry, bool& neg)
+{
+    const uint32_t half = 1u << (c - 1);
+    uint32_t v = get_bits(s, w * c, c) + carry;
+    if (v > half) {
+        carry = 1;
+        v = (1u << c) - v;   // |v - 2^c|, 0 when v == 2^c
+        neg = true;
+    } else {
+        carry = 0;
+        neg = false;
+    }
+    return v == 0 ? ~0u : w * half + (v - 1);
+}
+
+// a. bin_counts[bin] += 1 per entry; bin_counts zeroed by the caller. Also clears flag[0]
+// for step d (stream order: nothing reads it before d).
+template <class S>
+__device__ __forceinline__ void sort_bin_histogram(const S* canon, uint32_t n, uint32_t c, uint32_t nwin,
+                                                   uint32_t F, uint32_t Ft, uint32_t* bin_counts, uint32_t* flag)
+{
+    const bin_map m(c, nwin, F, Ft);
+    if (blockIdx.x == 0 && threadIdx.x == 0) flag[0] = 0;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const S s = canon[i];
+        if (!is_general(s)) continue;
+        uint32_t carry = 0;
+        for (uint32_t w = 0; w < nwin; w++) {
+            bool neg;
+            const uint32_t key = digit_key(s, w, c, carry, neg);
+            if (key != ~0u) atomicAdd(&bin_counts[m.bin(key)], 1u);
+        }
+    }
+}
+
+// c. Coarse scatter into the bins (bin_cur = exclusive prefix of the bin counts). The atomics
+// of SORT_BATCH windows are issued before their stores, so they overlap.
+template <class S>
+__device__ __forceinline__ void sort_bin_scatter(const S* canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t F,
+                                                 uint32_t Ft, uint32_t idxbits, uint32_t* bin_cur, uint32_t* sorted,
+                                                 uint32_t cap)
+{
+    const bin_map m(c, nwin, F, Ft);
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const S s = canon[i];
+        if (!is_general(s)) continue;
+        uint32_t carry = 0;
+        for (uint32_t w0 = 0; w0 < nwin; w0 += SORT_BATCH) {
+            uint32_t key[SORT_BATCH], pos[SORT_BATCH];
+            bool neg[SORT_BATCH];
+#pragma unroll
+            for (uint32_t j = 0; j < SORT_BATCH; j++) {
+                neg[j] = false;
+                key[j] = w0 + j < nwin ? digit_key(s, w0 + j, c, carry, neg[j]) : ~0u;
+            }
+#pragma unroll
+            for (uint32_t j = 0; j < SORT_BATCH; j++)
+                pos[j] = key[j] != ~0u ? atomicAdd(&bin_cur[m.bin(key[j])], 1u) : ~0u;
+#pragma unroll
+            for (uint32_t j = 0; j < SORT_BATCH; j++)
+                if (pos[j] < cap)   // cap: memory safety only (~0u never passes)
+                    sorted[pos[j]] = i | (neg[j] ? SIGN_BIT : 0u) | (m.fine(key[j]) << idxbits);
+        }
+    }
+}
+
+// d. One block (SORT_FINE_THREADS threads) per bin b, blocks striding over the nbins bins.
+// bin_off[0..=nbins] from step b; offsets[0..=nkeys] are written here (offsets[nkeys] = total
+// by the last bin). Oversized bins also get cursors[key] = offsets[key] and raise flag[0] to
+// at least nwin - (their window).
+__device__ __forceinline__ void sort_fine(const uint32_t* bin_off, uint32_t nbins, uint32_t F, uint32_t Ft,
+                                          uint32_t idxbits, uint32_t c, uint32_t nwin, uint32_t* sorted,
+                                          uint32_t cap, uint32_t* offsets, uint32_t* cursors, uint32_t* flag)
+{
+    const bin_map m(c, nwin, F, Ft);
+    __shared__ uint32_t ent[SORT_TILE];
+    __shared__ uint32_t cnt[1u << SORT_MAX_FINE_BITS];
+    __shared__ uint32_t sh[SORT_FINE_THREADS];
+    const uint32_t t = threadIdx.x, T = blockDim.x;
+    for (uint32_t b = blockIdx.x; b < nbins; b += gridDim.x) {
+        const uint32_t nf = 1u << m.fine_bits(b), fmask = nf - 1, clear = ~(fmask << idxbits);
+        const uint32_t k0 = m.first_key(b);   // the bin's keys: k0 + [0, nf)
+        // corrupt offsets (never from a real run) shrink to an empty or capped range
+        const uint32_t lo = min(bin_off[b], cap);
+        const uint32_t hi = min(max(bin_off[b + 1], lo), cap);
+        const uint32_t S = hi - lo;
+        if (S == 0) {   // uniform per block: no shared memory touched, no barrier needed
+            for (uint32_t j = t; j < nf; j += T) offsets[k0 + j] = lo;
+            if (t == 0 && b == nbins - 1) offsets[k0 + nf] = hi;
+            continue;
+        }
+        const bool fits = S <= SORT_TILE;
+        for (uint32_t j = t; j < nf; j += T) cnt[j] = 0;
+        __syncthreads();
+        for (uint32_t i = t; i < S; i += T) {
+            const uint32_t p = sorted[lo + i];
+            if (fits) ent[i] = p;
+            atomicAdd(&cnt[(p >> idxbits) & fmask], 1u);
+        }
+        __syncthreads();
+        // exclusive scan of the nf counts: `per` consecutive ones per thread, then the block
+        const uint32_t per = (nf + T - 1) / T;
+        const uint32_t j0 = min(nf, t * per), j1 = min(nf, j0 + per);
+        uint32_t sum = 0;
+        for (uint32_t j = j0; j < j1; j++) sum += cnt[j];
+        uint32_t run = block_inclusive_scan(sum, sh) - sum;
+        for (uint32_t j = j0; j < j1; j++) {
+            const uint32_t k = cnt[j];
+            const uint32_t key = k0 + j;
+            offsets[key] = lo + run;
+            if (!fits) cursors[key] = lo + run;
+            cnt[j] = run;
+            run += k;
+        }
+        if (t == 0) {
+            if (b == nbins - 1) offsets[k0 + nf] = hi;
+            if (!fits) atomicMax(flag, nwin - (k0 >> (c - 1)));
+        }
+        __syncthreads();
+        if (fits) {
+            for (uint32_t i = t; i < S; i += T) {
+                const uint32_t p = ent[i];
+                const uint32_t r = atomicAdd(&cnt[(p >> idxbits) & fmask], 1u);   // r < S
+                sorted[lo + r] = p & clear;
+            }
+        }
+        __syncthreads();   // shared arrays are reused by the next bin
+    }
+}
+
+// e. Entries of bins larger than SORT_TILE (bin_counts from step a), windows >= the lowest such
+// window (flag[0] = nwin - that window; 0: none, every thread returns at once).
+template <class S>
+__device__ __forceinline__ void sort_oversize(const S* canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t F,
+                                              uint32_t Ft, const uint32_t* bin_counts, const uint32_t* flag, uint32_t* cursors,
+                                              uint32_t* sorted, uint32_t cap)
+{
+    const uint32_t f = flag[0];
+    if (f == 0) return;
+    const bin_map m(c, nwin, F, Ft);
+    const uint32_t wmin = nwin - min(f, nwin);
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const S s = canon[i];
+        if (!is_general(s)) continue;
+        uint32_t carry = 0;
+        for (uint32_t w = 0; w < nwin; w++) {
+            bool neg;
+            const uint32_t key = digit_key(s, w, c, carry, neg);   // every window: the carry
+            if (w < wmin || key == ~0u || bin_counts[m.bin(key)] <= SORT_TILE) continue;
+            const uint32_t pos = atomicAdd(&cursors[key], 1u);
+            if (pos < cap) sorted[pos] = i | (neg ? SIGN_BIT : 0u);
+        }
+    }
+}
+
+} // namespace msm
+} // namespace cuzk
