@@ -143,9 +143,9 @@ MSM_POINT_KERNELS(g2, fp2_t, 128, 2)
 
 // cuzk: allow-spills msm_accumulate_g2 Fp2 XYZZ acc + affine point + loop state exceed 255 registers around the out-of-line Fp2 calls
 // cuzk: allow-spills msm_ones_g2 same as msm_accumulate_g2 (XYZZ + affine live across Fp2 calls)
-// cuzk: allow-spills msm_accumulate_g1 26-60 B (rows / Karatsuba Fp multiply) at the 168-register cap (3 blocks/SM); loop state, L1-resident; revert to (128, 2) + 256 threads/SM if slower
-// cuzk: allow-spills msm_accumulate_g1_occ4 ~42 B (rows) / ~220 B (Karatsuba Fp multiply) at the 128-register cap (4 blocks/SM); the default, picked by measurement
-// cuzk: allow-spills msm_bucket_reduce_g1 120-740 B: three XYZZ points live in the g*L ladder (parking acc in global made G2 worse); runs once per MSM
+// cuzk: allow-spills msm_accumulate_g1 26 B at the 168-register cap (3 blocks/SM); loop state, L1-resident; revert to (128, 2) + 256 threads/SM if slower
+// cuzk: allow-spills msm_accumulate_g1_occ4 ~42 B at the 128-register cap (4 blocks/SM); the default, picked by measurement
+// cuzk: allow-spills msm_bucket_reduce_g1 120-236 B: three XYZZ points live in the g*L ladder (parking acc in global made G2 worse); runs once per MSM
 // cuzk: allow-spills msm_to_jacobian_g2 8 bytes around the out-of-line Fp2 call; runs on nwin + 1 points only
 // cuzk: allow-spills msm_bucket_reduce_g2 ~8.4 KB: three G2 XYZZ points live in the g*L ladder; once per MSM (3.2 ms of 366 at 2^24, H200 run 4)
 // cuzk: allow-spills msm_merge_g2 ~0.8 KB: two G2 XYZZ partials per merge step; ~1 ms per MSM
