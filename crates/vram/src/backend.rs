@@ -110,6 +110,15 @@ impl CudaBackend {
     }
 }
 
+/// Waits for the work of the legacy default stream, where the driver's "synchronous" copy and
+/// memset run. Neither has finished on the device when it returns (a pageable host-to-device
+/// copy returns once the data is staged; cuMemsetD8 is asynchronous), and our streams are all
+/// non-blocking, so without this wait a kernel launched next may read the old contents.
+fn wait_legacy_stream(op: &'static str) -> Result<()> {
+    // SAFETY: the null handle names the context's legacy default stream, always valid.
+    unsafe { result::stream::synchronize(std::ptr::null_mut()) }.map_err(backend_err(op))
+}
+
 const CU_MEMHOSTALLOC_PORTABLE: u32 = 0x01;
 const CU_MEMHOSTREGISTER_PORTABLE: u32 = 0x01;
 
@@ -152,7 +161,9 @@ impl MemoryBackend for CudaBackend {
                 .map_err(backend_err("cuMemcpyHtoDAsync")),
             // SAFETY: as above.
             None => {
-                unsafe { result::memcpy_htod_sync(dst, src) }.map_err(backend_err("cuMemcpyHtoD"))
+                unsafe { result::memcpy_htod_sync(dst, src) }
+                    .map_err(backend_err("cuMemcpyHtoD"))?;
+                wait_legacy_stream("cuMemcpyHtoD")
             }
         }
     }
@@ -191,8 +202,11 @@ impl MemoryBackend for CudaBackend {
             Some(s) => unsafe { result::memset_d8_async(dst, value, bytes, s.cu_stream()) }
                 .map_err(backend_err("cuMemsetD8Async")),
             // SAFETY: as above.
-            None => unsafe { result::memset_d8_sync(dst, value, bytes) }
-                .map_err(backend_err("cuMemsetD8")),
+            None => {
+                unsafe { result::memset_d8_sync(dst, value, bytes) }
+                    .map_err(backend_err("cuMemsetD8"))?;
+                wait_legacy_stream("cuMemsetD8")
+            }
         }
     }
 
