@@ -37,13 +37,6 @@ msm_scan_tiles(const uint32_t* __restrict__ counts, uint32_t len, uint32_t* offs
     msm::scan_tiles(counts, len, offsets, cursors);
 }
 
-// The previous single-block scan (fallback: CUZK_MSM_SCAN=single).
-extern "C" __global__ void __launch_bounds__(1024)
-msm_scan(const uint32_t* __restrict__ counts, uint32_t len, uint32_t* offsets, uint32_t* cursors)
-{
-    msm::scan_single(counts, len, offsets, cursors);
-}
-
 extern "C" __global__ void __launch_bounds__(256)
 msm_scatter(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* cursors,
             uint32_t* __restrict__ sorted, uint32_t cap)

@@ -82,34 +82,5 @@ __device__ __forceinline__ void scan_tiles(const uint32_t* counts, uint32_t len,
     }
 }
 
-// The previous single-block scan (kept as a fallback, CUZK_MSM_SCAN=single): one block of
-// 1024 threads, each scanning a contiguous slice (~20 ms at 6.8 M counts on an H200).
-__device__ __forceinline__ void scan_single(const uint32_t* counts, uint32_t len, uint32_t* offsets, uint32_t* cursors)
-{
-    __shared__ uint32_t sums[1024];
-    const uint32_t t = threadIdx.x, T = blockDim.x;
-    const uint32_t per = (len + T - 1) / T;
-    const uint32_t lo = min(len, t * per), hi = min(len, lo + per);
-    uint32_t sum = 0;
-    for (uint32_t i = lo; i < hi; i++) sum += counts[i];
-    sums[t] = sum;
-    __syncthreads();
-    // Hillis-Steele inclusive scan over the per-thread sums
-    for (uint32_t o = 1; o < T; o <<= 1) {
-        uint32_t v = t >= o ? sums[t - o] : 0;
-        __syncthreads();
-        sums[t] += v;
-        __syncthreads();
-    }
-    uint32_t run = sums[t] - sum;
-    for (uint32_t i = lo; i < hi; i++) {
-        uint32_t c = counts[i];
-        offsets[i] = run;
-        cursors[i] = run;
-        run += c;
-    }
-    if (t == T - 1) offsets[len] = sums[T - 1];
-}
-
 } // namespace msm
 } // namespace cuzk

@@ -353,36 +353,6 @@ pub fn scan(
     Ok(())
 }
 
-/// As [`scan`] with the previous single-block kernel (one launch of 1024 threads, each
-/// scanning a contiguous slice: ~20 ms at 6.8 M counts on an H200). Kept as a fallback
-/// (`CUZK_MSM_SCAN=single` in cuzk-msm) and as a second reference in the GPU test.
-pub fn scan_single_block(
-    gpu: &Gpu,
-    stream: &Stream,
-    counts: &DeviceBuffer<u32>,
-    len: usize,
-    offsets: &mut DeviceBuffer<u32>,
-    cursors: &mut DeviceBuffer<u32>,
-) -> Result<()> {
-    const K: &str = "msm_scan";
-    let len32 = check_scan(K, counts, len, offsets, cursors)?;
-    let cfg = LaunchConfig {
-        grid: (1, 1, 1),
-        block: (1024, 1, 1),
-        shared_bytes: 0,
-    };
-    // SAFETY: one block reads counts[0..len), writes offsets[0..=len) and cursors[0..len).
-    unsafe {
-        gpu.launch(
-            stream,
-            MODULE,
-            K,
-            cfg,
-            &[counts, &len32, &*offsets, &*cursors],
-        )
-    }
-}
-
 /// Counting-sort scatter: `sorted[cursors[key]++] = index | sign << 31` (writes past
 /// `sorted.len()` are dropped; size it for every entry).
 #[allow(clippy::too_many_arguments)]

@@ -37,9 +37,6 @@ const MODEL_MAX_WINDOW_BITS: u32 = 20;
 /// Environment variable fixing the window bits of every new context (2..=22; ignored if it
 /// does not parse). [`GpuMsm::with_window_bits`] overrides it.
 pub const WINDOW_ENV: &str = "CUZK_MSM_WINDOW";
-/// Environment variable choosing the bucket-count scan of every new context: `single` (the
-/// previous one-block kernel, a fallback); anything else or unset: the multi-block scan.
-pub const SCAN_ENV: &str = "CUZK_MSM_SCAN";
 /// Environment variable choosing the counting sort of every new context: `atomic` (the
 /// previous per-key histogram + scan + atomic scatter, a fallback); anything else or unset:
 /// the binned sort ([`Sort::Bins`]).
@@ -636,8 +633,6 @@ pub struct GpuMsm<P: MsmPoint> {
     vram_limit: Option<u64>,
     keep_scratch: bool,
     acc: Accumulate,
-    /// `CUZK_MSM_SCAN=single`: the one-block scan kernel.
-    single_scan: bool,
     sort: Sort,
     cache: Mutex<Cache<P>>,
 }
@@ -675,7 +670,6 @@ impl<P: MsmPoint> GpuMsm<P> {
             vram_limit: None,
             keep_scratch: false,
             acc: env_accumulate(),
-            single_scan: std::env::var(SCAN_ENV).is_ok_and(|v| v.trim() == "single"),
             sort: env_sort(),
             cache: Mutex::new(Cache::default()),
         })
@@ -1181,12 +1175,7 @@ impl<P: MsmPoint> GpuMsm<P> {
                     mark(marks, s, 3)?;
                     k::histogram(g, s, canon, n, c, nwin, &mut sc.counts)?;
                     mark(marks, s, 4)?;
-                    let (cnt, off, cur) = (&sc.counts, &mut sc.offsets, &mut sc.cursors);
-                    if self.single_scan {
-                        k::scan_single_block(g, s, cnt, nk, off, cur)?;
-                    } else {
-                        k::scan(g, s, cnt, nk, off, cur)?;
-                    }
+                    k::scan(g, s, &sc.counts, nk, &mut sc.offsets, &mut sc.cursors)?;
                     mark(marks, s, 5)?;
                     k::scatter(g, s, canon, n, c, nwin, &mut sc.cursors, &mut sc.sorted)?;
                     mark(marks, s, 6)?;

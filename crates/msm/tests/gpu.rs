@@ -648,14 +648,14 @@ fn windows_at<P: MsmPoint>(
     }
 }
 
-/// The device-wide bucket-count scan (`cuzk_gpu::msm::scan`, three launches) and the previous
-/// single-block kernel against a host prefix sum: random counts, tile edges (512) and the
+/// The device-wide bucket-count scan (`cuzk_gpu::msm::scan`, three launches) against a host
+/// prefix sum: random counts, tile edges (512) and the
 /// middle launch's 1024 threads, 13 · 2^19 (c = 20), 12 · 2^21 (c = 22), the largest allowed;
 /// nothing past `offsets[len]` / `cursors[len - 1]` may be written.
 #[test]
 #[ignore = "gpu"]
 fn gpu_scan_matches_host_prefix_sum() {
-    use cuzk_gpu::msm::{MAX_SCAN_LEN, scan, scan_single_block};
+    use cuzk_gpu::msm::{MAX_SCAN_LEN, scan};
     let g = gpu();
     let s = g.stream("scan-test").unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(77);
@@ -692,22 +692,15 @@ fn gpu_scan_matches_host_prefix_sum() {
         }
         want.push(run);
         let dcounts = g.vram().from_host(&counts).unwrap();
-        for single in [false, true] {
-            if single && len > (13 << 19) {
-                continue; // the old kernel is slow; one large case is enough
-            }
+        {
             let mut offsets = g.vram().from_host(&vec![POISON; len + 3]).unwrap();
             let mut cursors = g.vram().from_host(&vec![POISON; len + 2]).unwrap();
-            if single {
-                scan_single_block(&g, &s, &dcounts, len, &mut offsets, &mut cursors).unwrap();
-            } else {
-                scan(&g, &s, &dcounts, len, &mut offsets, &mut cursors).unwrap();
-            }
+            scan(&g, &s, &dcounts, len, &mut offsets, &mut cursors).unwrap();
             let mut o = vec![0u32; len + 3];
             let mut c = vec![0u32; len + 2];
             offsets.copy_to_host_on(&mut o, s.cuda()).unwrap();
             cursors.copy_to_host_on(&mut c, s.cuda()).unwrap();
-            let what = format!("case {case}: len {len}, single-block {single}");
+            let what = format!("case {case}: len {len}");
             if let Some(i) = (0..=len).find(|&i| o[i] != want[i]) {
                 panic!("{what}: offsets[{i}] = {} want {}", o[i], want[i]);
             }
