@@ -29,6 +29,30 @@ cuzk_ntt_pass4(fr_t* __restrict__ data, const fr_t* __restrict__ tables, uint32_
     pass<4>(data, tables, lg_n, s0, k, lg_c, flags);
 }
 
+// The radix-4 pass specialized at compile time (ntt::pass<4, false, SPEC>, see SP_ON), opt-in
+// via CUZK_NTT_SPECIALIZED=1: same launch shape, arguments and results as cuzk_ntt_pass4. Named
+// cuzk_ntt_pass4_{dif,dit}[_tw][_pre|_post]; the ten that plans use (a DIF pass with the
+// twiddle never post-scales, a DIT pass with it never pre-scales); other flag sets, and passes
+// with both pre- and post-scaling, run on the generic kernel.
+#define CUZK_NTT_PASS4_SPEC(NAME, SPEC)                                                            \
+    extern "C" __global__ void __launch_bounds__(MAX_THREADS / 2, R4_MIN_BLOCKS)                  \
+    NAME(fr_t* __restrict__ data, const fr_t* __restrict__ tables, uint32_t lg_n, uint32_t s0,     \
+         uint32_t k, uint32_t lg_c, uint32_t flags)                                                \
+    {                                                                                              \
+        pass<4, false, SP_ON | (SPEC)>(data, tables, lg_n, s0, k, lg_c, flags);                    \
+    }
+CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dif, 0)
+CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dif_pre, SP_PRE)
+CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dif_post, SP_POST)
+CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dif_tw, SP_TW)
+CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dif_tw_pre, SP_TW | SP_PRE)
+CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dit, SP_DIT)
+CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dit_pre, SP_DIT | SP_PRE)
+CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dit_post, SP_DIT | SP_POST)
+CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dit_tw, SP_DIT | SP_TW)
+CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dit_tw_post, SP_DIT | SP_TW | SP_POST)
+#undef CUZK_NTT_PASS4_SPEC
+
 // The opt-in wide pass (ntt::pass<8, true>, CUZK_NTT_WIDE=1): tiles of up to 2^WIDE_TILE_LG
 // elements (32 << (k + lg_c) bytes of dynamic shared memory, above the 48 KiB default: the
 // launcher raises the function's limit), grid as above, 2^(k+lg_c-3) threads holding eight

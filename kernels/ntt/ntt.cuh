@@ -173,6 +173,40 @@ __device__ __forceinline__ fr_t scale(fr_t x, const fr_t* tables, uint32_t flags
     return x;
 }
 
+// scale() for the specialized kernels: the same multiplications in the same order, as up to
+// three steps x *= f (f = LO, or LO * HI where scale() multiplies two table values) through
+// one rolled copy of the code; scale() inlines nine multiplications per element.
+__device__ __forceinline__ fr_t scale_steps(fr_t x, const fr_t* tables, uint32_t flags, uint32_t g_bit,
+                                            uint32_t gi_bit, uint32_t ninv_bit, uint32_t idx, uint32_t lg_n)
+{
+    const uint32_t lo_i = idx & (SPLIT - 1), h = idx >> SPLIT_BITS;
+    const uint32_t hn = gn_off(lg_n) + h;
+    bool ninv = flags & ninv_bit;
+#pragma unroll 1
+    for (uint32_t step = 0; step < 3; step++) {
+        const fr_t* lo;
+        const fr_t* hi = nullptr;
+        if (step < 2) {
+            // g^idx (step 0) or g^-idx (step 1), with 1/n from the scaled HI table once.
+            if (!(flags & (step == 0 ? g_bit : gi_bit))) continue;
+            lo = tables + (step == 0 ? T_G_LO : T_GI_LO) + lo_i;
+            if (ninv) {
+                hi = tables + (step == 0 ? T_GN_HI : T_GIN_HI) + hn;
+                ninv = false;
+            } else if (h != 0) {
+                hi = tables + (step == 0 ? T_G_HI : T_GI_HI) + h;   // split_pow
+            }
+        } else {
+            if (!ninv) continue;
+            lo = tables + T_NINV + lg_n;
+        }
+        fr_t f = ld(lo);
+        if (hi) f = f * ld(hi);
+        x = x * f;
+    }
+    return x;
+}
+
 // Inter-pass twiddle W^ex (ex a multiple of 2^(MAX_LG - m_lg), m_lg = lg_n - s0): one direct
 // load when the pass's transform size 2^m_lg fits the direct table, else the split product.
 __device__ __forceinline__ fr_t pass_twiddle(const fr_t* tables, bool inv, uint32_t m_lg, uint32_t ex)
@@ -209,6 +243,20 @@ __device__ __forceinline__ const fr_t* int_tw(const fr_t* itw, const fr_t* dtw, 
     return itw + (j << (INT_LG - 1 - lg_h));
 }
 
+// Compile-time specialization of a pass (SPEC != 0; CUZK_NTT_SPECIALIZED=1 picks these radix-4
+// kernels): the generic kernel inlines every optional multiplication (pre/post scaling,
+// inter-pass twiddle) and both butterfly directions behind runtime branches, 354 KiB of SASS
+// that thrashes the instruction cache; a specialized kernel holds only the code its launch can
+// run. SP_DIT fixes the direction (flags' F_DIT is then ignored); SP_PRE / SP_POST / SP_TW
+// compile in the pre-scaling, the post-scaling, the inter-pass twiddle (still applied only
+// where flags ask for it, so a kernel with more compiled in gives the same result). The
+// launcher only picks a kernel whose compiled-in code covers the pass's flags.
+constexpr uint32_t SP_ON = 1u << 0;
+constexpr uint32_t SP_DIT = 1u << 1;
+constexpr uint32_t SP_PRE = 1u << 2;
+constexpr uint32_t SP_POST = 1u << 3;
+constexpr uint32_t SP_TW = 1u << 4;
+
 // One pass. Grid: x = blocks per polynomial (2^(L-k-lg_c)), y = polynomial of the batch.
 // Block: 2^(k+lg_c) / EPT threads, 2^(k+lg_c) * 32 bytes of dynamic shared memory.
 // EPT = 2: one radix-2 butterfly per thread per stage, one __syncthreads per stage.
@@ -219,7 +267,7 @@ __device__ __forceinline__ const fr_t* int_tw(const fr_t* itw, const fr_t* dtw, 
 // EPT = 8 (WIDE): the radix-4 steps of EPT = 4, each thread running groups t and t + nthr one
 // after the other; k + lg_c <= WIDE_TILE_LG, 2 <= k, 3 <= k + lg_c. Same butterflies, same results.
 // The host checks: 1 <= k (2 <= k for EPT = 4), k + lg_c <= TILE_LG, s0 + k + lg_c <= lg_n <= MAX_LG.
-template <uint32_t EPT, bool WIDE = false>
+template <uint32_t EPT, bool WIDE = false, uint32_t SPEC = 0>
 __device__ __forceinline__ void pass(fr_t* __restrict__ data, const fr_t* __restrict__ tables,
                                      uint32_t lg_n, uint32_t s0, uint32_t k, uint32_t lg_c, uint32_t flags)
 {
@@ -242,7 +290,12 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, const fr_t* __rest
     const size_t base = ((size_t)group << (lg_n - s0)) + col0;
     const uint32_t m_lg = lg_n - s0;                  // this pass's transform size, log2
 
-    const bool dit = flags & F_DIT;
+    constexpr bool spec = SPEC & SP_ON;
+    // Constants in a specialized kernel: the code they guard is not emitted.
+    const bool dit = spec ? (SPEC & SP_DIT) != 0 : (flags & F_DIT) != 0;
+    const bool has_pre = !spec || (SPEC & SP_PRE);
+    const bool has_post = !spec || (SPEC & SP_POST);
+    const bool has_tw = !spec || (SPEC & SP_TW);
     const bool inv = flags & F_INVERSE;
     const uint32_t cmask = (1u << lg_c) - 1;
     const uint32_t t = threadIdx.x;
@@ -258,9 +311,12 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, const fr_t* __rest
         fr_t x;
         x.v[0] = a.x; x.v[1] = a.y; x.v[2] = a.z; x.v[3] = a.w;
         x.v[4] = b.x; x.v[5] = b.y; x.v[6] = b.z; x.v[7] = b.w;
-        if (flags & (F_PRE_G | F_PRE_GI | F_PRE_NINV))
-            x = scale(x, tables, flags, F_PRE_G, F_PRE_GI, F_PRE_NINV, dit ? bitrev(pos, lg_n) : pos, lg_n);
-        if (dit && (flags & F_TWIDDLE)) {
+        if (has_pre && (flags & (F_PRE_G | F_PRE_GI | F_PRE_NINV))) {
+            const uint32_t idx = dit ? bitrev(pos, lg_n) : pos;
+            x = spec ? scale_steps(x, tables, flags, F_PRE_G, F_PRE_GI, F_PRE_NINV, idx, lg_n)
+                     : scale(x, tables, flags, F_PRE_G, F_PRE_GI, F_PRE_NINV, idx, lg_n);
+        }
+        if (has_tw && dit && (flags & F_TWIDDLE)) {
             uint32_t ex = ((col0 + cl) * bitrev(row, k)) << (MAX_LG - m_lg);
             x = x * pass_twiddle(tables, inv, m_lg, ex);
         }
@@ -357,12 +413,15 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, const fr_t* __rest
         uint32_t row = e >> lg_c, c = e & cmask;
         uint32_t pos = (uint32_t)(base + ((size_t)row << R) + c);
         fr_t x = tile.get(e);
-        if (!dit && (flags & F_TWIDDLE)) {
+        if (has_tw && !dit && (flags & F_TWIDDLE)) {
             uint32_t ex = ((col0 + c) * bitrev(row, k)) << (MAX_LG - m_lg);
             x = x * pass_twiddle(tables, inv, m_lg, ex);
         }
-        if (flags & (F_POST_G | F_POST_GI | F_POST_NINV))
-            x = scale(x, tables, flags, F_POST_G, F_POST_GI, F_POST_NINV, dit ? pos : bitrev(pos, lg_n), lg_n);
+        if (has_post && (flags & (F_POST_G | F_POST_GI | F_POST_NINV))) {
+            const uint32_t idx = dit ? pos : bitrev(pos, lg_n);
+            x = spec ? scale_steps(x, tables, flags, F_POST_G, F_POST_GI, F_POST_NINV, idx, lg_n)
+                     : scale(x, tables, flags, F_POST_G, F_POST_GI, F_POST_NINV, idx, lg_n);
+        }
         uint4* out = reinterpret_cast<uint4*>(poly + pos);
         out[0] = make_uint4(x.v[0], x.v[1], x.v[2], x.v[3]);
         out[1] = make_uint4(x.v[4], x.v[5], x.v[6], x.v[7]);

@@ -136,17 +136,50 @@ pub enum PassKernel {
     /// `cuzk_ntt_pass4`: radix-4 steps, four elements per thread, two stages per
     /// shared-memory round trip; needs `k >= 2`.
     Radix4,
+    /// `cuzk_ntt_pass4` specialized at compile time for the pass's flags
+    /// (`cuzk_ntt_pass4_{dif,dit}[_tw][_pre|_post]`, see [`specialized_name`]): only the
+    /// direction and the fused multiplications the flags select are in the kernel. Same
+    /// shape and result as `Radix4`.
+    Radix4Specialized,
     /// `cuzk_ntt_pass_wide`: tiles of up to 2^WIDE_TILE_LG elements (`32 << (k + lg_c)` bytes
     /// of dynamic shared memory, above the 48 KiB default), eight elements per thread, radix-4
     /// steps; needs `k >= 2`.
     Wide,
 }
 
+/// The specialized radix-4 kernel for `pass_flags`: direction from `DIT`, `_tw` with the
+/// inter-pass twiddle, `_pre` / `_post` with pre- / post-scaling. Only the combinations the
+/// plans produce are built (no DIF pass with the twiddle post-scales, no DIT pass with it
+/// pre-scales); the others, and a pass with both pre- and post-scaling, get the generic
+/// `cuzk_ntt_pass4` (same result).
+pub fn specialized_name(pass_flags: u32) -> &'static str {
+    use flags::*;
+    let pre = pass_flags & (PRE_G | PRE_GI | PRE_NINV) != 0;
+    let post = pass_flags & (POST_G | POST_GI | POST_NINV) != 0;
+    let tw = pass_flags & TWIDDLE != 0;
+    match (pass_flags & DIT != 0, tw, pre, post) {
+        (_, _, true, true) => "cuzk_ntt_pass4",
+        (false, false, false, false) => "cuzk_ntt_pass4_dif",
+        (false, false, true, false) => "cuzk_ntt_pass4_dif_pre",
+        (false, false, false, true) => "cuzk_ntt_pass4_dif_post",
+        (false, true, false, false) => "cuzk_ntt_pass4_dif_tw",
+        (false, true, true, false) => "cuzk_ntt_pass4_dif_tw_pre",
+        (false, true, false, true) => "cuzk_ntt_pass4",
+        (true, false, false, false) => "cuzk_ntt_pass4_dit",
+        (true, false, true, false) => "cuzk_ntt_pass4_dit_pre",
+        (true, false, false, true) => "cuzk_ntt_pass4_dit_post",
+        (true, true, false, false) => "cuzk_ntt_pass4_dit_tw",
+        (true, true, true, false) => "cuzk_ntt_pass4",
+        (true, true, false, true) => "cuzk_ntt_pass4_dit_tw_post",
+    }
+}
+
 impl PassKernel {
-    fn name(self) -> &'static str {
+    fn name(self, pass_flags: u32) -> &'static str {
         match self {
             Self::Radix2 => "cuzk_ntt_pass",
             Self::Radix4 => "cuzk_ntt_pass4",
+            Self::Radix4Specialized => specialized_name(pass_flags),
             Self::Wide => "cuzk_ntt_pass_wide",
         }
     }
@@ -155,7 +188,7 @@ impl PassKernel {
     fn shape(self) -> (u32, u32, u32) {
         match self {
             Self::Radix2 => (1, 1, TILE_LG),
-            Self::Radix4 => (2, 2, TILE_LG),
+            Self::Radix4 | Self::Radix4Specialized => (2, 2, TILE_LG),
             Self::Wide => (3, 2, WIDE_TILE_LG),
         }
     }
@@ -177,7 +210,7 @@ pub fn pass<T: Pod>(
     lg_c: u32,
     pass_flags: u32,
 ) -> Result<()> {
-    let name = kernel.name();
+    let name = kernel.name(pass_flags);
     let (ept_lg, min_k, max_tile_lg) = kernel.shape();
     check_elem::<T>(name)?;
     check_tables(name, tables)?;
@@ -301,4 +334,40 @@ pub fn quotient<T: Pod>(
     };
     // SAFETY: the kernel touches indices below 2^lg_n == len of a, b, c, and tables[T_ZINV + lg_n].
     unsafe { gpu.launch(stream, MODULE, K, cfg, &[&*a, b, c, tables, &lg_n]) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every flag set maps to a kernel whose compiled-in code covers it: the direction
+    /// matches, and the twiddle / pre / post code is present where the flags ask for it.
+    #[test]
+    fn specialized_name_covers_the_flags() {
+        use flags::*;
+        let mut used = std::collections::BTreeSet::new();
+        for f in 0..=ALL {
+            let name = specialized_name(f);
+            used.insert(name);
+            if name == "cuzk_ntt_pass4" {
+                continue;
+            }
+            let suffix = name.strip_prefix("cuzk_ntt_pass4_").unwrap();
+            let parts: Vec<&str> = suffix.split('_').collect();
+            assert_eq!(parts[0] == "dit", f & DIT != 0, "{name} {f:#x}");
+            assert_eq!(parts.contains(&"tw"), f & TWIDDLE != 0, "{name} {f:#x}");
+            assert_eq!(
+                parts.contains(&"pre"),
+                f & (PRE_G | PRE_GI | PRE_NINV) != 0,
+                "{name} {f:#x}"
+            );
+            assert_eq!(
+                parts.contains(&"post"),
+                f & (POST_G | POST_GI | POST_NINV) != 0,
+                "{name} {f:#x}"
+            );
+        }
+        // The ten specialized kernels of kernels/ntt.cu and the generic fallback.
+        assert_eq!(used.len(), 11);
+    }
 }

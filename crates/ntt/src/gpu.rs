@@ -84,10 +84,13 @@ fn run_passes(
     tables: &DeviceBuffer<Fr>,
     lg_n: u32,
     passes: &[Pass],
+    specialized: bool,
 ) -> Result<(), NttError> {
     for p in passes {
         let kernel = if p.wide {
             k::PassKernel::Wide
+        } else if p.radix4 && specialized {
+            k::PassKernel::Radix4Specialized
         } else if p.radix4 {
             k::PassKernel::Radix4
         } else {
@@ -127,7 +130,16 @@ impl Domain {
         input: Order,
         output: Order,
     ) -> Result<(), NttError> {
-        self.gpu_transform_plan(gpu, stream, data, t, input, output, plan::wide_enabled())
+        self.gpu_transform_variant(
+            gpu,
+            stream,
+            data,
+            t,
+            input,
+            output,
+            plan::wide_enabled(),
+            plan::specialized_enabled(),
+        )
     }
 
     /// [`Self::gpu_transform`] with the wide plan (`CUZK_NTT_WIDE`) forced on or off, for
@@ -144,6 +156,34 @@ impl Domain {
         output: Order,
         wide: bool,
     ) -> Result<(), NttError> {
+        self.gpu_transform_variant(
+            gpu,
+            stream,
+            data,
+            t,
+            input,
+            output,
+            wide,
+            plan::specialized_enabled(),
+        )
+    }
+
+    /// [`Self::gpu_transform`] with the wide plan (`CUZK_NTT_WIDE`) and the specialized
+    /// radix-4 kernels (`CUZK_NTT_SPECIALIZED`) forced on or off, for tests and A/B runs;
+    /// same result every way.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn gpu_transform_variant(
+        &self,
+        gpu: &Gpu,
+        stream: &Stream,
+        data: &mut DeviceBuffer<Fr>,
+        t: Transform,
+        input: Order,
+        output: Order,
+        wide: bool,
+        specialized: bool,
+    ) -> Result<(), NttError> {
         let n = self.size();
         if data.is_empty() || !data.len().is_multiple_of(n) || data.len() / n > 65535 {
             return Err(NttError::BadBatch { n, got: data.len() });
@@ -154,7 +194,7 @@ impl Domain {
         if plan.permute_before {
             permute(gpu, stream, data, lg_n)?;
         }
-        run_passes(gpu, stream, data, &tables, lg_n, &plan.passes)?;
+        run_passes(gpu, stream, data, &tables, lg_n, &plan.passes, specialized)?;
         if plan.permute_after {
             permute(gpu, stream, data, lg_n)?;
         }
@@ -200,7 +240,15 @@ impl Domain {
         b: DeviceBuffer<Fr>,
         c: DeviceBuffer<Fr>,
     ) -> Result<(), NttError> {
-        self.gpu_quotient_plan(gpu, stream, a, b, c, plan::wide_enabled())
+        self.gpu_quotient_variant(
+            gpu,
+            stream,
+            a,
+            b,
+            c,
+            plan::wide_enabled(),
+            plan::specialized_enabled(),
+        )
     }
 
     /// [`Self::gpu_quotient`] with the wide plan (`CUZK_NTT_WIDE`) forced on or off, for tests
@@ -211,9 +259,27 @@ impl Domain {
         gpu: &Gpu,
         stream: &Stream,
         a: &mut DeviceBuffer<Fr>,
+        b: DeviceBuffer<Fr>,
+        c: DeviceBuffer<Fr>,
+        wide: bool,
+    ) -> Result<(), NttError> {
+        self.gpu_quotient_variant(gpu, stream, a, b, c, wide, plan::specialized_enabled())
+    }
+
+    /// [`Self::gpu_quotient`] with the wide plan (`CUZK_NTT_WIDE`) and the specialized
+    /// radix-4 kernels (`CUZK_NTT_SPECIALIZED`) forced on or off, for tests and A/B runs;
+    /// same result every way.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn gpu_quotient_variant(
+        &self,
+        gpu: &Gpu,
+        stream: &Stream,
+        a: &mut DeviceBuffer<Fr>,
         mut b: DeviceBuffer<Fr>,
         mut c: DeviceBuffer<Fr>,
         wide: bool,
+        specialized: bool,
     ) -> Result<(), NttError> {
         let n = self.size();
         for v in [&*a, &b, &c] {
@@ -228,14 +294,14 @@ impl Domain {
         let tables = device_tables(gpu)?;
         let (to_coeffs, to_coset, back) = plan::quotient_plan_with(lg_n, wide);
         for v in [&mut *a, &mut b, &mut c] {
-            run_passes(gpu, stream, v, &tables, lg_n, &to_coeffs)?;
-            run_passes(gpu, stream, v, &tables, lg_n, &to_coset)?;
+            run_passes(gpu, stream, v, &tables, lg_n, &to_coeffs, specialized)?;
+            run_passes(gpu, stream, v, &tables, lg_n, &to_coset, specialized)?;
         }
         k::quotient(gpu, stream, a, &b, &c, &tables, lg_n)?;
         // The free waits for the point-wise kernel, then the budget is available to others.
         stream.synchronize()?;
         drop((b, c));
-        run_passes(gpu, stream, a, &tables, lg_n, &back)?;
+        run_passes(gpu, stream, a, &tables, lg_n, &back, specialized)?;
         permute(gpu, stream, a, lg_n)?;
         Ok(())
     }

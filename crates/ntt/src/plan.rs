@@ -68,7 +68,8 @@ pub(crate) const RADIX4: bool = true;
 
 /// Environment switches for A/B runs on a GPU without a rebuild (read on every plan; both
 /// variants give the same result): `CUZK_NTT_RADIX2=1` runs every pass on the radix-2 kernel,
-/// `CUZK_NTT_SIMPLE_BITREV=1` every permutation on the element-wise kernel.
+/// `CUZK_NTT_SIMPLE_BITREV=1` every permutation on the element-wise kernel; the opt-in
+/// `CUZK_NTT_WIDE=1` and `CUZK_NTT_SPECIALIZED=1` below.
 fn env_set(var: &str) -> bool {
     std::env::var_os(var).is_some_and(|v| !v.is_empty() && v != "0")
 }
@@ -88,6 +89,14 @@ pub(crate) const WIDE_MIN_LG: u32 = 16;
 /// Whether the environment asks for the wide plan.
 pub(crate) fn wide_enabled() -> bool {
     env_set("CUZK_NTT_WIDE")
+}
+
+/// The opt-in specialized radix-4 kernels (`CUZK_NTT_SPECIALIZED=1`, or forced by the
+/// `*_variant` calls of `gpu.rs`): every radix-4 pass launches the `cuzk_ntt_pass4_*` kernel
+/// compiled for its flags (direction, twiddle, pre/post scaling) instead of the generic one,
+/// whose inlined alternatives overflow the instruction cache. Same result.
+pub(crate) fn specialized_enabled() -> bool {
+    env_set("CUZK_NTT_SPECIALIZED")
 }
 
 /// Smallest size for the tiled bit-reversal kernel (`cuzk_ntt_bit_reverse_tiled`).
@@ -769,22 +778,27 @@ mod tests {
         std::fs::write(dir.join("tables.bin"), bytes(&tables())).unwrap();
         let mut list = std::fs::File::create(dir.join("cases.txt")).unwrap();
         // "id lg_n batch permute_before permute_after passes (radix4 s0 k lg_c flags)*"
-        let write_case = |list: &mut std::fs::File, i: usize, lg_n: u32, batch: usize, p: &Plan| {
-            write!(
-                list,
-                "{i} {lg_n} {batch} {} {} {}",
-                u8::from(p.permute_before),
-                u8::from(p.permute_after),
-                p.passes.len()
-            )
-            .unwrap();
-            for q in &p.passes {
-                // 0 radix-2, 1 radix-4, 2 wide.
-                let r4 = if q.wide { 2 } else { u8::from(q.radix4) };
-                write!(list, " {r4} {} {} {} {}", q.s0, q.k, q.lg_c, q.flags).unwrap();
-            }
-            writeln!(list).unwrap();
-        };
+        let write_case =
+            |list: &mut std::fs::File, i: usize, lg_n: u32, batch: usize, p: &Plan, spec: bool| {
+                write!(
+                    list,
+                    "{i} {lg_n} {batch} {} {} {}",
+                    u8::from(p.permute_before),
+                    u8::from(p.permute_after),
+                    p.passes.len()
+                )
+                .unwrap();
+                for q in &p.passes {
+                    // 0 radix-2, 1 radix-4, 2 wide, 3 radix-4 specialized for the flags.
+                    let r4 = match (q.wide, q.radix4, spec) {
+                        (true, _, _) => 2,
+                        (false, true, true) => 3,
+                        (false, r4, _) => u8::from(r4),
+                    };
+                    write!(list, " {r4} {} {} {} {}", q.s0, q.k, q.lg_c, q.flags).unwrap();
+                }
+                writeln!(list).unwrap();
+            };
         let cases = [
             (2u32, Transform::Forward, Order::Natural, Order::BitReversed),
             (3, Transform::Inverse, Order::BitReversed, Order::Natural),
@@ -804,6 +818,8 @@ mod tests {
                 Order::Natural,
             ),
             (16, Transform::Forward, Order::Natural, Order::Natural),
+            // The pre-scaled DIF pass with the twiddle (cuzk_ntt_pass4_dif_tw_pre).
+            (14, Transform::CosetForward, Order::Natural, Order::Natural),
             (
                 17,
                 Transform::CosetInverse,
@@ -836,9 +852,9 @@ mod tests {
                 .collect();
             std::fs::write(dir.join(format!("in{i}.bin")), bytes(&dev)).unwrap();
             std::fs::write(dir.join(format!("want{i}.bin")), bytes(&want)).unwrap();
-            for radix4 in [false, true] {
+            for (radix4, spec) in [(false, false), (true, false), (true, true)] {
                 let p = with_radix4(plan_with(lg_n, tr, input, output, false), radix4);
-                write_case(&mut list, i, lg_n, batch, &p);
+                write_case(&mut list, i, lg_n, batch, &p, spec);
             }
             if lg_n >= WIDE_MIN_LG {
                 write_case(
@@ -847,6 +863,7 @@ mod tests {
                     lg_n,
                     batch,
                     &plan_with(lg_n, tr, input, output, true),
+                    false,
                 );
             }
         }
@@ -860,7 +877,7 @@ mod tests {
             for (name, v) in [("a", &a), ("b", &b), ("c", &c), ("want", &want)] {
                 std::fs::write(dir.join(format!("{name}{i}.bin")), bytes(v)).unwrap();
             }
-            for wide in [false, true] {
+            for (wide, spec) in [(false, false), (false, true), (true, false)] {
                 if wide && lg_n < WIDE_MIN_LG {
                     continue;
                 }
@@ -874,7 +891,7 @@ mod tests {
                         permute_after,
                     };
                     write!(list, "q ").unwrap();
-                    write_case(&mut list, i, lg_n, 1, &p);
+                    write_case(&mut list, i, lg_n, 1, &p, spec);
                 }
             }
         }
@@ -890,6 +907,28 @@ mod tests {
             let mut want = x;
             emu::bit_reverse(&mut want, lg_n);
             assert!(got == want, "2^{lg_n}");
+        }
+    }
+
+    /// Every radix-4 pass of every plan has its own specialized kernel under
+    /// `CUZK_NTT_SPECIALIZED=1` (none falls back to the generic `cuzk_ntt_pass4`).
+    #[test]
+    fn every_plan_pass_has_a_specialized_kernel() {
+        let mut passes = Vec::new();
+        for lg in 1..=28 {
+            for tr in Transform::ALL {
+                for input in [Order::Natural, Order::BitReversed] {
+                    for output in [Order::Natural, Order::BitReversed] {
+                        passes.extend(plan_with(lg, tr, input, output, false).passes);
+                    }
+                }
+            }
+            let (a, b, c) = quotient_plan_with(lg, false);
+            passes.extend(a.into_iter().chain(b).chain(c));
+        }
+        for p in passes.iter().filter(|p| p.radix4 && !p.wide) {
+            let name = cuzk_gpu::ntt::specialized_name(p.flags);
+            assert_ne!(name, "cuzk_ntt_pass4", "{p:?}");
         }
     }
 

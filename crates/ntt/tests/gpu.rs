@@ -305,6 +305,70 @@ fn gpu_wide_plan_matches_cpu() {
     assert!(da.to_vec().unwrap() == want, "wide H pipeline 2^{lg}");
 }
 
+/// The opt-in specialized radix-4 kernels (`cuzk_ntt_pass4_{dif,dit}[_tw][_pre|_post]`,
+/// `CUZK_NTT_SPECIALIZED=1`), forced here whatever the environment says: every transform in
+/// both directions (DIF and DIT, every fused scaling) at 2^10 (one pass), 2^17, 2^20 and
+/// 2^22, then the H pipeline at those sizes, against the CPU.
+#[test]
+#[ignore = "gpu"]
+fn gpu_specialized_kernels_match_cpu() {
+    let g = gpu();
+    let stream = g.stream("specialized").unwrap();
+    for lg in [10u32, 17, 20, 22] {
+        let d = Domain::new(lg).unwrap();
+        let n = d.size();
+        let cases = [
+            (Transform::Forward, Order::Natural, Order::BitReversed),
+            (Transform::Forward, Order::BitReversed, Order::Natural),
+            (Transform::Inverse, Order::Natural, Order::Natural),
+            (Transform::Inverse, Order::BitReversed, Order::Natural),
+            (Transform::CosetForward, Order::Natural, Order::Natural),
+            (Transform::CosetForward, Order::BitReversed, Order::Natural),
+            (Transform::CosetInverse, Order::Natural, Order::Natural),
+            (
+                Transform::CosetInverse,
+                Order::BitReversed,
+                Order::BitReversed,
+            ),
+        ];
+        for (i, &(t, input, output)) in cases.iter().enumerate() {
+            let x = random(n, 900 + u64::from(lg) * 10 + i as u64);
+            let mut staged = x.clone();
+            reorder(&mut staged, input, &d);
+            let mut dev = g.vram().from_host(&staged).unwrap();
+            d.gpu_transform_variant(&g, &stream, &mut dev, t, input, output, false, true)
+                .unwrap();
+            stream.synchronize().unwrap();
+            let got = dev.to_vec().unwrap();
+            let mut want = x;
+            cpu(&d, &mut want, t);
+            reorder(&mut want, output, &d);
+            assert!(
+                got == want,
+                "specialized 2^{lg} {t:?} {input:?}->{output:?}"
+            );
+        }
+        let (a, b, c) = (
+            random(n, 71 + u64::from(lg)),
+            random(n, 72 + u64::from(lg)),
+            random(n, 73 + u64::from(lg)),
+        );
+        let want = d.quotient(&a, &b, &c).unwrap();
+        let mut da = g.vram().from_host(&a).unwrap();
+        let (db, dc) = (
+            g.vram().from_host(&b).unwrap(),
+            g.vram().from_host(&c).unwrap(),
+        );
+        d.gpu_quotient_variant(&g, &stream, &mut da, db, dc, false, true)
+            .unwrap();
+        stream.synchronize().unwrap();
+        assert!(
+            da.to_vec().unwrap() == want,
+            "specialized H pipeline 2^{lg}"
+        );
+    }
+}
+
 /// Budget left for only some of the pipeline's allocations: the call fails cleanly and gives
 /// back exactly what it took.
 #[test]
@@ -403,6 +467,17 @@ fn gpu_bench_ntt() {
     if let Some(v) = std::env::var_os("CUZK_NTT_WIDE") {
         println!("CUZK_NTT_WIDE={v:?} (wide plan: 2^12 tiles, cuzk_ntt_pass_wide, from 2^16)");
     }
+    if let Some(v) = std::env::var_os("CUZK_NTT_SPECIALIZED") {
+        println!("CUZK_NTT_SPECIALIZED={v:?} (default rows use the specialized radix-4 kernels)");
+    }
+    // The "+spec" rows force the specialized radix-4 kernels (cuzk_ntt_pass4_*) on the default
+    // (non-wide) plan, for the A/B against the row above them.
+    let spec_note = |ms: f64, base: f64| {
+        format!(
+            "{ms:>9.3} ms ({:+.1}% vs row above)",
+            100.0 * (ms / base - 1.0)
+        )
+    };
     let time_cpu = |lg: u32, f: &dyn Fn(&Domain, &mut Vec<Fr>)| -> Option<f64> {
         if lg > 24 && !cpu_all {
             return None;
@@ -436,6 +511,26 @@ fn gpu_bench_ntt() {
                 target,
                 cpu_ms,
             );
+            if lg == 24 {
+                let spec = median_ms(&g, &stream, 11, || {
+                    d.gpu_transform_variant(
+                        &g,
+                        &stream,
+                        &mut dev,
+                        Transform::Forward,
+                        input,
+                        output,
+                        false,
+                        true,
+                    )
+                    .unwrap();
+                });
+                println!(
+                    "{:<28} {}",
+                    format!("  +spec 2^{lg} {input:?}->{output:?}"),
+                    spec_note(spec, ms)
+                );
+            }
         }
         if lg == 24 {
             let ms = median_ms(&g, &stream, 11, || {
@@ -457,6 +552,24 @@ fn gpu_bench_ntt() {
                 None,
                 cpu_ms,
             );
+            let spec = median_ms(&g, &stream, 11, || {
+                d.gpu_transform_variant(
+                    &g,
+                    &stream,
+                    &mut dev,
+                    Transform::CosetForward,
+                    Order::Natural,
+                    Order::Natural,
+                    false,
+                    true,
+                )
+                .unwrap();
+            });
+            println!(
+                "{:<28} {}",
+                format!("  +spec coset 2^{lg} N->N"),
+                spec_note(spec, ms)
+            );
         }
     }
     for (lg, target) in [(24u32, Some(30.0)), (26, None), (27, Some(280.0))] {
@@ -467,24 +580,34 @@ fn gpu_bench_ntt() {
             continue;
         }
         let (a, b, c) = (random(n, 1), random(n, 2), random(n, 3));
-        let mut times = Vec::new();
-        for _ in 0..(if lg >= 26 { 6 } else { 12 }) {
-            // Fresh inputs each run (the pipeline consumes b and c); uploads are outside the events.
-            let mut da = g.vram().from_host(&a).unwrap();
-            let (db, dc) = (
-                g.vram().from_host(&b).unwrap(),
-                g.vram().from_host(&c).unwrap(),
-            );
-            let (e0, e1) = (g.event().unwrap(), g.event().unwrap());
-            stream.record(&e0).unwrap();
-            d.gpu_quotient(&g, &stream, &mut da, db, dc).unwrap();
-            stream.record(&e1).unwrap();
-            e1.synchronize().unwrap();
-            times.push(e0.elapsed_ms(&e1).unwrap() as f64);
-        }
-        times.remove(0); // warm-up
-        times.sort_by(f64::total_cmp);
-        let ms = times[times.len() / 2];
+        // None: the default (environment's) kernels; Some(true): the specialized ones forced.
+        let time_h = |specialized: Option<bool>| -> f64 {
+            let mut times = Vec::new();
+            for _ in 0..(if lg >= 26 { 6 } else { 12 }) {
+                // Fresh inputs each run (the pipeline consumes b and c); uploads are outside
+                // the events.
+                let mut da = g.vram().from_host(&a).unwrap();
+                let (db, dc) = (
+                    g.vram().from_host(&b).unwrap(),
+                    g.vram().from_host(&c).unwrap(),
+                );
+                let (e0, e1) = (g.event().unwrap(), g.event().unwrap());
+                stream.record(&e0).unwrap();
+                match specialized {
+                    None => d.gpu_quotient(&g, &stream, &mut da, db, dc).unwrap(),
+                    Some(s) => d
+                        .gpu_quotient_variant(&g, &stream, &mut da, db, dc, false, s)
+                        .unwrap(),
+                }
+                stream.record(&e1).unwrap();
+                e1.synchronize().unwrap();
+                times.push(e0.elapsed_ms(&e1).unwrap() as f64);
+            }
+            times.remove(0); // warm-up
+            times.sort_by(f64::total_cmp);
+            times[times.len() / 2]
+        };
+        let ms = time_h(None);
         let cpu_ms = if lg <= 24 || cpu_all {
             let t = Instant::now();
             let _ = d.quotient(&a, &b, &c).unwrap();
@@ -499,5 +622,13 @@ fn gpu_bench_ntt() {
             target,
             cpu_ms,
         );
+        if lg == 24 {
+            let spec = time_h(Some(true));
+            println!(
+                "{:<28} {}",
+                format!("  +spec H pipeline 2^{lg}"),
+                spec_note(spec, ms)
+            );
+        }
     }
 }

@@ -70,6 +70,39 @@ static void launch(uint32_t gx, uint32_t gy, uint32_t bx, const std::function<vo
     for (auto& t : th) t.join();
 }
 
+// The specialized radix-4 kernel for a pass's flags (mirror of specialized_name in
+// crates/gpu/src/ntt.rs), counted per name: every variant must run at least once.
+typedef void (*pass_fn)(fr_t*, const fr_t*, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t);
+struct spec_t { const char* name; pass_fn f; uint64_t runs; };
+static spec_t g_spec[] = {
+    {"cuzk_ntt_pass4", cuzk_ntt_pass4, 0},
+    {"cuzk_ntt_pass4_dif", cuzk_ntt_pass4_dif, 0},
+    {"cuzk_ntt_pass4_dif_pre", cuzk_ntt_pass4_dif_pre, 0},
+    {"cuzk_ntt_pass4_dif_post", cuzk_ntt_pass4_dif_post, 0},
+    {"cuzk_ntt_pass4_dif_tw", cuzk_ntt_pass4_dif_tw, 0},
+    {"cuzk_ntt_pass4_dif_tw_pre", cuzk_ntt_pass4_dif_tw_pre, 0},
+    {"cuzk_ntt_pass4_dit", cuzk_ntt_pass4_dit, 0},
+    {"cuzk_ntt_pass4_dit_pre", cuzk_ntt_pass4_dit_pre, 0},
+    {"cuzk_ntt_pass4_dit_post", cuzk_ntt_pass4_dit_post, 0},
+    {"cuzk_ntt_pass4_dit_tw", cuzk_ntt_pass4_dit_tw, 0},
+    {"cuzk_ntt_pass4_dit_tw_post", cuzk_ntt_pass4_dit_tw_post, 0},
+};
+static spec_t& specialized(uint32_t flags)
+{
+    using namespace cuzk::ntt;
+    const bool dit = flags & F_DIT, tw = flags & F_TWIDDLE;
+    const bool pre = flags & (F_PRE_G | F_PRE_GI | F_PRE_NINV);
+    const bool post = flags & (F_POST_G | F_POST_GI | F_POST_NINV);
+    // Generic where no kernel covers the flags: both scalings, DIF tw+post, DIT tw+pre.
+    if ((pre && post) || (tw && (dit ? pre : post))) return g_spec[0];
+    const std::string name = std::string("cuzk_ntt_pass4_") + (dit ? "dit" : "dif") + (tw ? "_tw" : "") +
+                             (pre ? "_pre" : "") + (post ? "_post" : "");
+    for (auto& sp : g_spec)
+        if (name == sp.name) return sp;
+    fprintf(stderr, "no kernel %s\n", name.c_str());
+    exit(2);
+}
+
 static void permute(fr_t* d, uint32_t lg_n, uint32_t batch)
 {
     if (lg_n >= 10)
@@ -78,7 +111,8 @@ static void permute(fr_t* d, uint32_t lg_n, uint32_t batch)
         launch(4, batch, 32, [&] { cuzk_ntt_bit_reverse(d, lg_n); });
 }
 
-// Parses "id lg_n batch pre post np (r4 s0 k lg_c flags)*" and runs it on d.
+// Parses "id lg_n batch pre post np (r4 s0 k lg_c flags)*" and runs it on d; r4: 0 radix-2,
+// 1 radix-4, 2 wide, 3 radix-4 specialized for the pass's flags.
 struct case_t {
     uint32_t id, lg_n, batch, pre, post;
     std::vector<uint32_t> p;   // 5 per pass
@@ -104,7 +138,12 @@ static void run(const case_t& c, fr_t* d, const fr_t* tables)
     for (size_t i = 0; i < c.p.size(); i += 5) {
         uint32_t r4 = c.p[i], s0 = c.p[i + 1], k = c.p[i + 2], lg_c = c.p[i + 3], flags = c.p[i + 4];
         uint32_t tile_lg = k + lg_c;
-        if (r4 == 2)
+        if (r4 == 3) {
+            spec_t& sp = specialized(flags);
+            sp.runs++;
+            launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
+                   [&] { sp.f(d, tables, lg_n, s0, k, lg_c, flags); });
+        } else if (r4 == 2)
             launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 3),
                    [&] { cuzk_ntt_pass_wide(d, tables, lg_n, s0, k, lg_c, flags); });
         else if (r4)
@@ -168,6 +207,37 @@ int main(int argc, char** argv)
         bad += !ok;
         runs++;
     }
+    // Every flag set (all 2^9, inverse, scalings and direction included) on the specialized
+    // kernel the launcher picks against the generic cuzk_ntt_pass4, bit for bit, at an even and
+    // an odd k (the lone h = 1 stage), canonical input (table values). 2^15: scaling indices
+    // with a HI part (idx >= 2^14) for every scaling combination.
+    // Geometries "lg_n s0 k lg_c batch".
+    const uint32_t geo[][5] = {{8, 2, 4, 2, 2}, {9, 1, 5, 1, 2}, {7, 0, 7, 0, 2}, {15, 11, 2, 2, 1}};
+    int sweep_bad = 0, sweeps = 0;
+    for (auto& gm : geo) {
+        const uint32_t lg_n = gm[0], s0 = gm[1], k = gm[2], lg_c = gm[3], batch = gm[4], tile_lg = k + lg_c;
+        std::vector<fr_t> x((size_t)batch << lg_n);
+        for (size_t i = 0; i < x.size(); i++) x[i] = tables[(i * 7919 + lg_n) % ntt::T_LEN];
+        for (uint32_t flags = 0; flags <= ntt::F_ALL; flags++) {
+            auto a = x, b = x;
+            spec_t& sp = specialized(flags);
+            sp.runs++;
+            launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
+                   [&] { cuzk_ntt_pass4(a.data(), tables, lg_n, s0, k, lg_c, flags); });
+            launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
+                   [&] { sp.f(b.data(), tables, lg_n, s0, k, lg_c, flags); });
+            const bool ok = memcmp(a.data(), b.data(), 32 * a.size()) == 0;
+            if (!ok) printf("sweep 2^%u s0 %u k %u lg_c %u flags %#x %s: MISMATCH\n", lg_n, s0, k, lg_c, flags, sp.name);
+            sweep_bad += !ok;
+            sweeps++;
+        }
+    }
+    printf("specialized vs generic sweep: %d runs, %d mismatches\n", sweeps, sweep_bad);
+    int unused = 0;
+    for (auto& sp : g_spec) {
+        printf("  %-28s %llu launches\n", sp.name, (unsigned long long)sp.runs);
+        unused += sp.runs == 0;
+    }
     printf("%d runs, %d mismatches\n", runs, bad);
-    return bad || !runs ? 1 : 0;
+    return bad || sweep_bad || unused || !runs ? 1 : 0;
 }
