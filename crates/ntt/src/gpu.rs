@@ -142,32 +142,6 @@ impl Domain {
         )
     }
 
-    /// [`Self::gpu_transform`] with the wide plan (`CUZK_NTT_WIDE`) forced on or off, for
-    /// tests and A/B runs; same result either way.
-    #[doc(hidden)]
-    #[allow(clippy::too_many_arguments)]
-    pub fn gpu_transform_plan(
-        &self,
-        gpu: &Gpu,
-        stream: &Stream,
-        data: &mut DeviceBuffer<Fr>,
-        t: Transform,
-        input: Order,
-        output: Order,
-        wide: bool,
-    ) -> Result<(), NttError> {
-        self.gpu_transform_variant(
-            gpu,
-            stream,
-            data,
-            t,
-            input,
-            output,
-            wide,
-            plan::specialized_enabled(),
-        )
-    }
-
     /// [`Self::gpu_transform`] with the wide plan (`CUZK_NTT_WIDE`) and the specialized
     /// radix-4 kernels (`CUZK_NTT_SPECIALIZED`) forced on or off, for tests and A/B runs;
     /// same result every way.
@@ -249,21 +223,6 @@ impl Domain {
             plan::wide_enabled(),
             plan::specialized_enabled(),
         )
-    }
-
-    /// [`Self::gpu_quotient`] with the wide plan (`CUZK_NTT_WIDE`) forced on or off, for tests
-    /// and A/B runs; same result either way.
-    #[doc(hidden)]
-    pub fn gpu_quotient_plan(
-        &self,
-        gpu: &Gpu,
-        stream: &Stream,
-        a: &mut DeviceBuffer<Fr>,
-        b: DeviceBuffer<Fr>,
-        c: DeviceBuffer<Fr>,
-        wide: bool,
-    ) -> Result<(), NttError> {
-        self.gpu_quotient_variant(gpu, stream, a, b, c, wide, plan::specialized_enabled())
     }
 
     /// [`Self::gpu_quotient`] with the wide plan (`CUZK_NTT_WIDE`) and the specialized

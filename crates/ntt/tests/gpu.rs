@@ -255,7 +255,6 @@ fn gpu_wide_plan_matches_cpu() {
     let stream = g.stream("wide").unwrap();
     for lg in 20u32..=24 {
         let d = Domain::new(lg).unwrap();
-        let n = d.size();
         let cases: &[(Transform, Order, Order)] = if lg == 20 || lg == 24 {
             &[
                 (Transform::Forward, Order::Natural, Order::BitReversed),
@@ -274,35 +273,13 @@ fn gpu_wide_plan_matches_cpu() {
                 ),
             ]
         };
-        for (i, &(t, input, output)) in cases.iter().enumerate() {
-            let x = random(n, 500 + u64::from(lg) * 10 + i as u64);
-            let mut staged = x.clone();
-            reorder(&mut staged, input, &d);
-            let mut dev = g.vram().from_host(&staged).unwrap();
-            d.gpu_transform_plan(&g, &stream, &mut dev, t, input, output, true)
-                .unwrap();
-            stream.synchronize().unwrap();
-            let got = dev.to_vec().unwrap();
-            let mut want = x;
-            cpu(&d, &mut want, t);
-            reorder(&mut want, output, &d);
-            assert!(got == want, "wide 2^{lg} {t:?} {input:?}->{output:?}");
+        for (i, &case) in cases.iter().enumerate() {
+            let seed = 500 + u64::from(lg) * 10 + i as u64;
+            check_variant(&g, &stream, &d, case, seed, (true, false), "wide");
         }
     }
-    let lg = 22;
-    let d = Domain::new(lg).unwrap();
-    let n = d.size();
-    let (a, b, c) = (random(n, 61), random(n, 62), random(n, 63));
-    let want = d.quotient(&a, &b, &c).unwrap();
-    let mut da = g.vram().from_host(&a).unwrap();
-    let (db, dc) = (
-        g.vram().from_host(&b).unwrap(),
-        g.vram().from_host(&c).unwrap(),
-    );
-    d.gpu_quotient_plan(&g, &stream, &mut da, db, dc, true)
-        .unwrap();
-    stream.synchronize().unwrap();
-    assert!(da.to_vec().unwrap() == want, "wide H pipeline 2^{lg}");
+    let d = Domain::new(22).unwrap();
+    check_quotient_variant(&g, &stream, &d, [61, 62, 63], (true, false), "wide");
 }
 
 /// The opt-in specialized radix-4 kernels (`cuzk_ntt_pass4_{dif,dit}[_tw][_pre|_post]`,
@@ -316,7 +293,6 @@ fn gpu_specialized_kernels_match_cpu() {
     let stream = g.stream("specialized").unwrap();
     for lg in [10u32, 17, 20, 22] {
         let d = Domain::new(lg).unwrap();
-        let n = d.size();
         let cases = [
             (Transform::Forward, Order::Natural, Order::BitReversed),
             (Transform::Forward, Order::BitReversed, Order::Natural),
@@ -331,42 +307,62 @@ fn gpu_specialized_kernels_match_cpu() {
                 Order::BitReversed,
             ),
         ];
-        for (i, &(t, input, output)) in cases.iter().enumerate() {
-            let x = random(n, 900 + u64::from(lg) * 10 + i as u64);
-            let mut staged = x.clone();
-            reorder(&mut staged, input, &d);
-            let mut dev = g.vram().from_host(&staged).unwrap();
-            d.gpu_transform_variant(&g, &stream, &mut dev, t, input, output, false, true)
-                .unwrap();
-            stream.synchronize().unwrap();
-            let got = dev.to_vec().unwrap();
-            let mut want = x;
-            cpu(&d, &mut want, t);
-            reorder(&mut want, output, &d);
-            assert!(
-                got == want,
-                "specialized 2^{lg} {t:?} {input:?}->{output:?}"
-            );
+        for (i, &case) in cases.iter().enumerate() {
+            let seed = 900 + u64::from(lg) * 10 + i as u64;
+            check_variant(&g, &stream, &d, case, seed, (false, true), "specialized");
         }
-        let (a, b, c) = (
-            random(n, 71 + u64::from(lg)),
-            random(n, 72 + u64::from(lg)),
-            random(n, 73 + u64::from(lg)),
-        );
-        let want = d.quotient(&a, &b, &c).unwrap();
-        let mut da = g.vram().from_host(&a).unwrap();
-        let (db, dc) = (
-            g.vram().from_host(&b).unwrap(),
-            g.vram().from_host(&c).unwrap(),
-        );
-        d.gpu_quotient_variant(&g, &stream, &mut da, db, dc, false, true)
-            .unwrap();
-        stream.synchronize().unwrap();
-        assert!(
-            da.to_vec().unwrap() == want,
-            "specialized H pipeline 2^{lg}"
-        );
+        let seeds = [71, 72, 73].map(|s| s + u64::from(lg));
+        check_quotient_variant(&g, &stream, &d, seeds, (false, true), "specialized");
     }
+}
+
+/// One transform of random input (`seed`) with the wide plan and the specialized kernels set
+/// as `(wide, specialized)`, against the CPU.
+fn check_variant(
+    g: &Gpu,
+    stream: &Stream,
+    d: &Domain,
+    (t, input, output): (Transform, Order, Order),
+    seed: u64,
+    (wide, specialized): (bool, bool),
+    what: &str,
+) {
+    let x = random(d.size(), seed);
+    let mut staged = x.clone();
+    reorder(&mut staged, input, d);
+    let mut dev = g.vram().from_host(&staged).unwrap();
+    d.gpu_transform_variant(g, stream, &mut dev, t, input, output, wide, specialized)
+        .unwrap();
+    stream.synchronize().unwrap();
+    let got = dev.to_vec().unwrap();
+    let mut want = x;
+    cpu(d, &mut want, t);
+    reorder(&mut want, output, d);
+    let lg = d.log_size();
+    assert!(got == want, "{what} 2^{lg} {t:?} {input:?}->{output:?}");
+}
+
+/// The H pipeline on random a, b, c (`seeds`), variants as in [`check_variant`], against the CPU.
+fn check_quotient_variant(
+    g: &Gpu,
+    stream: &Stream,
+    d: &Domain,
+    seeds: [u64; 3],
+    (wide, specialized): (bool, bool),
+    what: &str,
+) {
+    let [a, b, c] = seeds.map(|s| random(d.size(), s));
+    let want = d.quotient(&a, &b, &c).unwrap();
+    let mut da = g.vram().from_host(&a).unwrap();
+    let (db, dc) = (
+        g.vram().from_host(&b).unwrap(),
+        g.vram().from_host(&c).unwrap(),
+    );
+    d.gpu_quotient_variant(g, stream, &mut da, db, dc, wide, specialized)
+        .unwrap();
+    stream.synchronize().unwrap();
+    let lg = d.log_size();
+    assert!(da.to_vec().unwrap() == want, "{what} H pipeline 2^{lg}");
 }
 
 /// Budget left for only some of the pipeline's allocations: the call fails cleanly and gives
