@@ -162,7 +162,7 @@ fn group_of(cv: Curve) -> Group {
 }
 
 /// Environment variable choosing the G1 accumulation kernel of every new context: `occ4`
-/// (default) or `regular` (see [`Accumulate`]); ignored if it does not parse.
+/// (default), `regular`, `pair` or `pair4` (see [`Accumulate`]); ignored if it does not parse.
 pub const ACCUMULATE_ENV: &str = "CUZK_MSM_ACCUMULATE";
 
 fn env_accumulate() -> Accumulate {
@@ -257,7 +257,7 @@ impl Plan {
                 cands.push((e, general));
             }
             for (cw, m) in cands {
-                for acc in [Accumulate::Regular, Accumulate::Occupancy4] {
+                for acc in Accumulate::ALL {
                     let p = Self::for_variant(m, n, Some(cw), sm_count, cv, acc);
                     plan.bound[i] = plan.bound[i].max(p.scratch_bytes(cv));
                 }
@@ -1531,7 +1531,7 @@ mod tests {
                 gs.extend((1..64).map(|i| n / 64 * i));
                 gs.retain(|&g| g <= n);
                 for cv in [Curve::G1, Curve::G2] {
-                    for acc in [Accumulate::Regular, Accumulate::Occupancy4] {
+                    for acc in Accumulate::ALL {
                         for &g in &gs {
                             let run = Plan::for_variant(g, n, None, sm, cv, acc);
                             assert!(run.scratch_bytes(cv) >= scratch_lens_bytes(&run, cv));

@@ -278,7 +278,7 @@ fn gpu_alloc_failure_restores_budget() {
 fn gpu_accumulate_variants_match_cpu() {
     let g = gpu();
     let mut rng = ChaCha20Rng::seed_from_u64(44);
-    for acc in [Accumulate::Regular, Accumulate::Occupancy4] {
+    for acc in Accumulate::ALL {
         for n in [1usize, 3, 1000, 70_001, 1 << 20] {
             let p: Vec<G1Affine> = points(n, &mut rng);
             let ctx = GpuMsm::resident(&g, &p).unwrap().with_accumulate(acc);
@@ -441,25 +441,29 @@ fn gpu_bench_msm() {
         );
         profile(&ctx, &dev, &format!("G1 2^{log} random kept-scratch"));
         let ctx = ctx.keep_scratch(false);
-        {
-            // The other accumulation kernel (CUZK_MSM_ACCUMULATE=regular), kept scratch.
-            let reg = GpuMsm::resident(&g, &g1[..n])
+        // The other accumulation kernels (CUZK_MSM_ACCUMULATE=...), kept scratch.
+        for acc in Accumulate::ALL {
+            if acc == Accumulate::default() {
+                continue;
+            }
+            let name = acc.name();
+            let other = GpuMsm::resident(&g, &g1[..n])
                 .unwrap()
-                .with_accumulate(Accumulate::Regular)
+                .with_accumulate(acc)
                 .keep_scratch(true);
-            assert_eq!(reg.msm_device(&dev).unwrap(), want, "regular");
-            let ms = median_ms(reg.stream(), &g, || {
-                reg.msm_device(&dev).unwrap();
+            assert_eq!(other.msm_device(&dev).unwrap(), want, "{name}");
+            let ms = median_ms(other.stream(), &g, || {
+                other.msm_device(&dev).unwrap();
             });
             row(
-                &format!("G1 2^{log} random, regular accumulate + kept scratch"),
+                &format!("G1 2^{log} random, {name} accumulate + kept scratch"),
                 ms,
                 target,
             );
             profile(
-                &reg,
+                &other,
                 &dev,
-                &format!("G1 2^{log} random regular kept-scratch"),
+                &format!("G1 2^{log} random {name} kept-scratch"),
             );
         }
         if log >= 24 {
