@@ -131,20 +131,18 @@ msm_accumulate_g1_occ4(const affine_t<fp_t>* __restrict__ points, uint32_t npoin
     msm::accumulate<fp_t>(points, npoints, sorted, cap, offsets, nkeys, nthreads, pkeys, ppts, buckets);
 }
 
-// Paired variants of msm_accumulate_g1 (Accumulate::Paired / Paired4, CUZK_MSM_ACCUMULATE=pair /
-// pair4): the mixed addition as five out-of-line paired products (ec/ec_field.cuh ec_mul2);
-// 3 blocks of 128 at 168 registers, or 4 blocks at 128.
-#define MSM_ACCUMULATE_G1_PAIRED(NAME, MINB)                                                          \
-    extern "C" __global__ void __launch_bounds__(128, MINB)                                          \
-    NAME(const affine_t<fp_t>* __restrict__ points, uint32_t npoints, const uint32_t* __restrict__ sorted, \
-         uint32_t cap, const uint32_t* __restrict__ offsets, uint32_t nkeys, uint32_t nthreads,     \
-         uint32_t* pkeys, xyzz_t<fp_t>* ppts, xyzz_t<fp_t>* buckets)                                \
-    {                                                                                                \
-        msm::accumulate<fp_t, true>(points, npoints, sorted, cap, offsets, nkeys, nthreads, pkeys, ppts, \
-                                    buckets);                                                        \
-    }
-MSM_ACCUMULATE_G1_PAIRED(msm_accumulate_g1_pair, 3)
-MSM_ACCUMULATE_G1_PAIRED(msm_accumulate_g1_pair4, 4)
+// Paired variant of msm_accumulate_g1, the default (Accumulate::Paired, CUZK_MSM_ACCUMULATE=pair):
+// the mixed addition as five out-of-line calls of two interleaved Fp products (ec/ec_field.cuh
+// ec_mul2), 4 blocks of 128. H200 run 10: accumulation 94.3 vs 97.2 ms (occ4) at 2^24, 372.4 vs
+// 397.4 at 2^26; the 3-block build (168 registers) measured 95.2 / 373.8.
+extern "C" __global__ void __launch_bounds__(128, 4)
+msm_accumulate_g1_pair(const affine_t<fp_t>* __restrict__ points, uint32_t npoints,
+                       const uint32_t* __restrict__ sorted, uint32_t cap,
+                       const uint32_t* __restrict__ offsets, uint32_t nkeys, uint32_t nthreads,
+                       uint32_t* pkeys, xyzz_t<fp_t>* ppts, xyzz_t<fp_t>* buckets)
+{
+    msm::accumulate<fp_t, true>(points, npoints, sorted, cap, offsets, nkeys, nthreads, pkeys, ppts, buckets);
+}
 
 // G2: an XYZZ point alone is 96 registers; 255 registers with 2 blocks of 128 per SM.
 MSM_POINT_KERNELS(g2, fp2_t, 128, 2)
@@ -152,9 +150,8 @@ MSM_POINT_KERNELS(g2, fp2_t, 128, 2)
 // cuzk: allow-spills msm_accumulate_g2 Fp2 XYZZ acc + affine point + loop state exceed 255 registers around the out-of-line Fp2 calls
 // cuzk: allow-spills msm_ones_g2 same as msm_accumulate_g2 (XYZZ + affine live across Fp2 calls)
 // cuzk: allow-spills msm_accumulate_g1 26 B at the 168-register cap (3 blocks/SM); loop state, L1-resident; revert to (128, 2) + 256 threads/SM if slower
-// cuzk: allow-spills msm_accumulate_g1_occ4 ~42 B at the 128-register cap (4 blocks/SM); the default, picked by measurement
-// cuzk: allow-spills msm_accumulate_g1_pair A/B variant: the out-of-line paired products save the caller's registers they use (callee-saved, ~64 B per call)
-// cuzk: allow-spills msm_accumulate_g1_pair4 as msm_accumulate_g1_pair, at the 128-register cap (~112 B per call)
+// cuzk: allow-spills msm_accumulate_g1_occ4 ~42 B at the 128-register cap (4 blocks/SM); the default until H200 run 10
+// cuzk: allow-spills msm_accumulate_g1_pair ~250 B at the 128-register cap: the out-of-line paired products save the caller's registers they use (callee-saved); the default, picked by measurement
 // cuzk: allow-spills msm_bucket_reduce_g1 120-236 B: three XYZZ points live in the g*L ladder (parking acc in global made G2 worse); runs once per MSM
 // cuzk: allow-spills msm_to_jacobian_g2 8 bytes around the out-of-line Fp2 call; runs on nwin + 1 points only
 // cuzk: allow-spills msm_bucket_reduce_g2 ~8.4 KB: three G2 XYZZ points live in the g*L ladder; once per MSM (3.2 ms of 366 at 2^24, H200 run 4)

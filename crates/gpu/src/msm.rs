@@ -71,27 +71,26 @@ pub enum Accumulate {
     /// `msm_accumulate_g1`: 3 blocks of 128 per SM at 168 registers.
     Regular,
     /// `msm_accumulate_g1_occ4`: 4 blocks of 128 per SM at 128 registers (small spill); the
-    /// default since H200 run 4 (G1 2^24 135.0 vs 141.7 ms, 2^26 495 vs 513 ms).
-    #[default]
+    /// default from H200 run 4 (G1 2^24 135.0 vs 141.7 ms, 2^26 495 vs 513 ms) to run 10.
     Occupancy4,
-    /// `msm_accumulate_g1_pair`: the mixed addition as five out-of-line paired Fp products
-    /// (two independent multiplications per call, small code); 3 blocks of 128 per SM.
+    /// `msm_accumulate_g1_pair`: the mixed addition as five out-of-line calls of two
+    /// interleaved Fp products (small code, two multiplications in flight); 4 blocks of 128
+    /// per SM. The default since H200 run 10 (accumulation at 2^24 94.3 vs 97.2 ms, at 2^26
+    /// 372.4 vs 397.4 ms).
+    #[default]
     Paired,
-    /// `msm_accumulate_g1_pair4`: as [`Self::Paired`] with 4 blocks of 128 per SM.
-    Paired4,
 }
 
 impl Accumulate {
     /// Every variant, for tests, benches and the scratch bound.
-    pub const ALL: [Self; 4] = [Self::Regular, Self::Occupancy4, Self::Paired, Self::Paired4];
+    pub const ALL: [Self; 3] = [Self::Regular, Self::Occupancy4, Self::Paired];
 
-    /// Parses `regular` / `occ4` / `pair` / `pair4` (the `CUZK_MSM_ACCUMULATE` values).
+    /// Parses `regular` / `occ4` / `pair` (the `CUZK_MSM_ACCUMULATE` values).
     pub fn parse(s: &str) -> Option<Self> {
         match s.trim() {
             "regular" => Some(Self::Regular),
             "occ4" => Some(Self::Occupancy4),
             "pair" => Some(Self::Paired),
-            "pair4" => Some(Self::Paired4),
             _ => None,
         }
     }
@@ -102,7 +101,6 @@ impl Accumulate {
             Self::Regular => "regular",
             Self::Occupancy4 => "occ4",
             Self::Paired => "pair",
-            Self::Paired4 => "pair4",
         }
     }
     fn effective(self, curve: Curve) -> Self {
@@ -114,8 +112,7 @@ impl Accumulate {
     /// Threads per SM the kernel keeps resident (one full wave of equal slices).
     pub const fn resident_threads_per_sm(self, curve: Curve) -> usize {
         match (curve, self) {
-            (Curve::G1, Self::Occupancy4 | Self::Paired4) => 4 * 128,
-            (Curve::G1, Self::Paired) => 3 * 128,
+            (Curve::G1, Self::Occupancy4 | Self::Paired) => 4 * 128,
             _ => curve.resident_threads_per_sm(),
         }
     }
@@ -123,7 +120,6 @@ impl Accumulate {
         match self.effective(curve) {
             Self::Occupancy4 => "msm_accumulate_g1_occ4".into(),
             Self::Paired => "msm_accumulate_g1_pair".into(),
-            Self::Paired4 => "msm_accumulate_g1_pair4".into(),
             Self::Regular => format!("msm_accumulate_{}", curve.suffix()),
         }
     }

@@ -161,8 +161,8 @@ fn group_of(cv: Curve) -> Group {
     }
 }
 
-/// Environment variable choosing the G1 accumulation kernel of every new context: `occ4`
-/// (default), `regular`, `pair` or `pair4` (see [`Accumulate`]); ignored if it does not parse.
+/// Environment variable choosing the G1 accumulation kernel of every new context: `pair`
+/// (default), `occ4` or `regular` (see [`Accumulate`]); ignored if it does not parse.
 pub const ACCUMULATE_ENV: &str = "CUZK_MSM_ACCUMULATE";
 
 fn env_accumulate() -> Accumulate {
@@ -1548,7 +1548,7 @@ mod tests {
                 // a fixed window is bounded too
                 let fixed = Plan::new(n, n, Some(22), sm);
                 for cv in [Curve::G1, Curve::G2] {
-                    let run = Plan::for_variant(n / 3, n, Some(22), sm, cv, Accumulate::Occupancy4);
+                    let run = Plan::for_variant(n / 3, n, Some(22), sm, cv, Accumulate::Paired);
                     assert!(fixed.scratch_bytes(cv) >= run.scratch_bytes(cv));
                 }
             }
