@@ -4,10 +4,10 @@
 //   multiplications each, ~1500 instructions per multiplication) small enough to compile quickly
 //   and to fit in registers (an inlined G2 addition spills: 255 registers are not enough for the
 //   compiler's interleaving).
-//   ec_mul2, ec_sqr2: two independent products in one call. For the base field it is one
-//   out-of-line function holding both multiplications, so ptxas interleaves their carry chains
-//   (two-way instruction-level parallelism) while the caller's code stays small: the paired
-//   mixed addition (xyzz_t::add_affine_paired) is five such calls.
+//   ec_mul2, ec_sqr2 (base field only): two independent products in one out-of-line function,
+//   so ptxas interleaves their carry chains (two-way instruction-level parallelism) while the
+//   caller's code stays small: the paired mixed addition (xyzz_t::add_affine_paired, G1) is
+//   five such calls.
 #pragma once
 
 #include "../ff/mont.cuh"
@@ -22,38 +22,19 @@ template <class F> struct ec_pair {
     F a, b;
 };
 template <class P>
-__device__ __noinline__ ec_pair<mont_t<P>> fp_mul2_call(const mont_t<P> a0, const mont_t<P> b0, const mont_t<P> a1,
-                                                       const mont_t<P> b1)
+__device__ __noinline__ ec_pair<mont_t<P>> ec_mul2(const mont_t<P> a0, const mont_t<P> b0, const mont_t<P> a1,
+                                                  const mont_t<P> b1)
 {
     return {a0 * b0, a1 * b1};
 }
-template <class P> __device__ __noinline__ ec_pair<mont_t<P>> fp_sqr2_call(const mont_t<P> a0, const mont_t<P> a1)
+template <class P> __device__ __noinline__ ec_pair<mont_t<P>> ec_sqr2(const mont_t<P> a0, const mont_t<P> a1)
 {
     return {a0.sqr(), a1.sqr()};
-}
-template <class P>
-CUZK_DEV ec_pair<mont_t<P>> ec_mul2(const mont_t<P>& a0, const mont_t<P>& b0, const mont_t<P>& a1, const mont_t<P>& b1)
-{
-    return fp_mul2_call(a0, b0, a1, b1);
-}
-template <class P> CUZK_DEV ec_pair<mont_t<P>> ec_sqr2(const mont_t<P>& a0, const mont_t<P>& a1)
-{
-    return fp_sqr2_call(a0, a1);
 }
 
 template <class F> __device__ __noinline__ fp2x_t<F> fp2_mul_call(const fp2x_t<F> a, const fp2x_t<F> b) { return a * b; }
 template <class F> __device__ __noinline__ fp2x_t<F> fp2_sqr_call(const fp2x_t<F> a) { return a.sqr(); }
 template <class F> CUZK_DEV fp2x_t<F> ec_mul(const fp2x_t<F>& a, const fp2x_t<F>& b) { return fp2_mul_call(a, b); }
 template <class F> CUZK_DEV fp2x_t<F> ec_sqr(const fp2x_t<F>& a) { return fp2_sqr_call(a); }
-
-template <class F> CUZK_DEV ec_pair<fp2x_t<F>> ec_mul2(const fp2x_t<F>& a0, const fp2x_t<F>& b0, const fp2x_t<F>& a1,
-                                                 const fp2x_t<F>& b1)
-{
-    return {fp2_mul_call(a0, b0), fp2_mul_call(a1, b1)};
-}
-template <class F> CUZK_DEV ec_pair<fp2x_t<F>> ec_sqr2(const fp2x_t<F>& a0, const fp2x_t<F>& a1)
-{
-    return {fp2_sqr_call(a0), fp2_sqr_call(a1)};
-}
 
 } // namespace cuzk

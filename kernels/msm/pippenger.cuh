@@ -68,17 +68,7 @@ __device__ __forceinline__ void prepare(const fr_t* in, fr_t* out, uint32_t n, u
 // 2. counts[key] += 1 for every non-zero digit of every general scalar.
 __device__ __forceinline__ void histogram(const fr_t* canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* counts)
 {
-    MSM_GRID_STRIDE(i, n)
-    {
-        fr_t s = canon[i];
-        if (!is_general(s)) continue;
-        uint32_t carry = 0;
-        for (uint32_t w = 0; w < nwin; w++) {
-            bool neg;
-            uint32_t key = digit_key(s, w, c, carry, neg);
-            if (key != ~0u) atomicAdd(&counts[key], 1u);
-        }
-    }
+    for_each_digit(canon, n, c, nwin, [&](uint32_t, uint32_t, uint32_t key, bool) { atomicAdd(&counts[key], 1u); });
 }
 
 // 3. Exclusive scan: msm/scan.cuh.
@@ -87,20 +77,10 @@ __device__ __forceinline__ void histogram(const fr_t* canon, uint32_t n, uint32_
 __device__ __forceinline__ void scatter(const fr_t* canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* cursors,
                                         uint32_t* sorted, uint32_t cap)
 {
-    MSM_GRID_STRIDE(i, n)
-    {
-        fr_t s = canon[i];
-        if (!is_general(s)) continue;
-        uint32_t carry = 0;
-        for (uint32_t w = 0; w < nwin; w++) {
-            bool neg;
-            uint32_t key = digit_key(s, w, c, carry, neg);
-            if (key != ~0u) {
-                uint32_t pos = atomicAdd(&cursors[key], 1u);
-                if (pos < cap) sorted[pos] = i | (neg ? SIGN_BIT : 0u);   // cap: memory safety only
-            }
-        }
-    }
+    for_each_digit(canon, n, c, nwin, [&](uint32_t i, uint32_t, uint32_t key, bool neg) {
+        const uint32_t pos = atomicAdd(&cursors[key], 1u);
+        if (pos < cap) sorted[pos] = i | (neg ? SIGN_BIT : 0u);   // cap: memory safety only
+    });
 }
 
 // Largest k in [0, nkeys) with offsets[k] <= pos < offsets[k+1] (pos < offsets[nkeys]).

@@ -104,6 +104,23 @@ __device__ __forceinline__ uint32_t digit_key(const S& s, uint32_t w, uint32_t c
     return v == 0 ? ~0u : w * half + (v - 1);
 }
 
+// visit(i, w, key, neg) for every non-zero digit of every general scalar canon[i] of this
+// thread (grid-stride over i), windows in order (each window's carry feeds the next).
+template <class S, class Visit>
+__device__ __forceinline__ void for_each_digit(const S* canon, uint32_t n, uint32_t c, uint32_t nwin, Visit&& visit)
+{
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const S s = canon[i];
+        if (!is_general(s)) continue;
+        uint32_t carry = 0;
+        for (uint32_t w = 0; w < nwin; w++) {
+            bool neg;
+            const uint32_t key = digit_key(s, w, c, carry, neg);
+            if (key != ~0u) visit(i, w, key, neg);
+        }
+    }
+}
+
 // a. bin_counts[bin] += 1 per entry; bin_counts zeroed by the caller. Also clears flag[0]
 // for step d (stream order: nothing reads it before d).
 template <class S>
@@ -112,16 +129,8 @@ __device__ __forceinline__ void sort_bin_histogram(const S* canon, uint32_t n, u
 {
     const bin_map m(c, nwin, F, Ft);
     if (blockIdx.x == 0 && threadIdx.x == 0) flag[0] = 0;
-    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        const S s = canon[i];
-        if (!is_general(s)) continue;
-        uint32_t carry = 0;
-        for (uint32_t w = 0; w < nwin; w++) {
-            bool neg;
-            const uint32_t key = digit_key(s, w, c, carry, neg);
-            if (key != ~0u) atomicAdd(&bin_counts[m.bin(key)], 1u);
-        }
-    }
+    for_each_digit(canon, n, c, nwin,
+                   [&](uint32_t, uint32_t, uint32_t key, bool) { atomicAdd(&bin_counts[m.bin(key)], 1u); });
 }
 
 // c. Coarse scatter into the bins (bin_cur = exclusive prefix of the bin counts). The atomics
@@ -230,18 +239,11 @@ __device__ __forceinline__ void sort_oversize(const S* canon, uint32_t n, uint32
     if (f == 0) return;
     const bin_map m(c, nwin, F, Ft);
     const uint32_t wmin = nwin - min(f, nwin);
-    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        const S s = canon[i];
-        if (!is_general(s)) continue;
-        uint32_t carry = 0;
-        for (uint32_t w = 0; w < nwin; w++) {
-            bool neg;
-            const uint32_t key = digit_key(s, w, c, carry, neg);   // every window: the carry
-            if (w < wmin || key == ~0u || bin_counts[m.bin(key)] <= SORT_TILE) continue;
-            const uint32_t pos = atomicAdd(&cursors[key], 1u);
-            if (pos < cap) sorted[pos] = i | (neg ? SIGN_BIT : 0u);
-        }
-    }
+    for_each_digit(canon, n, c, nwin, [&](uint32_t i, uint32_t w, uint32_t key, bool neg) {
+        if (w < wmin || bin_counts[m.bin(key)] <= SORT_TILE) return;
+        const uint32_t pos = atomicAdd(&cursors[key], 1u);
+        if (pos < cap) sorted[pos] = i | (neg ? SIGN_BIT : 0u);
+    });
 }
 
 } // namespace msm

@@ -1,49 +1,15 @@
-// Host run of the MSM scan kernels (kernels/msm/scan.cuh, unchanged) without a GPU: one
-// std::thread per CUDA thread of a block, std::barrier for __syncthreads, blocks one after
-// another, launched exactly as crates/gpu/src/msm.rs `scan` does. Compares offsets/cursors with
+// Host run of the MSM scan kernels (kernels/msm/scan.cuh, unchanged) without a GPU, on the
+// cuda_host.h shim, launched exactly as crates/gpu/src/msm.rs `scan` does. Compares offsets/cursors with
 // a host prefix sum on random counts for many lengths (tile edges included); also checks that
 // nothing past offsets[len] / cursors[len) is written. Usage: scan_emu [max_len_extra]
-#include <algorithm>
-#include <barrier>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <random>
-#include <thread>
-#include <vector>
 
-struct dim3_t { uint32_t x = 0, y = 0, z = 0; };
-static thread_local dim3_t threadIdx, blockIdx;
-static dim3_t blockDim, gridDim;
-static std::barrier<>* g_bar = nullptr;
-inline void __syncthreads() { g_bar->arrive_and_wait(); }
-using std::min;
-#define __device__
-#define __forceinline__ inline
-#define __shared__ static
+#include "cuda_host.h"
 #include "../scan.cuh"
 
 using namespace cuzk::msm;
-
-static void launch(uint32_t gx, uint32_t bx, const std::function<void()>& body)
-{
-    std::barrier<> bar(bx);
-    g_bar = &bar;
-    blockDim = {bx, 1, 1};
-    gridDim = {gx, 1, 1};
-    std::vector<std::thread> th;
-    for (uint32_t t = 0; t < bx; t++)
-        th.emplace_back([&, t] {
-            threadIdx = {t, 0, 0};
-            for (uint32_t x = 0; x < gx; x++) {
-                blockIdx = {x, 0, 0};
-                body();
-                bar.arrive_and_wait();
-            }
-        });
-    for (auto& t : th) t.join();
-}
 
 static int check(uint32_t len, std::mt19937& rng, uint32_t maxc)
 {

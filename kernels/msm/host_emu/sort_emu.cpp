@@ -1,65 +1,15 @@
-// Host run of the binned MSM sort (kernels/msm/sort.cuh + scan.cuh, unchanged) without a GPU:
-// one std::thread per CUDA thread of a block, std::barrier for __syncthreads, blocks one after
-// another, std::atomic_ref for the atomics; launched in the order of crates/gpu/src/msm.rs
-// `bin_sort` (fewer blocks than on the GPU, so every grid-stride and bin-stride loop turns).
+// Host run of the binned MSM sort (kernels/msm/sort.cuh + scan.cuh, unchanged) without a GPU,
+// on the cuda_host.h shim; launched in the order of crates/gpu/src/msm.rs `bin_sort` (fewer
+// blocks than on the GPU, so every grid-stride and bin-stride loop turns).
 // Compares offsets[0..=nkeys] and every key's entry multiset with a host reference (the
 // definition of the old per-key sort), and checks nothing is written past `cap` / offsets[nkeys].
 // Usage: sort_emu
-#include <algorithm>
-#include <atomic>
-#include <condition_variable>
-#include <mutex>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <random>
 #include <string>
-#include <thread>
-#include <vector>
 
-struct dim3_t { uint32_t x = 0, y = 0, z = 0; };
-static thread_local dim3_t threadIdx, blockIdx;
-static dim3_t blockDim, gridDim;
-// Sleeping barrier: std::barrier spins and yields, far too slow with 256 threads on few cores.
-struct Barrier {
-    explicit Barrier(uint32_t n) : n(n) {}
-    void arrive_and_wait()
-    {
-        std::unique_lock<std::mutex> l(m);
-        const uint64_t g = gen;
-        if (++waiting == n) {
-            waiting = 0;
-            gen++;
-            cv.notify_all();
-        } else {
-            cv.wait(l, [&] { return gen != g; });
-        }
-    }
-    uint32_t n, waiting = 0;
-    uint64_t gen = 0;
-    std::mutex m;
-    std::condition_variable cv;
-};
-static Barrier* g_bar = nullptr;
-inline void __syncthreads() { g_bar->arrive_and_wait(); }
-inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, uint32_t sh)
-{
-    return (uint32_t)((((uint64_t)hi << 32) | lo) >> (sh & 31));
-}
-inline uint32_t atomicAdd(uint32_t* p, uint32_t v) { return std::atomic_ref<uint32_t>(*p).fetch_add(v); }
-inline uint32_t atomicMax(uint32_t* p, uint32_t v)
-{
-    std::atomic_ref<uint32_t> a(*p);
-    uint32_t old = a.load();
-    while (old < v && !a.compare_exchange_weak(old, v)) {}
-    return old;
-}
-using std::max;
-using std::min;
-#define __device__
-#define __forceinline__ inline
-#define __shared__ static
+#include "cuda_host.h"
 #include "../sort.cuh"
 
 using namespace cuzk::msm;
@@ -74,24 +24,6 @@ struct scalar_t {
     }
 };
 
-static void launch(uint32_t gx, uint32_t bx, const std::function<void()>& body)
-{
-    Barrier bar(bx);
-    g_bar = &bar;
-    blockDim = {bx, 1, 1};
-    gridDim = {gx, 1, 1};
-    std::vector<std::thread> th;
-    for (uint32_t t = 0; t < bx; t++)
-        th.emplace_back([&, t] {
-            threadIdx = {t, 0, 0};
-            for (uint32_t x = 0; x < gx; x++) {
-                blockIdx = {x, 0, 0};
-                body();
-                bar.arrive_and_wait();
-            }
-        });
-    for (auto& t : th) t.join();
-}
 
 static uint32_t index_bits(uint32_t n) { return n <= 1 ? 0 : 32 - __builtin_clz(n - 1); }
 
