@@ -441,51 +441,36 @@ fn gpu_bench_msm() {
         );
         profile(&ctx, &dev, &format!("G1 2^{log} random kept-scratch"));
         let ctx = ctx.keep_scratch(false);
-        // The other accumulation kernels (CUZK_MSM_ACCUMULATE=...), kept scratch.
-        for acc in Accumulate::ALL {
-            if acc == Accumulate::default() {
-                continue;
-            }
-            let name = acc.name();
+        // The other builds, kept scratch, same scalars: each accumulation kernel
+        // (CUZK_MSM_ACCUMULATE) and, from 2^24, the per-key atomic sort (CUZK_MSM_SORT=atomic;
+        // compare the sort phases of the msm_profile lines).
+        let mut others: Vec<(String, Accumulate, Sort)> = Accumulate::ALL
+            .into_iter()
+            .filter(|&acc| acc != Accumulate::default())
+            .map(|acc| (format!("{} accumulate", acc.name()), acc, Sort::default()))
+            .collect();
+        if log >= 24 {
+            others.push(("atomic sort".into(), Accumulate::default(), Sort::Atomic));
+        }
+        for (label, acc, sort) in others {
             let other = GpuMsm::resident(&g, &g1[..n])
                 .unwrap()
                 .with_accumulate(acc)
+                .with_sort(sort)
                 .keep_scratch(true);
-            assert_eq!(other.msm_device(&dev).unwrap(), want, "{name}");
+            assert_eq!(other.msm_device(&dev).unwrap(), want, "{label}");
             let ms = median_ms(other.stream(), &g, || {
                 other.msm_device(&dev).unwrap();
             });
             row(
-                &format!("G1 2^{log} random, {name} accumulate + kept scratch"),
+                &format!("G1 2^{log} random, {label} + kept scratch"),
                 ms,
                 target,
             );
             profile(
                 &other,
                 &dev,
-                &format!("G1 2^{log} random {name} kept-scratch"),
-            );
-        }
-        if log >= 24 {
-            // The previous per-key atomic sort (CUZK_MSM_SORT=atomic), kept scratch: compare
-            // the sort phases of the two msm_profile lines.
-            let atomic = GpuMsm::resident(&g, &g1[..n])
-                .unwrap()
-                .with_sort(Sort::Atomic)
-                .keep_scratch(true);
-            assert_eq!(atomic.msm_device(&dev).unwrap(), want, "atomic sort");
-            let ms = median_ms(atomic.stream(), &g, || {
-                atomic.msm_device(&dev).unwrap();
-            });
-            row(
-                &format!("G1 2^{log} random, atomic sort + kept scratch"),
-                ms,
-                target,
-            );
-            profile(
-                &atomic,
-                &dev,
-                &format!("G1 2^{log} random atomic-sort kept-scratch"),
+                &format!("G1 2^{log} random {label} kept-scratch"),
             );
         }
         if log == 24 {
