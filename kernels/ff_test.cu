@@ -196,6 +196,11 @@ MUL_BENCH_(fp_mul_bench_karas_c1, fp_t, 1, VAR_KARA_SPLIT)
 MUL_BENCH_(fp2_mul_bench_split, fp2_t, FP2_BENCH_CHAINS, VAR_SPLIT)
 MUL_BENCH_(fp2_mul_bench_split_c1, fp2_t, 1, VAR_SPLIT)
 MUL_BENCH_(fp2_mul_bench_split_c3, fp2_t, 3, VAR_SPLIT)
+// Fp2 with Karatsuba wide products (fp2k_t), suffix _kara; the two-chain kernel spills 4 bytes
+// at 255 registers:
+// cuzk: allow-spills fp2_mul_bench_kara
+MUL_BENCH(fp2_mul_bench_kara, fp2k_t, FP2_BENCH_CHAINS)
+MUL_BENCH(fp2_mul_bench_kara_c1, fp2k_t, 1)
 
 // chain counts, so the host computes the operation count without hard-coding them
 extern "C" __global__ void bench_chains(uint32_t* out)

@@ -66,9 +66,11 @@ struct fp_params {
 using fr_t = mont_t<bls12_381::fr_params>;
 using fp_t = mont_t<bls12_381::fp_params>;
 using fp2_t = fp2x_t<fp_t>;
+// Fp2 with Karatsuba wide products (fp2x_t KARA): the G2 accumulation variant msm_accumulate_g2_kara.
+using fp2k_t = fp2x_t<fp_t, true>;
 
 static_assert(sizeof(fr_t) == 32, "fr_t layout");
 static_assert(sizeof(fp_t) == 48, "fp_t layout");
-static_assert(sizeof(fp2_t) == 96, "fp2_t layout");
+static_assert(sizeof(fp2_t) == 96 && sizeof(fp2k_t) == 96, "fp2_t layout");
 
 } // namespace cuzk

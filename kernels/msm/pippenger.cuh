@@ -138,8 +138,9 @@ struct run_sink {
 // 5. Level 0: thread t of nthreads sums sorted[t*E/T, (t+1)*E/T) (E = offsets[nkeys]).
 // Empty slices emit identity partials keyed so that the partial array stays sorted: the key of
 // the next entry, or the dump key nkeys past the end (buckets has nkeys + 1 slots).
-// PAIRED: the mixed additions as paired out-of-line products (xyzz_t::add_affine_paired).
-template <class F, bool PAIRED = false>
+// PAIRED: the mixed additions as paired out-of-line products (xyzz_t::add_affine_paired), with
+// Karatsuba products if KARA.
+template <class F, bool PAIRED = false, bool KARA = false>
 __device__ __forceinline__ void accumulate(const affine_t<F>* points, uint32_t npoints, const uint32_t* sorted,
                                            uint32_t cap, const uint32_t* offsets, uint32_t nkeys, uint32_t nthreads,
                                            uint32_t* pkeys, xyzz_t<F>* ppts, xyzz_t<F>* buckets)
@@ -172,7 +173,7 @@ __device__ __forceinline__ void accumulate(const affine_t<F>* points, uint32_t n
         uint32_t idx = entry & ~SIGN_BIT;
         if (idx < npoints) {
             const affine_t<F> q = points[idx].cneg((entry & SIGN_BIT) != 0);
-            if constexpr (PAIRED) acc = acc.add_affine_paired(q);
+            if constexpr (PAIRED) acc = acc.template add_affine_paired<KARA>(q);
             else acc = acc.add_affine(q);
         }
     }
@@ -205,18 +206,20 @@ __device__ __forceinline__ void merge(const uint32_t* in_keys, const xyzz_t<F>* 
     sink.slice_end(key, acc);
 }
 
-// 7. Thread (w, g), g < G: buckets w*B + [gL, gL + L) with weights j + 1, into out[w*G + g].
+// 7. Thread (w, g), g < G = ceil(B / L): buckets w*B + [gL, min(gL + L, B)) (the last group of
+// a window may be shorter) with weights j + 1, into out[w*G + g].
 template <class F>
 __device__ __forceinline__ void bucket_reduce(const xyzz_t<F>* buckets, uint32_t B, uint32_t nwin, uint32_t L,
                                               xyzz_t<F>* out)
 {
-    const uint32_t G = B / L;
+    const uint32_t G = (B + L - 1) / L;
     const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= nwin * G) return;
     const uint32_t w = t / G, g = t % G;
     const xyzz_t<F>* b = buckets + (size_t)w * B + (size_t)g * L;
+    const uint32_t len = min(L, B - g * L);
     xyzz_t<F> run = xyzz_t<F>::inf(), acc = xyzz_t<F>::inf();
-    for (int j = (int)L - 1; j >= 0; j--) {
+    for (int j = (int)len - 1; j >= 0; j--) {
         run = run.add(b[j]);
         acc = acc.add(run);
     }

@@ -385,14 +385,16 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, const fr_t* __rest
                 const fr_t* twb = int_tw<WIDE>(itw, dtw, lg_hi, j + hh);
                 // Stage lg_lo (half hh): (x0, x1) and (x2, x3), both at offset j.
                 const fr_t* twc = int_tw<WIDE>(itw, dtw, lg_lo, j);
+                // lg_lo == 0 (hh = 1, so j = 0): twc and twa are both w^0 = 1 (uniform
+                // branch: no loads, no multiplications); only twb = w_4 is multiplied.
                 const bool one = lg_lo == 0;
                 if (dit) {
                     bfly_dit(x0, x1, twc, one);
                     bfly_dit(x2, x3, twc, one);
-                    bfly_dit(x0, x2, twa, false);
+                    bfly_dit(x0, x2, twa, one);
                     bfly_dit(x1, x3, twb, false);
                 } else {
-                    bfly_dif(x0, x2, twa, false);
+                    bfly_dif(x0, x2, twa, one);
                     bfly_dif(x1, x3, twb, false);
                     bfly_dif(x0, x1, twc, one);
                     bfly_dif(x2, x3, twc, one);

@@ -391,8 +391,9 @@ pub fn mul_bench<T: Pod>(
 
 /// Extra throughput kernels of ff_test.cu (same contract as `<field>_mul_bench`: another chain
 /// count `_c<k>`; `_generic`: Fr's generic CIOS row `mont_t::mul_<false>` (the default is
-/// `mul_lo_special`); `_kara` / `_karas`: `mont_t::mul_karatsuba<false / true>`; `_split`:
-/// `fp2x_t::mul_split`), timed side by side with the defaults: (field, kernel, chains).
+/// `mul_lo_special`); `_kara` / `_karas`: `mont_t::mul_karatsuba<false / true>` (Fp2 `_kara`:
+/// `fp2k_t`, Karatsuba wide products); `_split`: `fp2x_t::mul_split`), timed side by side with
+/// the defaults: (field, kernel, chains).
 pub const MUL_BENCH_VARIANTS: &[(Field, &str, u32)] = &[
     (Field::Fr, "fr_mul_bench_generic", 4),
     (Field::Fr, "fr_mul_bench_generic_c2", 2),
@@ -408,6 +409,8 @@ pub const MUL_BENCH_VARIANTS: &[(Field, &str, u32)] = &[
     (Field::Fp2, "fp2_mul_bench_split", 2),
     (Field::Fp2, "fp2_mul_bench_split_c1", 1),
     (Field::Fp2, "fp2_mul_bench_split_c3", 3),
+    (Field::Fp2, "fp2_mul_bench_kara", 2),
+    (Field::Fp2, "fp2_mul_bench_kara_c1", 1),
 ];
 
 /// [`mul_bench`] with an explicit kernel (`<field>_mul_bench*`, see [`MUL_BENCH_VARIANTS`];

@@ -161,8 +161,8 @@ fn group_of(cv: Curve) -> Group {
     }
 }
 
-/// Environment variable choosing the G1 accumulation kernel of every new context: `pair`
-/// (default), `occ4` or `regular` (see [`Accumulate`]); ignored if it does not parse.
+/// Environment variable choosing the accumulation kernel of every new context: `pair`
+/// (default), `kara`, `occ4` or `regular` (see [`Accumulate`]); ignored if it does not parse.
 pub const ACCUMULATE_ENV: &str = "CUZK_MSM_ACCUMULATE";
 
 fn env_accumulate() -> Accumulate {
@@ -308,17 +308,17 @@ impl Plan {
         let acc_wave = sm_count.max(1) * acc_threads_per_sm.max(1);
         let entries = general * nwin;
         let threads = (entries / 16).clamp(1, acc_wave);
-        // Largest power of two with nwin · groups <= one wave: rounding up (as before) gave
-        // 1.6-2 waves whose second one ran part-empty, and at small c a longer ladder per
-        // thread (the g·L multiple) for the same buckets.
-        let per_win = (wave / nwin).max(1);
-        let groups = (1usize << per_win.ilog2()).min(buckets_per_window);
+        // The bucket reduction fills one wave: nwin · ⌈B / L⌉ <= wave threads (the last group
+        // of a window may be shorter). More than one wave ran its last part-empty, and a
+        // power-of-two group count left up to half of the wave idle (2^24: 2048 of 2599).
+        let per_win = (wave / nwin).clamp(1, buckets_per_window);
+        let group = buckets_per_window.div_ceil(per_win);
         Self {
             c,
             nwin,
             buckets_per_window,
             threads,
-            group: buckets_per_window / groups,
+            group,
             sorted_cap: entries.max(1),
             ones_threads: n.div_ceil(64).clamp(1, acc_wave),
             sort_fine_bits: Self::fine_bits(c, general, n),
@@ -363,7 +363,7 @@ impl Plan {
     }
 
     fn groups(&self) -> usize {
-        self.buckets_per_window / self.group
+        self.buckets_per_window.div_ceil(self.group)
     }
 
     fn level1(&self) -> usize {
@@ -1489,7 +1489,9 @@ mod tests {
     fn plan_sizes_are_consistent() {
         let p = Plan::new(1 << 20, 1 << 20, None, 132);
         assert!(p.nwin * p.c as usize >= 256);
-        assert_eq!(p.buckets_per_window % p.group, 0);
+        assert!(p.group >= 1 && p.group <= p.buckets_per_window);
+        assert!(p.nwin * p.groups() <= 132 * THREADS_PER_SM);
+        assert!((p.groups() - 1) * p.group < p.buckets_per_window, "no empty group");
         assert!(p.threads >= 1 && p.threads <= 132 * THREADS_PER_SM);
         let tiny = Plan::new(0, 3, None, 132);
         assert_eq!(tiny.threads, 1);
