@@ -127,10 +127,8 @@ g2_point_op(uint32_t op, const g2_jacobian_t* __restrict__ a, const g2_jacobian_
 // chains so nothing is optimised away. Multiplications performed = n * iters * CHAINS.
 // VARIANT (same results as operator* in every case):
 //   VAR_DEFAULT operator*;  VAR_SPLIT Fp2 fp2x_t::mul_split;  VAR_GENERIC mont_t::mul_<false>
-//   (the generic CIOS rows; operator* of Fr is mul_lo_special);
-//   VAR_KARA mont_t::mul_karatsuba (one Karatsuba level + separate reduction); VAR_KARA_SPLIT
-//   the same with even/odd-split half products (mul_karatsuba<true>)
-enum { VAR_DEFAULT = 0, VAR_SPLIT = 1, VAR_GENERIC = 2, VAR_KARA = 3, VAR_KARA_SPLIT = 4 };
+//   (the generic CIOS rows: operator* of Fr is mul_lo_special, of Fp the Karatsuba product)
+enum { VAR_DEFAULT = 0, VAR_SPLIT = 1, VAR_GENERIC = 2 };
 template <class T, int CHAINS, int VARIANT = VAR_DEFAULT>
 __device__ __forceinline__ void mul_bench(const T* __restrict__ in, T* __restrict__ out, uint32_t n,
                                           uint32_t iters)
@@ -148,8 +146,6 @@ __device__ __forceinline__ void mul_bench(const T* __restrict__ in, T* __restric
         for (int k = 0; k < CHAINS; k++) {
             if constexpr (VARIANT == VAR_SPLIT) c[k] = T::mul_split(c[k], y);
             else if constexpr (VARIANT == VAR_GENERIC) c[k] = T::template mul_<false>(c[k], y);
-            else if constexpr (VARIANT == VAR_KARA) c[k] = T::mul_karatsuba(c[k], y);
-            else if constexpr (VARIANT == VAR_KARA_SPLIT) c[k] = T::template mul_karatsuba<true>(c[k], y);
             else c[k] = c[k] * y;
         }
     }
@@ -159,7 +155,7 @@ __device__ __forceinline__ void mul_bench(const T* __restrict__ in, T* __restric
 }
 
 #define FR_BENCH_CHAINS 4
-#define FP_BENCH_CHAINS 4
+#define FP_BENCH_CHAINS 2
 #define FP2_BENCH_CHAINS 2
 
 #define MUL_BENCH_(NAME, T, CHAINS, VARIANT)                                                    \
@@ -174,7 +170,7 @@ MUL_BENCH(fp2_mul_bench, fp2_t, FP2_BENCH_CHAINS)
 
 // Variants with other chain counts (suffix _c<chains>), timed side by side with the defaults by
 // the throughput test (same host-model check), to pick the fastest configuration per field.
-// sm_90 registers (nvcc 13.0): fr c2 48, c4 64, c8 104, lo 64, lo_c2 48; fp c2 70, c3 80, c4 114;
+// sm_90 registers (nvcc 13.0): fr c2 48, c4 64, c8 104, lo 64, lo_c2 48; fp rows c2 70, c3 80, c4 114;
 // fp2 c2 192 (c1 would spill 8 B); split c1 138, split c2 180, split c3 250.
 MUL_BENCH(fr_mul_bench_c2, fr_t, 2)
 MUL_BENCH(fr_mul_bench_c8, fr_t, 8)
@@ -182,25 +178,17 @@ MUL_BENCH(fr_mul_bench_c8, fr_t, 8)
 // CIOS row for A/B, suffix _generic
 MUL_BENCH_(fr_mul_bench_generic, fr_t, FR_BENCH_CHAINS, VAR_GENERIC)
 MUL_BENCH_(fr_mul_bench_generic_c2, fr_t, 2, VAR_GENERIC)
-MUL_BENCH(fp_mul_bench_c2, fp_t, 2)
+// Fp: operator* is the Karatsuba product since run 13 (2 chains: 27.3-27.4 G/s there, as
+// fp_mul_bench_karas_c2, the split half products); other chain counts, and the CIOS rows the curve code uses, suffix _generic
 MUL_BENCH(fp_mul_bench_c1, fp_t, 1)
-// Fp with mont_t::mul_karatsuba (3 half-size products + redc_wide: 516 IMAD slots vs 588),
-// suffix _kara (operator* in run 6, reverted: see fp_params)
-MUL_BENCH_(fp_mul_bench_kara, fp_t, FP_BENCH_CHAINS, VAR_KARA)
-MUL_BENCH_(fp_mul_bench_kara_c2, fp_t, 2, VAR_KARA)
-MUL_BENCH_(fp_mul_bench_kara_c1, fp_t, 1, VAR_KARA)
-// suffix _karas: mul_karatsuba<true> (even/odd-split half products)
-MUL_BENCH_(fp_mul_bench_karas_c2, fp_t, 2, VAR_KARA_SPLIT)
-MUL_BENCH_(fp_mul_bench_karas_c1, fp_t, 1, VAR_KARA_SPLIT)
+MUL_BENCH(fp_mul_bench_c4, fp_t, 4)
+MUL_BENCH_(fp_mul_bench_generic, fp_t, 4, VAR_GENERIC)
+MUL_BENCH_(fp_mul_bench_generic_c2, fp_t, 2, VAR_GENERIC)
+MUL_BENCH_(fp_mul_bench_generic_c1, fp_t, 1, VAR_GENERIC)
 // Fp2 with fp2x_t::mul_split (even/odd-split wide products), suffix _split
 MUL_BENCH_(fp2_mul_bench_split, fp2_t, FP2_BENCH_CHAINS, VAR_SPLIT)
 MUL_BENCH_(fp2_mul_bench_split_c1, fp2_t, 1, VAR_SPLIT)
 MUL_BENCH_(fp2_mul_bench_split_c3, fp2_t, 3, VAR_SPLIT)
-// Fp2 with Karatsuba wide products (fp2k_t), suffix _kara; the two-chain kernel spills 4 bytes
-// at 255 registers:
-// cuzk: allow-spills fp2_mul_bench_kara
-MUL_BENCH(fp2_mul_bench_kara, fp2k_t, FP2_BENCH_CHAINS)
-MUL_BENCH(fp2_mul_bench_kara_c1, fp2k_t, 1)
 
 // chain counts, so the host computes the operation count without hard-coding them
 extern "C" __global__ void bench_chains(uint32_t* out)

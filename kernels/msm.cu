@@ -144,34 +144,10 @@ msm_accumulate_g1_pair(const affine_t<fp_t>* __restrict__ points, uint32_t npoin
     msm::accumulate<fp_t, true>(points, npoints, sorted, cap, offsets, nkeys, nthreads, pkeys, ppts, buckets);
 }
 
-// Karatsuba variant of msm_accumulate_g1_pair (Accumulate::Karatsuba, CUZK_MSM_ACCUMULATE=kara):
-// the same five paired calls, each product as mont_t::mul_karatsuba (516 IMAD slots, not 588).
-extern "C" __global__ void __launch_bounds__(128, 4)
-msm_accumulate_g1_pairk(const affine_t<fp_t>* __restrict__ points, uint32_t npoints,
-                        const uint32_t* __restrict__ sorted, uint32_t cap,
-                        const uint32_t* __restrict__ offsets, uint32_t nkeys, uint32_t nthreads,
-                        uint32_t* pkeys, xyzz_t<fp_t>* ppts, xyzz_t<fp_t>* buckets)
-{
-    msm::accumulate<fp_t, true, true>(points, npoints, sorted, cap, offsets, nkeys, nthreads, pkeys, ppts, buckets);
-}
-
 // G2: an XYZZ point alone is 96 registers; 255 registers with 2 blocks of 128 per SM.
 MSM_POINT_KERNELS(g2, fp2_t, 128, 2)
 
-// Karatsuba variant of msm_accumulate_g2 (Accumulate::Karatsuba): Fp2 products with Karatsuba
-// wide products (fp2k_t, the layout of fp2_t).
-extern "C" __global__ void __launch_bounds__(128, 2)
-msm_accumulate_g2_kara(const affine_t<fp2k_t>* __restrict__ points, uint32_t npoints,
-                       const uint32_t* __restrict__ sorted, uint32_t cap,
-                       const uint32_t* __restrict__ offsets, uint32_t nkeys, uint32_t nthreads,
-                       uint32_t* pkeys, xyzz_t<fp2k_t>* ppts, xyzz_t<fp2k_t>* buckets)
-{
-    msm::accumulate<fp2k_t>(points, npoints, sorted, cap, offsets, nkeys, nthreads, pkeys, ppts, buckets);
-}
-
 // cuzk: allow-spills msm_accumulate_g2 Fp2 XYZZ acc + affine point + loop state exceed 255 registers around the out-of-line Fp2 calls
-// cuzk: allow-spills msm_accumulate_g2_kara same as msm_accumulate_g2
-// cuzk: allow-spills msm_accumulate_g1_pairk as msm_accumulate_g1_pair (callee-saved registers of the out-of-line products)
 // cuzk: allow-spills msm_ones_g2 same as msm_accumulate_g2 (XYZZ + affine live across Fp2 calls)
 // cuzk: allow-spills msm_accumulate_g1 26 B at the 168-register cap (3 blocks/SM); loop state, L1-resident; revert to (128, 2) + 256 threads/SM if slower
 // cuzk: allow-spills msm_accumulate_g1_occ4 ~42 B at the 128-register cap (4 blocks/SM); the default until H200 run 10

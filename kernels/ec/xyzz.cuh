@@ -115,14 +115,12 @@ struct __align__(16) xyzz_t {
     }
 
     // The same madd-2008-s as five paired products (ec_mul2 / ec_sqr2): small code, two
-    // independent multiplications in flight per call. Same result as add_affine. KARA: the
-    // products as Karatsuba multiplications (see ec_mul2).
-    template <bool KARA = false>
+    // independent multiplications in flight per call. Same result as add_affine.
     CUZK_DEV xyzz_t add_affine_paired(const affine_t<F>& q) const
     {
         if (q.is_inf()) return *this;
         if (is_inf()) return from_affine(q);
-        const ec_pair<F> us = ec_mul2<KARA>(q.x, ZZ, q.y, ZZZ);
+        const ec_pair<F> us = ec_mul2(q.x, ZZ, q.y, ZZZ);
         const F P = us.a - X;
         const F R = us.b - Y;
         if (P.is_zero()) {
@@ -130,11 +128,11 @@ struct __align__(16) xyzz_t {
             return inf();
         }
         const ec_pair<F> sq = ec_sqr2(P, R);              // PP, R^2
-        const ec_pair<F> pq = ec_mul2<KARA>(P, sq.a, X, sq.a);   // PPP, Q
+        const ec_pair<F> pq = ec_mul2(P, sq.a, X, sq.a);   // PPP, Q
         xyzz_t r;
         r.X = sq.b - pq.a - pq.b.dbl();
-        const ec_pair<F> zz = ec_mul2<KARA>(ZZ, sq.a, ZZZ, pq.a);
-        const ec_pair<F> yy = ec_mul2<KARA>(R, pq.b - r.X, Y, pq.a);
+        const ec_pair<F> zz = ec_mul2(ZZ, sq.a, ZZZ, pq.a);
+        const ec_pair<F> yy = ec_mul2(R, pq.b - r.X, Y, pq.a);
         r.Y = yy.a - yy.b;
         r.ZZ = zz.a;
         r.ZZZ = zz.b;

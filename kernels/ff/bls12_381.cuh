@@ -51,10 +51,12 @@ struct fp_params {
     static constexpr int n = 12;
     static constexpr int bits = 381;
     static constexpr bool mul_lo_special = false;
-    // The interleaved rows, not the Karatsuba product: on its own mul_karatsuba reaches 27.4 G/s
-    // (rows 26.4), but as operator* it made the G1 MSM 16% slower (run 6, H200: 2^24 154 vs 132
-    // ms; more live registers at the MSM kernels' caps). true switches every Fp multiply.
-    static constexpr bool mul_karatsuba = false;
+    // operator* is the Karatsuba product with even/odd-split half products (mul_karatsuba):
+    // the fastest Fp multiply on its own (H200 run 13: 27.3-27.8 G/s at every bench shape, the
+    // CIOS rows 26.0-26.4). The curve formulas do not use it: ec/ec_field.cuh gives them the CIOS
+    // rows, which fit the MSM kernels' register caps (Karatsuba there: G1 2^24 accumulation 111.9
+    // vs 95.4 ms, run 13; inlined, 154 vs 132 ms, run 6).
+    static constexpr bool mul_karatsuba = true;
     static CUZK_DEV uint32_t mod(int i) { return FP_MOD[i]; }
     static CUZK_DEV uint32_t m0() { return FP_M0; }
     static CUZK_DEV uint32_t one(int i) { return FP_ONE[i]; }
@@ -66,11 +68,9 @@ struct fp_params {
 using fr_t = mont_t<bls12_381::fr_params>;
 using fp_t = mont_t<bls12_381::fp_params>;
 using fp2_t = fp2x_t<fp_t>;
-// Fp2 with Karatsuba wide products (fp2x_t KARA): the G2 accumulation variant msm_accumulate_g2_kara.
-using fp2k_t = fp2x_t<fp_t, true>;
 
 static_assert(sizeof(fr_t) == 32, "fr_t layout");
 static_assert(sizeof(fp_t) == 48, "fp_t layout");
-static_assert(sizeof(fp2_t) == 96 && sizeof(fp2k_t) == 96, "fp2_t layout");
+static_assert(sizeof(fp2_t) == 96, "fp2_t layout");
 
 } // namespace cuzk

@@ -13,13 +13,9 @@
 
 namespace cuzk {
 
-// KARA: every wide product as F::mul_wide_karatsuba (three half-size products: 216 IMAD slots
-// instead of 288 for Fp); its middle term needs operands < 2^(32n - 1 - 1) for the unreduced
-// sums < 2p, i.e. p < 2^(32n - 2) (BLS12-381's 381-bit p in 384 bits).
-template <class F, bool KARA = false>
+template <class F>
 struct __align__(16) fp2x_t {
     static constexpr int n = F::n;
-    static_assert(!KARA || F::params::bits <= 32 * F::n - 2, "Karatsuba wide products need two spare bits");
     F c0, c1;
 
     static CUZK_DEV fp2x_t zero() { return {F::zero(), F::zero()}; }
@@ -57,8 +53,7 @@ struct __align__(16) fp2x_t {
     template <bool SPLIT>
     static CUZK_DEV void wide_(uint32_t w[2 * n], const F& a, const F& b)
     {
-        if constexpr (KARA) F::template mul_wide_karatsuba<SPLIT>(w, a, b);
-        else if constexpr (SPLIT) F::mul_wide_split(w, a, b);
+        if constexpr (SPLIT) F::mul_wide_split(w, a, b);
         else F::mul_wide(w, a, b);
     }
     template <bool SPLIT>
@@ -110,15 +105,15 @@ struct __align__(16) fp2x_t {
         uint32_t w[2 * n];
         fp2x_t r;
         // (a0 + a1) < 2p unreduced, (a0 - a1) < p: product < 2p^2 < pR
-        wide_<false>(w, F::add_nored(c0, c1), c0 - c1);
+        F::mul_wide(w, F::add_nored(c0, c1), c0 - c1);
         r.c0 = F::redc_wide(w);
         // 2 a0 < 2p unreduced: 2 a0 a1 < 2p^2 < pR
-        wide_<false>(w, F::add_nored(c0, c0), c1);
+        F::mul_wide(w, F::add_nored(c0, c0), c1);
         r.c1 = F::redc_wide(w);
         return r;
     }
 };
 
-template <class F, bool K> CUZK_DEV fp2x_t<F, K> sqr(const fp2x_t<F, K>& a) { return a.sqr(); }
+template <class F> CUZK_DEV fp2x_t<F> sqr(const fp2x_t<F>& a) { return a.sqr(); }
 
 } // namespace cuzk

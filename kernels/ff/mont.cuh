@@ -28,50 +28,9 @@
 
 namespace cuzk {
 
-// Wide product of N-limb integers (N even, >= 4): w[0..2N) = a * b, any a, b < 2^(32N).
-// Same row scheme as mont_t::mul_wide (which it equals for N = n); used for the half-size
-// products of mont_t::mul_karatsuba. 2N^2 IMAD slots.
-template <int N>
-CUZK_DEV void mul_wide_limbs(uint32_t* w, const uint32_t* a, const uint32_t* b)
-{
-    static_assert(N % 2 == 0 && N >= 4, "limb count must be even and >= 4");
-    uint32_t b0 = b[0];
-#pragma unroll
-    for (int j = 0; j < N; j += 2) {
-        w[j] = a[j] * b0;
-        w[j + 1] = __umulhi(a[j], b0);
-    }
-    ptx::mad_lo_cc(w[1], a[1], b0);
-#pragma unroll
-    for (int j = 1; j < N - 2; j += 2) {
-        ptx::madc_hi_cc(w[j + 1], a[j], b0);
-        ptx::madc_lo_cc(w[j + 2], a[j + 2], b0);
-    }
-    w[N] = ptx::madc_hi_0(a[N - 1], b0);
-#pragma unroll
-    for (int i = 1; i < N; i++) {
-        uint32_t bi = b[i];
-        ptx::mad_lo_cc(w[i + 1], a[1], bi);
-#pragma unroll
-        for (int j = 1; j < N - 2; j += 2) {
-            ptx::madc_hi_cc(w[i + j + 1], a[j], bi);
-            ptx::madc_lo_cc(w[i + j + 2], a[j + 2], bi);
-        }
-        w[i + N] = ptx::madc_hi_0(a[N - 1], bi);
-        ptx::mad_lo_cc(w[i], a[0], bi);
-        ptx::madc_hi_cc(w[i + 1], a[0], bi);
-#pragma unroll
-        for (int j = 2; j < N; j += 2) {
-            ptx::madc_lo_cc(w[i + j], a[j], bi);
-            ptx::madc_hi_cc(w[i + j + 1], a[j], bi);
-        }
-        ptx::addc_0(w[i + N]);
-    }
-}
-
 // Even/odd-split wide product of N-limb integers (the scheme of mont_t::mul_wide_split, for any
 // even N >= 4): no misaligned (lo, hi) pairs, so no register copies in SASS; 2N-1 more live
-// registers at the end. Used by mont_t::mul_karatsuba<true>.
+// registers at the end. The half-size products of mont_t::mul_karatsuba (2N^2 IMAD slots).
 template <int N>
 CUZK_DEV void mul_n_limbs_(uint32_t* acc, const uint32_t* a, uint32_t bi)
 {
@@ -373,7 +332,7 @@ struct __align__(16) mont_t {
         acc[n - 1] = ptx::madc_hi_0(a[n - 2], bi);
     }
 
-    // ---- Karatsuba multiplication (bench `_kara`; operator* if P::mul_karatsuba), a, b < p ----
+    // ---- Karatsuba multiplication (operator* if P::mul_karatsuba: Fp), a, b < p --------------
     // One level of subtractive Karatsuba on the n x n wide product, then a separate Montgomery
     // reduction (redc_wide). With h = n/2, X = 2^(32h), a = a0 + a1 X, b = b0 + b1 X:
     //   L = a0 b0, H = a1 b1, D = |a0 - a1| |b1 - b0|, s = sign((a0 - a1)(b1 - b0)),
@@ -399,8 +358,8 @@ struct __align__(16) mont_t {
         for (int i = 1; i < h - 1; i++) d[i] = ptx::subc_cc(d[i], neg);
         d[h - 1] = ptx::subc(d[h - 1], neg);
     }
-    // SPLIT: the half products with mul_wide_split_limbs (no MOVs, more live registers)
-    template <bool SPLIT = false>
+    // The half products with mul_wide_split_limbs (no MOVs; the plain-row half products measured
+    // slower: H200 run 13, 26.0-26.8 G/s against 27.3-27.8).
     static CUZK_DEV void mul_wide_karatsuba(uint32_t w[2 * n], const mont_t& a, const mont_t& b)
     {
         constexpr int h = n / 2;
@@ -409,15 +368,9 @@ struct __align__(16) mont_t {
         abs_diff_half_(da, a.v, a.v + h, na);   // |a0 - a1|, a0 < a1
         abs_diff_half_(db, b.v + h, b.v, nb);   // |b1 - b0|, b1 < b0
         const uint32_t s = na ^ nb;             // all ones iff (a0 - a1)(b1 - b0) < 0
-        if constexpr (SPLIT) {
-            mul_wide_split_limbs<h>(w, a.v, b.v);
-            mul_wide_split_limbs<h>(w + n, a.v + h, b.v + h);
-            mul_wide_split_limbs<h>(d, da, db);
-        } else {
-            mul_wide_limbs<h>(w, a.v, b.v);              // L -> w[0 .. n)
-            mul_wide_limbs<h>(w + n, a.v + h, b.v + h);  // H -> w[n .. 2n)
-            mul_wide_limbs<h>(d, da, db);                // D
-        }
+        mul_wide_split_limbs<h>(w, a.v, b.v);              // L -> w[0 .. n)
+        mul_wide_split_limbs<h>(w + n, a.v + h, b.v + h);  // H -> w[n .. 2n)
+        mul_wide_split_limbs<h>(d, da, db);                // D
         // mid = L + H + ((D ^ s) + (s & 1))  mod 2^(32n)
         uint32_t mid[n];
         mid[0] = ptx::add_cc(w[0], w[n]);
@@ -435,11 +388,10 @@ struct __align__(16) mont_t {
         for (int i = n + h; i < 2 * n - 1; i++) ptx::addc_0_cc(w[i]);
         ptx::addc_0(w[2 * n - 1]);
     }
-    template <bool SPLIT = false>
     static CUZK_DEV mont_t mul_karatsuba(const mont_t& a, const mont_t& b)
     {
         uint32_t w[2 * n];
-        mul_wide_karatsuba<SPLIT>(w, a, b);
+        mul_wide_karatsuba(w, a, b);
         return redc_wide(w);   // a*b < p^2 < pR
     }
 
@@ -677,14 +629,16 @@ struct __align__(16) mont_t {
         final_sub(even.v);
         return even;
     }
-    // P::mul_karatsuba selects the Karatsuba product + wide reduction for operator*, else
-    // P::mul_lo_special selects between the two interleaved rows; mul_lo_special() forces the
-    // special row (Fr only), mul_karatsuba() the Karatsuba product.
+    // P::mul_karatsuba selects the Karatsuba product + wide reduction for operator* (Fp), else
+    // the CIOS rows (mul_rows: P::mul_lo_special selects between the two interleaved rows);
+    // mul_lo_special() forces the special row (Fr only), mul_karatsuba() the Karatsuba product.
     friend CUZK_DEV mont_t operator*(const mont_t& a, const mont_t& b)
     {
         if constexpr (P::mul_karatsuba) return mul_karatsuba(a, b);
-        else return mul_<P::mul_lo_special>(a, b);
+        else return mul_rows(a, b);
     }
+    // The CIOS rows (mul_lo_special's choice): the product the curve formulas use (ec_field.cuh).
+    static CUZK_DEV mont_t mul_rows(const mont_t& a, const mont_t& b) { return mul_<P::mul_lo_special>(a, b); }
     static CUZK_DEV mont_t mul_lo_special(const mont_t& a, const mont_t& b)
     {
         return mul_<true>(a, b);

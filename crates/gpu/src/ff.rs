@@ -390,27 +390,22 @@ pub fn mul_bench<T: Pod>(
 }
 
 /// Extra throughput kernels of ff_test.cu (same contract as `<field>_mul_bench`: another chain
-/// count `_c<k>`; `_generic`: Fr's generic CIOS row `mont_t::mul_<false>` (the default is
-/// `mul_lo_special`); `_kara` / `_karas`: `mont_t::mul_karatsuba<false / true>` (Fp2 `_kara`:
-/// `fp2k_t`, Karatsuba wide products); `_split`: `fp2x_t::mul_split`), timed side by side with
-/// the defaults: (field, kernel, chains).
+/// count `_c<k>`; `_generic`: the generic CIOS rows `mont_t::mul_<false>` (Fr's operator* is
+/// `mul_lo_special`, Fp's the Karatsuba product); `_split`: `fp2x_t::mul_split`), timed side by
+/// side with the defaults: (field, kernel, chains).
 pub const MUL_BENCH_VARIANTS: &[(Field, &str, u32)] = &[
     (Field::Fr, "fr_mul_bench_generic", 4),
     (Field::Fr, "fr_mul_bench_generic_c2", 2),
     (Field::Fr, "fr_mul_bench_c2", 2),
     (Field::Fr, "fr_mul_bench_c8", 8),
-    (Field::Fp, "fp_mul_bench_c2", 2),
     (Field::Fp, "fp_mul_bench_c1", 1),
-    (Field::Fp, "fp_mul_bench_kara", 4),
-    (Field::Fp, "fp_mul_bench_kara_c2", 2),
-    (Field::Fp, "fp_mul_bench_kara_c1", 1),
-    (Field::Fp, "fp_mul_bench_karas_c2", 2),
-    (Field::Fp, "fp_mul_bench_karas_c1", 1),
+    (Field::Fp, "fp_mul_bench_c4", 4),
+    (Field::Fp, "fp_mul_bench_generic", 4),
+    (Field::Fp, "fp_mul_bench_generic_c2", 2),
+    (Field::Fp, "fp_mul_bench_generic_c1", 1),
     (Field::Fp2, "fp2_mul_bench_split", 2),
     (Field::Fp2, "fp2_mul_bench_split_c1", 1),
     (Field::Fp2, "fp2_mul_bench_split_c3", 3),
-    (Field::Fp2, "fp2_mul_bench_kara", 2),
-    (Field::Fp2, "fp2_mul_bench_kara_c1", 1),
 ];
 
 /// [`mul_bench`] with an explicit kernel (`<field>_mul_bench*`, see [`MUL_BENCH_VARIANTS`];

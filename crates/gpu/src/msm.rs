@@ -64,8 +64,8 @@ impl Curve {
     }
 }
 
-/// Which build of `msm_accumulate_*` runs (kernels/msm.cu). G2 has the regular and the
-/// Karatsuba kernels; every other choice runs the regular one there ([`Self::effective`]).
+/// Which build of `msm_accumulate_*` runs (kernels/msm.cu). Only G1 has a variant; for G2
+/// every choice is the regular kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Accumulate {
     /// `msm_accumulate_g1`: 3 blocks of 128 per SM at 168 registers.
@@ -79,20 +79,11 @@ pub enum Accumulate {
     /// 372.4 vs 397.4 ms).
     #[default]
     Paired,
-    /// `msm_accumulate_g1_pairk`: [`Self::Paired`] with Karatsuba products (516 IMAD slots per
-    /// Fp product instead of 588); for G2 `msm_accumulate_g2_kara`, the Fp2 products with
-    /// Karatsuba wide products.
-    Karatsuba,
 }
 
 impl Accumulate {
     /// Every variant, for tests, benches and the scratch bound.
-    pub const ALL: [Self; 4] = [
-        Self::Regular,
-        Self::Occupancy4,
-        Self::Paired,
-        Self::Karatsuba,
-    ];
+    pub const ALL: [Self; 3] = [Self::Regular, Self::Occupancy4, Self::Paired];
 
     /// Parses `regular` / `occ4` / `pair` (the `CUZK_MSM_ACCUMULATE` values).
     pub fn parse(s: &str) -> Option<Self> {
@@ -100,7 +91,6 @@ impl Accumulate {
             "regular" => Some(Self::Regular),
             "occ4" => Some(Self::Occupancy4),
             "pair" => Some(Self::Paired),
-            "kara" => Some(Self::Karatsuba),
             _ => None,
         }
     }
@@ -111,20 +101,18 @@ impl Accumulate {
             Self::Regular => "regular",
             Self::Occupancy4 => "occ4",
             Self::Paired => "pair",
-            Self::Karatsuba => "kara",
         }
     }
-    /// The variant that runs for `curve` (G2 has only the regular and the Karatsuba kernels).
-    pub const fn effective(self, curve: Curve) -> Self {
-        match (curve, self) {
-            (Curve::G1, _) | (Curve::G2, Self::Karatsuba) => self,
-            (Curve::G2, _) => Self::Regular,
+    fn effective(self, curve: Curve) -> Self {
+        match curve {
+            Curve::G1 => self,
+            Curve::G2 => Self::Regular,
         }
     }
     /// Threads per SM the kernel keeps resident (one full wave of equal slices).
     pub const fn resident_threads_per_sm(self, curve: Curve) -> usize {
         match (curve, self) {
-            (Curve::G1, Self::Occupancy4 | Self::Paired | Self::Karatsuba) => 4 * 128,
+            (Curve::G1, Self::Occupancy4 | Self::Paired) => 4 * 128,
             _ => curve.resident_threads_per_sm(),
         }
     }
@@ -132,10 +120,6 @@ impl Accumulate {
         match self.effective(curve) {
             Self::Occupancy4 => "msm_accumulate_g1_occ4".into(),
             Self::Paired => "msm_accumulate_g1_pair".into(),
-            Self::Karatsuba => match curve {
-                Curve::G1 => "msm_accumulate_g1_pairk".into(),
-                Curve::G2 => "msm_accumulate_g2_kara".into(),
-            },
             Self::Regular => format!("msm_accumulate_{}", curve.suffix()),
         }
     }

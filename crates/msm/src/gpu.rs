@@ -161,8 +161,8 @@ fn group_of(cv: Curve) -> Group {
     }
 }
 
-/// Environment variable choosing the accumulation kernel of every new context: `pair`
-/// (default), `kara`, `occ4` or `regular` (see [`Accumulate`]); ignored if it does not parse.
+/// Environment variable choosing the G1 accumulation kernel of every new context: `pair`
+/// (default), `occ4` or `regular` (see [`Accumulate`]); ignored if it does not parse.
 pub const ACCUMULATE_ENV: &str = "CUZK_MSM_ACCUMULATE";
 
 fn env_accumulate() -> Accumulate {

@@ -123,19 +123,19 @@ static void fr_generic(int count)
         printf("fr mul"); put(a); put(b); put(fr_t::mul_<false>(a, b)); printf("\n");
     }
 }
-// Fp's Karatsuba multiplication (mont_t::mul_karatsuba, bench variant `_kara`); also on all-ones
-// / zero-limb halves (edge cases of the |a0 - a1| signs) via any canonical 2^k - 1 and p - 1
+// Both multiplications of each field whatever operator* is: the Karatsuba product
+// (mont_t::mul_karatsuba, Fp's operator*; also on all-ones / zero-limb halves, the edge cases of
+// the |a0 - a1| signs, via any canonical 2^k - 1 and p - 1) and the CIOS rows (mont_t::mul_rows,
+// what the curve formulas use)
 template <class T> static void kara_ops(const char* name, int count)
 {
     for (int t = 0; t < count; t++) {
         int ka = t < 36 ? t % 6 : 6 + (t % 7), kb = t < 36 ? t / 6 : 6 + (t % 5);
         T a = sample<T>(ka), b = sample<T>(kb);
         printf("%s mul", name); put(a); put(b); put(T::mul_karatsuba(a, b)); printf("\n");
-        printf("%s mul", name); put(a); put(b); put(T::template mul_karatsuba<true>(a, b)); printf("\n");
+        printf("%s mul", name); put(a); put(b); put(T::mul_rows(a, b)); printf("\n");
         uint32_t w[2 * T::n];
         T::mul_wide_karatsuba(w, a, b);
-        printf("%s wide", name); put(a); put(b); put_wide<T>(w); printf("\n");
-        T::template mul_wide_karatsuba<true>(w, a, b);
         printf("%s wide", name); put(a); put(b); put_wide<T>(w); printf("\n");
     }
 }
