@@ -261,9 +261,9 @@ constexpr uint32_t SP_TW = 1u << 4;
 // Block: 2^(k+lg_c) / EPT threads, 2^(k+lg_c) * 32 bytes of dynamic shared memory.
 // EPT = 2: one radix-2 butterfly per thread per stage, one __syncthreads per stage.
 // EPT = 4 (needs k >= 2): one radix-4 group per thread per step: two stages per shared-memory
-// round trip and __syncthreads, two independent multiplications per stage; for odd k the
-// multiplication-free h = 1 stage runs alone (two butterflies per thread). Same butterflies,
-// same twiddles, same order of stages as EPT = 2: bit-identical results.
+// round trip and __syncthreads, two independent multiplications per stage; for odd k the top
+// stage runs alone (two butterflies per thread). Same butterflies, same twiddles, same order of
+// stages as EPT = 2: bit-identical results.
 // EPT = 8 (WIDE): the radix-4 steps of EPT = 4, each thread running groups t and t + nthr one
 // after the other; k + lg_c <= WIDE_TILE_LG, 2 <= k, 3 <= k + lg_c. Same butterflies, same results.
 // The host checks: 1 <= k (2 <= k for EPT = 4), k + lg_c <= TILE_LG, s0 + k + lg_c <= lg_n <= MAX_LG.
@@ -345,31 +345,37 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, const fr_t* __rest
             __syncthreads();
         }
     } else {
-        // Steps: DIF covers half-size pairs (2hh, hh) from the top, then (if k is odd) h = 1
-        // alone; DIT the mirror image: h = 1 alone first (k odd), then pairs (hh, 2hh) upwards.
+        // Steps: DIF covers (if k is odd) the top stage h = 2^(k-1) alone, then half-size pairs
+        // (2hh, hh) downwards to (2, 1); DIT the mirror image: pairs (hh, 2hh) upwards from
+        // (1, 2), then (k odd) the top stage alone. The pair (2, 1) costs one multiplication per
+        // group (w = 1 in three of its four butterflies), the lone top stage one per butterfly:
+        // 0.25 fewer per element than pairing from the top and leaving h = 1 alone.
         const uint32_t steps = (k + 1) / 2;
         const bool odd = k & 1;
         const fr_t* dtw = tables + (inv ? T_INV_DIR : T_FWD_DIR);
         for (uint32_t s = 0; s < steps; s++) {
-            // lg_hi: the larger half-size of the step's pair; single h = 1 stage when lg_hi == 0.
-            uint32_t lg_hi;
-            if (dit) lg_hi = odd ? 2 * s : 2 * s + 1;
-            else lg_hi = k - 1 - 2 * s;
+            // lone: this step is the top stage alone; else lg_hi is the larger half-size of its pair.
+            const bool lone = odd && s == (dit ? steps - 1 : 0);
+            const uint32_t lg_hi = dit ? 2 * s + 1 : k - 1 - 2 * s + (odd ? 1 : 0);
 #pragma unroll 1
             for (uint32_t rep = 0; rep < EPT / 4; rep++) {
             // Radix-4 group g of the tile: column cl, group q within the column.
             const uint32_t g = t + rep * nthr;
             const uint32_t cl = g & cmask, q = g >> lg_c;
-            if (lg_hi == 0) {
-                // The lone h = 1 stage (k odd): butterflies q and q + 2^(k-2) of this column.
-                // No multiplication (w = 1), DIF and DIT identical.
+            if (lone) {
+                // The top stage (h = 2^(k-1), k odd): butterflies j = q and q + 2^(k-2) of this
+                // column, rows (j, j + h), twiddle w_(2h)^j.
+                const uint32_t lg_top = k - 1;
 #pragma unroll
                 for (uint32_t v = 0; v < 2; v++) {
-                    const uint32_t qq = q + (v << (k - 2));
-                    const uint32_t e0 = ((qq << 1) << lg_c) | cl, e1 = e0 + (1u << lg_c);
+                    const uint32_t j = q + (v << (k - 2));
+                    const uint32_t e0 = (j << lg_c) | cl, e1 = e0 + ((1u << lg_top) << lg_c);
                     fr_t x = tile.get(e0), y = tile.get(e1);
-                    tile.set(e0, x + y);
-                    tile.set(e1, x - y);
+                    const fr_t* w = int_tw<WIDE>(itw, dtw, lg_top, j);
+                    if (dit) bfly_dit(x, y, w, false);
+                    else bfly_dif(x, y, w, false);
+                    tile.set(e0, x);
+                    tile.set(e1, y);
                 }
             } else {
                 // Rows r, r + hh, r + 2hh, r + 3hh of column cl, hh = 2^(lg_hi - 1).

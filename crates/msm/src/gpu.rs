@@ -1491,7 +1491,10 @@ mod tests {
         assert!(p.nwin * p.c as usize >= 256);
         assert!(p.group >= 1 && p.group <= p.buckets_per_window);
         assert!(p.nwin * p.groups() <= 132 * THREADS_PER_SM);
-        assert!((p.groups() - 1) * p.group < p.buckets_per_window, "no empty group");
+        assert!(
+            (p.groups() - 1) * p.group < p.buckets_per_window,
+            "no empty group"
+        );
         assert!(p.threads >= 1 && p.threads <= 132 * THREADS_PER_SM);
         let tiny = Plan::new(0, 3, None, 132);
         assert_eq!(tiny.threads, 1);
