@@ -28,9 +28,12 @@
 
 namespace cuzk {
 
-// Even/odd-split wide product of N-limb integers (the scheme of mont_t::mul_wide_split, for any
-// even N >= 4): no misaligned (lo, hi) pairs, so no register copies in SASS; 2N-1 more live
-// registers at the end. The half-size products of mont_t::mul_karatsuba (2N^2 IMAD slots).
+// Even/odd-split wide product of N-limb integers, any even N >= 4 (the scheme is explained at
+// mont_t::mul_wide_split, which is this for N = n): no misaligned (lo, hi) pairs, so no register
+// copies in SASS; 2N-1 more live registers at the end. Also the half-size products of
+// mont_t::mul_karatsuba. 2N^2 IMAD slots. Its row pieces (also those of mont_t's CIOS rows):
+
+// acc[j], acc[j+1] = lo, hi(a[j]*bi), j = 0, 2, .., N-2
 template <int N>
 CUZK_DEV void mul_n_limbs_(uint32_t* acc, const uint32_t* a, uint32_t bi)
 {
@@ -40,6 +43,7 @@ CUZK_DEV void mul_n_limbs_(uint32_t* acc, const uint32_t* a, uint32_t bi)
         acc[j + 1] = __umulhi(a[j], bi);
     }
 }
+// acc[j], acc[j+1] += lo, hi(a[j]*bi), j = 0, 2, .., N-2, one chain, carry out left in CC
 template <int N>
 CUZK_DEV void cmad_n_limbs_(uint32_t* acc, const uint32_t* a, uint32_t bi)
 {
@@ -51,6 +55,9 @@ CUZK_DEV void cmad_n_limbs_(uint32_t* acc, const uint32_t* a, uint32_t bi)
         ptx::madc_hi_cc(acc[j + 1], a[j], bi);
     }
 }
+// acc[0 .. N-2] += lo, hi(a[j]*bi) pairs (j = 0, 2, .., N-2 of a), acc[N-1] = hi of the last
+// pair + carry (fresh limb, no carry out: the caller proves it cannot overflow); with lo_fresh
+// acc[N-2] is fresh too (= lo of the last pair + carry)
 template <int N>
 CUZK_DEV void wmad_n_limbs_(uint32_t* acc, const uint32_t* a, uint32_t bi, bool lo_fresh)
 {
@@ -71,23 +78,28 @@ template <int N>
 CUZK_DEV void mul_wide_split_limbs(uint32_t* w, const uint32_t* a, const uint32_t* b)
 {
     static_assert(N % 2 == 0 && N >= 4, "limb count must be even and >= 4");
-    uint32_t* E = w;
-    uint32_t O[2 * N - 1];
+    uint32_t* E = w;          // limbs 0 .. 2N-1
+    uint32_t O[2 * N - 1];    // O[j] at limb j+1, limbs 1 .. 2N-1
     mul_n_limbs_<N>(E, a, b[0]);
     mul_n_limbs_<N>(O, a + 1, b[0]);
 #pragma unroll
     for (int i = 1; i < N; i++) {
         const uint32_t bi = b[i];
         if (i % 2 == 1) {
+            // O[i-1 .. i+N-2] += even-k pairs; carry -> O[i+N-1] (fresh)
             cmad_n_limbs_<N>(O + i - 1, a, bi);
             O[i + N - 1] = ptx::carry_out();
+            // E[i+1 .. i+N-1] += odd-k pairs, E[i+N] fresh hi (row 1: E[N] is fresh too)
             wmad_n_limbs_<N>(E + i + 1, a + 1, bi, i == 1);
         } else {
+            // E[i .. i+N-1] += even-k pairs; carry -> E[i+N] (fresh)
             cmad_n_limbs_<N>(E + i, a, bi);
             E[i + N] = ptx::carry_out();
+            // O[i .. i+N-2] += odd-k pairs, O[i+N-1] fresh hi
             wmad_n_limbs_<N>(O + i, a + 1, bi, false);
         }
     }
+    // merge: limb k = E[k] + O[k-1], k = 1 .. 2N-1 (the total < 2^(64N): no carry out)
     E[1] = ptx::add_cc(E[1], O[0]);
 #pragma unroll
     for (int k = 2; k < 2 * N - 1; k++) E[k] = ptx::addc_cc(E[k], O[k - 1]);
@@ -286,50 +298,7 @@ struct __align__(16) mont_t {
     // 2n^2 IMAD slots + (n-1) carry adds + (2n-1) merge adds.
     static CUZK_DEV void mul_wide_split(uint32_t w[2 * n], const mont_t& a, const mont_t& b)
     {
-        uint32_t* E = w;   // limbs 0 .. 2n-1
-        uint32_t O[2 * n - 1];   // O[j] at limb j+1, limbs 1 .. 2n-1
-        mul_n_(E, a.v, b.v[0]);
-        mul_n_(O, a.v + 1, b.v[0]);
-#pragma unroll
-        for (int i = 1; i < n; i++) {
-            const uint32_t bi = b.v[i];
-            if (i % 2 == 1) {
-                // O[i-1 .. i+n-2] += even-k pairs; carry -> O[i+n-1] (fresh)
-                cmad_n_(O + i - 1, a.v, bi);
-                O[i + n - 1] = ptx::carry_out();
-                // E[i+1 .. i+n-1] += odd-k pairs, E[i+n] fresh hi (row 1: E[n] is fresh too)
-                wmad_n_(E + i + 1, a.v + 1, bi, i == 1);
-            } else {
-                // E[i .. i+n-1] += even-k pairs; carry -> E[i+n] (fresh)
-                cmad_n_(E + i, a.v, bi);
-                E[i + n] = ptx::carry_out();
-                // O[i .. i+n-2] += odd-k pairs, O[i+n-1] fresh hi
-                wmad_n_(O + i, a.v + 1, bi, false);
-            }
-        }
-        // merge: limb k = E[k] + O[k-1], k = 1 .. 2n-1 (the total < 2^(64n): no carry out)
-        E[1] = ptx::add_cc(E[1], O[0]);
-#pragma unroll
-        for (int k = 2; k < 2 * n - 1; k++) E[k] = ptx::addc_cc(E[k], O[k - 1]);
-        E[2 * n - 1] = ptx::addc(E[2 * n - 1], O[2 * n - 2]);
-    }
-    // acc[0 .. n-2] += lo, hi(a[j]*bi) pairs (j = 0, 2, .., n-2 of a), acc[n-1] = hi of the last
-    // pair + carry (fresh limb, no carry out: the caller proves it cannot overflow); with lo_fresh
-    // acc[n-2] is fresh too (= lo of the last pair + carry)
-    static CUZK_DEV void wmad_n_(uint32_t* acc, const uint32_t* a, uint32_t bi, bool lo_fresh)
-    {
-        ptx::mad_lo_cc(acc[0], a[0], bi);
-        ptx::madc_hi_cc(acc[1], a[0], bi);
-#pragma unroll
-        for (int j = 2; j < n - 2; j += 2) {
-            ptx::madc_lo_cc(acc[j], a[j], bi);
-            ptx::madc_hi_cc(acc[j + 1], a[j], bi);
-        }
-        if (lo_fresh)
-            acc[n - 2] = ptx::madc_lo_cc_0(a[n - 2], bi);
-        else
-            ptx::madc_lo_cc(acc[n - 2], a[n - 2], bi);
-        acc[n - 1] = ptx::madc_hi_0(a[n - 2], bi);
+        mul_wide_split_limbs<n>(w, a.v, b.v);
     }
 
     // ---- Karatsuba multiplication (operator* if P::mul_karatsuba: Fp), a, b < p --------------
@@ -525,25 +494,9 @@ struct __align__(16) mont_t {
     // pairs and cost ~150 MOV/IMAD.MOV per Fr mul in SASS.
     // Bounds: as for plain CIOS (T < 2p between rows); the carry out of the O chain of a
     // reduction is always 0 because p < 2^(32n-1) (spare top bit).
-    static CUZK_DEV void mul_n_(uint32_t* acc, const uint32_t* a, uint32_t bi)
-    {
-#pragma unroll
-        for (int j = 0; j < n; j += 2) {
-            acc[j] = a[j] * bi;
-            acc[j + 1] = __umulhi(a[j], bi);
-        }
-    }
-    // acc[j], acc[j+1] += lo, hi(a[j]*bi), j = 0, 2, .., n-2, one chain, carry out left in CC
-    static CUZK_DEV void cmad_n_(uint32_t* acc, const uint32_t* a, uint32_t bi)
-    {
-        ptx::mad_lo_cc(acc[0], a[0], bi);
-        ptx::madc_hi_cc(acc[1], a[0], bi);
-#pragma unroll
-        for (int j = 2; j < n; j += 2) {
-            ptx::madc_lo_cc(acc[j], a[j], bi);
-            ptx::madc_hi_cc(acc[j + 1], a[j], bi);
-        }
-    }
+    // The row pieces are the free mul_n_limbs_ / cmad_n_limbs_ (also the half products' rows).
+    static CUZK_DEV void mul_n_(uint32_t* acc, const uint32_t* a, uint32_t bi) { mul_n_limbs_<n>(acc, a, bi); }
+    static CUZK_DEV void cmad_n_(uint32_t* acc, const uint32_t* a, uint32_t bi) { cmad_n_limbs_<n>(acc, a, bi); }
     // odd[j], odd[j+1] = lo, hi(a[j]*bi) + odd[j+2], odd[j+3] + carry (shift by two limbs)
     static CUZK_DEV void madc_n_rshift_(uint32_t* odd, const uint32_t* a, uint32_t bi)
     {
