@@ -270,8 +270,8 @@ fn gpu_alloc_failure_restores_budget() {
     assert_eq!(ctx.msm(&s).unwrap(), want);
 }
 
-/// Both G1 accumulation kernels (the occupancy variant is the default) against the CPU
-/// (sizes from one thread's slice to many slices per bucket; host and device scalars;
+/// Every G1 accumulation kernel (`Accumulate::ALL`; the paired one is the default) against the
+/// CPU (sizes from one thread's slice to many slices per bucket; host and device scalars;
 /// streamed too).
 #[test]
 #[ignore = "gpu"]
