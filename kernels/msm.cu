@@ -5,9 +5,10 @@
 using namespace cuzk;
 
 extern "C" __global__ void __launch_bounds__(256)
-msm_prepare(const fr_t* in, fr_t* out, uint32_t n, uint32_t* counters)
+msm_prepare(const fr_t* in, fr_t* out, uint32_t n, uint32_t* counters, const uint32_t* __restrict__ skip,
+            uint32_t skip_at)
 {
-    msm::prepare(in, out, n, counters);
+    msm::prepare(in, out, n, counters, skip, skip_at);
 }
 
 // Per-key atomic sort (fallback: CUZK_MSM_SORT=atomic): histogram, scan, scatter.
@@ -84,6 +85,11 @@ msm_sort_oversize(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32
                        uint32_t* pkeys, xyzz_t<F>* ppts, xyzz_t<F>* buckets)                             \
     {                                                                                                    \
         msm::accumulate<F>(points, npoints, sorted, cap, offsets, nkeys, nthreads, pkeys, ppts, buckets); \
+    }                                                                                                    \
+    extern "C" __global__ void __launch_bounds__(256)                                                    \
+    msm_identity_bits_##G(const affine_t<F>* __restrict__ points, uint32_t n, uint32_t* __restrict__ bits)  \
+    {                                                                                                    \
+        msm::identity_bits<F>(points, n, bits);                                                          \
     }                                                                                                    \
     extern "C" __global__ void __launch_bounds__(TPB)                                                    \
     msm_merge_##G(const uint32_t* __restrict__ in_keys, const xyzz_t<F>* __restrict__ in_pts,            \

@@ -1,7 +1,9 @@
 // cuzk: Pippenger MSM kernels, templated on the coordinate field (fp_t for G1, fp2_t for G2).
 //
 // Pipeline for one batch of n (point, scalar) pairs (crates/msm/src/gpu.rs drives it):
-//  1. prepare     scalars Montgomery -> canonical; count "general" scalars (neither 0 nor 1)
+//  0. identity_bits  once per resident point set: which points are the identity
+//  1. prepare     scalars Montgomery -> canonical (0 where the point is the identity); count
+//                 "general" scalars (neither 0 nor 1)
 //  2-4. sort     signed c-bit digits of every general scalar, key = window * B + (|digit| - 1),
 //                 B = 2^(c-1) buckets per window; entries (point index | sign << 31) grouped by
 //                 key in `sorted`, offsets[key] = exclusive prefix of the per-key counts.
@@ -42,13 +44,32 @@ static constexpr int CNT_ONES = 1;
 
 // Scalar digits (is_general, digit_key, ...) and the binned sort (default steps 2-4): sort.cuh.
 
+// 0. Once per point set: bits[i / 32] bit i % 32 = points[i] is the identity (one ballot per
+// warp; the grid-stride step is a multiple of 32, so whole warps run each round).
+template <class F>
+__device__ __forceinline__ void identity_bits(const affine_t<F>* points, uint32_t n, uint32_t* bits)
+{
+    MSM_GRID_STRIDE(i, (n + 31) & ~31u)
+    {
+        const uint32_t b = __ballot_sync(0xffffffffu, i < n && points[i].is_inf());
+        if ((i & 31) == 0) bits[i >> 5] = b;
+    }
+}
+
 // 1. in (Montgomery) -> out (canonical); in == out allowed (each element read before written).
-__device__ __forceinline__ void prepare(const fr_t* in, fr_t* out, uint32_t n, uint32_t* counters)
+// skip (may be null): identity bits of the points (step 0), scalar i pairs with bit skip_at + i;
+// the scalar of an identity point becomes 0, so it is never sorted or added.
+__device__ __forceinline__ void prepare(const fr_t* in, fr_t* out, uint32_t n, uint32_t* counters,
+                                        const uint32_t* skip, uint32_t skip_at)
 {
     uint32_t general = 0, ones = 0;
     MSM_GRID_STRIDE(i, n)
     {
         fr_t s = in[i].to_canonical();
+        if (skip != nullptr) {
+            const uint32_t j = skip_at + i;
+            if ((skip[j >> 5] >> (j & 31)) & 1u) s = fr_t::zero();
+        }
         out[i] = s;
         general += is_general(s);
         ones += is_one_canonical(s);

@@ -198,8 +198,69 @@ fn stride_cfg(n: usize, block: u32) -> Result<LaunchConfig> {
     LaunchConfig::for_elements(n.min(1 << 26), block)
 }
 
-/// Scalars Montgomery → canonical, `dst[0..n) = canon(src[src_start..src_start+n))`, and
-/// `counters[0] += #scalars neither 0 nor 1`, `counters[1] += #ones`.
+/// Which points are the identity: `bits[i / 32]` bit `i % 32` for `points[i]`, `i < n`
+/// (made once per resident point set; [`prepare`] then treats their scalars as zero).
+/// Asynchronous.
+pub fn identity_bits<P: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    curve: Curve,
+    points: &DeviceBuffer<P>,
+    bits: &mut DeviceBuffer<u32>,
+) -> Result<()> {
+    let k = format!("msm_identity_bits_{}", curve.suffix());
+    elem::<P>(&k, "points", curve.affine_bytes())?;
+    let n = points.len();
+    need(&k, "bits", bits.len(), n.div_ceil(32))?;
+    if n == 0 {
+        return Ok(());
+    }
+    // The kernel rounds n up to a multiple of 32 (whole warps); that must fit in u32 too.
+    u32_of(&k, "n rounded up to 32", n.next_multiple_of(32))?;
+    let n32 = n as u32;
+    // SAFETY: reads points[< n]; the lane 0 of each warp-round writes bits[i / 32] for its
+    // i < n rounded up to 32, i.e. below ceil(n / 32) <= bits.len().
+    unsafe {
+        gpu.launch(
+            stream,
+            MODULE,
+            &k,
+            stride_cfg(n, 256)?,
+            &[points, &n32, &*bits],
+        )
+    }
+}
+
+/// The identity mask of [`identity_bits`] for the scalars of a [`prepare`] call: scalar `i`
+/// pairs with bit `at + i`.
+#[derive(Debug, Clone, Copy)]
+pub struct Skip<'a> {
+    pub bits: &'a DeviceBuffer<u32>,
+    pub at: usize,
+}
+
+/// (pointer, offset) kernel arguments of an optional [`Skip`] covering `n` scalars.
+fn skip_args(kernel: &str, skip: Option<Skip<'_>>, n: usize) -> Result<(u64, u32)> {
+    let Some(sk) = skip else {
+        return Ok((0, 0));
+    };
+    let end = sk
+        .at
+        .checked_add(n)
+        .ok_or_else(|| invalid(kernel, "skip range overflows".into()))?;
+    need(
+        kernel,
+        "skip bits (× 32)",
+        sk.bits.len().saturating_mul(32),
+        end,
+    )?;
+    Ok((sk.bits.device_ptr(), u32_of(kernel, "skip offset", sk.at)?))
+}
+
+/// Scalars Montgomery → canonical, `dst[0..n) = canon(src[src_start..src_start+n))` (0 where
+/// `skip` marks the point as the identity), and `counters[0] += #scalars neither 0 nor 1`,
+/// `counters[1] += #ones`.
+#[allow(clippy::too_many_arguments)]
 pub fn prepare<S: Pod>(
     gpu: &Gpu,
     stream: &Stream,
@@ -208,6 +269,7 @@ pub fn prepare<S: Pod>(
     dst: &mut DeviceBuffer<S>,
     n: usize,
     counters: &mut DeviceBuffer<u32>,
+    skip: Option<Skip<'_>>,
 ) -> Result<()> {
     const K: &str = "msm_prepare";
     elem::<S>(K, "scalars", SCALAR_BYTES)?;
@@ -224,16 +286,18 @@ pub fn prepare<S: Pod>(
     if n == 0 {
         return Ok(());
     }
+    let (skip_ptr, skip_at) = skip_args(K, skip, n)?;
     let src_ptr = src.device_ptr() + (src_start * SCALAR_BYTES) as u64;
     let n32 = u32_of(K, "n", n)?;
-    // SAFETY: reads src[src_start..+n), writes dst[0..n) and counters[0..2); lengths checked.
+    // SAFETY: reads src[src_start..+n), writes dst[0..n) and counters[0..2), reads skip words
+    // below ceil((skip_at + n) / 32) when skip_ptr != 0; lengths checked.
     unsafe {
         gpu.launch(
             stream,
             MODULE,
             K,
             stride_cfg(n, 256)?,
-            &[&src_ptr, &*dst, &n32, &*counters],
+            &[&src_ptr, &*dst, &n32, &*counters, &skip_ptr, &skip_at],
         )
     }
 }
@@ -245,6 +309,7 @@ pub fn prepare_in_place<S: Pod>(
     scalars: &mut DeviceBuffer<S>,
     n: usize,
     counters: &mut DeviceBuffer<u32>,
+    skip: Option<Skip<'_>>,
 ) -> Result<()> {
     const K: &str = "msm_prepare";
     elem::<S>(K, "scalars", SCALAR_BYTES)?;
@@ -253,15 +318,17 @@ pub fn prepare_in_place<S: Pod>(
     if n == 0 {
         return Ok(());
     }
+    let (skip_ptr, skip_at) = skip_args(K, skip, n)?;
     let n32 = u32_of(K, "n", n)?;
-    // SAFETY: each thread reads element i and then writes element i (same buffer), i < n.
+    // SAFETY: each thread reads element i and then writes element i (same buffer), i < n;
+    // skip words as in `prepare`.
     unsafe {
         gpu.launch(
             stream,
             MODULE,
             K,
             stride_cfg(n, 256)?,
-            &[&*scalars, &*scalars, &n32, &*counters],
+            &[&*scalars, &*scalars, &n32, &*counters, &skip_ptr, &skip_at],
         )
     }
 }

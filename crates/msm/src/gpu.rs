@@ -4,8 +4,9 @@
 //! already on the device) or streamed in chunks from pinned host memory when they do not fit
 //! the budget; each [`GpuMsm::msm`] call multiplies them by a new scalar vector. Scalars are
 //! given in Montgomery form (host slice or device buffer) and made canonical on the device.
-//! Zero scalars cost nothing, scalars equal to one are summed by plain mixed additions, the
-//! rest go through signed-digit Pippenger with a counting sort per window and balanced XYZZ
+//! Zero scalars cost nothing, nor do the scalars of identity points in resident mode (a bit per
+//! point, made when the points arrive: proving keys hold many), scalars equal to one are summed
+//! by plain mixed additions, the rest go through signed-digit Pippenger with a counting sort per window and balanced XYZZ
 //! bucket accumulation. The host only adds the per-window sums (≈ 256 doublings).
 
 use std::sync::Mutex;
@@ -635,6 +636,9 @@ pub struct GpuMsm<P: MsmPoint> {
     acc: Accumulate,
     sort: Sort,
     cache: Mutex<Cache<P>>,
+    /// Resident points: which are the identity (one bit each, made at construction); their
+    /// scalars are treated as zero, so they are never sorted or added.
+    identity: Option<DeviceBuffer<u32>>,
 }
 
 impl<P: MsmPoint> std::fmt::Debug for GpuMsm<P> {
@@ -660,10 +664,19 @@ impl<P: MsmPoint> GpuMsm<P> {
         if len > MAX_POINTS {
             return Err(MsmError::TooLarge(len));
         }
+        let compute = gpu.stream("msm-compute")?;
+        let identity = match &points {
+            Points::Resident(pts) => {
+                let mut bits = gpu.vram().alloc::<u32>(len.div_ceil(32).max(1))?;
+                k::identity_bits(gpu, &compute, curve::<P>(), pts, &mut bits)?;
+                Some(bits)
+            }
+            Points::Streamed(_) => None,
+        };
         Ok(Self {
             gpu: gpu.clone(),
             points,
-            compute: gpu.stream("msm-compute")?,
+            compute,
             copy: gpu.stream("msm-copy")?,
             window_bits: env_window(),
             chunk_len: None,
@@ -672,6 +685,7 @@ impl<P: MsmPoint> GpuMsm<P> {
             acc: env_accumulate(),
             sort: env_sort(),
             cache: Mutex::new(Cache::default()),
+            identity,
         })
     }
 
@@ -1077,9 +1091,10 @@ impl<P: MsmPoint> GpuMsm<P> {
         }
         counters.fill_bytes_async(0, s.cuda())?;
         mark(marks.as_deref(), s, 0)?;
+        let skip = self.identity.as_ref().map(|bits| k::Skip { bits, at: 0 });
         match src {
-            Source::Device(d, at) => k::prepare(g, s, d, at, canon, n, counters)?,
-            Source::Host(_) => k::prepare_in_place(g, s, canon, n, counters)?,
+            Source::Device(d, at) => k::prepare(g, s, d, at, canon, n, counters, skip)?,
+            Source::Host(_) => k::prepare_in_place(g, s, canon, n, counters, skip)?,
         }
         mark(marks.as_deref(), s, 1)?;
         let mut count = [0u32; 2];
@@ -1353,10 +1368,10 @@ impl<P: MsmPoint> GpuMsm<P> {
                     counters.fill_bytes_async(0, s.cuda())?;
                     match scalars {
                         Source::Host(_) => {
-                            k::prepare(g, s, &sc_buf[b], 0, &mut canon, len, &mut counters)?
+                            k::prepare(g, s, &sc_buf[b], 0, &mut canon, len, &mut counters, None)?
                         }
                         Source::Device(d, at) => {
-                            k::prepare(g, s, d, at + start, &mut canon, len, &mut counters)?
+                            k::prepare(g, s, d, at + start, &mut canon, len, &mut counters, None)?
                         }
                     }
                     self.enqueue_batch(
