@@ -77,6 +77,51 @@ pub fn check_fits(
     Ok(bytes)
 }
 
+/// Which pass kernels a transform launches: the environment's choice
+/// ([`KernelChoice::from_env`]) or one forced by the `*_variant` calls, for tests and A/B runs.
+/// Every choice gives the same result bit for bit.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelChoice {
+    /// The wide plan (`CUZK_NTT_WIDE`).
+    pub wide: bool,
+    /// The specialized radix-4 kernels (`CUZK_NTT_SPECIALIZED`).
+    pub specialized: bool,
+    /// Resident blocks per SM of the radix-4 build (`CUZK_NTT_BLOCKS`): 2 (the default), 3 or
+    /// 4; any other count fails the call with `InvalidLaunch` before anything is enqueued.
+    pub blocks: u32,
+}
+
+impl Default for KernelChoice {
+    /// The built-in defaults, whatever the environment says: the default plan on the generic
+    /// radix-4 kernel built for 2 blocks per SM.
+    fn default() -> Self {
+        Self {
+            wide: false,
+            specialized: false,
+            blocks: plan::DEFAULT_BLOCKS,
+        }
+    }
+}
+
+impl KernelChoice {
+    /// `CUZK_NTT_WIDE=1`, `CUZK_NTT_SPECIALIZED=1` and `CUZK_NTT_BLOCKS=2|3|4` (unset, empty or
+    /// any other value: 2), read on every call.
+    pub fn from_env() -> Self {
+        Self {
+            wide: plan::wide_enabled(),
+            specialized: plan::specialized_enabled(),
+            blocks: plan::blocks_from_env(),
+        }
+    }
+
+    /// `InvalidLaunch` if no radix-4 kernel is built for `blocks`.
+    fn check(self) -> Result<(), NttError> {
+        k::radix4_suffix(self.blocks)?;
+        Ok(())
+    }
+}
+
 fn run_passes(
     gpu: &Gpu,
     stream: &Stream,
@@ -84,15 +129,16 @@ fn run_passes(
     tables: &DeviceBuffer<Fr>,
     lg_n: u32,
     passes: &[Pass],
-    specialized: bool,
+    choice: KernelChoice,
 ) -> Result<(), NttError> {
+    let blocks = choice.blocks;
     for p in passes {
         let kernel = if p.wide {
             k::PassKernel::Wide
-        } else if p.radix4 && specialized {
-            k::PassKernel::Radix4Specialized
+        } else if p.radix4 && choice.specialized {
+            k::PassKernel::Radix4Specialized { blocks }
         } else if p.radix4 {
-            k::PassKernel::Radix4
+            k::PassKernel::Radix4 { blocks }
         } else {
             k::PassKernel::Radix2
         };
@@ -130,21 +176,13 @@ impl Domain {
         input: Order,
         output: Order,
     ) -> Result<(), NttError> {
-        self.gpu_transform_variant(
-            gpu,
-            stream,
-            data,
-            t,
-            input,
-            output,
-            plan::wide_enabled(),
-            plan::specialized_enabled(),
-        )
+        let choice = KernelChoice::from_env();
+        self.gpu_transform_variant(gpu, stream, data, t, input, output, choice)
     }
 
-    /// [`Self::gpu_transform`] with the wide plan (`CUZK_NTT_WIDE`) and the specialized
-    /// radix-4 kernels (`CUZK_NTT_SPECIALIZED`) forced on or off, for tests and A/B runs;
-    /// same result every way.
+    /// [`Self::gpu_transform`] on the kernels of `choice` (wide plan, specialized radix-4
+    /// kernels, blocks per SM) instead of the environment's, for tests and A/B runs; same
+    /// result every way.
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     pub fn gpu_transform_variant(
@@ -155,20 +193,20 @@ impl Domain {
         t: Transform,
         input: Order,
         output: Order,
-        wide: bool,
-        specialized: bool,
+        choice: KernelChoice,
     ) -> Result<(), NttError> {
         let n = self.size();
         if data.is_empty() || !data.len().is_multiple_of(n) || data.len() / n > 65535 {
             return Err(NttError::BadBatch { n, got: data.len() });
         }
+        choice.check()?;
         let lg_n = self.log_size();
         let tables = device_tables(gpu)?;
-        let plan = plan::plan_with(lg_n, t, input, output, wide);
+        let plan = plan::plan_with(lg_n, t, input, output, choice.wide);
         if plan.permute_before {
             permute(gpu, stream, data, lg_n)?;
         }
-        run_passes(gpu, stream, data, &tables, lg_n, &plan.passes, specialized)?;
+        run_passes(gpu, stream, data, &tables, lg_n, &plan.passes, choice)?;
         if plan.permute_after {
             permute(gpu, stream, data, lg_n)?;
         }
@@ -214,22 +252,13 @@ impl Domain {
         b: DeviceBuffer<Fr>,
         c: DeviceBuffer<Fr>,
     ) -> Result<(), NttError> {
-        self.gpu_quotient_variant(
-            gpu,
-            stream,
-            a,
-            b,
-            c,
-            plan::wide_enabled(),
-            plan::specialized_enabled(),
-        )
+        self.gpu_quotient_variant(gpu, stream, a, b, c, KernelChoice::from_env())
     }
 
-    /// [`Self::gpu_quotient`] with the wide plan (`CUZK_NTT_WIDE`) and the specialized
-    /// radix-4 kernels (`CUZK_NTT_SPECIALIZED`) forced on or off, for tests and A/B runs;
-    /// same result every way.
+    /// [`Self::gpu_quotient`] on the kernels of `choice` (wide plan, specialized radix-4
+    /// kernels, blocks per SM) instead of the environment's, for tests and A/B runs; same
+    /// result every way.
     #[doc(hidden)]
-    #[allow(clippy::too_many_arguments)]
     pub fn gpu_quotient_variant(
         &self,
         gpu: &Gpu,
@@ -237,8 +266,7 @@ impl Domain {
         a: &mut DeviceBuffer<Fr>,
         mut b: DeviceBuffer<Fr>,
         mut c: DeviceBuffer<Fr>,
-        wide: bool,
-        specialized: bool,
+        choice: KernelChoice,
     ) -> Result<(), NttError> {
         let n = self.size();
         for v in [&*a, &b, &c] {
@@ -249,18 +277,19 @@ impl Domain {
                 });
             }
         }
+        choice.check()?;
         let lg_n = self.log_size();
         let tables = device_tables(gpu)?;
-        let (to_coeffs, to_coset, back) = plan::quotient_plan_with(lg_n, wide);
+        let (to_coeffs, to_coset, back) = plan::quotient_plan_with(lg_n, choice.wide);
         for v in [&mut *a, &mut b, &mut c] {
-            run_passes(gpu, stream, v, &tables, lg_n, &to_coeffs, specialized)?;
-            run_passes(gpu, stream, v, &tables, lg_n, &to_coset, specialized)?;
+            run_passes(gpu, stream, v, &tables, lg_n, &to_coeffs, choice)?;
+            run_passes(gpu, stream, v, &tables, lg_n, &to_coset, choice)?;
         }
         k::quotient(gpu, stream, a, &b, &c, &tables, lg_n)?;
         // The free waits for the point-wise kernel, then the budget is available to others.
         stream.synchronize()?;
         drop((b, c));
-        run_passes(gpu, stream, a, &tables, lg_n, &back, specialized)?;
+        run_passes(gpu, stream, a, &tables, lg_n, &back, choice)?;
         permute(gpu, stream, a, lg_n)?;
         Ok(())
     }

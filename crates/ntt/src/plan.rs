@@ -69,7 +69,7 @@ pub(crate) const RADIX4: bool = true;
 /// Environment switches for A/B runs on a GPU without a rebuild (read on every plan; both
 /// variants give the same result): `CUZK_NTT_RADIX2=1` runs every pass on the radix-2 kernel,
 /// `CUZK_NTT_SIMPLE_BITREV=1` every permutation on the element-wise kernel; the opt-in
-/// `CUZK_NTT_WIDE=1` and `CUZK_NTT_SPECIALIZED=1` below.
+/// `CUZK_NTT_WIDE=1`, `CUZK_NTT_SPECIALIZED=1` and `CUZK_NTT_BLOCKS=3|4` below.
 fn env_set(var: &str) -> bool {
     std::env::var_os(var).is_some_and(|v| !v.is_empty() && v != "0")
 }
@@ -97,6 +97,24 @@ pub(crate) fn wide_enabled() -> bool {
 /// whose inlined alternatives overflow the instruction cache. Same result.
 pub(crate) fn specialized_enabled() -> bool {
     env_set("CUZK_NTT_SPECIALIZED")
+}
+
+/// Resident blocks of 256 threads per SM that the radix-4 pass kernels are built for
+/// (`cuzk_ntt_pass4*` for 2, the `_b3` / `_b4` builds with tighter register budgets for 3
+/// and 4): `CUZK_NTT_BLOCKS=3|4` for A/B runs, or forced by the `*_variant` calls of `gpu.rs`.
+/// Same result.
+pub(crate) const DEFAULT_BLOCKS: u32 = 2;
+
+/// The environment's block count: `CUZK_NTT_BLOCKS` if it is 2, 3 or 4, else (unset, empty,
+/// unparsable or without a build) [`DEFAULT_BLOCKS`].
+pub(crate) fn blocks_from_env() -> u32 {
+    parse_blocks(std::env::var("CUZK_NTT_BLOCKS").ok().as_deref())
+}
+
+fn parse_blocks(v: Option<&str>) -> u32 {
+    v.and_then(|v| v.trim().parse::<u32>().ok())
+        .filter(|&b| cuzk_gpu::ntt::radix4_suffix(b).is_ok())
+        .unwrap_or(DEFAULT_BLOCKS)
 }
 
 /// Smallest size for the tiled bit-reversal kernel (`cuzk_ntt_bit_reverse_tiled`).
@@ -907,6 +925,23 @@ mod tests {
             let mut want = x;
             emu::bit_reverse(&mut want, lg_n);
             assert!(got == want, "2^{lg_n}");
+        }
+    }
+
+    #[test]
+    fn blocks_parse_to_a_build() {
+        for (v, want) in [
+            (None, 2),
+            (Some(""), 2),
+            (Some("2"), 2),
+            (Some("3"), 3),
+            (Some(" 4 "), 4),
+            (Some("1"), 2),
+            (Some("5"), 2),
+            (Some("four"), 2),
+            (Some("-3"), 2),
+        ] {
+            assert_eq!(parse_blocks(v), want, "{v:?}");
         }
     }
 

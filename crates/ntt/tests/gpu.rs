@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use cuzk_field::Fr;
 use cuzk_gpu::{Gpu, Stream};
-use cuzk_ntt::gpu::{check_fits, device_tables};
+use cuzk_ntt::gpu::{KernelChoice, check_fits, device_tables};
 use cuzk_ntt::{Domain, NttError, Order, Transform};
 use proptest::prelude::*;
 use rand::SeedableRng;
@@ -275,22 +275,47 @@ fn gpu_wide_plan_matches_cpu() {
         };
         for (i, &case) in cases.iter().enumerate() {
             let seed = 500 + u64::from(lg) * 10 + i as u64;
-            check_variant(&g, &stream, &d, case, seed, (true, false), "wide");
+            check_variant(&g, &stream, &d, case, seed, &[WIDE]);
         }
     }
     let d = Domain::new(22).unwrap();
-    check_quotient_variant(&g, &stream, &d, [61, 62, 63], (true, false), "wide");
+    check_quotient_variant(&g, &stream, &d, [61, 62, 63], &[WIDE]);
 }
 
-/// The opt-in specialized radix-4 kernels (`cuzk_ntt_pass4_{dif,dit}[_tw][_pre|_post]`,
-/// `CUZK_NTT_SPECIALIZED=1`), forced here whatever the environment says: every transform in
-/// both directions (DIF and DIT, every fused scaling) at 2^10 (one pass), 2^17, 2^20 and
-/// 2^22, then the H pipeline at those sizes, against the CPU.
+const WIDE: KernelChoice = KernelChoice {
+    wide: true,
+    specialized: false,
+    blocks: 2,
+};
+
+/// The radix-4 variants of the default plan: the generic and the specialized kernels, each
+/// built for 2, 3 and 4 resident blocks per SM.
+fn radix4_choices() -> Vec<KernelChoice> {
+    let mut v = Vec::new();
+    for specialized in [false, true] {
+        for blocks in cuzk_gpu::ntt::RADIX4_BLOCKS {
+            v.push(KernelChoice {
+                wide: false,
+                specialized,
+                blocks,
+            });
+        }
+    }
+    v
+}
+
+/// Every radix-4 pass kernel: the generic `cuzk_ntt_pass4` and the specialized
+/// `cuzk_ntt_pass4_{dif,dit}[_tw][_pre|_post]` (`CUZK_NTT_SPECIALIZED=1`), each in its builds for
+/// 2, 3 and 4 blocks per SM (`CUZK_NTT_BLOCKS`, suffixes `_b3`, `_b4`), forced here whatever
+/// the environment says: every transform in both directions (DIF and DIT, every fused scaling)
+/// at 2^10 (one pass), 2^17, 2^20 and 2^22, then the H pipeline at those sizes, against the
+/// CPU (computed once per case).
 #[test]
 #[ignore = "gpu"]
-fn gpu_specialized_kernels_match_cpu() {
+fn gpu_occupancy_variants_match_cpu() {
     let g = gpu();
-    let stream = g.stream("specialized").unwrap();
+    let stream = g.stream("radix4-variants").unwrap();
+    let choices = radix4_choices();
     for lg in [10u32, 17, 20, 22] {
         let d = Domain::new(lg).unwrap();
         let cases = [
@@ -309,60 +334,88 @@ fn gpu_specialized_kernels_match_cpu() {
         ];
         for (i, &case) in cases.iter().enumerate() {
             let seed = 900 + u64::from(lg) * 10 + i as u64;
-            check_variant(&g, &stream, &d, case, seed, (false, true), "specialized");
+            check_variant(&g, &stream, &d, case, seed, &choices);
         }
         let seeds = [71, 72, 73].map(|s| s + u64::from(lg));
-        check_quotient_variant(&g, &stream, &d, seeds, (false, true), "specialized");
+        check_quotient_variant(&g, &stream, &d, seeds, &choices);
     }
+    // A block count without a build is an error before anything runs.
+    let d = Domain::new(12).unwrap();
+    let x = random(d.size(), 5);
+    let mut dev = g.vram().from_host(&x).unwrap();
+    for blocks in [0, 1, 5] {
+        let bad = KernelChoice {
+            blocks,
+            ..KernelChoice::default()
+        };
+        let e = d
+            .gpu_transform_variant(
+                &g,
+                &stream,
+                &mut dev,
+                Transform::Forward,
+                Order::Natural,
+                Order::Natural,
+                bad,
+            )
+            .unwrap_err();
+        assert!(matches!(e, NttError::Gpu(_)), "{e}");
+    }
+    stream.synchronize().unwrap();
+    assert!(
+        dev.to_vec().unwrap() == x,
+        "a rejected choice left the data alone"
+    );
 }
 
-/// One transform of random input (`seed`) with the wide plan and the specialized kernels set
-/// as `(wide, specialized)`, against the CPU.
+/// One transform of random input (`seed`) on each of `choices`, against the CPU.
 fn check_variant(
     g: &Gpu,
     stream: &Stream,
     d: &Domain,
     (t, input, output): (Transform, Order, Order),
     seed: u64,
-    (wide, specialized): (bool, bool),
-    what: &str,
+    choices: &[KernelChoice],
 ) {
     let x = random(d.size(), seed);
     let mut staged = x.clone();
     reorder(&mut staged, input, d);
-    let mut dev = g.vram().from_host(&staged).unwrap();
-    d.gpu_transform_variant(g, stream, &mut dev, t, input, output, wide, specialized)
-        .unwrap();
-    stream.synchronize().unwrap();
-    let got = dev.to_vec().unwrap();
     let mut want = x;
     cpu(d, &mut want, t);
     reorder(&mut want, output, d);
     let lg = d.log_size();
-    assert!(got == want, "{what} 2^{lg} {t:?} {input:?}->{output:?}");
+    for &choice in choices {
+        let mut dev = g.vram().from_host(&staged).unwrap();
+        d.gpu_transform_variant(g, stream, &mut dev, t, input, output, choice)
+            .unwrap();
+        stream.synchronize().unwrap();
+        let got = dev.to_vec().unwrap();
+        assert!(got == want, "{choice:?} 2^{lg} {t:?} {input:?}->{output:?}");
+    }
 }
 
-/// The H pipeline on random a, b, c (`seeds`), variants as in [`check_variant`], against the CPU.
+/// The H pipeline on random a, b, c (`seeds`) on each of `choices`, against the CPU.
 fn check_quotient_variant(
     g: &Gpu,
     stream: &Stream,
     d: &Domain,
     seeds: [u64; 3],
-    (wide, specialized): (bool, bool),
-    what: &str,
+    choices: &[KernelChoice],
 ) {
     let [a, b, c] = seeds.map(|s| random(d.size(), s));
     let want = d.quotient(&a, &b, &c).unwrap();
-    let mut da = g.vram().from_host(&a).unwrap();
-    let (db, dc) = (
-        g.vram().from_host(&b).unwrap(),
-        g.vram().from_host(&c).unwrap(),
-    );
-    d.gpu_quotient_variant(g, stream, &mut da, db, dc, wide, specialized)
-        .unwrap();
-    stream.synchronize().unwrap();
     let lg = d.log_size();
-    assert!(da.to_vec().unwrap() == want, "{what} H pipeline 2^{lg}");
+    for &choice in choices {
+        let mut da = g.vram().from_host(&a).unwrap();
+        let (db, dc) = (
+            g.vram().from_host(&b).unwrap(),
+            g.vram().from_host(&c).unwrap(),
+        );
+        d.gpu_quotient_variant(g, stream, &mut da, db, dc, choice)
+            .unwrap();
+        stream.synchronize().unwrap();
+        assert!(da.to_vec().unwrap() == want, "{choice:?} H pipeline 2^{lg}");
+    }
 }
 
 /// Budget left for only some of the pipeline's allocations: the call fails cleanly and gives
@@ -432,10 +485,30 @@ fn median_ms(g: &Gpu, stream: &Stream, runs: usize, f: impl FnMut()) -> f64 {
     g.median_ms(stream, runs, f).unwrap()
 }
 
-/// Benchmark rows of issue 4: device time between events, median of 11 after a warm-up, random
-/// inputs already on the device. The floor is IMAD throughput scaled from 3.2 ms per 2^24
-/// forward; CPU is one run of the CPU reference on this machine (sizes ≤ 2^24 unless
-/// CUZK_BENCH_CPU_ALL=1).
+/// One A/B row per radix-4 variant ([`radix4_choices`]: generic / specialized kernels, built
+/// for 2, 3 and 4 blocks per SM, default plan) under a default row timed at `base` ms:
+/// `  {generic|spec} b{blocks} {what}`, the median and the difference in %.
+fn ab_grid(what: &str, base: f64, mut time: impl FnMut(KernelChoice) -> f64) {
+    for choice in radix4_choices() {
+        let ms = time(choice);
+        let kind = if choice.specialized {
+            "spec"
+        } else {
+            "generic"
+        };
+        println!(
+            "{:<28} {ms:>9.3} ms ({:+.1}% vs default row)",
+            format!("  {kind} b{} {what}", choice.blocks),
+            100.0 * (ms / base - 1.0)
+        );
+    }
+}
+
+/// Benchmark rows of issue 4: device time between events, median of 11 after a warm-up (H
+/// pipeline from 2^26: 5), random inputs already on the device. The floor is IMAD throughput
+/// scaled from 3.2 ms per 2^24 forward; CPU is one run of the CPU reference on this machine
+/// (sizes ≤ 2^24 unless CUZK_BENCH_CPU_ALL=1). Under the 2^24 and 2^26 N->BR rows and the H
+/// 2^24 and 2^27 rows, an A/B grid ([`ab_grid`]) of the radix-4 pass kernels.
 #[test]
 #[ignore = "gpu"]
 fn gpu_bench_ntt() {
@@ -466,14 +539,21 @@ fn gpu_bench_ntt() {
     if let Some(v) = std::env::var_os("CUZK_NTT_SPECIALIZED") {
         println!("CUZK_NTT_SPECIALIZED={v:?} (default rows use the specialized radix-4 kernels)");
     }
-    // The "+spec" rows force the specialized radix-4 kernels (cuzk_ntt_pass4_*) on the default
-    // (non-wide) plan, for the A/B against the row above them.
-    let spec_note = |ms: f64, base: f64| {
-        format!(
-            "{ms:>9.3} ms ({:+.1}% vs row above)",
-            100.0 * (ms / base - 1.0)
-        )
-    };
+    if let Some(v) = std::env::var_os("CUZK_NTT_BLOCKS") {
+        println!(
+            "CUZK_NTT_BLOCKS={v:?} (default rows use the radix-4 build for that many blocks/SM)"
+        );
+    }
+    println!("default rows: {:?}", KernelChoice::from_env());
+    // Registers and spills of the radix-4 builds for this device (the A/B grids' kernels).
+    let (major, minor) = g.info().compute_capability;
+    let arch = format!("sm_{major}{minor}");
+    for l in cuzk_gpu::ptxas_report().lines() {
+        let mut f = l.split_whitespace();
+        if f.next().is_some_and(|k| k.starts_with("cuzk_ntt_pass4")) && f.next() == Some(&*arch) {
+            println!("ptxas {}", l.trim());
+        }
+    }
     let time_cpu = |lg: u32, f: &dyn Fn(&Domain, &mut Vec<Fr>)| -> Option<f64> {
         if lg > 24 && !cpu_all {
             return None;
@@ -507,25 +587,21 @@ fn gpu_bench_ntt() {
                 target,
                 cpu_ms,
             );
-            if lg == 24 {
-                let spec = median_ms(&g, &stream, 11, || {
-                    d.gpu_transform_variant(
-                        &g,
-                        &stream,
-                        &mut dev,
-                        Transform::Forward,
-                        input,
-                        output,
-                        false,
-                        true,
-                    )
-                    .unwrap();
+            if lg >= 24 && output == Order::BitReversed {
+                ab_grid(&format!("2^{lg} N->BR"), ms, |choice| {
+                    median_ms(&g, &stream, 11, || {
+                        d.gpu_transform_variant(
+                            &g,
+                            &stream,
+                            &mut dev,
+                            Transform::Forward,
+                            input,
+                            output,
+                            choice,
+                        )
+                        .unwrap();
+                    })
                 });
-                println!(
-                    "{:<28} {}",
-                    format!("  +spec 2^{lg} {input:?}->{output:?}"),
-                    spec_note(spec, ms)
-                );
             }
         }
         if lg == 24 {
@@ -548,53 +624,35 @@ fn gpu_bench_ntt() {
                 None,
                 cpu_ms,
             );
-            let spec = median_ms(&g, &stream, 11, || {
-                d.gpu_transform_variant(
-                    &g,
-                    &stream,
-                    &mut dev,
-                    Transform::CosetForward,
-                    Order::Natural,
-                    Order::Natural,
-                    false,
-                    true,
-                )
-                .unwrap();
-            });
-            println!(
-                "{:<28} {}",
-                format!("  +spec coset 2^{lg} N->N"),
-                spec_note(spec, ms)
-            );
         }
     }
     for (lg, target) in [(24u32, Some(30.0)), (26, None), (27, Some(280.0))] {
         let d = Domain::new(lg).unwrap();
         let n = d.size();
-        if check_fits(g.vram(), "bench", 3, n).is_err() {
+        // One random source vector on the device, three working vectors refilled from it.
+        if check_fits(g.vram(), "bench", 4, n).is_err() {
             println!("H pipeline 2^{lg}: does not fit the VRAM budget, skipped");
             continue;
         }
-        let (a, b, c) = (random(n, 1), random(n, 2), random(n, 3));
-        // None: the default (environment's) kernels; Some(true): the specialized ones forced.
-        let time_h = |specialized: Option<bool>| -> f64 {
+        let a = random(n, 1);
+        let src = g.vram().from_host(&a).unwrap();
+        let runs = if lg >= 26 { 5 } else { 11 };
+        // Median of `runs` after a warm-up. The pipeline consumes b and c: each run refills a,
+        // b, c on the device with -src (canonical; the pipeline's time does not depend on the
+        // values), outside the events.
+        let time_h = |choice: KernelChoice| -> f64 {
             let mut times = Vec::new();
-            for _ in 0..(if lg >= 26 { 6 } else { 12 }) {
-                // Fresh inputs each run (the pipeline consumes b and c); uploads are outside
-                // the events.
-                let mut da = g.vram().from_host(&a).unwrap();
-                let (db, dc) = (
-                    g.vram().from_host(&b).unwrap(),
-                    g.vram().from_host(&c).unwrap(),
-                );
+            for _ in 0..=runs {
+                let mut v: Vec<_> = (0..3).map(|_| g.alloc::<Fr>(n).unwrap()).collect();
+                for x in &mut v {
+                    use cuzk_gpu::ff::{Field, UnaryOp, field_unary};
+                    field_unary(&g, &stream, Field::Fr, UnaryOp::Neg, &src, x).unwrap();
+                }
+                let (dc, db, mut da) = (v.pop().unwrap(), v.pop().unwrap(), v.pop().unwrap());
                 let (e0, e1) = (g.event().unwrap(), g.event().unwrap());
                 stream.record(&e0).unwrap();
-                match specialized {
-                    None => d.gpu_quotient(&g, &stream, &mut da, db, dc).unwrap(),
-                    Some(s) => d
-                        .gpu_quotient_variant(&g, &stream, &mut da, db, dc, false, s)
-                        .unwrap(),
-                }
+                d.gpu_quotient_variant(&g, &stream, &mut da, db, dc, choice)
+                    .unwrap();
                 stream.record(&e1).unwrap();
                 e1.synchronize().unwrap();
                 times.push(e0.elapsed_ms(&e1).unwrap() as f64);
@@ -603,8 +661,9 @@ fn gpu_bench_ntt() {
             times.sort_by(f64::total_cmp);
             times[times.len() / 2]
         };
-        let ms = time_h(None);
+        let ms = time_h(KernelChoice::from_env());
         let cpu_ms = if lg <= 24 || cpu_all {
+            let (b, c) = (random(n, 2), random(n, 3));
             let t = Instant::now();
             let _ = d.quotient(&a, &b, &c).unwrap();
             Some(t.elapsed().as_secs_f64() * 1e3)
@@ -618,13 +677,8 @@ fn gpu_bench_ntt() {
             target,
             cpu_ms,
         );
-        if lg == 24 {
-            let spec = time_h(Some(true));
-            println!(
-                "{:<28} {}",
-                format!("  +spec H pipeline 2^{lg}"),
-                spec_note(spec, ms)
-            );
+        if lg != 26 {
+            ab_grid(&format!("H 2^{lg}"), ms, time_h);
         }
     }
 }
