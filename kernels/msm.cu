@@ -147,56 +147,17 @@ msm_accumulate_g1_pair(const affine_t<fp_t>* __restrict__ points, uint32_t npoin
                        const uint32_t* __restrict__ offsets, uint32_t nkeys, uint32_t nthreads,
                        uint32_t* pkeys, xyzz_t<fp_t>* ppts, xyzz_t<fp_t>* buckets)
 {
-    msm::accumulate<fp_t, msm::Madd::Paired>(points, npoints, sorted, cap, offsets, nkeys, nthreads, pkeys, ppts,
-                                             buckets);
-}
-
-// Quad variant (Accumulate::Quad, CUZK_MSM_ACCUMULATE=quad): the paired kernel with its last two
-// calls (ZZ*PP, ZZZ*PPP, R*(Q-X3), Y*PPP: independent) as one call of four products; 3 blocks
-// of 128 (168 registers) so that four products fit in flight.
-extern "C" __global__ void __launch_bounds__(128, 3)
-msm_accumulate_g1_quad(const affine_t<fp_t>* __restrict__ points, uint32_t npoints,
-                       const uint32_t* __restrict__ sorted, uint32_t cap,
-                       const uint32_t* __restrict__ offsets, uint32_t nkeys, uint32_t nthreads,
-                       uint32_t* pkeys, xyzz_t<fp_t>* ppts, xyzz_t<fp_t>* buckets)
-{
-    msm::accumulate<fp_t, msm::Madd::Quad>(points, npoints, sorted, cap, offsets, nkeys, nthreads, pkeys, ppts,
-                                           buckets);
-}
-extern "C" __global__ void __launch_bounds__(128, 4)
-msm_accumulate_g1_quad4(const affine_t<fp_t>* __restrict__ points, uint32_t npoints,
-                       const uint32_t* __restrict__ sorted, uint32_t cap,
-                       const uint32_t* __restrict__ offsets, uint32_t nkeys, uint32_t nthreads,
-                       uint32_t* pkeys, xyzz_t<fp_t>* ppts, xyzz_t<fp_t>* buckets)
-{
-    msm::accumulate<fp_t, msm::Madd::Quad>(points, npoints, sorted, cap, offsets, nkeys, nthreads, pkeys, ppts,
-                                           buckets);
+    msm::accumulate<fp_t, true>(points, npoints, sorted, cap, offsets, nkeys, nthreads, pkeys, ppts, buckets);
 }
 
 // G2: an XYZZ point alone is 96 registers; 255 registers with 2 blocks of 128 per SM.
 MSM_POINT_KERNELS(g2, fp2_t, 128, 2)
 
-// Paired G2 accumulation (Accumulate::Paired on G2, the default; CUZK_MSM_ACCUMULATE=regular
-// runs msm_accumulate_g2): the mixed addition as five out-of-line calls of two Fp2 products
-// each (ec_mul2 / ec_sqr2 over Fp2). A/B candidate, not yet measured.
-extern "C" __global__ void __launch_bounds__(128, 2)
-msm_accumulate_g2_pair(const affine_t<fp2_t>* __restrict__ points, uint32_t npoints,
-                       const uint32_t* __restrict__ sorted, uint32_t cap,
-                       const uint32_t* __restrict__ offsets, uint32_t nkeys, uint32_t nthreads,
-                       uint32_t* pkeys, xyzz_t<fp2_t>* ppts, xyzz_t<fp2_t>* buckets)
-{
-    msm::accumulate<fp2_t, msm::Madd::Paired>(points, npoints, sorted, cap, offsets, nkeys, nthreads, pkeys, ppts,
-                                              buckets);
-}
-
 // cuzk: allow-spills msm_accumulate_g2 Fp2 XYZZ acc + affine point + loop state exceed 255 registers around the out-of-line Fp2 calls
-// cuzk: allow-spills msm_accumulate_g2_pair as msm_accumulate_g2 (~90 B stores, 268 B loads at 255 registers); A/B candidate
 // cuzk: allow-spills msm_ones_g2 same as msm_accumulate_g2 (XYZZ + affine live across Fp2 calls)
 // cuzk: allow-spills msm_accumulate_g1 26 B at the 168-register cap (3 blocks/SM); loop state, L1-resident; revert to (128, 2) + 256 threads/SM if slower
 // cuzk: allow-spills msm_accumulate_g1_occ4 ~42 B at the 128-register cap (4 blocks/SM); the default until H200 run 10
 // cuzk: allow-spills msm_accumulate_g1_pair ~250 B at the 128-register cap: the out-of-line paired products save the caller's registers they use (callee-saved); the default, picked by measurement
-// cuzk: allow-spills msm_accumulate_g1_quad A/B variant of the paired kernel at 168 registers (0 B on sm_90; other archs may differ)
-// cuzk: allow-spills msm_accumulate_g1_quad4 A/B variant at the 128-register cap: ~26 B, as msm_accumulate_g1_pair
 // cuzk: allow-spills msm_bucket_reduce_g1 120-236 B: three XYZZ points live in the g*L ladder (parking acc in global made G2 worse); runs once per MSM
 // cuzk: allow-spills msm_to_jacobian_g2 8 bytes around the out-of-line Fp2 call; runs on nwin + 1 points only
 // cuzk: allow-spills msm_bucket_reduce_g2 ~8.4 KB: three G2 XYZZ points live in the g*L ladder; once per MSM (3.2 ms of 366 at 2^24, H200 run 4)

@@ -6,10 +6,10 @@
 //   multiplications each, ~1500 instructions per multiplication) small enough to compile quickly
 //   and to fit in registers (an inlined G2 addition spills: 255 registers are not enough for the
 //   compiler's interleaving).
-//   ec_mul2, ec_sqr2: two independent products in one out-of-line function, so ptxas
-//   interleaves their carry chains (two-way instruction-level parallelism) while the caller's
-//   code stays small: the paired mixed addition (xyzz_t::add_affine_paired, G1 and G2) is five
-//   such calls. ec_mul4 (base field): four products, the last call of add_affine_quad.
+//   ec_mul2, ec_sqr2 (base field only): two independent products in one out-of-line function,
+//   so ptxas interleaves their carry chains (two-way instruction-level parallelism) while the
+//   caller's code stays small: the paired mixed addition (xyzz_t::add_affine_paired, G1) is
+//   five such calls.
 #pragma once
 
 #include "../ff/mont.cuh"
@@ -33,33 +33,10 @@ template <class P> __device__ __noinline__ ec_pair<mont_t<P>> ec_sqr2(const mont
 {
     return {a0.sqr(), a1.sqr()};
 }
-template <class F> struct ec_quad {
-    F a, b, c, d;
-};
-// Four independent products in one call (the last step of the quad mixed addition).
-template <class P>
-__device__ __noinline__ ec_quad<mont_t<P>> ec_mul4(const mont_t<P> a0, const mont_t<P> b0, const mont_t<P> a1,
-                                                  const mont_t<P> b1, const mont_t<P> a2, const mont_t<P> b2,
-                                                  const mont_t<P> a3, const mont_t<P> b3)
-{
-    return {mont_t<P>::mul_rows(a0, b0), mont_t<P>::mul_rows(a1, b1), mont_t<P>::mul_rows(a2, b2),
-            mont_t<P>::mul_rows(a3, b3)};
-}
 
 template <class F> __device__ __noinline__ fp2x_t<F> fp2_mul_call(const fp2x_t<F> a, const fp2x_t<F> b) { return a * b; }
 template <class F> __device__ __noinline__ fp2x_t<F> fp2_sqr_call(const fp2x_t<F> a) { return a.sqr(); }
 template <class F> CUZK_DEV fp2x_t<F> ec_mul(const fp2x_t<F>& a, const fp2x_t<F>& b) { return fp2_mul_call(a, b); }
-// Two independent Fp2 products in one call (the paired G2 mixed addition).
-template <class F>
-__device__ __noinline__ ec_pair<fp2x_t<F>> ec_mul2(const fp2x_t<F> a0, const fp2x_t<F> b0, const fp2x_t<F> a1,
-                                                  const fp2x_t<F> b1)
-{
-    return {a0 * b0, a1 * b1};
-}
-template <class F> __device__ __noinline__ ec_pair<fp2x_t<F>> ec_sqr2(const fp2x_t<F> a0, const fp2x_t<F> a1)
-{
-    return {a0.sqr(), a1.sqr()};
-}
 template <class F> CUZK_DEV fp2x_t<F> ec_sqr(const fp2x_t<F>& a) { return fp2_sqr_call(a); }
 
 } // namespace cuzk

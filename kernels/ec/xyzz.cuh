@@ -138,28 +138,6 @@ struct __align__(16) xyzz_t {
         r.ZZZ = zz.b;
         return r;
     }
-    // add_affine_paired with its last two calls as one call of four products.
-    CUZK_DEV xyzz_t add_affine_quad(const affine_t<F>& q) const
-    {
-        if (q.is_inf()) return *this;
-        if (is_inf()) return from_affine(q);
-        const ec_pair<F> us = ec_mul2(q.x, ZZ, q.y, ZZZ);
-        const F P = us.a - X;
-        const F R = us.b - Y;
-        if (P.is_zero()) {
-            if (R.is_zero()) return dbl_affine_call(q);
-            return inf();
-        }
-        const ec_pair<F> sq = ec_sqr2(P, R);              // PP, R^2
-        const ec_pair<F> pq = ec_mul2(P, sq.a, X, sq.a);   // PPP, Q
-        xyzz_t r;
-        r.X = sq.b - pq.a - pq.b.dbl();
-        const ec_quad<F> z = ec_mul4(ZZ, sq.a, ZZZ, pq.a, R, pq.b - r.X, Y, pq.a);
-        r.Y = z.c - z.d;
-        r.ZZ = z.a;
-        r.ZZZ = z.b;
-        return r;
-    }
     // Rare (q equal to the accumulator): out of line so that add_affine_paired stays small.
     static __device__ __noinline__ xyzz_t dbl_affine_call(const affine_t<F> q) { return dbl_affine(q); }
 };

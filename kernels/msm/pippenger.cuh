@@ -159,10 +159,8 @@ struct run_sink {
 // 5. Level 0: thread t of nthreads sums sorted[t*E/T, (t+1)*E/T) (E = offsets[nkeys]).
 // Empty slices emit identity partials keyed so that the partial array stays sorted: the key of
 // the next entry, or the dump key nkeys past the end (buckets has nkeys + 1 slots).
-// MADD: the mixed addition inline (xyzz_t::add_affine), as paired out-of-line products
-// (add_affine_paired) or with the last two pairs as one call of four (add_affine_quad).
-enum class Madd { Inline, Paired, Quad };
-template <class F, Madd MADD = Madd::Inline>
+// PAIRED: the mixed additions as paired out-of-line products (xyzz_t::add_affine_paired).
+template <class F, bool PAIRED = false>
 __device__ __forceinline__ void accumulate(const affine_t<F>* points, uint32_t npoints, const uint32_t* sorted,
                                            uint32_t cap, const uint32_t* offsets, uint32_t nkeys, uint32_t nthreads,
                                            uint32_t* pkeys, xyzz_t<F>* ppts, xyzz_t<F>* buckets)
@@ -195,8 +193,7 @@ __device__ __forceinline__ void accumulate(const affine_t<F>* points, uint32_t n
         uint32_t idx = entry & ~SIGN_BIT;
         if (idx < npoints) {
             const affine_t<F> q = points[idx].cneg((entry & SIGN_BIT) != 0);
-            if constexpr (MADD == Madd::Paired) acc = acc.add_affine_paired(q);
-            else if constexpr (MADD == Madd::Quad) acc = acc.add_affine_quad(q);
+            if constexpr (PAIRED) acc = acc.add_affine_paired(q);
             else acc = acc.add_affine(q);
         }
     }

@@ -64,8 +64,8 @@ impl Curve {
     }
 }
 
-/// Which build of `msm_accumulate_*` runs (kernels/msm.cu). G2 has the regular and the
-/// paired build; the other choices run the regular one there.
+/// Which build of `msm_accumulate_*` runs (kernels/msm.cu). Only G1 has a variant; for G2
+/// every choice is the regular kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Accumulate {
     /// `msm_accumulate_g1`: 3 blocks of 128 per SM at 168 registers.
@@ -79,31 +79,18 @@ pub enum Accumulate {
     /// 372.4 vs 397.4 ms).
     #[default]
     Paired,
-    /// `msm_accumulate_g1_quad`: as `Paired`, with the last two calls as one call of four
-    /// independent products; 3 blocks of 128 per SM (168 registers). A/B candidate.
-    Quad,
-    /// `msm_accumulate_g1_quad4`: `Quad` at 4 blocks of 128 (128 registers). A/B candidate.
-    Quad4,
 }
 
 impl Accumulate {
     /// Every variant, for tests, benches and the scratch bound.
-    pub const ALL: [Self; 5] = [
-        Self::Regular,
-        Self::Occupancy4,
-        Self::Paired,
-        Self::Quad,
-        Self::Quad4,
-    ];
+    pub const ALL: [Self; 3] = [Self::Regular, Self::Occupancy4, Self::Paired];
 
-    /// Parses `regular` / `occ4` / `pair` / `quad` / `quad4` (the `CUZK_MSM_ACCUMULATE` values).
+    /// Parses `regular` / `occ4` / `pair` (the `CUZK_MSM_ACCUMULATE` values).
     pub fn parse(s: &str) -> Option<Self> {
         match s.trim() {
             "regular" => Some(Self::Regular),
             "occ4" => Some(Self::Occupancy4),
             "pair" => Some(Self::Paired),
-            "quad" => Some(Self::Quad),
-            "quad4" => Some(Self::Quad4),
             _ => None,
         }
     }
@@ -114,31 +101,25 @@ impl Accumulate {
             Self::Regular => "regular",
             Self::Occupancy4 => "occ4",
             Self::Paired => "pair",
-            Self::Quad => "quad",
-            Self::Quad4 => "quad4",
         }
     }
-    /// The build a curve runs: G2 has the regular and the paired kernel only.
     fn effective(self, curve: Curve) -> Self {
-        match (curve, self) {
-            (Curve::G1, v) | (Curve::G2, v @ (Self::Regular | Self::Paired)) => v,
-            (Curve::G2, _) => Self::Regular,
+        match curve {
+            Curve::G1 => self,
+            Curve::G2 => Self::Regular,
         }
     }
     /// Threads per SM the kernel keeps resident (one full wave of equal slices).
     pub const fn resident_threads_per_sm(self, curve: Curve) -> usize {
         match (curve, self) {
-            (Curve::G1, Self::Occupancy4 | Self::Paired | Self::Quad4) => 4 * 128,
-            (Curve::G1, Self::Quad) => 3 * 128,
+            (Curve::G1, Self::Occupancy4 | Self::Paired) => 4 * 128,
             _ => curve.resident_threads_per_sm(),
         }
     }
     fn kernel(self, curve: Curve) -> String {
         match self.effective(curve) {
             Self::Occupancy4 => "msm_accumulate_g1_occ4".into(),
-            Self::Paired => format!("msm_accumulate_{}_pair", curve.suffix()),
-            Self::Quad => "msm_accumulate_g1_quad".into(),
-            Self::Quad4 => "msm_accumulate_g1_quad4".into(),
+            Self::Paired => "msm_accumulate_g1_pair".into(),
             Self::Regular => format!("msm_accumulate_{}", curve.suffix()),
         }
     }

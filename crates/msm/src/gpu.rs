@@ -734,8 +734,7 @@ impl<P: MsmPoint> GpuMsm<P> {
         self
     }
 
-    /// Chooses the accumulation kernel (overrides `CUZK_MSM_ACCUMULATE`; see [`Accumulate`]
-    /// for the builds G2 has).
+    /// Chooses the G1 accumulation kernel (overrides `CUZK_MSM_ACCUMULATE`; G2 has one).
     pub fn with_accumulate(mut self, acc: Accumulate) -> Self {
         self.acc = acc;
         self

@@ -310,8 +310,8 @@ fn gpu_alloc_failure_restores_budget() {
     assert_eq!(ctx.msm(&s).unwrap(), want);
 }
 
-/// Every G1 accumulation kernel (`Accumulate::ALL`; the paired one is the default) and both
-/// G2 builds against the CPU (sizes from one thread's slice to many slices per bucket; host and device scalars;
+/// Every G1 accumulation kernel (`Accumulate::ALL`; the paired one is the default) against the
+/// CPU (sizes from one thread's slice to many slices per bucket; host and device scalars;
 /// streamed too).
 #[test]
 #[ignore = "gpu"]
@@ -354,21 +354,6 @@ fn gpu_accumulate_variants_match_cpu() {
             cpu::msm(&p, &s).unwrap(),
             "{acc:?} streamed"
         );
-    }
-    // G2's two builds (regular, paired).
-    for acc in [Accumulate::Regular, Accumulate::Paired] {
-        for n in [1usize, 1000, 70_001] {
-            let p: Vec<G2Affine> = points(n, &mut rng);
-            let ctx = GpuMsm::resident(&g, &p).unwrap().with_accumulate(acc);
-            for kind in [Kind::Random, Kind::Edge] {
-                let s = scalars(n, kind, &mut rng);
-                assert_eq!(
-                    ctx.msm(&s).unwrap(),
-                    cpu::msm(&p, &s).unwrap(),
-                    "G2 {acc:?} n = {n} {kind:?}"
-                );
-            }
-        }
     }
 }
 
@@ -566,25 +551,6 @@ fn gpu_bench_msm() {
     });
     row("G2 2^24 random, resident, kept scratch", ms, 330.0);
     profile(&ctx, &dev, "G2 2^24 random kept-scratch");
-    let want = ctx.msm_device(&dev).unwrap();
-    drop(ctx);
-    // The other G2 build (regular or paired), kept scratch, same scalars.
-    for acc in [Accumulate::Regular, Accumulate::Paired] {
-        if acc == Accumulate::default() {
-            continue;
-        }
-        let other = GpuMsm::resident(&g, &g2)
-            .unwrap()
-            .with_accumulate(acc)
-            .keep_scratch(true);
-        assert_eq!(other.msm_device(&dev).unwrap(), want, "G2 {acc:?}");
-        let ms = median_ms(other.stream(), &g, || {
-            other.msm_device(&dev).unwrap();
-        });
-        let label = format!("G2 2^24 random, {} accumulate + kept scratch", acc.name());
-        row(&label, ms, 330.0);
-        profile(&other, &dev, &label);
-    }
 }
 
 /// Times one resident MSM per candidate window at each n (median of 3 after a warm-up) and
