@@ -282,12 +282,27 @@ impl Plan {
         cv: Curve,
         acc: Accumulate,
     ) -> Self {
+        Self::for_waves(general, n, c, sm_count, cv, acc, 1)
+    }
+
+    /// As [`Self::for_variant`] with up to `waves` full waves of accumulation threads
+    /// (more, shorter slices: blocks that finish early are replaced). A/B only.
+    #[doc(hidden)]
+    pub fn for_waves(
+        general: usize,
+        n: usize,
+        c: Option<u32>,
+        sm_count: usize,
+        cv: Curve,
+        acc: Accumulate,
+        waves: usize,
+    ) -> Self {
         Self::with_residency(
             general,
             n,
             c,
             sm_count,
-            acc.resident_threads_per_sm(cv),
+            acc.resident_threads_per_sm(cv) * waves.max(1),
             group_of(cv),
         )
     }
@@ -634,6 +649,7 @@ pub struct GpuMsm<P: MsmPoint> {
     vram_limit: Option<u64>,
     keep_scratch: bool,
     acc: Accumulate,
+    acc_waves: usize,
     sort: Sort,
     cache: Mutex<Cache<P>>,
     /// Resident points: which are the identity (one bit each, made at construction); their
@@ -683,6 +699,7 @@ impl<P: MsmPoint> GpuMsm<P> {
             vram_limit: None,
             keep_scratch: false,
             acc: env_accumulate(),
+            acc_waves: 1,
             sort: env_sort(),
             cache: Mutex::new(Cache::default()),
             identity,
@@ -731,6 +748,14 @@ impl<P: MsmPoint> GpuMsm<P> {
     /// tuning; overrides `CUZK_MSM_WINDOW`, which sets it for every new context).
     pub fn with_window_bits(mut self, c: u32) -> Self {
         self.window_bits = Some(c.clamp(2, MAX_WINDOW_BITS));
+        self
+    }
+
+    /// Runs the level-0 accumulation as up to `waves` full waves of threads (A/B only: the
+    /// sizing plans of [`Plan::new`] assume one).
+    #[doc(hidden)]
+    pub fn with_acc_waves(mut self, waves: usize) -> Self {
+        self.acc_waves = waves.max(1);
         self
     }
 
@@ -959,13 +984,14 @@ impl<P: MsmPoint> GpuMsm<P> {
     }
 
     fn plan(&self, general: usize, n: usize) -> Plan {
-        Plan::for_variant(
+        Plan::for_waves(
             general,
             n,
             self.window_bits,
             self.sm_count(),
             curve::<P>(),
             self.acc,
+            self.acc_waves,
         )
     }
 
