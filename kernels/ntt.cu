@@ -15,44 +15,44 @@ cuzk_ntt_pass(fr_t* __restrict__ data, const fr_t* __restrict__ tables, uint32_t
 }
 
 // The same pass with radix-4 steps (ntt::pass<4>, needs k >= 2): grid as above,
-// 2^(k+lg_c-2) threads holding four elements each. cuzk_ntt_pass4 is the generic kernel; the
-// specialized ones (ntt::pass<4, false, SP_ON | ...>, CUZK_NTT_SPECIALIZED=1) hold only the code
-// for one flag set: same launch shape, arguments and results. Named
-// cuzk_ntt_pass4_{dif,dit}[_tw][_pre|_post]; the ten that plans use (a DIF pass with the
-// twiddle never post-scales, a DIT pass with it never pre-scales); other flag sets, and passes
-// with both pre- and post-scaling, run on the generic kernel.
-#define CUZK_NTT_PASS4_KERNEL(NAME, MIN_BLOCKS, SPEC)                                              \
-    extern "C" __global__ void __launch_bounds__(MAX_THREADS / 2, MIN_BLOCKS)                      \
+// 2^(k+lg_c-2) threads holding four elements each. cuzk_ntt_pass4 is the generic kernel: every
+// flag set, 2 resident blocks of 256 threads per SM (up to 128 registers, no spills on sm_90).
+// It is the fallback for flag sets with no specialized kernel (none the plans produce, e.g. both
+// pre- and post-scaling) and runs every radix-4 pass under CUZK_NTT_SPECIALIZED=0 (A/B runs,
+// debugging).
+extern "C" __global__ void __launch_bounds__(MAX_THREADS / 2, 2)
+cuzk_ntt_pass4(fr_t* __restrict__ data, const fr_t* __restrict__ tables, uint32_t lg_n, uint32_t s0,
+               uint32_t k, uint32_t lg_c, uint32_t flags)
+{
+    pass<4>(data, tables, lg_n, s0, k, lg_c, flags);
+}
+
+// The radix-4 pass specialized at compile time (ntt::pass<4, false, SP_ON | SPEC>), the
+// default: each holds only the code for one flag set (2k-6k SASS instructions on sm_90 instead
+// of the generic kernel's 24k); same launch shape, arguments and results as cuzk_ntt_pass4.
+// Named cuzk_ntt_pass4_{dif,dit}[_tw][_pre|_post]; the ten that plans use (a DIF pass with the
+// twiddle never post-scales, a DIT pass with it never pre-scales). Built for 4 resident blocks
+// of 256 threads per SM (64 registers, 8 warps per scheduler): the passes are latency-bound,
+// and 4 blocks measured 6-9% faster than 2 on an H200 (crates/ntt/PERF-NOTES.md, session 6);
+// the DIF kernels spill a little at that cap (the allow-spills lines at the end).
+#define CUZK_NTT_PASS4_SPEC(NAME, SPEC)                                                            \
+    extern "C" __global__ void __launch_bounds__(MAX_THREADS / 2, 4)                               \
     NAME(fr_t* __restrict__ data, const fr_t* __restrict__ tables, uint32_t lg_n, uint32_t s0,     \
          uint32_t k, uint32_t lg_c, uint32_t flags)                                                \
     {                                                                                              \
-        pass<4, false, (SPEC)>(data, tables, lg_n, s0, k, lg_c, flags);                            \
+        pass<4, false, SP_ON | (SPEC)>(data, tables, lg_n, s0, k, lg_c, flags);                    \
     }
-
-// The generic and the ten specialized radix-4 kernels, with register budgets for MIN_BLOCKS
-// resident blocks of 256 threads per SM, names ending in SUFFIX.
-#define CUZK_NTT_PASS4_KERNELS(SUFFIX, MIN_BLOCKS)                                                 \
-    CUZK_NTT_PASS4_KERNEL(cuzk_ntt_pass4##SUFFIX, MIN_BLOCKS, 0)                                   \
-    CUZK_NTT_PASS4_KERNEL(cuzk_ntt_pass4_dif##SUFFIX, MIN_BLOCKS, SP_ON)                           \
-    CUZK_NTT_PASS4_KERNEL(cuzk_ntt_pass4_dif_pre##SUFFIX, MIN_BLOCKS, SP_ON | SP_PRE)              \
-    CUZK_NTT_PASS4_KERNEL(cuzk_ntt_pass4_dif_post##SUFFIX, MIN_BLOCKS, SP_ON | SP_POST)            \
-    CUZK_NTT_PASS4_KERNEL(cuzk_ntt_pass4_dif_tw##SUFFIX, MIN_BLOCKS, SP_ON | SP_TW)                \
-    CUZK_NTT_PASS4_KERNEL(cuzk_ntt_pass4_dif_tw_pre##SUFFIX, MIN_BLOCKS, SP_ON | SP_TW | SP_PRE)   \
-    CUZK_NTT_PASS4_KERNEL(cuzk_ntt_pass4_dit##SUFFIX, MIN_BLOCKS, SP_ON | SP_DIT)                  \
-    CUZK_NTT_PASS4_KERNEL(cuzk_ntt_pass4_dit_pre##SUFFIX, MIN_BLOCKS, SP_ON | SP_DIT | SP_PRE)     \
-    CUZK_NTT_PASS4_KERNEL(cuzk_ntt_pass4_dit_post##SUFFIX, MIN_BLOCKS, SP_ON | SP_DIT | SP_POST)   \
-    CUZK_NTT_PASS4_KERNEL(cuzk_ntt_pass4_dit_tw##SUFFIX, MIN_BLOCKS, SP_ON | SP_DIT | SP_TW)       \
-    CUZK_NTT_PASS4_KERNEL(cuzk_ntt_pass4_dit_tw_post##SUFFIX, MIN_BLOCKS,                          \
-                          SP_ON | SP_DIT | SP_TW | SP_POST)
-
-// Resident blocks per SM, picked at run time (CUZK_NTT_BLOCKS, default 2): 2 gives up to 128
-// registers and no spills (sm_90); the _b3 (80) and _b4 (64) builds are A/B variants for the
-// passes' latency-bound issue (4 warps per scheduler at 2 blocks).
-CUZK_NTT_PASS4_KERNELS(, 2)
-CUZK_NTT_PASS4_KERNELS(_b3, 3)
-CUZK_NTT_PASS4_KERNELS(_b4, 4)
-#undef CUZK_NTT_PASS4_KERNELS
-#undef CUZK_NTT_PASS4_KERNEL
+CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dif, 0)
+CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dif_pre, SP_PRE)
+CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dif_post, SP_POST)
+CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dif_tw, SP_TW)
+CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dif_tw_pre, SP_TW | SP_PRE)
+CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dit, SP_DIT)
+CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dit_pre, SP_DIT | SP_PRE)
+CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dit_post, SP_DIT | SP_POST)
+CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dit_tw, SP_DIT | SP_TW)
+CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dit_tw_post, SP_DIT | SP_TW | SP_POST)
+#undef CUZK_NTT_PASS4_SPEC
 
 // The opt-in wide pass (ntt::pass<8, true>, CUZK_NTT_WIDE=1): tiles of up to 2^WIDE_TILE_LG
 // elements (32 << (k + lg_c) bytes of dynamic shared memory, above the 48 KiB default: the
@@ -154,12 +154,11 @@ cuzk_ntt_quotient(fr_t* __restrict__ a, const fr_t* __restrict__ b, const fr_t* 
     }
 }
 
-// The _b3 / _b4 builds are A/B variants (CUZK_NTT_BLOCKS=3|4, default 2); at their register
-// caps (80 / 64) these spill (sizes for sm_80..sm_90, nvcc 13.0):
-// cuzk: allow-spills cuzk_ntt_pass4_b3 A/B variant: the generic kernel, 48-104 B at 80 registers
-// cuzk: allow-spills cuzk_ntt_pass4_b4 A/B variant: the generic kernel, 148-204 B at 64 registers
-// cuzk: allow-spills cuzk_ntt_pass4_dif_b4 A/B variant: 32-52 B at 64 registers
-// cuzk: allow-spills cuzk_ntt_pass4_dif_pre_b4 A/B variant: 28-36 B at 64 registers
-// cuzk: allow-spills cuzk_ntt_pass4_dif_post_b4 A/B variant: 0-52 B at 64 registers
-// cuzk: allow-spills cuzk_ntt_pass4_dif_tw_b4 A/B variant: 32-52 B at 64 registers
-// cuzk: allow-spills cuzk_ntt_pass4_dif_tw_pre_b4 A/B variant: 28-36 B at 64 registers
+// The specialized DIF kernels spill at the 64-register cap of 4 blocks per SM; the DIT kernels
+// fit. Spill stores / loads in B, nvcc 13.0, sm_80, sm_86, sm_89, sm_90 (4 blocks measured 6-9%
+// faster than 2 on an H200 all the same: crates/ntt/PERF-NOTES.md, session 6):
+// cuzk: allow-spills cuzk_ntt_pass4_dif 4 blocks/SM: 32/32, 32/32, 32/32, 52/60
+// cuzk: allow-spills cuzk_ntt_pass4_dif_pre 4 blocks/SM: 32/32, 36/60, 36/60, 28/40
+// cuzk: allow-spills cuzk_ntt_pass4_dif_post 4 blocks/SM: 20/20, 0, 0, 52/60
+// cuzk: allow-spills cuzk_ntt_pass4_dif_tw 4 blocks/SM: 32/32, 32/32, 32/32, 52/60
+// cuzk: allow-spills cuzk_ntt_pass4_dif_tw_pre 4 blocks/SM: 32/32, 36/60, 36/60, 28/44

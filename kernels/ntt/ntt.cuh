@@ -243,14 +243,15 @@ __device__ __forceinline__ const fr_t* int_tw(const fr_t* itw, const fr_t* dtw, 
     return itw + (j << (INT_LG - 1 - lg_h));
 }
 
-// Compile-time specialization of a pass (SPEC != 0; CUZK_NTT_SPECIALIZED=1 picks these radix-4
-// kernels): the generic kernel inlines every optional multiplication (pre/post scaling,
-// inter-pass twiddle) and both butterfly directions behind runtime branches, 354 KiB of SASS
-// that thrashes the instruction cache; a specialized kernel holds only the code its launch can
-// run. SP_DIT fixes the direction (flags' F_DIT is then ignored); SP_PRE / SP_POST / SP_TW
-// compile in the pre-scaling, the post-scaling, the inter-pass twiddle (still applied only
-// where flags ask for it, so a kernel with more compiled in gives the same result). The
-// launcher only picks a kernel whose compiled-in code covers the pass's flags.
+// Compile-time specialization of a pass (SPEC != 0; the default radix-4 kernels,
+// CUZK_NTT_SPECIALIZED=0 runs the generic one): the generic kernel inlines every optional
+// multiplication (pre/post scaling, inter-pass twiddle) and both butterfly directions behind
+// runtime branches, 354 KiB of SASS that thrashes the instruction cache; a specialized kernel
+// holds only the code its launch can run. SP_DIT fixes the direction (flags' F_DIT is then
+// ignored); SP_PRE / SP_POST / SP_TW compile in the pre-scaling, the post-scaling, the
+// inter-pass twiddle (still applied only where flags ask for it, so a kernel with more compiled
+// in gives the same result). The launcher only picks a kernel whose compiled-in code covers the
+// pass's flags.
 constexpr uint32_t SP_ON = 1u << 0;
 constexpr uint32_t SP_DIT = 1u << 1;
 constexpr uint32_t SP_PRE = 1u << 2;

@@ -134,37 +134,19 @@ pub enum PassKernel {
     /// `cuzk_ntt_pass`: radix-2 stages, two elements per thread.
     Radix2,
     /// `cuzk_ntt_pass4`: radix-4 steps, four elements per thread, two stages per
-    /// shared-memory round trip; needs `k >= 2`. `blocks` (one of [`RADIX4_BLOCKS`]) picks the
-    /// build whose register budget fits that many resident blocks of 256 threads per SM
-    /// (name suffix [`radix4_suffix`]).
-    Radix4 { blocks: u32 },
-    /// `cuzk_ntt_pass4` specialized at compile time for the pass's flags
+    /// shared-memory round trip; needs `k >= 2`. The generic build: every flag set, 2 resident
+    /// blocks of 256 threads per SM.
+    Radix4,
+    /// The radix-4 pass specialized at compile time for the pass's flags
     /// (`cuzk_ntt_pass4_{dif,dit}[_tw][_pre|_post]`, see [`specialized_name`]): only the
-    /// direction and the fused multiplications the flags select are in the kernel. Same
-    /// shape and result as `Radix4`; `blocks` as there.
-    Radix4Specialized { blocks: u32 },
+    /// direction and the fused multiplications the flags select are in the kernel, built for 4
+    /// resident blocks per SM. Same shape and result as `Radix4`; what cuzk-ntt launches by
+    /// default.
+    Radix4Specialized,
     /// `cuzk_ntt_pass_wide`: tiles of up to 2^WIDE_TILE_LG elements (`32 << (k + lg_c)` bytes
     /// of dynamic shared memory, above the 48 KiB default), eight elements per thread, radix-4
     /// steps; needs `k >= 2`.
     Wide,
-}
-
-/// The resident-block counts per SM the radix-4 kernels are built for (`kernels/ntt.cu`):
-/// 2 is the default, 3 and 4 are A/B variants with tighter register budgets.
-pub const RADIX4_BLOCKS: [u32; 3] = [2, 3, 4];
-
-/// The name suffix of the radix-4 build for `blocks` resident blocks per SM: `""` for 2,
-/// `"_b3"`, `"_b4"`; `InvalidLaunch` for a count with no build.
-pub fn radix4_suffix(blocks: u32) -> Result<&'static str> {
-    match blocks {
-        2 => Ok(""),
-        3 => Ok("_b3"),
-        4 => Ok("_b4"),
-        _ => Err(invalid(
-            "cuzk_ntt_pass4",
-            format!("no build for {blocks} blocks per SM (built: {RADIX4_BLOCKS:?})"),
-        )),
-    }
 }
 
 /// The specialized radix-4 kernel for `pass_flags`: direction from `DIT`, `_tw` with the
@@ -195,23 +177,20 @@ pub fn specialized_name(pass_flags: u32) -> &'static str {
 }
 
 impl PassKernel {
-    /// The kernel's name for a pass with `pass_flags`; `InvalidLaunch` for a radix-4 block
-    /// count with no build.
-    fn name(self, pass_flags: u32) -> Result<String> {
-        let (base, blocks) = match self {
-            Self::Radix2 => return Ok("cuzk_ntt_pass".into()),
-            Self::Wide => return Ok("cuzk_ntt_pass_wide".into()),
-            Self::Radix4 { blocks } => ("cuzk_ntt_pass4", blocks),
-            Self::Radix4Specialized { blocks } => (specialized_name(pass_flags), blocks),
-        };
-        Ok(format!("{base}{}", radix4_suffix(blocks)?))
+    fn name(self, pass_flags: u32) -> &'static str {
+        match self {
+            Self::Radix2 => "cuzk_ntt_pass",
+            Self::Radix4 => "cuzk_ntt_pass4",
+            Self::Radix4Specialized => specialized_name(pass_flags),
+            Self::Wide => "cuzk_ntt_pass_wide",
+        }
     }
 
     /// (log2 of elements per thread, smallest k, log2 of the largest tile).
     fn shape(self) -> (u32, u32, u32) {
         match self {
             Self::Radix2 => (1, 1, TILE_LG),
-            Self::Radix4 { .. } | Self::Radix4Specialized { .. } => (2, 2, TILE_LG),
+            Self::Radix4 | Self::Radix4Specialized => (2, 2, TILE_LG),
             Self::Wide => (3, 2, WIDE_TILE_LG),
         }
     }
@@ -233,8 +212,7 @@ pub fn pass<T: Pod>(
     lg_c: u32,
     pass_flags: u32,
 ) -> Result<()> {
-    let name = kernel.name(pass_flags)?;
-    let name = name.as_str();
+    let name = kernel.name(pass_flags);
     let (ept_lg, min_k, max_tile_lg) = kernel.shape();
     check_elem::<T>(name)?;
     check_tables(name, tables)?;
@@ -395,46 +373,27 @@ mod tests {
         assert_eq!(used.len(), 11);
     }
 
-    /// The radix-4 names the launcher can produce: the eleven kernels once per block count
-    /// (unsuffixed for 2, `_b3`, `_b4`), each instantiated in kernels/ntt.cu; other block counts
-    /// are an error, not a panic.
+    /// The radix-4 names the launcher can produce are the kernels of kernels/ntt.cu: the
+    /// generic `cuzk_ntt_pass4` built for 2 blocks per SM, the ten specialized ones for 4.
     #[test]
-    fn radix4_names_cover_the_builds() {
+    fn radix4_names_are_built() {
         let src = include_str!("../../../kernels/ntt.cu");
+        assert!(src.contains("__launch_bounds__(MAX_THREADS / 2, 2)\ncuzk_ntt_pass4("));
+        assert!(src.contains("__launch_bounds__(MAX_THREADS / 2, 4)"));
         let mut names = std::collections::BTreeSet::new();
-        for blocks in RADIX4_BLOCKS {
-            let suffix = radix4_suffix(blocks).unwrap();
+        for f in 0..=flags::ALL {
+            for kernel in [PassKernel::Radix4, PassKernel::Radix4Specialized] {
+                names.insert(kernel.name(f));
+            }
+        }
+        assert_eq!(names.len(), 11);
+        for name in names.into_iter().filter(|&n| n != "cuzk_ntt_pass4") {
             assert!(
-                src.contains(&format!("CUZK_NTT_PASS4_KERNELS({suffix}, {blocks})")),
-                "ntt.cu builds no radix-4 kernels for {blocks} blocks"
+                src.contains(&format!("CUZK_NTT_PASS4_SPEC({name}, ")),
+                "{name}"
             );
-            for f in 0..=flags::ALL {
-                for kernel in [
-                    PassKernel::Radix4 { blocks },
-                    PassKernel::Radix4Specialized { blocks },
-                ] {
-                    let name = kernel.name(f).unwrap();
-                    let base = name.strip_suffix(suffix).unwrap();
-                    assert!(src.contains(&format!("({base}##SUFFIX,")), "{name}");
-                    names.insert(name);
-                }
-            }
         }
-        assert_eq!(names.len(), 3 * 11);
-        assert!(
-            names.contains("cuzk_ntt_pass4_b3") && names.contains("cuzk_ntt_pass4_dit_tw_post_b4")
-        );
-        for blocks in [0, 1, 5, 8] {
-            for kernel in [
-                PassKernel::Radix4 { blocks },
-                PassKernel::Radix4Specialized { blocks },
-            ] {
-                let e = kernel.name(flags::DIT).unwrap_err();
-                assert!(matches!(e, GpuError::InvalidLaunch { .. }), "{e}");
-                assert!(e.to_string().contains("blocks per SM"), "{e}");
-            }
-        }
-        assert_eq!(PassKernel::Radix2.name(0).unwrap(), "cuzk_ntt_pass");
-        assert_eq!(PassKernel::Wide.name(0).unwrap(), "cuzk_ntt_pass_wide");
+        assert_eq!(PassKernel::Radix2.name(0), "cuzk_ntt_pass");
+        assert_eq!(PassKernel::Wide.name(0), "cuzk_ntt_pass_wide");
     }
 }

@@ -83,42 +83,31 @@ pub fn check_fits(
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KernelChoice {
-    /// The wide plan (`CUZK_NTT_WIDE`).
+    /// The wide plan (`CUZK_NTT_WIDE=1`).
     pub wide: bool,
-    /// The specialized radix-4 kernels (`CUZK_NTT_SPECIALIZED`).
+    /// The specialized radix-4 kernels (4 blocks per SM; the default), or the generic
+    /// `cuzk_ntt_pass4` (2 blocks per SM) for every radix-4 pass (`CUZK_NTT_SPECIALIZED=0`).
     pub specialized: bool,
-    /// Resident blocks per SM of the radix-4 build (`CUZK_NTT_BLOCKS`): 2 (the default), 3 or
-    /// 4; any other count fails the call with `InvalidLaunch` before anything is enqueued.
-    pub blocks: u32,
 }
 
 impl Default for KernelChoice {
-    /// The built-in defaults, whatever the environment says: the default plan on the generic
-    /// radix-4 kernel built for 2 blocks per SM.
+    /// The built-in defaults, whatever the environment says: the default plan on the
+    /// specialized radix-4 kernels.
     fn default() -> Self {
         Self {
             wide: false,
-            specialized: false,
-            blocks: plan::DEFAULT_BLOCKS,
+            specialized: true,
         }
     }
 }
 
 impl KernelChoice {
-    /// `CUZK_NTT_WIDE=1`, `CUZK_NTT_SPECIALIZED=1` and `CUZK_NTT_BLOCKS=2|3|4` (unset, empty or
-    /// any other value: 2), read on every call.
+    /// `CUZK_NTT_WIDE=1` and `CUZK_NTT_SPECIALIZED=0`, read on every call.
     pub fn from_env() -> Self {
         Self {
             wide: plan::wide_enabled(),
             specialized: plan::specialized_enabled(),
-            blocks: plan::blocks_from_env(),
         }
-    }
-
-    /// `InvalidLaunch` if no radix-4 kernel is built for `blocks`.
-    fn check(self) -> Result<(), NttError> {
-        k::radix4_suffix(self.blocks)?;
-        Ok(())
     }
 }
 
@@ -131,14 +120,13 @@ fn run_passes(
     passes: &[Pass],
     choice: KernelChoice,
 ) -> Result<(), NttError> {
-    let blocks = choice.blocks;
     for p in passes {
         let kernel = if p.wide {
             k::PassKernel::Wide
         } else if p.radix4 && choice.specialized {
-            k::PassKernel::Radix4Specialized { blocks }
+            k::PassKernel::Radix4Specialized
         } else if p.radix4 {
-            k::PassKernel::Radix4 { blocks }
+            k::PassKernel::Radix4
         } else {
             k::PassKernel::Radix2
         };
@@ -180,8 +168,8 @@ impl Domain {
         self.gpu_transform_variant(gpu, stream, data, t, input, output, choice)
     }
 
-    /// [`Self::gpu_transform`] on the kernels of `choice` (wide plan, specialized radix-4
-    /// kernels, blocks per SM) instead of the environment's, for tests and A/B runs; same
+    /// [`Self::gpu_transform`] on the kernels of `choice` (wide plan, specialized or generic
+    /// radix-4 kernels) instead of the environment's, for tests and A/B runs; same
     /// result every way.
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
@@ -199,7 +187,6 @@ impl Domain {
         if data.is_empty() || !data.len().is_multiple_of(n) || data.len() / n > 65535 {
             return Err(NttError::BadBatch { n, got: data.len() });
         }
-        choice.check()?;
         let lg_n = self.log_size();
         let tables = device_tables(gpu)?;
         let plan = plan::plan_with(lg_n, t, input, output, choice.wide);
@@ -255,8 +242,8 @@ impl Domain {
         self.gpu_quotient_variant(gpu, stream, a, b, c, KernelChoice::from_env())
     }
 
-    /// [`Self::gpu_quotient`] on the kernels of `choice` (wide plan, specialized radix-4
-    /// kernels, blocks per SM) instead of the environment's, for tests and A/B runs; same
+    /// [`Self::gpu_quotient`] on the kernels of `choice` (wide plan, specialized or generic
+    /// radix-4 kernels) instead of the environment's, for tests and A/B runs; same
     /// result every way.
     #[doc(hidden)]
     pub fn gpu_quotient_variant(
@@ -277,7 +264,6 @@ impl Domain {
                 });
             }
         }
-        choice.check()?;
         let lg_n = self.log_size();
         let tables = device_tables(gpu)?;
         let (to_coeffs, to_coset, back) = plan::quotient_plan_with(lg_n, choice.wide);

@@ -69,7 +69,7 @@ pub(crate) const RADIX4: bool = true;
 /// Environment switches for A/B runs on a GPU without a rebuild (read on every plan; both
 /// variants give the same result): `CUZK_NTT_RADIX2=1` runs every pass on the radix-2 kernel,
 /// `CUZK_NTT_SIMPLE_BITREV=1` every permutation on the element-wise kernel; the opt-in
-/// `CUZK_NTT_WIDE=1`, `CUZK_NTT_SPECIALIZED=1` and `CUZK_NTT_BLOCKS=3|4` below.
+/// `CUZK_NTT_WIDE=1` and the opt-out `CUZK_NTT_SPECIALIZED=0` below.
 fn env_set(var: &str) -> bool {
     std::env::var_os(var).is_some_and(|v| !v.is_empty() && v != "0")
 }
@@ -91,30 +91,19 @@ pub(crate) fn wide_enabled() -> bool {
     env_set("CUZK_NTT_WIDE")
 }
 
-/// The opt-in specialized radix-4 kernels (`CUZK_NTT_SPECIALIZED=1`, or forced by the
-/// `*_variant` calls of `gpu.rs`): every radix-4 pass launches the `cuzk_ntt_pass4_*` kernel
-/// compiled for its flags (direction, twiddle, pre/post scaling) instead of the generic one,
-/// whose inlined alternatives overflow the instruction cache. Same result.
+/// Whether radix-4 passes launch the specialized kernels (the default; or forced by the
+/// `*_variant` calls of `gpu.rs`): every radix-4 pass runs the `cuzk_ntt_pass4_*` kernel
+/// compiled for its flags (direction, twiddle, pre/post scaling; 4 blocks per SM) instead of the
+/// generic `cuzk_ntt_pass4` (2 blocks per SM), whose inlined alternatives overflow the
+/// instruction cache and whose register use halves the occupancy. `CUZK_NTT_SPECIALIZED=0`
+/// runs every radix-4 pass on the generic kernel (A/B runs, debugging); unset, empty or any
+/// other value keeps the default. Same result.
 pub(crate) fn specialized_enabled() -> bool {
-    env_set("CUZK_NTT_SPECIALIZED")
+    specialized_from(std::env::var_os("CUZK_NTT_SPECIALIZED").as_deref())
 }
 
-/// Resident blocks of 256 threads per SM that the radix-4 pass kernels are built for
-/// (`cuzk_ntt_pass4*` for 2, the `_b3` / `_b4` builds with tighter register budgets for 3
-/// and 4): `CUZK_NTT_BLOCKS=3|4` for A/B runs, or forced by the `*_variant` calls of `gpu.rs`.
-/// Same result.
-pub(crate) const DEFAULT_BLOCKS: u32 = 2;
-
-/// The environment's block count: `CUZK_NTT_BLOCKS` if it is 2, 3 or 4, else (unset, empty,
-/// unparsable or without a build) [`DEFAULT_BLOCKS`].
-pub(crate) fn blocks_from_env() -> u32 {
-    parse_blocks(std::env::var("CUZK_NTT_BLOCKS").ok().as_deref())
-}
-
-fn parse_blocks(v: Option<&str>) -> u32 {
-    v.and_then(|v| v.trim().parse::<u32>().ok())
-        .filter(|&b| cuzk_gpu::ntt::radix4_suffix(b).is_ok())
-        .unwrap_or(DEFAULT_BLOCKS)
+fn specialized_from(v: Option<&std::ffi::OsStr>) -> bool {
+    v.is_none_or(|v| v.to_str().map(str::trim) != Some("0"))
 }
 
 /// Smallest size for the tiled bit-reversal kernel (`cuzk_ntt_bit_reverse_tiled`).
@@ -929,24 +918,19 @@ mod tests {
     }
 
     #[test]
-    fn blocks_parse_to_a_build() {
-        for (v, want) in [
-            (None, 2),
-            (Some(""), 2),
-            (Some("2"), 2),
-            (Some("3"), 3),
-            (Some(" 4 "), 4),
-            (Some("1"), 2),
-            (Some("5"), 2),
-            (Some("four"), 2),
-            (Some("-3"), 2),
-        ] {
-            assert_eq!(parse_blocks(v), want, "{v:?}");
+    fn specialized_is_the_default_and_0_turns_it_off() {
+        use std::ffi::OsStr;
+        assert!(specialized_from(None));
+        for v in ["", "1", "yes", "00"] {
+            assert!(specialized_from(Some(OsStr::new(v))), "{v:?}");
+        }
+        for v in ["0", " 0 "] {
+            assert!(!specialized_from(Some(OsStr::new(v))), "{v:?}");
         }
     }
 
-    /// Every radix-4 pass of every plan has its own specialized kernel under
-    /// `CUZK_NTT_SPECIALIZED=1` (none falls back to the generic `cuzk_ntt_pass4`).
+    /// Every radix-4 pass of every plan has its own specialized kernel (the default; none
+    /// falls back to the generic `cuzk_ntt_pass4`, which only `CUZK_NTT_SPECIALIZED=0` runs).
     #[test]
     fn every_plan_pass_has_a_specialized_kernel() {
         let mut passes = Vec::new();

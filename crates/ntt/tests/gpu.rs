@@ -284,38 +284,32 @@ fn gpu_wide_plan_matches_cpu() {
 
 const WIDE: KernelChoice = KernelChoice {
     wide: true,
-    specialized: false,
-    blocks: 2,
+    specialized: true,
 };
 
-/// The radix-4 variants of the default plan: the generic and the specialized kernels, each
-/// built for 2, 3 and 4 resident blocks per SM.
-fn radix4_choices() -> Vec<KernelChoice> {
-    let mut v = Vec::new();
-    for specialized in [false, true] {
-        for blocks in cuzk_gpu::ntt::RADIX4_BLOCKS {
-            v.push(KernelChoice {
-                wide: false,
-                specialized,
-                blocks,
-            });
-        }
-    }
-    v
-}
+/// The default plan on the specialized radix-4 kernels (the default) and on the generic
+/// `cuzk_ntt_pass4` (`CUZK_NTT_SPECIALIZED=0`).
+const SPECIALIZED: KernelChoice = KernelChoice {
+    wide: false,
+    specialized: true,
+};
+const GENERIC: KernelChoice = KernelChoice {
+    wide: false,
+    specialized: false,
+};
 
-/// Every radix-4 pass kernel: the generic `cuzk_ntt_pass4` and the specialized
-/// `cuzk_ntt_pass4_{dif,dit}[_tw][_pre|_post]` (`CUZK_NTT_SPECIALIZED=1`), each in its builds for
-/// 2, 3 and 4 blocks per SM (`CUZK_NTT_BLOCKS`, suffixes `_b3`, `_b4`), forced here whatever
-/// the environment says: every transform in both directions (DIF and DIT, every fused scaling)
-/// at 2^10 (one pass), 2^17, 2^20 and 2^22, then the H pipeline at those sizes, against the
-/// CPU (computed once per case).
+/// Both radix-4 kernel choices, forced here whatever the environment says: the specialized
+/// `cuzk_ntt_pass4_{dif,dit}[_tw][_pre|_post]` (4 blocks per SM, the default) and the generic
+/// `cuzk_ntt_pass4` (2 blocks per SM, `CUZK_NTT_SPECIALIZED=0`). Every transform in both
+/// directions (DIF and DIT, every fused scaling) at 2^10 (one pass), 2^17, 2^20 and 2^22, then
+/// the H pipeline at those sizes, against the CPU (computed once per case): together these
+/// launch all ten specialized kernels and the generic one.
 #[test]
 #[ignore = "gpu"]
-fn gpu_occupancy_variants_match_cpu() {
+fn gpu_kernel_choices_match_cpu() {
     let g = gpu();
-    let stream = g.stream("radix4-variants").unwrap();
-    let choices = radix4_choices();
+    let stream = g.stream("radix4-kernels").unwrap();
+    let choices = [SPECIALIZED, GENERIC];
     for lg in [10u32, 17, 20, 22] {
         let d = Domain::new(lg).unwrap();
         let cases = [
@@ -339,33 +333,6 @@ fn gpu_occupancy_variants_match_cpu() {
         let seeds = [71, 72, 73].map(|s| s + u64::from(lg));
         check_quotient_variant(&g, &stream, &d, seeds, &choices);
     }
-    // A block count without a build is an error before anything runs.
-    let d = Domain::new(12).unwrap();
-    let x = random(d.size(), 5);
-    let mut dev = g.vram().from_host(&x).unwrap();
-    for blocks in [0, 1, 5] {
-        let bad = KernelChoice {
-            blocks,
-            ..KernelChoice::default()
-        };
-        let e = d
-            .gpu_transform_variant(
-                &g,
-                &stream,
-                &mut dev,
-                Transform::Forward,
-                Order::Natural,
-                Order::Natural,
-                bad,
-            )
-            .unwrap_err();
-        assert!(matches!(e, NttError::Gpu(_)), "{e}");
-    }
-    stream.synchronize().unwrap();
-    assert!(
-        dev.to_vec().unwrap() == x,
-        "a rejected choice left the data alone"
-    );
 }
 
 /// One transform of random input (`seed`) on each of `choices`, against the CPU.
@@ -485,30 +452,22 @@ fn median_ms(g: &Gpu, stream: &Stream, runs: usize, f: impl FnMut()) -> f64 {
     g.median_ms(stream, runs, f).unwrap()
 }
 
-/// One A/B row per radix-4 variant ([`radix4_choices`]: generic / specialized kernels, built
-/// for 2, 3 and 4 blocks per SM, default plan) under a default row timed at `base` ms:
-/// `  {generic|spec} b{blocks} {what}`, the median and the difference in %.
-fn ab_grid(what: &str, base: f64, mut time: impl FnMut(KernelChoice) -> f64) {
-    for choice in radix4_choices() {
-        let ms = time(choice);
-        let kind = if choice.specialized {
-            "spec"
-        } else {
-            "generic"
-        };
-        println!(
-            "{:<28} {ms:>9.3} ms ({:+.1}% vs default row)",
-            format!("  {kind} b{} {what}", choice.blocks),
-            100.0 * (ms / base - 1.0)
-        );
-    }
+/// The A/B row of the generic radix-4 kernel (`CUZK_NTT_SPECIALIZED=0`, default plan) under a
+/// default row timed at `base` ms: `  generic {what}`, the median and the difference in %.
+fn generic_row(what: &str, base: f64, mut time: impl FnMut(KernelChoice) -> f64) {
+    let ms = time(GENERIC);
+    println!(
+        "{:<28} {ms:>9.3} ms ({:+.1}% vs default row)",
+        format!("  generic {what}"),
+        100.0 * (ms / base - 1.0)
+    );
 }
 
 /// Benchmark rows of issue 4: device time between events, median of 11 after a warm-up (H
 /// pipeline from 2^26: 5), random inputs already on the device. The floor is IMAD throughput
 /// scaled from 3.2 ms per 2^24 forward; CPU is one run of the CPU reference on this machine
 /// (sizes ≤ 2^24 unless CUZK_BENCH_CPU_ALL=1). Under the 2^24 and 2^26 N->BR rows and the H
-/// 2^24 and 2^27 rows, an A/B grid ([`ab_grid`]) of the radix-4 pass kernels.
+/// 2^24 and 2^27 rows, the same on the generic radix-4 kernel ([`generic_row`]).
 #[test]
 #[ignore = "gpu"]
 fn gpu_bench_ntt() {
@@ -537,15 +496,10 @@ fn gpu_bench_ntt() {
         println!("CUZK_NTT_WIDE={v:?} (wide plan: 2^12 tiles, cuzk_ntt_pass_wide, from 2^16)");
     }
     if let Some(v) = std::env::var_os("CUZK_NTT_SPECIALIZED") {
-        println!("CUZK_NTT_SPECIALIZED={v:?} (default rows use the specialized radix-4 kernels)");
-    }
-    if let Some(v) = std::env::var_os("CUZK_NTT_BLOCKS") {
-        println!(
-            "CUZK_NTT_BLOCKS={v:?} (default rows use the radix-4 build for that many blocks/SM)"
-        );
+        println!("CUZK_NTT_SPECIALIZED={v:?} (=0: default rows use the generic radix-4 kernel)");
     }
     println!("default rows: {:?}", KernelChoice::from_env());
-    // Registers and spills of the radix-4 builds for this device (the A/B grids' kernels).
+    // Registers and spills of the radix-4 kernels for this device.
     let (major, minor) = g.info().compute_capability;
     let arch = format!("sm_{major}{minor}");
     for l in cuzk_gpu::ptxas_report().lines() {
@@ -588,7 +542,7 @@ fn gpu_bench_ntt() {
                 cpu_ms,
             );
             if lg >= 24 && output == Order::BitReversed {
-                ab_grid(&format!("2^{lg} N->BR"), ms, |choice| {
+                generic_row(&format!("2^{lg} N->BR"), ms, |choice| {
                     median_ms(&g, &stream, 11, || {
                         d.gpu_transform_variant(
                             &g,
@@ -678,7 +632,7 @@ fn gpu_bench_ntt() {
             cpu_ms,
         );
         if lg != 26 {
-            ab_grid(&format!("H 2^{lg}"), ms, time_h);
+            generic_row(&format!("H 2^{lg}"), ms, time_h);
         }
     }
 }
