@@ -189,6 +189,19 @@ fn curve<P: MsmPoint>() -> Curve {
     }
 }
 
+/// Full waves of level-0 accumulation threads (at ~16 entries per thread or more): more,
+/// shorter slices, so that blocks finishing early are replaced. With one wave the G1 kernel
+/// ran its last stretch with warp slots empty (ncu: 3.27 of 4 warps per scheduler). H200 run
+/// 18, kept scratch: G1 accumulation at 2^24 94.6 ms (1 wave) / 92.4 (2) / 91.0 (4) / 90.1
+/// (8), at 2^26 372.2 / 361.5 / 354.9 / 351.3, merge 0.43 -> 0.88 ms at 8; G2 2^24 302.7 /
+/// 298.7 / 299.3.
+const fn acc_waves(cv: Curve) -> usize {
+    match cv {
+        Curve::G1 => 8,
+        Curve::G2 => 2,
+    }
+}
+
 /// Sizes of one Pippenger batch, all derived from (number of general scalars, window bits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Plan {
@@ -248,7 +261,7 @@ impl Plan {
     /// table/model windows plus `CUZK_MSM_WINDOW` if set. What an MSM runs is
     /// [`Self::for_curve`] / [`Self::for_variant`].
     pub fn new(general: usize, n: usize, c: Option<u32>, sm_count: usize) -> Self {
-        let mut plan = Self::with_residency(general, n, c, sm_count, THREADS_PER_SM, Group::G1);
+        let mut plan = Self::with_residency(general, n, c, sm_count, THREADS_PER_SM, 1, Group::G1);
         for (i, cv) in [Curve::G1, Curve::G2].into_iter().enumerate() {
             let mut cands = match c {
                 Some(c) => vec![(c, general)],
@@ -282,27 +295,13 @@ impl Plan {
         cv: Curve,
         acc: Accumulate,
     ) -> Self {
-        Self::for_waves(general, n, c, sm_count, cv, acc, 1)
-    }
-
-    /// As [`Self::for_variant`] with up to `waves` full waves of accumulation threads
-    /// (more, shorter slices: blocks that finish early are replaced). A/B only.
-    #[doc(hidden)]
-    pub fn for_waves(
-        general: usize,
-        n: usize,
-        c: Option<u32>,
-        sm_count: usize,
-        cv: Curve,
-        acc: Accumulate,
-        waves: usize,
-    ) -> Self {
         Self::with_residency(
             general,
             n,
             c,
             sm_count,
-            acc.resident_threads_per_sm(cv) * waves.max(1),
+            acc.resident_threads_per_sm(cv),
+            acc_waves(cv),
             group_of(cv),
         )
     }
@@ -313,6 +312,7 @@ impl Plan {
         c: Option<u32>,
         sm_count: usize,
         acc_threads_per_sm: usize,
+        acc_waves: usize,
         group: Group,
     ) -> Self {
         let c = c
@@ -323,7 +323,7 @@ impl Plan {
         let wave = sm_count.max(1) * THREADS_PER_SM;
         let acc_wave = sm_count.max(1) * acc_threads_per_sm.max(1);
         let entries = general * nwin;
-        let threads = (entries / 16).clamp(1, acc_wave);
+        let threads = (entries / 16).clamp(1, acc_wave * acc_waves.max(1));
         // The bucket reduction fills one wave: nwin · ⌈B / L⌉ <= wave threads (the last group
         // of a window may be shorter). More than one wave ran its last part-empty, and a
         // power-of-two group count left up to half of the wave idle (2^24: 2048 of 2599).
@@ -649,7 +649,6 @@ pub struct GpuMsm<P: MsmPoint> {
     vram_limit: Option<u64>,
     keep_scratch: bool,
     acc: Accumulate,
-    acc_waves: usize,
     sort: Sort,
     cache: Mutex<Cache<P>>,
     /// Resident points: which are the identity (one bit each, made at construction); their
@@ -699,7 +698,6 @@ impl<P: MsmPoint> GpuMsm<P> {
             vram_limit: None,
             keep_scratch: false,
             acc: env_accumulate(),
-            acc_waves: 1,
             sort: env_sort(),
             cache: Mutex::new(Cache::default()),
             identity,
@@ -748,14 +746,6 @@ impl<P: MsmPoint> GpuMsm<P> {
     /// tuning; overrides `CUZK_MSM_WINDOW`, which sets it for every new context).
     pub fn with_window_bits(mut self, c: u32) -> Self {
         self.window_bits = Some(c.clamp(2, MAX_WINDOW_BITS));
-        self
-    }
-
-    /// Runs the level-0 accumulation as up to `waves` full waves of threads (A/B only: the
-    /// sizing plans of [`Plan::new`] assume one).
-    #[doc(hidden)]
-    pub fn with_acc_waves(mut self, waves: usize) -> Self {
-        self.acc_waves = waves.max(1);
         self
     }
 
@@ -984,14 +974,13 @@ impl<P: MsmPoint> GpuMsm<P> {
     }
 
     fn plan(&self, general: usize, n: usize) -> Plan {
-        Plan::for_waves(
+        Plan::for_variant(
             general,
             n,
             self.window_bits,
             self.sm_count(),
             curve::<P>(),
             self.acc,
-            self.acc_waves,
         )
     }
 

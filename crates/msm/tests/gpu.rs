@@ -355,27 +355,6 @@ fn gpu_accumulate_variants_match_cpu() {
             "{acc:?} streamed"
         );
     }
-    // Several waves of accumulation threads (shorter slices, more partials), G1 and G2.
-    // (one wave is ~68 K G1 / ~34 K G2 threads on an H200, ~16 entries per thread at least)
-    for waves in [3usize, 8] {
-        for n in [1000usize, 300_001] {
-            let p: Vec<G1Affine> = points(n, &mut rng);
-            let s = scalars(n, Kind::Random, &mut rng);
-            let ctx = GpuMsm::resident(&g, &p).unwrap().with_acc_waves(waves);
-            assert_eq!(
-                ctx.msm(&s).unwrap(),
-                cpu::msm(&p, &s).unwrap(),
-                "G1 {waves} waves n = {n}"
-            );
-            let p: Vec<G2Affine> = points(n, &mut rng);
-            let ctx = GpuMsm::resident(&g, &p).unwrap().with_acc_waves(waves);
-            assert_eq!(
-                ctx.msm(&s).unwrap(),
-                cpu::msm(&p, &s).unwrap(),
-                "G2 {waves} waves n = {n}"
-            );
-        }
-    }
 }
 
 /// A context that keeps its scratch: results equal the CPU's across plans that grow and
@@ -505,27 +484,19 @@ fn gpu_bench_msm() {
         // The other builds, kept scratch, same scalars: each accumulation kernel
         // (CUZK_MSM_ACCUMULATE) and, from 2^24, the per-key atomic sort (CUZK_MSM_SORT=atomic;
         // compare the sort phases of the msm_profile lines).
-        let others: Vec<(String, Accumulate, Sort)> = Accumulate::ALL
+        let mut others: Vec<(String, Accumulate, Sort)> = Accumulate::ALL
             .into_iter()
             .filter(|&acc| acc != Accumulate::default())
             .map(|acc| (format!("{} accumulate", acc.name()), acc, Sort::default()))
             .collect();
-        let mut others: Vec<(String, Accumulate, Sort, usize)> =
-            others.into_iter().map(|(l, a, s)| (l, a, s, 1)).collect();
         if log >= 24 {
-            others.push(("atomic sort".into(), Accumulate::default(), Sort::Atomic, 1));
-            // More, shorter accumulation slices: blocks that finish early are replaced.
-            for waves in [2, 4, 8] {
-                let label = format!("{waves} accumulation waves");
-                others.push((label, Accumulate::default(), Sort::default(), waves));
-            }
+            others.push(("atomic sort".into(), Accumulate::default(), Sort::Atomic));
         }
-        for (label, acc, sort, waves) in others {
+        for (label, acc, sort) in others {
             let other = GpuMsm::resident(&g, &g1[..n])
                 .unwrap()
                 .with_accumulate(acc)
                 .with_sort(sort)
-                .with_acc_waves(waves)
                 .keep_scratch(true);
             assert_eq!(other.msm_device(&dev).unwrap(), want, "{label}");
             let ms = median_ms(other.stream(), &g, || {
@@ -580,21 +551,6 @@ fn gpu_bench_msm() {
     });
     row("G2 2^24 random, resident, kept scratch", ms, 330.0);
     profile(&ctx, &dev, "G2 2^24 random kept-scratch");
-    let want = ctx.msm_device(&dev).unwrap();
-    drop(ctx);
-    for waves in [2, 4] {
-        let other = GpuMsm::resident(&g, &g2)
-            .unwrap()
-            .with_acc_waves(waves)
-            .keep_scratch(true);
-        assert_eq!(other.msm_device(&dev).unwrap(), want, "G2 {waves} waves");
-        let ms = median_ms(other.stream(), &g, || {
-            other.msm_device(&dev).unwrap();
-        });
-        let label = format!("G2 2^24 random, {waves} accumulation waves + kept scratch");
-        row(&label, ms, 330.0);
-        profile(&other, &dev, &label);
-    }
 }
 
 /// Times one resident MSM per candidate window at each n (median of 3 after a warm-up) and
