@@ -134,11 +134,12 @@ pub fn msm_run_bytes(group: Group, len: usize, sm_count: usize) -> Result<u64, V
     Ok(Vram::bytes_for::<Fr>(len)? + plan.scratch_bytes(curve) + SLACK)
 }
 
+/// What a resident context over the query's `len` points holds (points and identity bits).
 fn point_bytes(q: Query, len: usize) -> Result<u64, VramError> {
     if q == Query::BG2 {
-        Vram::bytes_for::<G2Affine>(len)
+        GpuMsm::<G2Affine>::resident_bytes_for(len)
     } else {
-        Vram::bytes_for::<G1Affine>(len)
+        GpuMsm::<G1Affine>::resident_bytes_for(len)
     }
 }
 
@@ -253,11 +254,7 @@ struct Ctx<P: MsmPoint> {
 
 impl<P: MsmPoint> Ctx<P> {
     fn resident_bytes(&self) -> u64 {
-        if self.msm.is_resident() {
-            Vram::bytes_for::<P>(self.id.len).unwrap_or(0)
-        } else {
-            0
-        }
+        self.msm.resident_bytes()
     }
 
     /// Loads `points` resident (falling back to streamed if the budget is short) or streamed.
@@ -929,7 +926,7 @@ mod tests {
         // Five queries of 2^24 points (~9.6 GB) plus a G2 run do not all fit: G2 goes last.
         assert!(p.is_resident(Query::A));
         let g2 = p.queries.iter().find(|q| q.query == Query::BG2).unwrap();
-        assert_eq!(g2.point_bytes, 192 << 24);
+        assert_eq!(g2.point_bytes, (192 << 24) + (4 << 19)); // points + identity bits
     }
 
     #[test]
@@ -946,7 +943,7 @@ mod tests {
         // Room for the work plus exactly two G1 queries.
         let log = 20;
         let base = MemoryPlan::new(1 << log, &lens(log), 0, 132).unwrap();
-        let g1 = Vram::bytes_for::<G1Affine>(1 << log).unwrap();
+        let g1 = GpuMsm::<G1Affine>::resident_bytes_for(1 << log).unwrap();
         let p = MemoryPlan::new(1 << log, &lens(log), base.work_bytes + 2 * g1, 132).unwrap();
         let res: Vec<Query> = p
             .queries

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use cuzk_field::Fr;
 use cuzk_gpu::msm::{self as k, Accumulate, Curve, ResultRing, Staging};
-use cuzk_gpu::{DeviceBuffer, Event, Gpu, GpuError, PinnedBuffer, Stream};
+use cuzk_gpu::{DeviceBuffer, Event, Gpu, GpuError, PinnedBuffer, Stream, Vram, VramError};
 use rayon::prelude::*;
 
 use crate::{Group, MsmError, MsmPoint};
@@ -187,6 +187,11 @@ fn curve<P: MsmPoint>() -> Curve {
         Group::G1 => Curve::G1,
         Group::G2 => Curve::G2,
     }
+}
+
+/// Words of the identity bits of `len` resident points (at least one: no empty buffers).
+fn identity_words(len: usize) -> usize {
+    len.div_ceil(32).max(1)
 }
 
 /// Full waves of level-0 accumulation threads (at ~16 entries per thread or more): more,
@@ -682,7 +687,7 @@ impl<P: MsmPoint> GpuMsm<P> {
         let compute = gpu.stream("msm-compute")?;
         let identity = match &points {
             Points::Resident(pts) => {
-                let mut bits = gpu.vram().alloc::<u32>(len.div_ceil(32).max(1))?;
+                let mut bits = gpu.vram().alloc::<u32>(identity_words(len))?;
                 k::identity_bits(gpu, &compute, curve::<P>(), pts, &mut bits)?;
                 Some(bits)
             }
@@ -840,6 +845,23 @@ impl<P: MsmPoint> GpuMsm<P> {
     }
     pub fn is_resident(&self) -> bool {
         matches!(self.points, Points::Resident(_))
+    }
+
+    /// Device bytes a resident context over `len` points holds for its life: the points and
+    /// their identity bits (scratch comes and goes with each call, see [`Plan::scratch_bytes`]).
+    pub fn resident_bytes_for(len: usize) -> Result<u64, VramError> {
+        Ok(Vram::bytes_for::<P>(len)? + Vram::bytes_for::<u32>(identity_words(len))?)
+    }
+
+    /// Device bytes this context holds for its life ([`Self::resident_bytes_for`]; 0 when
+    /// streamed), not counting a kept scratch ([`Self::kept_bytes`]).
+    pub fn resident_bytes(&self) -> u64 {
+        match &self.points {
+            Points::Resident(p) => {
+                p.reserved_bytes() + self.identity.as_ref().map_or(0, |b| b.reserved_bytes())
+            }
+            Points::Streamed(_) => 0,
+        }
     }
     pub fn gpu(&self) -> &Gpu {
         &self.gpu
