@@ -194,8 +194,8 @@ fn identity_words(len: usize) -> usize {
     len.div_ceil(32).max(1)
 }
 
-/// Full waves of level-0 accumulation threads (at ~16 entries per thread or more): more,
-/// shorter slices, so that blocks finishing early are replaced. With one wave the G1 kernel
+/// Full waves of level-0 accumulation threads for large MSMs (while slices keep >= 256
+/// entries): more, shorter slices, so that blocks finishing early are replaced. With one wave the G1 kernel
 /// ran its last stretch with warp slots empty (ncu: 3.27 of 4 warps per scheduler). H200 run
 /// 18, kept scratch: G1 accumulation at 2^24 94.6 ms (1 wave) / 92.4 (2) / 91.0 (4) / 90.1
 /// (8), at 2^26 372.2 / 361.5 / 354.9 / 351.3, merge 0.43 -> 0.88 ms at 8; G2 2^24 302.7 /
@@ -328,7 +328,13 @@ impl Plan {
         let wave = sm_count.max(1) * THREADS_PER_SM;
         let acc_wave = sm_count.max(1) * acc_threads_per_sm.max(1);
         let entries = general * nwin;
-        let threads = (entries / 16).clamp(1, acc_wave * acc_waves.max(1));
+        // One wave at ~16 entries per slice or more; the extra waves only while slices keep
+        // >= 256 entries (at 2^20, 8 waves of 31-entry slices cost more in partials than
+        // they saved: H200 run 19, kept scratch 10.90 -> 11.29 ms).
+        let threads = (entries / 16)
+            .min(acc_wave)
+            .max((entries / 256).min(acc_wave * acc_waves.max(1)))
+            .max(1);
         // The bucket reduction fills one wave: nwin · ⌈B / L⌉ <= wave threads (the last group
         // of a window may be shorter). More than one wave ran its last part-empty, and a
         // power-of-two group count left up to half of the wave idle (2^24: 2048 of 2599).
@@ -1551,6 +1557,24 @@ mod tests {
         let tiny = Plan::new(0, 3, None, 132);
         assert_eq!(tiny.threads, 1);
         assert!(tiny.sorted_cap >= 1);
+    }
+
+    /// Level-0 threads: one wave while slices are short, up to `acc_waves` waves of slices of
+    /// at least 256 entries for large MSMs.
+    #[test]
+    fn accumulation_waves_only_for_long_slices() {
+        let (sm, acc) = (132, Accumulate::Paired);
+        let wave = |cv| sm * acc.resident_threads_per_sm(cv);
+        let threads = |n: usize, cv| Plan::for_variant(n, n, None, sm, cv, acc).threads;
+        assert_eq!(threads(1 << 20, Curve::G1), wave(Curve::G1));
+        assert_eq!(threads(1 << 24, Curve::G1), 8 * wave(Curve::G1));
+        assert_eq!(threads(1 << 26, Curve::G1), 8 * wave(Curve::G1));
+        assert_eq!(threads(1 << 24, Curve::G2), 2 * wave(Curve::G2));
+        let p = Plan::for_variant(1 << 22, 1 << 22, None, sm, Curve::G1, acc);
+        assert!(p.threads > wave(Curve::G1) && p.threads < 8 * wave(Curve::G1));
+        assert!(p.sorted_cap / p.threads >= 256);
+        let small = Plan::for_variant(100, 100, None, sm, Curve::G1, acc);
+        assert_eq!(small.threads, 100 * small.nwin / 16);
     }
 
     /// What groth16 reserves per MSM (`Plan::new(len, len, None, sm).scratch_bytes(curve)`)
