@@ -723,7 +723,9 @@ impl<P: MsmPoint> GpuMsm<P> {
         Self::with_points(gpu, Points::Resident(gpu.vram().from_host(points)?))
     }
 
-    /// Points already on the device (e.g. a proving key loaded once per daemon).
+    /// Points already on the device (e.g. a proving key loaded once per daemon). Work that
+    /// writes them on another stream must be complete: this context's stream reads them at
+    /// once (to mark the identity points) and on every call.
     pub fn from_device(gpu: &Gpu, points: DeviceBuffer<P>) -> Result<Self, MsmError> {
         Self::with_points(gpu, Points::Resident(points))
     }
