@@ -252,35 +252,12 @@ pub fn prepare<S: Pod>(
     counters: &mut DeviceBuffer<u32>,
     skip: Option<Skip<'_>>,
 ) -> Result<()> {
-    const K: &str = "msm_prepare";
-    elem::<S>(K, "scalars", SCALAR_BYTES)?;
-    need(
-        K,
-        "src",
-        src.len(),
-        src_start
-            .checked_add(n)
-            .ok_or_else(|| invalid(K, "range overflows".into()))?,
-    )?;
-    need(K, "dst", dst.len(), n)?;
-    need(K, "counters", counters.len(), 2)?;
-    if n == 0 {
-        return Ok(());
-    }
-    let (skip_ptr, skip_at) = skip_args(K, skip, n)?;
+    let end = src_start
+        .checked_add(n)
+        .ok_or_else(|| invalid(PREPARE, "range overflows".into()))?;
+    need(PREPARE, "src", src.len(), end)?;
     let src_ptr = src.device_ptr() + (src_start * SCALAR_BYTES) as u64;
-    let n32 = u32_of(K, "n", n)?;
-    // SAFETY: reads src[src_start..+n), writes dst[0..n) and counters[0..2), reads skip words
-    // below ceil((skip_at + n) / 32) when skip_ptr != 0; lengths checked.
-    unsafe {
-        gpu.launch(
-            stream,
-            MODULE,
-            K,
-            stride_cfg(n, 256)?,
-            &[&src_ptr, &*dst, &n32, &*counters, &skip_ptr, &skip_at],
-        )
-    }
+    launch_prepare(gpu, stream, src_ptr, dst, "dst", n, counters, skip)
 }
 
 /// As [`prepare`] with the scalars converted in place.
@@ -292,24 +269,43 @@ pub fn prepare_in_place<S: Pod>(
     counters: &mut DeviceBuffer<u32>,
     skip: Option<Skip<'_>>,
 ) -> Result<()> {
-    const K: &str = "msm_prepare";
-    elem::<S>(K, "scalars", SCALAR_BYTES)?;
-    need(K, "scalars", scalars.len(), n)?;
-    need(K, "counters", counters.len(), 2)?;
+    let src_ptr = scalars.device_ptr();
+    launch_prepare(gpu, stream, src_ptr, scalars, "scalars", n, counters, skip)
+}
+
+const PREPARE: &str = "msm_prepare";
+
+/// `msm_prepare` from `src_ptr` (n scalars the caller checked, or `dst` itself) into `dst`.
+#[allow(clippy::too_many_arguments)]
+fn launch_prepare<S: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    src_ptr: u64,
+    dst: &mut DeviceBuffer<S>,
+    dst_name: &str,
+    n: usize,
+    counters: &mut DeviceBuffer<u32>,
+    skip: Option<Skip<'_>>,
+) -> Result<()> {
+    elem::<S>(PREPARE, "scalars", SCALAR_BYTES)?;
+    need(PREPARE, dst_name, dst.len(), n)?;
+    need(PREPARE, "counters", counters.len(), 2)?;
     if n == 0 {
         return Ok(());
     }
-    let (skip_ptr, skip_at) = skip_args(K, skip, n)?;
-    let n32 = u32_of(K, "n", n)?;
-    // SAFETY: each thread reads element i and then writes element i (same buffer), i < n;
-    // skip words as in `prepare`.
+    let (skip_ptr, skip_at) = skip_args(PREPARE, skip, n)?;
+    let n32 = u32_of(PREPARE, "n", n)?;
+    // SAFETY: reads n scalars at src_ptr (a range of a live buffer the caller checked, or dst
+    // itself: each thread reads element i before it writes it), writes dst[0..n) and
+    // counters[0..2), reads skip words below ceil((skip_at + n) / 32) when skip_ptr != 0;
+    // lengths checked.
     unsafe {
         gpu.launch(
             stream,
             MODULE,
-            K,
+            PREPARE,
             stride_cfg(n, 256)?,
-            &[&*scalars, &*scalars, &n32, &*counters, &skip_ptr, &skip_at],
+            &[&src_ptr, &*dst, &n32, &*counters, &skip_ptr, &skip_at],
         )
     }
 }

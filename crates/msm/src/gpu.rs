@@ -6,8 +6,8 @@
 //! given in Montgomery form (host slice or device buffer) and made canonical on the device.
 //! Zero scalars cost nothing, nor do the scalars of identity points in resident mode (a bit per
 //! point, made when the points arrive: proving keys hold many), scalars equal to one are summed
-//! by plain mixed additions, the rest go through signed-digit Pippenger with a counting sort per window and balanced XYZZ
-//! bucket accumulation. The host only adds the per-window sums (≈ 256 doublings).
+//! by plain mixed additions, the rest go through signed-digit Pippenger with a counting sort
+//! per window and balanced XYZZ bucket accumulation. The host only adds the per-window sums (≈ 256 doublings).
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -195,8 +195,8 @@ fn identity_words(len: usize) -> usize {
 }
 
 /// Full waves of level-0 accumulation threads for large MSMs (while slices keep >= 256
-/// entries): more, shorter slices, so that blocks finishing early are replaced. With one wave the G1 kernel
-/// ran its last stretch with warp slots empty (ncu: 3.27 of 4 warps per scheduler). H200 run
+/// entries): more, shorter slices, so that blocks finishing early are replaced. With one wave
+/// the G1 kernel ran its last stretch with warp slots empty (ncu: 3.27 of 4 warps per scheduler). H200 run
 /// 18, kept scratch: G1 accumulation at 2^24 94.6 ms (1 wave) / 92.4 (2) / 91.0 (4) / 90.1
 /// (8), at 2^26 372.2 / 361.5 / 354.9 / 351.3, merge 0.43 -> 0.88 ms at 8; G2 2^24 302.7 /
 /// 298.7 / 299.3.
