@@ -18,8 +18,8 @@ pub mod shared;
 pub mod smoke;
 
 pub use cuzk_vram::{
-    Budget, BudgetConfig, DeviceBuffer, MemInfo, PinnedBuffer, RegisteredHost, Reservation, Vram,
-    VramError,
+    Budget, BudgetConfig, DeviceBuffer, MemInfo, PinnedBuffer, Reclaim, RegisteredHost,
+    Reservation, Vram, VramError,
 };
 pub use device::{DeviceInfo, Event, Gpu, Stream, device_count, driver_present};
 pub use error::{GpuError, Result};

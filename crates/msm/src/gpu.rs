@@ -9,12 +9,14 @@
 //! by plain mixed additions, the rest go through signed-digit Pippenger with a counting sort
 //! per window and balanced XYZZ bucket accumulation. The host only adds the per-window sums (≈ 256 doublings).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 use cuzk_field::Fr;
 use cuzk_gpu::msm::{self as k, Accumulate, Curve, ResultRing, Staging};
-use cuzk_gpu::{DeviceBuffer, Event, Gpu, GpuError, PinnedBuffer, Stream, Vram, VramError};
+use cuzk_gpu::{
+    DeviceBuffer, Event, Gpu, GpuError, PinnedBuffer, Reclaim, Stream, Vram, VramError,
+};
 use rayon::prelude::*;
 
 use crate::{Group, MsmError, MsmPoint};
@@ -513,6 +515,55 @@ struct Cache<P: MsmPoint> {
     staging: Option<Staging<Fr>>,
 }
 
+impl<P: MsmPoint> Cache<P> {
+    /// Device bytes held (the staging slots are host memory).
+    fn device_bytes(&self) -> u64 {
+        let mut b = self.canon.as_ref().map_or(0, |x| x.reserved_bytes());
+        b += self.counters.as_ref().map_or(0, |x| x.reserved_bytes());
+        if let Some(s) = &self.scratch {
+            b += s.counts.reserved_bytes()
+                + s.offsets.reserved_bytes()
+                + s.cursors.reserved_bytes()
+                + s.sorted.reserved_bytes()
+                + s.bins.reserved_bytes()
+                + s.buckets.reserved_bytes()
+                + s.keys_a.reserved_bytes()
+                + s.pts_a.reserved_bytes()
+                + s.keys_b.reserved_bytes()
+                + s.pts_b.reserved_bytes()
+                + s.reduced.reserved_bytes()
+                + s.ones.reserved_bytes()
+                + s.out.reserved_bytes();
+        }
+        b
+    }
+}
+
+/// A context's cache, registered with the device budget: the device buffers it keeps between
+/// calls count as available budget and are freed when a request needs them, so a kept
+/// scratch never makes another allocation fail or wait. A call in progress has taken the
+/// buffers out, so only idle ones are ever reclaimed.
+struct KeptCache<P: MsmPoint>(Mutex<Cache<P>>);
+
+impl<P: MsmPoint> KeptCache<P> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Cache<P>> {
+        // A panic while holding the lock leaves only buffers behind: still usable.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl<P: MsmPoint> Reclaim for KeptCache<P> {
+    fn reclaimable(&self) -> u64 {
+        self.lock().device_bytes()
+    }
+    fn reclaim(&self) {
+        let mut c = self.lock();
+        let taken = (c.canon.take(), c.counters.take(), c.scratch.take());
+        drop(c);
+        drop(taken); // freed outside the lock
+    }
+}
+
 impl<P: MsmPoint> Default for Cache<P> {
     fn default() -> Self {
         Self {
@@ -661,7 +712,7 @@ pub struct GpuMsm<P: MsmPoint> {
     keep_scratch: bool,
     acc: Accumulate,
     sort: Sort,
-    cache: Mutex<Cache<P>>,
+    cache: Arc<KeptCache<P>>,
     /// Resident points: which are the identity (one bit each, made at construction); their
     /// scalars are treated as zero, so they are never sorted or added.
     identity: Option<DeviceBuffer<u32>>,
@@ -699,6 +750,9 @@ impl<P: MsmPoint> GpuMsm<P> {
             }
             Points::Streamed(_) => None,
         };
+        let cache = Arc::new(KeptCache(Mutex::new(Cache::default())));
+        let reclaim: Weak<dyn Reclaim> = Arc::downgrade(&cache) as Weak<KeptCache<P>>;
+        gpu.vram().budget().add_reclaimer(reclaim);
         Ok(Self {
             gpu: gpu.clone(),
             points,
@@ -707,10 +761,10 @@ impl<P: MsmPoint> GpuMsm<P> {
             window_bits: env_window(),
             chunk_len: None,
             vram_limit: None,
-            keep_scratch: false,
+            keep_scratch: true,
             acc: env_accumulate(),
             sort: env_sort(),
-            cache: Mutex::new(Cache::default()),
+            cache,
             identity,
         })
     }
@@ -779,12 +833,14 @@ impl<P: MsmPoint> GpuMsm<P> {
         self.window_bits = c.map(|c| c.clamp(2, MAX_WINDOW_BITS));
     }
 
-    /// Resident mode: keeps the device buffers of an MSM (scalars, sort and bucket scratch:
-    /// ~3.5 GB for G1 at 2^24) for the next call instead of freeing them, which saves the
-    /// cuMemAlloc/cuMemFree of every call. They stay charged to the VRAM budget until
-    /// [`Self::release_scratch`] or drop; a later call that needs larger buffers frees the kept
-    /// ones before allocating. Off by default: a Groth16 prover holding five contexts sizes
-    /// its memory plan for one transient scratch.
+    /// Resident mode: whether the device buffers of an MSM (scalars, sort and bucket scratch:
+    /// ~3.5 GB for G1 at 2^24) stay allocated for the next call, which saves their
+    /// cuMemAlloc/cuMemFree (~4.5 ms of a 2^24 G1 MSM). On by default. Kept buffers stay
+    /// charged to the VRAM budget but count as available there: a request of the budget that
+    /// needs them frees them first ([`cuzk_gpu::Reclaim`]), so keeping never makes another
+    /// allocation fail. A call that needs larger buffers frees the kept ones before allocating;
+    /// a call that fails, or that ends while another request waits for budget, keeps nothing.
+    /// `false` frees them now and after every call.
     pub fn keep_scratch(mut self, keep: bool) -> Self {
         self.keep_scratch = keep;
         if !keep {
@@ -793,41 +849,21 @@ impl<P: MsmPoint> GpuMsm<P> {
         self
     }
 
-    /// Frees the device buffers kept by [`Self::keep_scratch`] and the pinned staging slots
-    /// (their budget is returned when this returns). A call in progress on another thread
-    /// keeps what it uses until it finishes.
+    /// Frees the device buffers kept between calls and the pinned staging slots (their
+    /// budget is returned when this returns). A call in progress on another thread keeps what
+    /// it uses until it finishes.
     pub fn release_scratch(&self) {
         let taken = std::mem::take(&mut *self.lock_cache());
         drop(taken);
     }
 
-    /// Device bytes currently kept between calls (0 unless [`Self::keep_scratch`]).
+    /// Device bytes currently kept between calls.
     pub fn kept_bytes(&self) -> u64 {
-        let c = self.lock_cache();
-        let mut b = 0;
-        b += c.canon.as_ref().map_or(0, |x| x.reserved_bytes());
-        b += c.counters.as_ref().map_or(0, |x| x.reserved_bytes());
-        if let Some(s) = &c.scratch {
-            b += s.counts.reserved_bytes()
-                + s.offsets.reserved_bytes()
-                + s.cursors.reserved_bytes()
-                + s.sorted.reserved_bytes()
-                + s.bins.reserved_bytes()
-                + s.buckets.reserved_bytes()
-                + s.keys_a.reserved_bytes()
-                + s.pts_a.reserved_bytes()
-                + s.keys_b.reserved_bytes()
-                + s.pts_b.reserved_bytes()
-                + s.reduced.reserved_bytes()
-                + s.ones.reserved_bytes()
-                + s.out.reserved_bytes();
-        }
-        b
+        self.lock_cache().device_bytes()
     }
 
     fn lock_cache(&self) -> std::sync::MutexGuard<'_, Cache<P>> {
-        // A panic while holding the lock leaves only buffers behind: still usable.
-        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+        self.cache.lock()
     }
 
     /// Streamed mode: points per chunk instead of the largest that fits.
@@ -1027,9 +1063,12 @@ impl<P: MsmPoint> GpuMsm<P> {
         }
         let mut cache = std::mem::take(&mut *self.lock_cache());
         let r = self.resident_run(pts, src, &mut cache, marks);
+        // Keep nothing after a failure (kernels of the failed call may still be queued) or
+        // when someone waits for budget (kept bytes would not wake them).
+        let keep = self.keep_scratch && r.is_ok() && self.gpu.vram().budget().waiters() == 0;
         let mut kept = self.lock_cache();
         // Another call on this context may have put its buffers back meanwhile: keep one set.
-        if self.keep_scratch {
+        if keep {
             if kept.canon.is_none() {
                 kept.canon = cache.canon.take();
             }

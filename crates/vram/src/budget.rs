@@ -3,10 +3,10 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::error::{Result, VramError};
 
@@ -21,6 +21,20 @@ struct Inner {
     total: u64,
     state: Mutex<State>,
     cond: Condvar,
+    /// Caches holding idle bytes of this budget that they give back on demand.
+    reclaimers: Mutex<Vec<Weak<dyn Reclaim>>>,
+}
+
+/// A cache that keeps memory of a [`Budget`] between uses (e.g. an MSM context's scratch) and
+/// gives it back on demand: registered with [`Budget::add_reclaimer`], its idle bytes count as
+/// [`Budget::available`], and a request that does not fit the free bytes first has the caches
+/// free theirs. So a cache never makes another request of the budget fail or wait.
+pub trait Reclaim: Send + Sync {
+    /// Bytes of the budget this cache holds idle (what [`Reclaim::reclaim`] would return).
+    fn reclaimable(&self) -> u64;
+    /// Frees the idle bytes; they are back in the budget when this returns. Must not call
+    /// into the budget while holding a lock its users hold while calling the budget.
+    fn reclaim(&self);
 }
 
 #[derive(Default)]
@@ -55,6 +69,7 @@ impl Budget {
                 total,
                 state: Mutex::new(State::default()),
                 cond: Condvar::new(),
+                reclaimers: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -72,8 +87,46 @@ impl Budget {
     pub fn peak(&self) -> u64 {
         self.inner.state.lock().peak
     }
+    /// Bytes a request can get now: the free bytes plus what caches hold idle
+    /// ([`Reclaim`]); a request larger than [`Self::free`] makes the caches give theirs back.
     pub fn available(&self) -> u64 {
+        self.free().saturating_add(self.reclaimable())
+    }
+    /// Bytes not held by anyone (`total - in_use`), not counting idle cached bytes.
+    pub fn free(&self) -> u64 {
         self.inner.total - self.inner.state.lock().in_use
+    }
+    /// Bytes held idle by registered caches, which they give back on demand.
+    pub fn reclaimable(&self) -> u64 {
+        self.reclaimers().iter().map(|r| r.reclaimable()).sum()
+    }
+    /// Registers a cache of this budget's memory (see [`Reclaim`]); dropped caches are
+    /// forgotten.
+    pub fn add_reclaimer(&self, r: Weak<dyn Reclaim>) {
+        let mut v = self.inner.reclaimers.lock();
+        v.retain(|w| w.strong_count() > 0);
+        v.push(r);
+    }
+    fn reclaimers(&self) -> Vec<Arc<dyn Reclaim>> {
+        self.inner
+            .reclaimers
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect()
+    }
+    /// Has caches give back idle bytes, one cache at a time, until `bytes` are free or
+    /// nothing idle is left. Called without the state lock: reclaiming frees memory, which
+    /// returns budget.
+    fn reclaim_for(&self, bytes: u64) {
+        for r in self.reclaimers() {
+            if self.free() >= bytes {
+                return;
+            }
+            if r.reclaimable() > 0 {
+                r.reclaim();
+            }
+        }
     }
     /// True if both handles refer to the same budget.
     pub fn same_as(&self, other: &Budget) -> bool {
@@ -104,8 +157,20 @@ impl Budget {
         }
     }
 
-    /// Takes `bytes` now if they are free and nobody is queued ahead; never blocks.
+    /// Takes `bytes` now if they are available (free, or idle in caches, which give them
+    /// back) and nobody is queued ahead; never blocks.
     pub fn try_acquire(&self, bytes: u64) -> Option<Reservation> {
+        if let Some(r) = self.try_take(bytes) {
+            return Some(r);
+        }
+        if bytes > self.available() || self.waiters() > 0 {
+            return None; // reclaiming would not make it fit
+        }
+        self.reclaim_for(bytes);
+        self.try_take(bytes)
+    }
+
+    fn try_take(&self, bytes: u64) -> Option<Reservation> {
         let mut s = self.inner.state.lock();
         (s.queue.is_empty() && self.inner.total - s.in_use >= bytes)
             .then(|| self.take(&mut s, bytes))
@@ -128,10 +193,10 @@ impl Budget {
         self.check_size(bytes)?;
         let start = Instant::now();
         let deadline = start.checked_add(timeout);
-        let mut s = self.inner.state.lock();
-        if s.queue.is_empty() && self.inner.total - s.in_use >= bytes {
-            return Ok(self.take(&mut s, bytes));
+        if let Some(r) = self.try_acquire(bytes) {
+            return Ok(r);
         }
+        let mut s = self.inner.state.lock();
         let ticket = s.next_ticket;
         s.next_ticket += 1;
         s.queue.push_back(ticket);
@@ -142,6 +207,14 @@ impl Budget {
                 // The next in line may fit too.
                 self.inner.cond.notify_all();
                 return Ok(r);
+            }
+            if s.queue.front() == Some(&ticket) {
+                // First in line: bytes a cache kept since the last wake-up are ours to take.
+                let need = bytes.saturating_sub(self.inner.total - s.in_use);
+                if MutexGuard::unlocked(&mut s, || self.reclaimable() >= need.max(1)) {
+                    MutexGuard::unlocked(&mut s, || self.reclaim_for(bytes));
+                    continue;
+                }
             }
             let timed_out = match deadline {
                 Some(d) => self.inner.cond.wait_until(&mut s, d).timed_out(),
@@ -402,5 +475,75 @@ mod tests {
         assert_eq!(c.in_use(), 0);
         drop(r);
         assert_eq!(a.in_use(), 0);
+    }
+
+    /// A cache keeping a reservation between uses (what an MSM context's kept scratch does).
+    struct Kept(Mutex<Option<Reservation>>);
+
+    impl Reclaim for Kept {
+        fn reclaimable(&self) -> u64 {
+            self.0.lock().as_ref().map_or(0, Reservation::bytes)
+        }
+        fn reclaim(&self) {
+            let taken = self.0.lock().take();
+            drop(taken); // outside the cache's lock
+        }
+    }
+
+    fn kept(b: &Budget, bytes: u64) -> Arc<Kept> {
+        let k = Arc::new(Kept(Mutex::new(Some(b.try_acquire(bytes).unwrap()))));
+        let weak: Weak<Kept> = Arc::downgrade(&k);
+        b.add_reclaimer(weak);
+        k
+    }
+
+    #[test]
+    fn idle_cached_bytes_are_available_and_given_back_on_demand() {
+        let b = Budget::new("device", 100);
+        let (k1, k2) = (kept(&b, 30), kept(&b, 40));
+        assert_eq!((b.free(), b.reclaimable(), b.available()), (30, 70, 100));
+        // Fits the free bytes: nothing is reclaimed.
+        let r = b.try_acquire(20).unwrap();
+        assert_eq!(b.reclaimable(), 70);
+        drop(r);
+        // Needs one cache's bytes: only as many caches as needed give theirs back.
+        let r = b.try_acquire(50).unwrap();
+        assert_eq!(
+            (k1.reclaimable(), k2.reclaimable(), b.in_use()),
+            (0, 40, 90)
+        );
+        // More than free + reclaimable: fails without emptying the caches.
+        assert!(matches!(
+            b.try_acquire_or_err(60),
+            Err(VramError::OutOfBudget { available: 50, .. })
+        ));
+        assert_eq!(k2.reclaimable(), 40);
+        drop(r);
+        // A dropped cache is forgotten (its bytes came back when it dropped).
+        drop(k2);
+        assert_eq!((b.reclaimable(), b.in_use()), (0, 0));
+        let _all = b.try_acquire(100).unwrap();
+    }
+
+    #[test]
+    fn a_waiter_takes_bytes_a_cache_kept_while_it_waited() {
+        let b = Budget::new("device", 100);
+        let hold = b.try_acquire(100).unwrap();
+        let b2 = b.clone();
+        let h = thread::spawn(move || b2.acquire(60, Duration::from_secs(10)).map(|r| r.bytes()));
+        while b.waiters() == 0 {
+            thread::yield_now();
+        }
+        // The holder turns into an idle cache (no bytes are returned, so nothing wakes the
+        // waiter but its own check); then an unrelated release wakes it.
+        let mut hold = hold;
+        let cached = hold.split(70).unwrap();
+        let k = Arc::new(Kept(Mutex::new(Some(cached))));
+        let weak: Weak<Kept> = Arc::downgrade(&k);
+        b.add_reclaimer(weak);
+        // 10 bytes free, 70 idle: the waiter (first in line) has the cache give them back.
+        hold.release_part(10).unwrap();
+        assert_eq!(h.join().unwrap().unwrap(), 60);
+        assert_eq!((k.reclaimable(), b.in_use()), (0, 20));
     }
 }

@@ -33,7 +33,7 @@ pub use backend::{
     CudaBackend, DevicePtr, FakeBackend, FakeCounts, Faults, MemInfo, MemoryBackend,
     cuda_error_name,
 };
-pub use budget::{Budget, Reservation};
+pub use budget::{Budget, Reclaim, Reservation};
 pub use buffer::{DEVICE_ALIGN, DeviceBuffer, PinnedBuffer, RegisteredHost, device_bytes_for};
 pub use config::{
     BudgetConfig, DEFAULT_MARGIN_FLOOR, DEFAULT_MARGIN_FRACTION, parse_size, physical_ram,
