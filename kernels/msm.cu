@@ -54,6 +54,16 @@ msm_sort_bin_histogram(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, u
     msm::sort_bin_histogram(canon, n, c, nwin, F, Ft, bin_counts, flag);
 }
 
+// Shared-memory histogram: 512 threads, two blocks per SM (up to SORT_HIST_SMEM_BYTES each).
+extern "C" __global__ void __launch_bounds__(512, 2)
+msm_sort_bin_histogram_smem(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t F,
+                            uint32_t Ft, uint32_t wpg, uint32_t ncnt, uint32_t chunk, uint32_t* bin_counts,
+                            uint32_t* flag)
+{
+    extern __shared__ uint32_t hist_sh[];
+    msm::sort_bin_histogram_smem(canon, n, c, nwin, F, Ft, wpg, ncnt, chunk, bin_counts, flag, hist_sh);
+}
+
 extern "C" __global__ void __launch_bounds__(256)
 msm_sort_bin_scatter(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t F,
                      uint32_t Ft, uint32_t idxbits, uint32_t* bin_cur, uint32_t* __restrict__ sorted, uint32_t cap)

@@ -9,7 +9,8 @@
 //   ~2^14.9 of its 2^19 digit values occur, so its keys are ~17x fuller). F, Ft <= c - 1: bins
 //   never straddle windows.
 //   a. sort_bin_histogram  bin_counts[bin] += 1 per entry (fire-and-forget atomics into an
-//                          L2-resident array of nbins words)
+//                          L2-resident array of nbins words); sort_bin_histogram_smem, the
+//                          same counts through per-block 16-bit shared counters (large n)
 //   b. scan                (msm/scan.cuh) bin_counts -> bin_off[0..=nbins] and bin cursors
 //   c. sort_bin_scatter    sorted[bin_cur[bin]++] = entry | fine << idxbits: one atomic per
 //                          entry on nbins cursors (L2-resident, vs nkeys for the old scatter) and
@@ -131,6 +132,54 @@ __device__ __forceinline__ void sort_bin_histogram(const S* canon, uint32_t n, u
     if (blockIdx.x == 0 && threadIdx.x == 0) flag[0] = 0;
     for_each_digit(canon, n, c, nwin,
                    [&](uint32_t, uint32_t, uint32_t key, bool) { atomicAdd(&bin_counts[m.bin(key)], 1u); });
+}
+
+// a, shared-memory form (used where one window group's bins fit; the host picks): the bins of
+// windows [w0, w1) (blockIdx.y = group, w0 = group * wpg) are counted in 16-bit shared counters,
+// two per word, over chunks of `chunk` <= 65535 scalars per block; after each chunk every
+// non-zero counter goes to bin_counts with one global atomic, about nbins atomics per chunk
+// instead of one per entry. A counter takes at most one entry per scalar (bins never straddle
+// windows), so 16 bits hold a chunk. Bins past the `ncnt` shared counters (only the top
+// window's unreachable digits, i.e. non-canonical input) take a global atomic directly.
+// sh: ceil(ncnt / 2) words of dynamic shared memory. Same bin_counts as sort_bin_histogram.
+template <class S>
+__device__ __forceinline__ void sort_bin_histogram_smem(const S* canon, uint32_t n, uint32_t c, uint32_t nwin,
+                                                        uint32_t F, uint32_t Ft, uint32_t wpg, uint32_t ncnt,
+                                                        uint32_t chunk, uint32_t* bin_counts, uint32_t* flag,
+                                                        uint32_t* sh)
+{
+    const bin_map m(c, nwin, F, Ft);
+    const uint32_t half = 1u << (c - 1);
+    const uint32_t w0 = blockIdx.y * wpg, w1 = min(nwin, w0 + wpg);
+    const uint32_t b0 = m.bin(w0 * half);
+    const uint32_t b1 = w1 == nwin ? m.split + (half >> Ft) : m.bin(w1 * half);
+    const uint32_t used = min(b1 - b0, ncnt), words = (used + 1) / 2;
+    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) flag[0] = 0;
+    for (uint32_t base = blockIdx.x * chunk; base < n; base += gridDim.x * chunk) {
+        for (uint32_t j = threadIdx.x; j < words; j += blockDim.x) sh[j] = 0;
+        __syncthreads();
+        const uint32_t end = min(n, base + chunk);
+        for (uint32_t i = base + threadIdx.x; i < end; i += blockDim.x) {
+            const S s = canon[i];
+            if (!is_general(s)) continue;
+            uint32_t carry = 0;
+            for (uint32_t w = 0; w < w1; w++) {   // windows below w0 only for their carry
+                bool neg;
+                const uint32_t key = digit_key(s, w, c, carry, neg);
+                if (w < w0 || key == ~0u) continue;
+                const uint32_t b = m.bin(key) - b0;
+                if (b < used) atomicAdd(&sh[b >> 1], (b & 1) ? 0x10000u : 1u);
+                else atomicAdd(&bin_counts[b0 + b], 1u);
+            }
+        }
+        __syncthreads();
+        for (uint32_t j = threadIdx.x; j < words; j += blockDim.x) {
+            const uint32_t v = sh[j];
+            if (v & 0xffffu) atomicAdd(&bin_counts[b0 + 2 * j], v & 0xffffu);
+            if (v >> 16) atomicAdd(&bin_counts[b0 + 2 * j + 1], v >> 16);
+        }
+        __syncthreads();   // the counters are zeroed again for the next chunk
+    }
 }
 
 // c. Coarse scatter into the bins (bin_cur = exclusive prefix of the bin counts). The atomics

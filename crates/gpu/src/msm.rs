@@ -483,6 +483,49 @@ const SORT_FINE_THREADS: u32 = 256;
 /// Most blocks of `msm_sort_fine` (each strides over the bins).
 const SORT_FINE_MAX_BLOCKS: usize = 1 << 20;
 
+/// 16-bit shared counters per block of `msm_sort_bin_histogram_smem` (112 KiB: two blocks of
+/// [`SORT_HIST_THREADS`] fit an SM).
+pub const SORT_HIST_COUNTERS: usize = 56 * 1024;
+/// Threads of `msm_sort_bin_histogram_smem` (its launch bounds: 512 threads, 2 blocks per SM).
+const SORT_HIST_THREADS: u32 = 512;
+/// Most scalars a block counts between flushes (a 16-bit counter takes one entry per scalar).
+const SORT_HIST_CHUNK: usize = 65535;
+/// From this n on the bin histogram counts in shared memory (where its groups fit): ~nbins
+/// global atomics per block instead of one per entry.
+pub const SORT_HIST_SMEM_MIN: usize = 1 << 22;
+
+/// Window groups of the shared-memory bin histogram: `(windows per group, groups, shared
+/// counters per block)`, every group's bins within [`SORT_HIST_COUNTERS`] (the top window's up
+/// to the keys canonical scalars reach); `None` if one window's bins do not fit.
+pub fn hist_groups(
+    c: u32,
+    nwin: u32,
+    fine_bits: u32,
+    top_fine_bits: u32,
+) -> Option<(u32, u32, usize)> {
+    (1..=nwin.max(1))
+        .rev()
+        .map(|wpg| (wpg, hist_counters(c, nwin, fine_bits, top_fine_bits, wpg)))
+        .find(|&(_, cnt)| cnt <= SORT_HIST_COUNTERS)
+        .map(|(wpg, cnt)| (wpg, nwin.div_ceil(wpg), cnt.max(1)))
+}
+
+/// Shared counters the largest group of `wpg` windows needs (see [`hist_groups`]).
+fn hist_counters(c: u32, nwin: u32, fine_bits: u32, top_fine_bits: u32, wpg: u32) -> usize {
+    let b = c.saturating_sub(1);
+    let per_window = 1usize << (b - fine_bits.min(b));
+    let top = top_window_keys(c).div_ceil(1 << top_fine_bits.min(b));
+    (0..nwin)
+        .step_by(wpg.max(1) as usize)
+        .map(|w0| {
+            let w1 = (w0 + wpg).min(nwin);
+            let low = (w1 - w0 - u32::from(w1 == nwin)) as usize;
+            low * per_window + if w1 == nwin { top } else { 0 }
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// Bits of a point index below `n` (entries carry the fine key above them in [`bin_sort`]).
 pub fn index_bits(n: usize) -> u32 {
     if n <= 1 {
@@ -578,16 +621,46 @@ pub fn bin_sort<S: Pod>(
     let cap = u32_of(K, "sorted.len()", sorted.len())?;
     let flag_ptr = bins.device_ptr() + (4 * (nbins + 1)) as u64;
     counts.fill_bytes_async(0, stream.cuda())?;
-    // SAFETY: reads canon[0..n), atomics on counts[bin < nbins] (the bins tile the nkeys keys),
-    // writes bins[nbins + 1] (the flag word, inside bins: len checked).
-    unsafe {
-        gpu.launch(
-            stream,
-            MODULE,
-            "msm_sort_bin_histogram",
-            stride_cfg(n, 256)?,
-            &[canon, &n32, &c, &nwin, &f32_, &ft32, &*counts, &flag_ptr],
-        )?
+    let smem_groups = (n >= SORT_HIST_SMEM_MIN)
+        .then(|| hist_groups(c, nwin, fine_bits, top_fine_bits))
+        .flatten();
+    if let Some((wpg, groups, ncnt)) = smem_groups {
+        let sm = gpu.info().sm_count.max(1);
+        let blocks = (2 * sm).div_ceil(groups).max(1);
+        let chunk = n.div_ceil(blocks as usize).clamp(1, SORT_HIST_CHUNK);
+        let cfg = LaunchConfig {
+            grid: (blocks, groups, 1),
+            block: (SORT_HIST_THREADS, 1, 1),
+            shared_bytes: u32_of(K, "shared bytes", ncnt.div_ceil(2) * 4)?,
+        };
+        let (ncnt32, chunk32) = (u32_of(K, "counters", ncnt)?, u32_of(K, "chunk", chunk)?);
+        // SAFETY: reads canon[0..n); shared counters: ceil(ncnt / 2) words, indices checked
+        // against ncnt; atomics on counts[bin < nbins] (the groups' bins tile the nbins bins);
+        // writes the flag word (inside bins: len checked).
+        unsafe {
+            gpu.launch(
+                stream,
+                MODULE,
+                "msm_sort_bin_histogram_smem",
+                cfg,
+                &[
+                    canon, &n32, &c, &nwin, &f32_, &ft32, &wpg, &ncnt32, &chunk32, &*counts,
+                    &flag_ptr,
+                ],
+            )?
+        }
+    } else {
+        // SAFETY: reads canon[0..n), atomics on counts[bin < nbins] (the bins tile the nkeys
+        // keys), writes bins[nbins + 1] (the flag word, inside bins: len checked).
+        unsafe {
+            gpu.launch(
+                stream,
+                MODULE,
+                "msm_sort_bin_histogram",
+                stride_cfg(n, 256)?,
+                &[canon, &n32, &c, &nwin, &f32_, &ft32, &*counts, &flag_ptr],
+            )?
+        }
     }
     phase(1)?;
     // bins[0..=nbins] = exclusive prefix of counts; cursors[0..nbins) the same (bin cursors)
@@ -1094,6 +1167,37 @@ impl<T: Pod> Drop for Staging<T> {
         for s in 0..2 {
             if self.pending[s] {
                 let _ = self.done[s].synchronize();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_groups_fit_the_shared_counters_and_cover_every_window() {
+        // The 2^24 and 2^26 plans at c = 20: one group, and five groups of three windows.
+        assert_eq!(hist_groups(20, 13, 7, 3), Some((13, 1, 12 * 4096 + 3710)));
+        assert_eq!(hist_groups(20, 13, 5, 1), Some((3, 5, 3 * 16384)));
+        for c in 2..=22u32 {
+            let nwin = 256u32.div_ceil(c);
+            for f in 0..=(c - 1).min(SORT_MAX_FINE_BITS) {
+                for ft in 0..=f {
+                    let per_window = 1usize << (c - 1 - f);
+                    match hist_groups(c, nwin, f, ft) {
+                        Some((wpg, groups, cnt)) => {
+                            assert!(cnt <= SORT_HIST_COUNTERS, "c {c} F {f}");
+                            assert_eq!(groups, nwin.div_ceil(wpg), "c {c} F {f}");
+                            if wpg < nwin {
+                                let more = hist_counters(c, nwin, f, ft, wpg + 1);
+                                assert!(more > SORT_HIST_COUNTERS, "c {c} F {f}: groups too small");
+                            }
+                        }
+                        None => assert!(per_window > SORT_HIST_COUNTERS, "c {c} F {f}"),
+                    }
+                }
             }
         }
     }

@@ -273,7 +273,8 @@ fn gpu_alloc_failure_restores_budget() {
     let n = 1 << 16;
     let p: Vec<G1Affine> = points(n, &mut rng);
     let s = scalars(n, Kind::Random, &mut rng);
-    let ctx = GpuMsm::resident(&g, &p).unwrap();
+    // Nothing kept between calls, so the budget must come back to exactly the points.
+    let ctx = GpuMsm::resident(&g, &p).unwrap().keep_scratch(false);
     let want = ctx.msm(&s).unwrap();
     let budget = g.vram().budget().clone();
     let before = budget.in_use();
@@ -370,7 +371,7 @@ fn gpu_kept_scratch_matches_cpu() {
     let n = 600_001;
     let p: Vec<G1Affine> = points(n, &mut rng);
     let before = budget.in_use();
-    let ctx = GpuMsm::resident(&g, &p).unwrap().keep_scratch(true);
+    let ctx = GpuMsm::resident(&g, &p).unwrap(); // keeps its scratch by default
     let base = budget.in_use();
     assert_eq!(ctx.kept_bytes(), 0);
     for kind in [
@@ -410,10 +411,21 @@ fn gpu_kept_scratch_matches_cpu() {
     ctx.release_scratch();
     assert_eq!(ctx.kept_bytes(), 0);
     assert_eq!(budget.in_use(), base, "release_scratch restores the budget");
-    // An allocation failure with kept buffers: the budget is restored once they are released.
+    // Kept buffers count as available and are given back to a request that needs them.
     let s = scalars(n, Kind::Random, &mut rng);
     let want = ctx.msm(&s).unwrap();
     let kept = ctx.kept_bytes();
+    assert_eq!(budget.available(), budget.free() + kept);
+    let hog = budget
+        .try_acquire(budget.available())
+        .expect("hog takes the kept bytes");
+    assert_eq!((ctx.kept_bytes(), budget.in_use()), (0, budget.total()));
+    assert!(ctx.msm(&s).is_err(), "no room: must fail");
+    drop(hog);
+    assert_eq!(budget.in_use(), base, "failure kept nothing");
+    assert_eq!(ctx.msm(&s).unwrap(), want);
+    assert_eq!(ctx.kept_bytes(), kept);
+    // An allocation failure with kept buffers: the budget is restored once they are released.
     ctx.release_scratch();
     let hog = budget.try_acquire(budget.available()).expect("hog");
     assert!(ctx.msm(&s).is_err(), "no room: must fail");
@@ -469,19 +481,24 @@ fn gpu_bench_msm() {
         row(&format!("G1 2^{log} random, resident"), ms, target);
         profile(&ctx, &dev, &format!("G1 2^{log} random"));
         let want = ctx.msm_device(&dev).unwrap();
-        let ctx = ctx.keep_scratch(true);
-        assert_eq!(ctx.msm_device(&dev).unwrap(), want, "kept scratch");
+        // The same context without a kept scratch: the cost of allocating and freeing it.
+        let ctx = ctx.keep_scratch(false);
+        assert_eq!(
+            ctx.msm_device(&dev).unwrap(),
+            want,
+            "scratch freed per call"
+        );
         let ms = median_ms(ctx.stream(), &g, || {
             ctx.msm_device(&dev).unwrap();
         });
         row(
-            &format!("G1 2^{log} random, resident, kept scratch"),
+            &format!("G1 2^{log} random, scratch freed per call"),
             ms,
             target,
         );
-        profile(&ctx, &dev, &format!("G1 2^{log} random kept-scratch"));
-        let ctx = ctx.keep_scratch(false);
-        // The other builds, kept scratch, same scalars: each accumulation kernel
+        profile(&ctx, &dev, &format!("G1 2^{log} random freed-scratch"));
+        let ctx = ctx.keep_scratch(true);
+        // The other builds, same scalars: each accumulation kernel
         // (CUZK_MSM_ACCUMULATE) and, from 2^24, the per-key atomic sort (CUZK_MSM_SORT=atomic;
         // compare the sort phases of the msm_profile lines).
         let mut others: Vec<(String, Accumulate, Sort)> = Accumulate::ALL
@@ -496,22 +513,13 @@ fn gpu_bench_msm() {
             let other = GpuMsm::resident(&g, &g1[..n])
                 .unwrap()
                 .with_accumulate(acc)
-                .with_sort(sort)
-                .keep_scratch(true);
+                .with_sort(sort);
             assert_eq!(other.msm_device(&dev).unwrap(), want, "{label}");
             let ms = median_ms(other.stream(), &g, || {
                 other.msm_device(&dev).unwrap();
             });
-            row(
-                &format!("G1 2^{log} random, {label} + kept scratch"),
-                ms,
-                target,
-            );
-            profile(
-                &other,
-                &dev,
-                &format!("G1 2^{log} random {label} kept-scratch"),
-            );
+            row(&format!("G1 2^{log} random, {label}"), ms, target);
+            profile(&other, &dev, &format!("G1 2^{log} random {label}"));
         }
         if log == 24 {
             let ms = median_ms(ctx.stream(), &g, || {
@@ -545,12 +553,12 @@ fn gpu_bench_msm() {
     });
     row("G2 2^24 random, resident", ms, 330.0);
     profile(&ctx, &dev, "G2 2^24 random");
-    let ctx = ctx.keep_scratch(true);
+    let ctx = ctx.keep_scratch(false);
     let ms = median_ms(ctx.stream(), &g, || {
         ctx.msm_device(&dev).unwrap();
     });
-    row("G2 2^24 random, resident, kept scratch", ms, 330.0);
-    profile(&ctx, &dev, "G2 2^24 random kept-scratch");
+    row("G2 2^24 random, scratch freed per call", ms, 330.0);
+    profile(&ctx, &dev, "G2 2^24 random freed-scratch");
 }
 
 /// Times one resident MSM per candidate window at each n (median of 3 after a warm-up) and
@@ -838,6 +846,9 @@ fn gpu_bin_sort_matches_atomic() {
         (4_097, S::ZeroOne, 16),
         (1, S::Random, 10),
         (1 << 20, S::Random, 20),
+        // from SORT_HIST_SMEM_MIN: the bin histogram in shared memory
+        ((1 << 22) + 9, S::Random, 20),
+        ((1 << 22) + 1, S::SmallRange, 16),
     ];
     for &(n, kind, c) in cases {
         let sc: Vec<Fr> = (0..n)

@@ -55,22 +55,23 @@ using std::min;
 #define __forceinline__ inline
 #define __shared__ static
 
-// Runs body() as a grid of gx blocks of bx threads.
-static void launch(uint32_t gx, uint32_t bx, const std::function<void()>& body)
+// Runs body() as a grid of gx (x gy) blocks of bx threads.
+static void launch(uint32_t gx, uint32_t bx, const std::function<void()>& body, uint32_t gy = 1)
 {
     Barrier bar(bx);
     g_bar = &bar;
     blockDim = {bx, 1, 1};
-    gridDim = {gx, 1, 1};
+    gridDim = {gx, gy, 1};
     std::vector<std::thread> th;
     for (uint32_t t = 0; t < bx; t++)
         th.emplace_back([&, t] {
             threadIdx = {t, 0, 0};
-            for (uint32_t x = 0; x < gx; x++) {
-                blockIdx = {x, 0, 0};
-                body();
-                bar.arrive_and_wait();
-            }
+            for (uint32_t y = 0; y < gy; y++)
+                for (uint32_t x = 0; x < gx; x++) {
+                    blockIdx = {x, y, 0};
+                    body();
+                    bar.arrive_and_wait();
+                }
         });
     for (auto& t : th) t.join();
 }

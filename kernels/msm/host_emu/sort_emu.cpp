@@ -118,6 +118,32 @@ static int run(const std::vector<scalar_t>& sc, uint32_t c, uint32_t F, uint32_t
     uint32_t* flag = &bins[nbins + 1];
     const uint32_t blocks = 3, threads = 64;   // small grid: every stride loop turns
     launch(blocks, threads, [&] { sort_bin_histogram(sc.data(), n, c, nwin, F, Ft, counts.data(), flag); });
+    // The shared-memory histogram (sort_bin_histogram_smem) gives the same counts: window groups
+    // of 1, 2 and all windows, shared counters for every bin of the largest group and for half
+    // of them (the rest through global atomics), chunks short enough that blocks loop.
+    {
+        const uint32_t half = 1u << (c - 1), top_bins = half >> Ft, low_bins = half >> F;
+        for (uint32_t wpg : {1u, 2u, nwin}) {
+            const uint32_t groups = (nwin + wpg - 1) / wpg;
+            uint32_t most = 0;
+            for (uint32_t w0 = 0; w0 < nwin; w0 += wpg) {
+                const uint32_t w1 = std::min(nwin, w0 + wpg);
+                most = std::max(most, (w1 - w0 - (w1 == nwin)) * low_bins + (w1 == nwin ? top_bins : 0));
+            }
+            for (uint32_t ncnt : {most, std::max(1u, most / 2)}) {
+                std::vector<uint32_t> got(nbins, 0), sh((ncnt + 1) / 2, POISON);
+                uint32_t fl = POISON;
+                const uint32_t chunk = std::max(1u, n / 5);
+                launch(2, threads, [&] {
+                    sort_bin_histogram_smem(sc.data(), n, c, nwin, F, Ft, wpg, ncnt, chunk, got.data(), &fl, sh.data());
+                }, groups);
+                if (got != std::vector<uint32_t>(counts.begin(), counts.begin() + nbins) || fl != 0) {
+                    printf("  shared-memory histogram differs (wpg %u, counters %u)\n", wpg, ncnt);
+                    return 1;
+                }
+            }
+        }
+    }
     const uint32_t tiles = (nbins + SCAN_TILE - 1) / SCAN_TILE;
     launch(tiles, SCAN_TILE, [&] { scan_tile_sums(counts.data(), nbins, cursors.data()); });
     launch(1, SCAN_TOP_THREADS, [&] { scan_tile_bases(nbins, bins.data(), cursors.data()); });
