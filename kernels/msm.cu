@@ -109,10 +109,10 @@ msm_sort_oversize(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32
         msm::merge<F>(in_keys, in_pts, count, K, pkeys, ppts, buckets, nkeys, final_level);              \
     }                                                                                                    \
     extern "C" __global__ void __launch_bounds__(TPB)                                                    \
-    msm_bucket_reduce_##G(const xyzz_t<F>* __restrict__ buckets, uint32_t B, uint32_t nwin, uint32_t L,  \
-                          xyzz_t<F>* __restrict__ out)                                                   \
+    msm_bucket_reduce_##G(const xyzz_t<F>* __restrict__ buckets, const uint32_t* __restrict__ offsets,   \
+                          uint32_t B, uint32_t nwin, uint32_t L, xyzz_t<F>* __restrict__ out)            \
     {                                                                                                    \
-        msm::bucket_reduce<F>(buckets, B, nwin, L, out);                                                 \
+        msm::bucket_reduce<F>(buckets, offsets, B, nwin, L, out);                                        \
     }                                                                                                    \
     extern "C" __global__ void __launch_bounds__(TPB)                                                    \
     msm_sum_halves_##G(xyzz_t<F>* pts, uint32_t stride, uint32_t nseg, uint32_t count)                   \
@@ -170,6 +170,6 @@ MSM_POINT_KERNELS(g2, fp2_t, 128, 2)
 // cuzk: allow-spills msm_accumulate_g1_pair ~250 B at the 128-register cap: the out-of-line paired products save the caller's registers they use (callee-saved); the default, picked by measurement
 // cuzk: allow-spills msm_bucket_reduce_g1 120-236 B: three XYZZ points live in the g*L ladder (parking acc in global made G2 worse); runs once per MSM
 // cuzk: allow-spills msm_to_jacobian_g2 8 bytes around the out-of-line Fp2 call; runs on nwin + 1 points only
-// cuzk: allow-spills msm_bucket_reduce_g2 ~8.4 KB: three G2 XYZZ points live in the g*L ladder; once per MSM (3.2 ms of 366 at 2^24, H200 run 4)
+// cuzk: allow-spills msm_bucket_reduce_g2 ~7-10 KB: three G2 XYZZ points live in the g*L ladder; once per MSM (3.2 ms of 366 at 2^24, H200 run 4)
 // cuzk: allow-spills msm_merge_g2 ~0.8 KB: two G2 XYZZ partials per merge step; ~1 ms per MSM
 // cuzk: allow-spills msm_sum_halves_g2 104-316 B: two G2 XYZZ points across the out-of-line Fp2 calls; runs on the window sums only

@@ -20,6 +20,7 @@
 //  6. merge       partials sorted by key, reduced the same way K at a time, until one thread
 //                 handles everything that is left and writes every run
 //  7. reduce      per window, groups of L buckets: T_g = sum_j (j - gL + 1) S_j + gL * sum_j S_j
+//                 (empty keys by their offsets: buckets are never zeroed)
 //  8. sum_halves  tree sums (window sums, and the ones)
 //  9. ones        points whose scalar is one are summed by plain mixed additions, never sorted
 // 10. to_jacobian window sums and the ones sum in blst's Jacobian layout; the host does the
@@ -227,20 +228,27 @@ __device__ __forceinline__ void merge(const uint32_t* in_keys, const xyzz_t<F>* 
 }
 
 // 7. Thread (w, g), g < G = ceil(B / L): buckets w*B + [gL, min(gL + L, B)) (the last group of
-// a window may be shorter) with weights j + 1, into out[w*G + g].
+// a window may be shorter) with weights j + 1, into out[w*G + g]. A key without entries
+// (offsets[k] == offsets[k + 1]) counts as the identity: its bucket was never written (buckets
+// are not zeroed; steps 5-6 write every other key's bucket exactly once).
 template <class F>
-__device__ __forceinline__ void bucket_reduce(const xyzz_t<F>* buckets, uint32_t B, uint32_t nwin, uint32_t L,
-                                              xyzz_t<F>* out)
+__device__ __forceinline__ void bucket_reduce(const xyzz_t<F>* buckets, const uint32_t* offsets, uint32_t B,
+                                              uint32_t nwin, uint32_t L, xyzz_t<F>* out)
 {
     const uint32_t G = (B + L - 1) / L;
     const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= nwin * G) return;
     const uint32_t w = t / G, g = t % G;
-    const xyzz_t<F>* b = buckets + (size_t)w * B + (size_t)g * L;
+    const size_t k0 = (size_t)w * B + (size_t)g * L;
+    const xyzz_t<F>* b = buckets + k0;
+    const uint32_t* off = offsets + k0;
     const uint32_t len = min(L, B - g * L);
     xyzz_t<F> run = xyzz_t<F>::inf(), acc = xyzz_t<F>::inf();
+    uint32_t hi = off[len];
     for (int j = (int)len - 1; j >= 0; j--) {
-        run = run.add(b[j]);
+        const uint32_t lo = off[j];
+        if (lo != hi) run = run.add(b[j]);
+        hi = lo;
         acc = acc.add(run);
     }
     // acc += (g*L) * run by double-and-add from the top bit

@@ -721,8 +721,9 @@ pub fn bin_sort<S: Pod>(
 
 /// Level 0 of the bucket accumulation: `nthreads` equal slices of the `offsets[nkeys]` sorted
 /// entries; writes `2 · nthreads` partials and the buckets of runs inside a slice.
-/// `buckets` holds `nkeys + 1` XYZZ points (the last is a dump slot) and must start zeroed;
-/// `variant` picks the G1 kernel build.
+/// `buckets` holds `nkeys + 1` XYZZ points (the last is a dump slot); the buckets of keys with
+/// entries are written once (here or by the last [`merge`] level), the others are left as
+/// they were ([`bucket_reduce`] skips them); `variant` picks the G1 kernel build.
 #[allow(clippy::too_many_arguments)]
 pub fn accumulate<P: Pod>(
     gpu: &Gpu,
@@ -819,6 +820,7 @@ pub fn bucket_reduce(
     stream: &Stream,
     curve: Curve,
     buckets: &DeviceBuffer<u64>,
+    offsets: &DeviceBuffer<u32>,
     b: usize,
     nwin: usize,
     l: usize,
@@ -833,6 +835,7 @@ pub fn bucket_reduce(
     }
     let threads = nwin * b.div_ceil(l);
     xyzz_len(&k, "buckets", curve, buckets, nwin * b)?;
+    need(&k, "offsets", offsets.len(), nwin * b + 1)?;
     xyzz_len(&k, "out", curve, out, threads)?;
     let (b32, w32, l32) = (
         u32_of(&k, "b", b)?,
@@ -840,8 +843,17 @@ pub fn bucket_reduce(
         u32_of(&k, "l", l)?,
     );
     let cfg = LaunchConfig::for_elements(threads, curve.block())?;
-    // SAFETY: reads buckets[0..nwin*b), writes out[0..threads).
-    unsafe { gpu.launch(stream, MODULE, &k, cfg, &[buckets, &b32, &w32, &l32, &*out]) }
+    // SAFETY: reads buckets[0..nwin*b) (where offsets say the key has entries) and
+    // offsets[0..=nwin*b), writes out[0..threads).
+    unsafe {
+        gpu.launch(
+            stream,
+            MODULE,
+            &k,
+            cfg,
+            &[buckets, offsets, &b32, &w32, &l32, &*out],
+        )
+    }
 }
 
 /// One tree-sum step in each of `nseg` segments `pts[s·stride ..]` of `count` points: the

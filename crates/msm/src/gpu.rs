@@ -596,7 +596,8 @@ pub struct MsmProfile {
     /// Host time from the end of prepare to the first batch kernel being enqueued (counts read
     /// back, plan, scratch allocation): device idle.
     pub gap_ms: f64,
-    /// Zeroing counts and buckets (memsets).
+    /// Zeroing the per-key counts ([`Sort::Atomic`]; the binned sort zeroes its bin counts in
+    /// `histogram_ms`).
     pub zero_ms: f64,
     /// Per-key histogram ([`Sort::Atomic`]) or bin histogram ([`Sort::Bins`]).
     pub histogram_ms: f64,
@@ -1247,7 +1248,6 @@ impl<P: MsmPoint> GpuMsm<P> {
         mark(marks, s, M_BATCH)?;
         if windows {
             let (c, nwin, nk) = (plan.c, plan.nwin as u32, plan.nkeys());
-            sc.buckets.fill_bytes_async(0, s.cuda())?;
             match self.sort {
                 Sort::Bins => {
                     mark(marks, s, 3)?;
@@ -1336,6 +1336,7 @@ impl<P: MsmPoint> GpuMsm<P> {
                 s,
                 cv,
                 &sc.buckets,
+                &sc.offsets,
                 plan.buckets_per_window,
                 plan.nwin,
                 plan.group,
