@@ -13,8 +13,11 @@
 //! resident in priority order while they fit (A, B in G1, L, H, then B in G2, whose compute
 //! hides streaming best), the rest streamed from pinned host memory in chunks. If the budget
 //! shrank since (another user), the quotient drops resident contexts until its vectors fit and
-//! the MSMs stream what no longer fits. Every failure is a [`BackendError`] whose source is a
-//! [`GpuPhaseError`] naming the phase; RAII buffers return their budget on every path.
+//! the MSMs stream what no longer fits. The contexts keep their MSM scratch between calls
+//! (saving its allocation per MSM); the budget counts kept scratch as available and frees it
+//! for any allocation that needs the room, so the plan treats it as free. Every failure is a
+//! [`BackendError`] whose source is a [`GpuPhaseError`] naming the phase; RAII buffers return
+//! their budget on every path.
 
 use core::fmt;
 use std::error::Error;
