@@ -327,6 +327,15 @@ impl State {
             + self.g2.as_ref().map_or(0, Ctx::resident_bytes)
     }
 
+    fn kept_bytes(&self) -> u64 {
+        self.g1
+            .iter()
+            .flatten()
+            .map(|c| c.msm.kept_bytes())
+            .sum::<u64>()
+            + self.g2.as_ref().map_or(0, |c| c.msm.kept_bytes())
+    }
+
     fn residency(&self, q: Query) -> Option<bool> {
         if q == Query::BG2 {
             self.g2.as_ref().map(|c| c.msm.is_resident())
@@ -414,6 +423,12 @@ impl GpuBackend {
     /// Device bytes held by resident key points.
     pub fn resident_bytes(&self) -> u64 {
         self.lock().resident_bytes()
+    }
+
+    /// Device bytes of MSM scratch the contexts keep between calls (idle, given back to any
+    /// allocation of the budget that needs them).
+    pub fn kept_bytes(&self) -> u64 {
+        self.lock().kept_bytes()
     }
 
     /// Whether `q`'s points are loaded resident (`Some(true)`), streamed, or not loaded.

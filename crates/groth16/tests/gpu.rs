@@ -327,9 +327,11 @@ fn gpu_injected_allocation_failure_in_each_phase_restores_the_budget() {
         b.inject_squeeze(phase, 0);
         let e = prove(&b, &f, 33).expect_err("no room for the phase");
         assert_eq!(phase_of(&e), Some(phase), "{e}");
+        // MSMs that ran beside the failed phase (the quotient overlaps the witness MSMs) may
+        // have kept their scratch.
         assert_eq!(
             vram.budget().in_use(),
-            before + b.resident_bytes(),
+            before + b.resident_bytes() + b.kept_bytes(),
             "{phase}"
         );
         check_against_cpu(&b, &f, 34);
