@@ -7,11 +7,15 @@ using namespace cuzk;
 using namespace cuzk::ntt;
 
 // One radix-2^k pass (see ntt::pass); grid (2^(lg_n-k-lg_c), batch), 2^(k+lg_c-1) threads.
+// Every pass kernel takes the polynomials' bases as (data, data1, data2) (ntt::poly_base): one
+// contiguous batch (data1 = data + 2^lg_n, data2 = data + 2 * 2^lg_n) or up to three separate
+// buffers of one polynomial each (the H pipeline runs a, b and c in one launch per pass).
 extern "C" __global__ void __launch_bounds__(MAX_THREADS)
-cuzk_ntt_pass(fr_t* __restrict__ data, const fr_t* __restrict__ tables, uint32_t lg_n, uint32_t s0,
-              uint32_t k, uint32_t lg_c, uint32_t flags)
+cuzk_ntt_pass(fr_t* __restrict__ data, fr_t* __restrict__ data1, fr_t* __restrict__ data2,
+              const fr_t* __restrict__ tables, uint32_t lg_n, uint32_t s0, uint32_t k, uint32_t lg_c,
+              uint32_t flags)
 {
-    pass<2>(data, tables, lg_n, s0, k, lg_c, flags);
+    pass<2>(data, data1, data2, tables, lg_n, s0, k, lg_c, flags);
 }
 
 // The same pass with radix-4 steps (ntt::pass<4>, needs k >= 2): grid as above,
@@ -21,10 +25,11 @@ cuzk_ntt_pass(fr_t* __restrict__ data, const fr_t* __restrict__ tables, uint32_t
 // pre- and post-scaling) and runs every radix-4 pass under CUZK_NTT_SPECIALIZED=0 (A/B runs,
 // debugging).
 extern "C" __global__ void __launch_bounds__(MAX_THREADS / 2, 2)
-cuzk_ntt_pass4(fr_t* __restrict__ data, const fr_t* __restrict__ tables, uint32_t lg_n, uint32_t s0,
-               uint32_t k, uint32_t lg_c, uint32_t flags)
+cuzk_ntt_pass4(fr_t* __restrict__ data, fr_t* __restrict__ data1, fr_t* __restrict__ data2,
+               const fr_t* __restrict__ tables, uint32_t lg_n, uint32_t s0, uint32_t k, uint32_t lg_c,
+               uint32_t flags)
 {
-    pass<4>(data, tables, lg_n, s0, k, lg_c, flags);
+    pass<4>(data, data1, data2, tables, lg_n, s0, k, lg_c, flags);
 }
 
 // The radix-4 pass specialized at compile time (ntt::pass<4, false, SP_ON | SPEC>), the
@@ -37,10 +42,11 @@ cuzk_ntt_pass4(fr_t* __restrict__ data, const fr_t* __restrict__ tables, uint32_
 // the DIF kernels spill a little at that cap (the allow-spills lines at the end).
 #define CUZK_NTT_PASS4_SPEC(NAME, SPEC)                                                            \
     extern "C" __global__ void __launch_bounds__(MAX_THREADS / 2, 4)                               \
-    NAME(fr_t* __restrict__ data, const fr_t* __restrict__ tables, uint32_t lg_n, uint32_t s0,     \
-         uint32_t k, uint32_t lg_c, uint32_t flags)                                                \
+    NAME(fr_t* __restrict__ data, fr_t* __restrict__ data1, fr_t* __restrict__ data2,              \
+         const fr_t* __restrict__ tables, uint32_t lg_n, uint32_t s0, uint32_t k, uint32_t lg_c,   \
+         uint32_t flags)                                                                           \
     {                                                                                              \
-        pass<4, false, SP_ON | (SPEC)>(data, tables, lg_n, s0, k, lg_c, flags);                    \
+        pass<4, false, SP_ON | (SPEC)>(data, data1, data2, tables, lg_n, s0, k, lg_c, flags);      \
     }
 CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dif, 0)
 CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dif_pre, SP_PRE)
@@ -59,10 +65,11 @@ CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dit_tw_post, SP_DIT | SP_TW | SP_POST)
 // launcher raises the function's limit), grid as above, 2^(k+lg_c-3) threads holding eight
 // elements each. Needs 2 <= k, 3 <= k + lg_c <= WIDE_TILE_LG.
 extern "C" __global__ void __launch_bounds__(WIDE_THREADS, 1)
-cuzk_ntt_pass_wide(fr_t* __restrict__ data, const fr_t* __restrict__ tables, uint32_t lg_n, uint32_t s0,
-                   uint32_t k, uint32_t lg_c, uint32_t flags)
+cuzk_ntt_pass_wide(fr_t* __restrict__ data, fr_t* __restrict__ data1, fr_t* __restrict__ data2,
+                   const fr_t* __restrict__ tables, uint32_t lg_n, uint32_t s0, uint32_t k, uint32_t lg_c,
+                   uint32_t flags)
 {
-    pass<8, true>(data, tables, lg_n, s0, k, lg_c, flags);
+    pass<8, true>(data, data1, data2, tables, lg_n, s0, k, lg_c, flags);
 }
 
 // In-place bit-reversal permutation of each polynomial: grid (any, batch). Every element is one
@@ -88,9 +95,13 @@ cuzk_ntt_bit_reverse(fr_t* __restrict__ data, uint32_t lg_n)
 // with rows of 32 consecutive elements (1 KiB) and writes A transposed and bit-reversed to the
 // rows of set rev m and B to set m. Every block reads all its elements before it writes, and the
 // sets of different blocks are disjoint, so in place is safe.
+// QUOT (cuzk_ntt_quotient_bitrev_tiled): every loaded element x of data (= a) at index i becomes
+// (x * b[i] - c[i]) * Z^-1 before it is staged, so the quotient leaves a bit-reversed.
 constexpr uint32_t BR_T = 5;
-extern "C" __global__ void __launch_bounds__(256)
-cuzk_ntt_bit_reverse_tiled(fr_t* __restrict__ data, uint32_t lg_n)
+template <bool QUOT>
+__device__ __forceinline__ void bit_reverse_tiled(fr_t* __restrict__ data, const fr_t* __restrict__ qb,
+                                                  const fr_t* __restrict__ qc, const fr_t* __restrict__ tables,
+                                                  uint32_t lg_n)
 {
     constexpr uint32_t W = 1u << BR_T, P = W + 1;    // row pitch padded: conflict-free row reads
     __shared__ uint4 s_lo[W * P], s_hi[W * P];
@@ -101,12 +112,19 @@ cuzk_ntt_bit_reverse_tiled(fr_t* __restrict__ data, uint32_t lg_n)
     fr_t* poly = data + ((size_t)blockIdx.y << lg_n);
     const uint32_t t = threadIdx.x;
     const uint32_t a_shift = lg_n - BR_T;
-    fr_t ra[4], rb[4];
+    fr_t ra[4], rb[4], z;
+    if constexpr (QUOT) z = ld(tables + T_ZINV + lg_n);
 #pragma unroll
     for (uint32_t u = 0; u < 4; u++) {
         uint32_t e = t + 256 * u, a = e >> BR_T, b = e & (W - 1);
-        ra[u] = ld_elem(poly + (((size_t)a << a_shift) | (m << BR_T) | b));
-        if (mr != m) rb[u] = ld_elem(poly + (((size_t)a << a_shift) | (mr << BR_T) | b));
+        const size_t ia = ((size_t)a << a_shift) | (m << BR_T) | b;
+        const size_t ib = ((size_t)a << a_shift) | (mr << BR_T) | b;
+        ra[u] = ld_elem(poly + ia);
+        if (mr != m) rb[u] = ld_elem(poly + ib);
+        if constexpr (QUOT) {
+            ra[u] = (ra[u] * ld_elem(qb + ia) - ld_elem(qc + ia)) * z;
+            if (mr != m) rb[u] = (rb[u] * ld_elem(qb + ib) - ld_elem(qc + ib)) * z;
+        }
     }
     // Output (a', rev m, b') is old (rev b', m, rev a') = A[rev b'][rev a']: stage A at
     // S[rev b][rev a], then read S[a'][b'].
@@ -142,6 +160,12 @@ cuzk_ntt_bit_reverse_tiled(fr_t* __restrict__ data, uint32_t lg_n)
     }
 }
 
+extern "C" __global__ void __launch_bounds__(256)
+cuzk_ntt_bit_reverse_tiled(fr_t* __restrict__ data, uint32_t lg_n)
+{
+    bit_reverse_tiled<false>(data, nullptr, nullptr, nullptr, lg_n);
+}
+
 // Groth16 quotient on the coset: a[i] = (a[i] * b[i] - c[i]) * Z^-1, Z^-1 = 1/(g^n - 1).
 extern "C" __global__ void __launch_bounds__(256)
 cuzk_ntt_quotient(fr_t* __restrict__ a, const fr_t* __restrict__ b, const fr_t* __restrict__ c,
@@ -152,6 +176,36 @@ cuzk_ntt_quotient(fr_t* __restrict__ a, const fr_t* __restrict__ b, const fr_t* 
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         a[i] = (a[i] * b[i] - c[i]) * z;
     }
+}
+
+// The quotient written bit-reversed, in place on a (one polynomial): a[bitrev(i)] = (a[i] * b[i]
+// - c[i]) * Z^-1, so the H pipeline's inverse coset transform is a DIT (bit-reversed in) and no
+// permutation pass follows it. Element-wise (any lg_n; grid any x, 1): the thread of the pair
+// (i, j = bitrev(i)), i <= j, reads both before it writes either.
+extern "C" __global__ void __launch_bounds__(256)
+cuzk_ntt_quotient_bitrev(fr_t* __restrict__ a, const fr_t* __restrict__ b, const fr_t* __restrict__ c,
+                         const fr_t* __restrict__ tables, uint32_t lg_n)
+{
+    const uint32_t n = 1u << lg_n;
+    const fr_t z = ld(tables + T_ZINV + lg_n);
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const uint32_t j = bitrev(i, lg_n);
+        if (i > j) continue;
+        const fr_t qi = (a[i] * b[i] - c[i]) * z;
+        if (i != j) a[i] = (a[j] * b[j] - c[j]) * z;
+        a[j] = qi;
+    }
+}
+
+// The same through the tiles of cuzk_ntt_bit_reverse_tiled (needs lg_n >= 10; grid
+// (2^(lg_n - 10), 1), 256 threads): a block reads all of a, b, c on its tile pair (A, B) before it
+// writes a, and the pairs of different blocks are disjoint, so in place on a is safe. One pass
+// over memory instead of the quotient's and the tiled permutation's two.
+extern "C" __global__ void __launch_bounds__(256)
+cuzk_ntt_quotient_bitrev_tiled(fr_t* __restrict__ a, const fr_t* __restrict__ b, const fr_t* __restrict__ c,
+                               const fr_t* __restrict__ tables, uint32_t lg_n)
+{
+    bit_reverse_tiled<true>(a, b, c, tables, lg_n);
 }
 
 // The specialized DIF kernels spill at the 64-register cap of 4 blocks per SM; the DIT kernels

@@ -258,7 +258,30 @@ constexpr uint32_t SP_PRE = 1u << 2;
 constexpr uint32_t SP_POST = 1u << 3;
 constexpr uint32_t SP_TW = 1u << 4;
 
-// One pass. Grid: x = blocks per polynomial (2^(L-k-lg_c)), y = polynomial of the batch.
+// Polynomial y of the grid: data1 and data2 name the base of polynomials 1 and 2 (three
+// separate buffers, e.g. the H pipeline's a, b, c in one launch: grid.y = 3), and polynomial
+// y >= 2 is data2 + (y - 2) * 2^lg_n. One contiguous batch passes data1 = data + 2^lg_n and
+// data2 = data + 2 * 2^lg_n (as integers: never dereferenced beyond the batch), so polynomial
+// y is data + y * 2^lg_n as before.
+__device__ __forceinline__ fr_t* poly_base(fr_t* data, fr_t* data1, fr_t* data2, uint32_t y, uint32_t lg_n)
+{
+    return (y == 0 ? data : y == 1 ? data1 : data2) + ((size_t)(y < 2 ? 0 : y - 2) << lg_n);
+}
+// blockIdx.y read anew (volatile: not merged with an earlier read), so a pointer computed from it
+// is recomputed where it is used instead of held (or spilled) across a pass's compute phase.
+__device__ __forceinline__ uint32_t ctaid_y_fresh()
+{
+#if defined(CUZK_HOST_EMU)
+    return blockIdx.y;
+#else
+    uint32_t y;
+    asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(y));
+    return y;
+#endif
+}
+
+// One pass. Grid: x = blocks per polynomial (2^(L-k-lg_c)), y = polynomial of the batch
+// (poly_base: one contiguous batch, or up to three separate buffers).
 // Block: 2^(k+lg_c) / EPT threads, 2^(k+lg_c) * 32 bytes of dynamic shared memory.
 // EPT = 2: one radix-2 butterfly per thread per stage, one __syncthreads per stage.
 // EPT = 4 (needs k >= 2): one radix-4 group per thread per step: two stages per shared-memory
@@ -269,8 +292,9 @@ constexpr uint32_t SP_TW = 1u << 4;
 // after the other; k + lg_c <= WIDE_TILE_LG, 2 <= k, 3 <= k + lg_c. Same butterflies, same results.
 // The host checks: 1 <= k (2 <= k for EPT = 4), k + lg_c <= TILE_LG, s0 + k + lg_c <= lg_n <= MAX_LG.
 template <uint32_t EPT, bool WIDE = false, uint32_t SPEC = 0>
-__device__ __forceinline__ void pass(fr_t* __restrict__ data, const fr_t* __restrict__ tables,
-                                     uint32_t lg_n, uint32_t s0, uint32_t k, uint32_t lg_c, uint32_t flags)
+__device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__ data1, fr_t* __restrict__ data2,
+                                     const fr_t* __restrict__ tables, uint32_t lg_n, uint32_t s0, uint32_t k,
+                                     uint32_t lg_c, uint32_t flags)
 {
 #if defined(CUZK_HOST_EMU)
     extern uint4 smem[];                              // host emulation (host_emu/): the harness's
@@ -287,7 +311,7 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, const fr_t* __rest
     const uint32_t blk = blockIdx.x;
     const uint32_t group = blk >> chunks_lg;
     const uint32_t col0 = (blk & ((1u << chunks_lg) - 1)) << lg_c;
-    fr_t* poly = data + ((size_t)blockIdx.y << lg_n);
+    fr_t* poly = poly_base(data, data1, data2, blockIdx.y, lg_n);
     const size_t base = ((size_t)group << (lg_n - s0)) + col0;
     const uint32_t m_lg = lg_n - s0;                  // this pass's transform size, log2
 
@@ -416,6 +440,9 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, const fr_t* __rest
         }
     }
 
+    // The polynomial's base again, not held across the compute phase (the select of
+    // poly_base is not rematerialized: held, it cost the 64-register kernels 16-24 B of spills).
+    fr_t* poly_out = poly_base(data, data1, data2, ctaid_y_fresh(), lg_n);
 #pragma unroll
     for (uint32_t u = 0; u < EPT; u++) {
         uint32_t e = t + u * nthr;
@@ -431,7 +458,7 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, const fr_t* __rest
             x = spec ? scale_steps(x, tables, flags, F_POST_G, F_POST_GI, F_POST_NINV, idx, lg_n)
                      : scale(x, tables, flags, F_POST_G, F_POST_GI, F_POST_NINV, idx, lg_n);
         }
-        uint4* out = reinterpret_cast<uint4*>(poly + pos);
+        uint4* out = reinterpret_cast<uint4*>(poly_out + pos);
         out[0] = make_uint4(x.v[0], x.v[1], x.v[2], x.v[3]);
         out[1] = make_uint4(x.v[4], x.v[5], x.v[6], x.v[7]);
     }

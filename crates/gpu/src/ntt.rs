@@ -213,10 +213,80 @@ pub fn pass<T: Pod>(
     pass_flags: u32,
 ) -> Result<()> {
     let name = kernel.name(pass_flags);
-    let (ept_lg, min_k, max_tile_lg) = kernel.shape();
     check_elem::<T>(name)?;
-    check_tables(name, tables)?;
     let batch = check_batch(name, data, lg_n)?;
+    // Polynomials 1 and 2 of the contiguous batch (kernels/ntt/ntt.cuh `poly_base`); addresses
+    // only, past the buffer when the batch is shorter (the kernel then never uses them).
+    let p = data.device_ptr();
+    let (p1, p2) = (p.wrapping_add(32 << lg_n), p.wrapping_add(64 << lg_n));
+    let geometry = (lg_n, s0, k, lg_c, pass_flags);
+    launch_pass(gpu, stream, kernel, [p, p1, p2], batch, tables, geometry)
+}
+
+/// [`pass`] over one to three separate buffers of one polynomial (2^lg_n elements) each, in
+/// one launch (grid.y = `polys.len()`): the same pass and flags on each, in place, each result
+/// what [`pass`] gives on that buffer alone. Asynchronous.
+#[allow(clippy::too_many_arguments)]
+pub fn pass_many<T: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    kernel: PassKernel,
+    polys: &mut [&mut DeviceBuffer<T>],
+    tables: &DeviceBuffer<T>,
+    lg_n: u32,
+    s0: u32,
+    k: u32,
+    lg_c: u32,
+    pass_flags: u32,
+) -> Result<()> {
+    let name = kernel.name(pass_flags);
+    check_elem::<T>(name)?;
+    if polys.is_empty() || polys.len() > 3 {
+        return Err(invalid(
+            name,
+            format!("{} buffers, expected 1 to 3", polys.len()),
+        ));
+    }
+    for p in polys.iter() {
+        if check_batch(name, p, lg_n)? != 1 {
+            return Err(invalid(
+                name,
+                format!(
+                    "a buffer of {} elements is not one polynomial of 2^{lg_n}",
+                    p.len()
+                ),
+            ));
+        }
+    }
+    let ptr = |i: usize| polys[i.min(polys.len() - 1)].device_ptr();
+    let geometry = (lg_n, s0, k, lg_c, pass_flags);
+    let batch = polys.len() as u32;
+    launch_pass(
+        gpu,
+        stream,
+        kernel,
+        [ptr(0), ptr(1), ptr(2)],
+        batch,
+        tables,
+        geometry,
+    )
+}
+
+/// The launch of [`pass`] and [`pass_many`]: polynomial y < `batch` of the grid starts at
+/// `ptrs[y]` for y < 2, at `ptrs[2] + (y - 2) << lg_n` elements from there (`poly_base`); the
+/// callers have checked that each lies inside a buffer they hold mutably.
+fn launch_pass<T: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    kernel: PassKernel,
+    ptrs: [u64; 3],
+    batch: u32,
+    tables: &DeviceBuffer<T>,
+    (lg_n, s0, k, lg_c, pass_flags): (u32, u32, u32, u32, u32),
+) -> Result<()> {
+    let name = kernel.name(pass_flags);
+    let (ept_lg, min_k, max_tile_lg) = kernel.shape();
+    check_tables(name, tables)?;
     let tile_lg = k + lg_c;
     if k < min_k
         || tile_lg < ept_lg
@@ -236,21 +306,25 @@ pub fn pass<T: Pod>(
         block: (1 << (tile_lg - ept_lg), 1, 1),
         shared_bytes: 32 << tile_lg,
     };
+    let [p0, p1, p2] = ptrs;
     // SAFETY: with the geometry checked above every block touches only its own tile inside
-    // polynomial blockIdx.y < batch of `data` (batch << lg_n == data.len()) and reads `tables`
-    // below T_LEN (exponents < 2^28 split 14/14, direct index < 2^18 only when
-    // lg_n - s0 <= 18, scaled HI index gn_off(lg_n) + (i >> 14) < gn_off(lg_n + 1) for
-    // i < 2^lg_n, lg_n <= 28, internal index < 512; the wide kernel's internal twiddles of
-    // half-size >= 2^10 read the direct table at j << (17 - lg_h) < 2^17 < DIRECT_N); `data`
-    // is borrowed mutably for the launch and stream order protects it afterwards. The
-    // launcher raises the function's dynamic shared memory limit for tiles above 48 KiB.
+    // polynomial blockIdx.y < batch, which starts at ptrs[y] (y < 2) or ptrs[2] + (y - 2) <<
+    // lg_n: inside the buffer its caller checked and holds mutably (`pass`: the contiguous
+    // batch, batch << lg_n == data.len(); `pass_many`: one polynomial per buffer, distinct
+    // buffers as they are distinct &mut borrows), and reads `tables` below T_LEN (exponents
+    // < 2^28 split 14/14, direct index < 2^18 only when lg_n - s0 <= 18, scaled HI index
+    // gn_off(lg_n) + (i >> 14) < gn_off(lg_n + 1) for i < 2^lg_n, lg_n <= 28, internal index
+    // < 512; the wide kernel's internal twiddles of half-size >= 2^10 read the direct table at
+    // j << (17 - lg_h) < 2^17 < DIRECT_N); the buffers stay borrowed mutably for the launch
+    // and stream order protects them afterwards. The launcher raises the function's dynamic
+    // shared memory limit for tiles above 48 KiB.
     unsafe {
         gpu.launch(
             stream,
             MODULE,
             name,
             cfg,
-            &[&*data, tables, &lg_n, &s0, &k, &lg_c, &pass_flags],
+            &[&p0, &p1, &p2, tables, &lg_n, &s0, &k, &lg_c, &pass_flags],
         )
     }
 }
@@ -315,11 +389,32 @@ pub fn quotient<T: Pod>(
     lg_n: u32,
 ) -> Result<()> {
     const K: &str = "cuzk_ntt_quotient";
-    check_elem::<T>(K)?;
-    check_tables(K, tables)?;
+    check_quotient(K, a, b, c, tables, lg_n)?;
+    let blocks = ((1usize << lg_n).div_ceil(256)).min(1 << 16) as u32;
+    let cfg = LaunchConfig {
+        grid: (blocks, 1, 1),
+        block: (256, 1, 1),
+        shared_bytes: 0,
+    };
+    // SAFETY: the kernel touches indices below 2^lg_n == len of a, b, c, and tables[T_ZINV + lg_n].
+    unsafe { gpu.launch(stream, MODULE, K, cfg, &[&*a, b, c, tables, &lg_n]) }
+}
+
+/// Checks of the quotient kernels: Fr-sized elements, the table buffer, three buffers of
+/// exactly 2^lg_n elements.
+fn check_quotient<T: Pod>(
+    kernel: &str,
+    a: &DeviceBuffer<T>,
+    b: &DeviceBuffer<T>,
+    c: &DeviceBuffer<T>,
+    tables: &DeviceBuffer<T>,
+    lg_n: u32,
+) -> Result<()> {
+    check_elem::<T>(kernel)?;
+    check_tables(kernel, tables)?;
     if lg_n > layout::MAX_LG || [a.len(), b.len(), c.len()].iter().any(|&l| l != 1 << lg_n) {
         return Err(invalid(
-            K,
+            kernel,
             format!(
                 "buffers of {}, {}, {} elements for size 2^{lg_n}",
                 a.len(),
@@ -328,13 +423,61 @@ pub fn quotient<T: Pod>(
             ),
         ));
     }
+    Ok(())
+}
+
+/// [`quotient`] with the result written bit-reversed: `a[bitrev(i)] = (a[i]·b[i] − c[i])·Z^-1`,
+/// element-wise (any size; each thread owns a pair (i, bitrev i)). Asynchronous.
+pub fn quotient_bit_reverse<T: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    a: &mut DeviceBuffer<T>,
+    b: &DeviceBuffer<T>,
+    c: &DeviceBuffer<T>,
+    tables: &DeviceBuffer<T>,
+    lg_n: u32,
+) -> Result<()> {
+    const K: &str = "cuzk_ntt_quotient_bitrev";
+    check_quotient(K, a, b, c, tables, lg_n)?;
     let blocks = ((1usize << lg_n).div_ceil(256)).min(1 << 16) as u32;
     let cfg = LaunchConfig {
         grid: (blocks, 1, 1),
         block: (256, 1, 1),
         shared_bytes: 0,
     };
-    // SAFETY: the kernel touches indices below 2^lg_n == len of a, b, c, and tables[T_ZINV + lg_n].
+    // SAFETY: indices i and bitrev(i) are below 2^lg_n == len of a, b, c; the pair (i,
+    // bitrev i) is read and written by one thread only; tables[T_ZINV + lg_n] < T_LEN.
+    unsafe { gpu.launch(stream, MODULE, K, cfg, &[&*a, b, c, tables, &lg_n]) }
+}
+
+/// [`quotient_bit_reverse`] through the 32 × 32 tiles of [`bit_reverse_tiled`] (one memory
+/// pass: read a, b, c once, write a once); needs `lg_n >= 10`. Asynchronous.
+pub fn quotient_bit_reverse_tiled<T: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    a: &mut DeviceBuffer<T>,
+    b: &DeviceBuffer<T>,
+    c: &DeviceBuffer<T>,
+    tables: &DeviceBuffer<T>,
+    lg_n: u32,
+) -> Result<()> {
+    const K: &str = "cuzk_ntt_quotient_bitrev_tiled";
+    check_quotient(K, a, b, c, tables, lg_n)?;
+    if lg_n < 10 {
+        return Err(invalid(
+            K,
+            format!("2^{lg_n} is below the tiled minimum 2^10"),
+        ));
+    }
+    let cfg = LaunchConfig {
+        grid: (1 << (lg_n - 10), 1, 1),
+        block: (256, 1, 1),
+        shared_bytes: 0,
+    };
+    // SAFETY: block m touches indices (a << (lg_n-5)) | (m' << 5) | b < 2^lg_n == len of a,
+    // b, c, m' in {m, bitrev(m)}; the sets of different blocks are disjoint and each block
+    // reads all its elements of a (and b, c, never written) before writing a;
+    // tables[T_ZINV + lg_n] < T_LEN.
     unsafe { gpu.launch(stream, MODULE, K, cfg, &[&*a, b, c, tables, &lg_n]) }
 }
 

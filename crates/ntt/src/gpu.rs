@@ -88,6 +88,11 @@ pub struct KernelChoice {
     /// The specialized radix-4 kernels (4 blocks per SM; the default), or the generic
     /// `cuzk_ntt_pass4` (2 blocks per SM) for every radix-4 pass (`CUZK_NTT_SPECIALIZED=0`).
     pub specialized: bool,
+    /// The H pipeline's schedule before issue 4's fusions (`CUZK_NTT_H_LEGACY=1`): a, b, c
+    /// transformed one after another, the point-wise quotient in natural order, an inverse DIF
+    /// and a final permutation; the default batches a, b, c per pass and writes the quotient
+    /// bit-reversed (see [`Domain::gpu_quotient`]). Transforms ignore it.
+    pub h_legacy: bool,
 }
 
 impl Default for KernelChoice {
@@ -97,17 +102,32 @@ impl Default for KernelChoice {
         Self {
             wide: false,
             specialized: true,
+            h_legacy: false,
         }
     }
 }
 
 impl KernelChoice {
-    /// `CUZK_NTT_WIDE=1` and `CUZK_NTT_SPECIALIZED=0`, read on every call.
+    /// `CUZK_NTT_WIDE=1`, `CUZK_NTT_SPECIALIZED=0` and `CUZK_NTT_H_LEGACY=1`, read on every
+    /// call.
     pub fn from_env() -> Self {
         Self {
             wide: plan::wide_enabled(),
             specialized: plan::specialized_enabled(),
+            h_legacy: plan::h_legacy_enabled(),
         }
+    }
+}
+
+fn pass_kernel(p: &Pass, choice: KernelChoice) -> k::PassKernel {
+    if p.wide {
+        k::PassKernel::Wide
+    } else if p.radix4 && choice.specialized {
+        k::PassKernel::Radix4Specialized
+    } else if p.radix4 {
+        k::PassKernel::Radix4
+    } else {
+        k::PassKernel::Radix2
     }
 }
 
@@ -121,17 +141,30 @@ fn run_passes(
     choice: KernelChoice,
 ) -> Result<(), NttError> {
     for p in passes {
-        let kernel = if p.wide {
-            k::PassKernel::Wide
-        } else if p.radix4 && choice.specialized {
-            k::PassKernel::Radix4Specialized
-        } else if p.radix4 {
-            k::PassKernel::Radix4
-        } else {
-            k::PassKernel::Radix2
-        };
+        let kernel = pass_kernel(p, choice);
         k::pass(
             gpu, stream, kernel, data, tables, lg_n, p.s0, p.k, p.lg_c, p.flags,
+        )?;
+    }
+    Ok(())
+}
+
+/// [`run_passes`] over up to three separate one-polynomial buffers, each pass one launch for
+/// all of them (grid.y = `polys.len()`): a third of the launches, and their blocks fill the
+/// device's last wave of each pass (a 2^24 pass is 93 waves of 4 blocks per SM instead of 31).
+fn run_passes_many(
+    gpu: &Gpu,
+    stream: &Stream,
+    polys: &mut [&mut DeviceBuffer<Fr>],
+    tables: &DeviceBuffer<Fr>,
+    lg_n: u32,
+    passes: &[Pass],
+    choice: KernelChoice,
+) -> Result<(), NttError> {
+    for p in passes {
+        let kernel = pass_kernel(p, choice);
+        k::pass_many(
+            gpu, stream, kernel, polys, tables, lg_n, p.s0, p.k, p.lg_c, p.flags,
         )?;
     }
     Ok(())
@@ -231,6 +264,14 @@ impl Domain {
     /// exactly [`Domain::quotient_in_place`]. `b` and `c` are freed — their budget returned — as
     /// soon as the point-wise step has consumed them (this call then waits for that step). No
     /// host round trip between steps.
+    ///
+    /// Schedule: each pass of the inverse DIF (→ coefficients, bit-reversed) and of the coset
+    /// DIT (g^i/n fused into its first load; → natural evaluations on g·H) runs once over a, b
+    /// and c together; the point-wise step writes `(a·b − c)/Z` into `a` bit-reversed (through
+    /// the tiles of the bit reversal from 2^10); the inverse coset DIT (g^-i/n fused into its
+    /// last store) leaves H in natural order. `CUZK_NTT_H_LEGACY=1` ([`KernelChoice::h_legacy`])
+    /// runs the schedule before: per-vector passes, the quotient in natural order, an inverse
+    /// DIF and a permutation. Same result.
     pub fn gpu_quotient(
         &self,
         gpu: &Gpu,
@@ -242,9 +283,9 @@ impl Domain {
         self.gpu_quotient_variant(gpu, stream, a, b, c, KernelChoice::from_env())
     }
 
-    /// [`Self::gpu_quotient`] on the kernels of `choice` (wide plan, specialized or generic
-    /// radix-4 kernels) instead of the environment's, for tests and A/B runs; same
-    /// result every way.
+    /// [`Self::gpu_quotient`] on the kernels and schedule of `choice` (wide plan, specialized
+    /// or generic radix-4 kernels, legacy schedule) instead of the environment's, for tests and
+    /// A/B runs; same result every way.
     #[doc(hidden)]
     pub fn gpu_quotient_variant(
         &self,
@@ -266,17 +307,31 @@ impl Domain {
         }
         let lg_n = self.log_size();
         let tables = device_tables(gpu)?;
-        let (to_coeffs, to_coset, back) = plan::quotient_plan_with(lg_n, choice.wide);
-        for v in [&mut *a, &mut b, &mut c] {
-            run_passes(gpu, stream, v, &tables, lg_n, &to_coeffs, choice)?;
-            run_passes(gpu, stream, v, &tables, lg_n, &to_coset, choice)?;
+        let (to_coeffs, to_coset, back) =
+            plan::quotient_plan_with(lg_n, choice.wide, choice.h_legacy);
+        if choice.h_legacy {
+            for v in [&mut *a, &mut b, &mut c] {
+                run_passes(gpu, stream, v, &tables, lg_n, &to_coeffs, choice)?;
+                run_passes(gpu, stream, v, &tables, lg_n, &to_coset, choice)?;
+            }
+            k::quotient(gpu, stream, a, &b, &c, &tables, lg_n)?;
+        } else {
+            let mut polys = [&mut *a, &mut b, &mut c];
+            run_passes_many(gpu, stream, &mut polys, &tables, lg_n, &to_coeffs, choice)?;
+            run_passes_many(gpu, stream, &mut polys, &tables, lg_n, &to_coset, choice)?;
+            if plan::tiled_bitrev(lg_n) {
+                k::quotient_bit_reverse_tiled(gpu, stream, a, &b, &c, &tables, lg_n)?;
+            } else {
+                k::quotient_bit_reverse(gpu, stream, a, &b, &c, &tables, lg_n)?;
+            }
         }
-        k::quotient(gpu, stream, a, &b, &c, &tables, lg_n)?;
         // The free waits for the point-wise kernel, then the budget is available to others.
         stream.synchronize()?;
         drop((b, c));
         run_passes(gpu, stream, a, &tables, lg_n, &back, choice)?;
-        permute(gpu, stream, a, lg_n)?;
+        if choice.h_legacy {
+            permute(gpu, stream, a, lg_n)?;
+        }
         Ok(())
     }
 

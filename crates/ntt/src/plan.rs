@@ -254,19 +254,34 @@ pub(crate) fn plan_with(lg_n: u32, t: Transform, input: Order, output: Order, wi
 }
 
 /// The Groth16 quotient: per input, an inverse DIF (natural → bit-reversed coefficients) and a
-/// coset DIT with 1/n and g^i fused into its load (→ natural evaluations on g·H); after the
-/// point-wise step, an inverse DIF with g^-i/n fused into its store, then one permutation.
+/// coset DIT with 1/n and g^i fused into its load (→ natural evaluations on g·H); the point-wise
+/// step writes its result bit-reversed (`cuzk_ntt_quotient_bitrev[_tiled]`), and `back` is an
+/// inverse DIT (bit-reversed → natural) with g^-i/n fused into its store: no permutation pass.
+/// The gpu.rs pipeline runs each pass of `to_coeffs` and `to_coset` once over a, b and c
+/// together (grid.y = 3). `legacy` (`CUZK_NTT_H_LEGACY=1`): the schedule before, the point-wise
+/// step in natural order, `back` an inverse DIF with g^-i/n fused into its store, then one
+/// permutation (and a, b, c transformed one after another).
 #[allow(dead_code)] // the default plan's entry; gpu.rs calls the _with forms
 pub(crate) fn quotient_plan(lg_n: u32) -> (Vec<Pass>, Vec<Pass>, Vec<Pass>) {
-    quotient_plan_with(lg_n, wide_enabled())
+    quotient_plan_with(lg_n, wide_enabled(), h_legacy_enabled())
 }
 
-/// [`quotient_plan`] with the wide plan chosen or not.
-pub(crate) fn quotient_plan_with(lg_n: u32, wide: bool) -> (Vec<Pass>, Vec<Pass>, Vec<Pass>) {
+/// [`quotient_plan`] with the wide plan and the legacy schedule chosen or not.
+pub(crate) fn quotient_plan_with(
+    lg_n: u32,
+    wide: bool,
+    legacy: bool,
+) -> (Vec<Pass>, Vec<Pass>, Vec<Pass>) {
     let to_coeffs = network_with(lg_n, false, true, 0, 0, wide);
     let to_coset = network_with(lg_n, true, false, F_PRE_G | F_PRE_NINV, 0, wide);
-    let back = network_with(lg_n, false, true, 0, F_POST_GI | F_POST_NINV, wide);
+    let back = network_with(lg_n, !legacy, true, 0, F_POST_GI | F_POST_NINV, wide);
     (to_coeffs, to_coset, back)
+}
+
+/// The legacy H pipeline schedule (`CUZK_NTT_H_LEGACY=1`, read on every call; A/B runs): see
+/// [`quotient_plan_with`]. Same result.
+pub(crate) fn h_legacy_enabled() -> bool {
+    env_set("CUZK_NTT_H_LEGACY")
 }
 
 /// The device table buffer (layout in `kernels/ntt/ntt.cuh`), shared by all sizes ≤ 2^28.
@@ -590,6 +605,12 @@ pub(crate) mod emu {
 
     /// `cuzk_ntt_bit_reverse_tiled`, block by block, thread by thread.
     pub(crate) fn bit_reverse_tiled(data: &mut [Fr], lg_n: u32) {
+        bit_reverse_tiled_with(data, lg_n, |_, x| x);
+    }
+
+    /// The kernels' `bit_reverse_tiled<QUOT>`: every element x loaded from index i (within its
+    /// polynomial) is staged as `f(i, x)`.
+    fn bit_reverse_tiled_with(data: &mut [Fr], lg_n: u32, f: impl Fn(usize, Fr) -> Fr) {
         const T: u32 = 5;
         const W: u32 = 1 << T;
         const P: u32 = W + 1;
@@ -606,15 +627,13 @@ pub(crate) mod emu {
                 let at = |a: u32, set: u32, b: u32| ((a << a_shift) | (set << T) | b) as usize;
                 let ab = |e: u32| (e >> T, e & (W - 1));
                 // ra/rb: the registers of all 256 threads x 4, indexed by e = t + 256 u.
-                let ra: Vec<Fr> = (0..W * W).map(|e| poly[at(ab(e).0, m, ab(e).1)]).collect();
+                let load = |set: u32, e: u32| {
+                    let i = at(ab(e).0, set, ab(e).1);
+                    f(i, poly[i])
+                };
+                let ra: Vec<Fr> = (0..W * W).map(|e| load(m, e)).collect();
                 let rb: Vec<Fr> = (0..W * W)
-                    .map(|e| {
-                        if mr != m {
-                            poly[at(ab(e).0, mr, ab(e).1)]
-                        } else {
-                            Fr::ZERO
-                        }
-                    })
+                    .map(|e| if mr != m { load(mr, e) } else { Fr::ZERO })
                     .collect();
                 let stage = |regs: &[Fr]| {
                     let mut tile = vec![None; (W * P) as usize];
@@ -648,6 +667,36 @@ pub(crate) mod emu {
                 written.iter().all(|&w| w == 1),
                 "every element written once"
             );
+        }
+    }
+
+    /// `cuzk_ntt_quotient_bitrev`: a[bitrev i] = (a[i]·b[i] − c[i])·z, pair by pair.
+    pub(crate) fn quotient_bit_reverse(a: &mut [Fr], b: &[Fr], c: &[Fr], z: Fr, lg_n: u32) {
+        for i in 0..a.len() {
+            let j = bitrev(i, lg_n);
+            if i > j {
+                continue;
+            }
+            let qi = (a[i] * b[i] - c[i]) * z;
+            if i != j {
+                a[i] = (a[j] * b[j] - c[j]) * z;
+            }
+            a[j] = qi;
+        }
+    }
+
+    /// `cuzk_ntt_quotient_bitrev_tiled`: the tiled permutation with the quotient on each load.
+    pub(crate) fn quotient_bit_reverse_tiled(a: &mut [Fr], b: &[Fr], c: &[Fr], z: Fr, lg_n: u32) {
+        assert_eq!(a.len(), 1 << lg_n, "one polynomial");
+        bit_reverse_tiled_with(a, lg_n, |i, x| (x * b[i] - c[i]) * z);
+    }
+
+    /// The fused quotient kernel the GPU code selects for 2^lg_n.
+    pub(crate) fn quotient_permute(a: &mut [Fr], b: &[Fr], c: &[Fr], z: Fr, lg_n: u32) {
+        if tiled_bitrev(lg_n) {
+            quotient_bit_reverse_tiled(a, b, c, z, lg_n);
+        } else {
+            quotient_bit_reverse(a, b, c, z, lg_n);
         }
     }
 
@@ -846,7 +895,14 @@ mod tests {
         for (i, (lg_n, tr, input, output)) in cases.into_iter().enumerate() {
             let d = Domain::new(lg_n).unwrap();
             let n = d.size();
-            let batch = if lg_n <= 12 { 2 } else { 1 };
+            // Batches of 2 to 4: polynomials 1, 2 and 3 reach the kernels through the data1 and
+            // data2 arguments (`poly_base`).
+            let batch = match lg_n {
+                0..=5 => 4,
+                6..=10 => 3,
+                11..=12 => 2,
+                _ => 1,
+            };
             let x = random(n * batch, 1000 + i as u64);
             let dev: Vec<Fr> = x.chunks(n).flat_map(|p| reorder(p, input, lg_n)).collect();
             let want: Vec<Fr> = x
@@ -874,12 +930,25 @@ mod tests {
                 );
             }
         }
-        // The quotient pipeline: two "q"-prefixed lines per case, the passes of each input
-        // (to_coeffs, to_coset) and of the result (back, then the permutation).
-        for (i, lg_n) in [(100usize, 12u32), (101, 17)] {
+        // The quotient pipeline: two "q"-prefixed lines per case (legacy schedule), the passes
+        // of each input (to_coeffs, to_coset) and of the result (back, then the permutation);
+        // two "Q"-prefixed lines per case (the default schedule): the passes run once over a,
+        // b, c (grid.y = 3, three separate buffers), the fused quotient with bit-reversed
+        // output (element-wise, and tiled from 2^10, both checked), the DIT back.
+        let quotient_cases = [
+            (100usize, 12u32, false),
+            (101, 17, false),
+            (110, 4, true),
+            (111, 9, true),
+            (112, 10, true),
+            (113, 11, true),
+            (114, 12, true),
+            (115, 17, true),
+        ];
+        for (i, lg_n, fused) in quotient_cases {
             let d = Domain::new(lg_n).unwrap();
             let n = d.size();
-            let (a, b, c) = (random(n, 7), random(n, 8), random(n, 9));
+            let (a, b, c) = (random(n, 7 + i as u64), random(n, 8), random(n, 9));
             let want = d.quotient(&a, &b, &c).unwrap();
             for (name, v) in [("a", &a), ("b", &b), ("c", &c), ("want", &want)] {
                 std::fs::write(dir.join(format!("{name}{i}.bin")), bytes(v)).unwrap();
@@ -888,16 +957,16 @@ mod tests {
                 if wide && lg_n < WIDE_MIN_LG {
                     continue;
                 }
-                let (to_coeffs, to_coset, back) = quotient_plan_with(lg_n, wide);
+                let (to_coeffs, to_coset, back) = quotient_plan_with(lg_n, wide, !fused);
                 for (passes, permute_after) in
-                    [([to_coeffs, to_coset].concat(), false), (back, true)]
+                    [([to_coeffs, to_coset].concat(), false), (back, !fused)]
                 {
                     let p = Plan {
                         permute_before: false,
                         passes,
                         permute_after,
                     };
-                    write!(list, "q ").unwrap();
+                    write!(list, "{} ", if fused { "Q" } else { "q" }).unwrap();
                     write_case(&mut list, i, lg_n, 1, &p, spec);
                 }
             }
@@ -942,8 +1011,10 @@ mod tests {
                     }
                 }
             }
-            let (a, b, c) = quotient_plan_with(lg, false);
-            passes.extend(a.into_iter().chain(b).chain(c));
+            for legacy in [false, true] {
+                let (a, b, c) = quotient_plan_with(lg, false, legacy);
+                passes.extend(a.into_iter().chain(b).chain(c));
+            }
         }
         for p in passes.iter().filter(|p| p.radix4 && !p.wide) {
             let name = cuzk_gpu::ntt::specialized_name(p.flags);
@@ -1109,30 +1180,55 @@ mod tests {
         let n = d.size();
         let (a, b, c) = (random(n, 41), random(n, 42), random(n, 43));
         let want = d.quotient(&a, &b, &c).unwrap();
-        let (to_coeffs, to_coset, back) = quotient_plan_with(lg_n, true);
-        let mut bufs = [a, b, c];
+        for legacy in [false, true] {
+            let got = emulated_quotient(&t, lg_n, [&a, &b, &c], true, legacy);
+            assert_eq!(got, want, "wide quotient 2^{lg_n} legacy {legacy}");
+        }
+    }
+
+    /// The H pipeline as gpu.rs runs it, on the emulated kernels: the fused quotient with its
+    /// bit-reversed output and a DIT `back`, or (`legacy`) the point-wise kernel, a DIF `back`
+    /// and the permutation.
+    fn emulated_quotient(
+        t: &[Fr],
+        lg_n: u32,
+        [a, b, c]: [&[Fr]; 3],
+        wide: bool,
+        legacy: bool,
+    ) -> Vec<Fr> {
+        let n = 1usize << lg_n;
+        let (to_coeffs, to_coset, back) = quotient_plan_with(lg_n, wide, legacy);
+        assert_eq!(back.iter().all(|p| p.flags & F_DIT != 0), !legacy);
+        let mut bufs = [a.to_vec(), b.to_vec(), c.to_vec()];
         for v in bufs.iter_mut() {
             for p in to_coeffs.iter().chain(&to_coset) {
-                assert!(p.wide);
-                emu::pass(v, &t, lg_n, *p);
+                assert_eq!(p.wide, wide && lg_n >= WIDE_MIN_LG);
+                emu::pass(v, t, lg_n, *p);
             }
         }
         let [mut a, b, c] = bufs;
         let z = t[T_ZINV + lg_n as usize];
-        for i in 0..n {
-            a[i] = (a[i] * b[i] - c[i]) * z;
+        if legacy {
+            for i in 0..n {
+                a[i] = (a[i] * b[i] - c[i]) * z;
+            }
+        } else {
+            emu::quotient_permute(&mut a, &b, &c, z, lg_n);
         }
         for p in &back {
-            emu::pass(&mut a, &t, lg_n, *p);
+            emu::pass(&mut a, t, lg_n, *p);
         }
-        emu::permute(&mut a, lg_n);
-        assert_eq!(a, want, "wide quotient 2^{lg_n}");
+        if legacy {
+            emu::permute(&mut a, lg_n);
+        }
+        a
     }
 
     #[test]
     fn emulated_quotient_matches_cpu() {
         let t = tables();
-        for lg_n in [1u32, 4, 12] {
+        // Below (element-wise fused kernel) and above (tiled) TILED_BITREV_MIN_LG, odd sizes.
+        for lg_n in [1u32, 2, 4, 9, 10, 11, 12, 13] {
             let d = Domain::new(lg_n).unwrap();
             let n = d.size();
             let (a, b, c) = (random(n, 1), random(n, 2), random(n, 3));
@@ -1141,23 +1237,30 @@ mod tests {
                 lg_n >= 10 && TILED_BITREV && !env_set("CUZK_NTT_SIMPLE_BITREV")
             );
             let want = d.quotient(&a, &b, &c).unwrap();
-            let (to_coeffs, to_coset, back) = quotient_plan(lg_n);
-            let mut bufs = [a, b, c];
-            for v in bufs.iter_mut() {
-                for p in to_coeffs.iter().chain(&to_coset) {
-                    emu::pass(v, &t, lg_n, *p);
-                }
+            for legacy in [false, true] {
+                let got = emulated_quotient(&t, lg_n, [&a, &b, &c], false, legacy);
+                assert_eq!(got, want, "2^{lg_n} legacy {legacy}");
             }
-            let [mut a, b, c] = bufs;
-            let z = t[T_ZINV + lg_n as usize];
-            for i in 0..n {
-                a[i] = (a[i] * b[i] - c[i]) * z;
+        }
+    }
+
+    /// Both fused quotient kernels are the quotient followed by the bit reversal, in place.
+    #[test]
+    fn fused_quotient_bit_reverse_is_quotient_then_permutation() {
+        for lg_n in [0u32, 1, 3, 10, 11, 14] {
+            let n = 1usize << lg_n;
+            let (a, b, c) = (random(n, 11), random(n, 12), random(n, 13));
+            let z = random(1, 14)[0];
+            let mut want: Vec<Fr> = (0..n).map(|i| (a[i] * b[i] - c[i]) * z).collect();
+            emu::bit_reverse(&mut want, lg_n);
+            let mut got = a.clone();
+            emu::quotient_bit_reverse(&mut got, &b, &c, z, lg_n);
+            assert!(got == want, "element-wise 2^{lg_n}");
+            if lg_n >= TILED_BITREV_MIN_LG {
+                let mut got = a.clone();
+                emu::quotient_bit_reverse_tiled(&mut got, &b, &c, z, lg_n);
+                assert!(got == want, "tiled 2^{lg_n}");
             }
-            for p in &back {
-                emu::pass(&mut a, &t, lg_n, *p);
-            }
-            emu::permute(&mut a, lg_n);
-            assert_eq!(a, want, "2^{lg_n}");
         }
     }
 }

@@ -216,20 +216,29 @@ fn quotient_case(g: &Gpu, lg: u32) {
             "2^{lg} host"
         );
 
-        // Device API: b and c come back to the budget.
-        let budget = g.vram().budget().clone();
-        let stream = g.stream("quotient").unwrap();
-        let mut da = g.vram().from_host(&a).unwrap();
-        let (db, dc) = (
-            g.vram().from_host(&b).unwrap(),
-            g.vram().from_host(&c).unwrap(),
-        );
-        let with_all = budget.in_use();
-        let one = da.reserved_bytes();
-        d.gpu_quotient(g, &stream, &mut da, db, dc).unwrap();
-        assert_eq!(budget.in_use(), with_all - 2 * one, "b and c released");
-        stream.synchronize().unwrap();
-        assert_eq!(da.to_vec().unwrap(), want, "2^{lg} device");
+        // Device API: b and c come back to the budget; the environment's schedule, then the
+        // default and the legacy one forced.
+        let env = KernelChoice::from_env();
+        let forced = [false, true].map(|h_legacy| KernelChoice { h_legacy, ..env });
+        for choice in [None, Some(forced[0]), Some(forced[1])] {
+            let budget = g.vram().budget().clone();
+            let stream = g.stream("quotient").unwrap();
+            let mut da = g.vram().from_host(&a).unwrap();
+            let (db, dc) = (
+                g.vram().from_host(&b).unwrap(),
+                g.vram().from_host(&c).unwrap(),
+            );
+            let with_all = budget.in_use();
+            let one = da.reserved_bytes();
+            match choice {
+                None => d.gpu_quotient(g, &stream, &mut da, db, dc),
+                Some(ch) => d.gpu_quotient_variant(g, &stream, &mut da, db, dc, ch),
+            }
+            .unwrap();
+            assert_eq!(budget.in_use(), with_all - 2 * one, "b and c released");
+            stream.synchronize().unwrap();
+            assert_eq!(da.to_vec().unwrap(), want, "2^{lg} device {choice:?}");
+        }
     }
 }
 
@@ -279,12 +288,17 @@ fn gpu_wide_plan_matches_cpu() {
         }
     }
     let d = Domain::new(22).unwrap();
-    check_quotient_variant(&g, &stream, &d, [61, 62, 63], &[WIDE]);
+    check_quotient_variant(&g, &stream, &d, [61, 62, 63], &[WIDE, WIDE_LEGACY]);
 }
 
 const WIDE: KernelChoice = KernelChoice {
     wide: true,
     specialized: true,
+    h_legacy: false,
+};
+const WIDE_LEGACY: KernelChoice = KernelChoice {
+    h_legacy: true,
+    ..WIDE
 };
 
 /// The default plan on the specialized radix-4 kernels (the default) and on the generic
@@ -292,18 +306,31 @@ const WIDE: KernelChoice = KernelChoice {
 const SPECIALIZED: KernelChoice = KernelChoice {
     wide: false,
     specialized: true,
+    h_legacy: false,
 };
 const GENERIC: KernelChoice = KernelChoice {
     wide: false,
     specialized: false,
+    h_legacy: false,
+};
+/// The H pipeline's schedule before the fused quotient and the batched passes
+/// (`CUZK_NTT_H_LEGACY=1`) on each kernel choice.
+const LEGACY: KernelChoice = KernelChoice {
+    h_legacy: true,
+    ..SPECIALIZED
+};
+const GENERIC_LEGACY: KernelChoice = KernelChoice {
+    h_legacy: true,
+    ..GENERIC
 };
 
 /// Both radix-4 kernel choices, forced here whatever the environment says: the specialized
 /// `cuzk_ntt_pass4_{dif,dit}[_tw][_pre|_post]` (4 blocks per SM, the default) and the generic
 /// `cuzk_ntt_pass4` (2 blocks per SM, `CUZK_NTT_SPECIALIZED=0`). Every transform in both
 /// directions (DIF and DIT, every fused scaling) at 2^10 (one pass), 2^17, 2^20 and 2^22, then
-/// the H pipeline at those sizes, against the CPU (computed once per case): together these
-/// launch all ten specialized kernels and the generic one.
+/// the H pipeline at those sizes and at 2^1, 2^4, 2^9, 2^11, 2^13 on both schedules (default
+/// and `CUZK_NTT_H_LEGACY=1`), against the CPU (computed once per case): together these
+/// launch all ten specialized kernels, the generic one and every quotient kernel.
 #[test]
 #[ignore = "gpu"]
 fn gpu_kernel_choices_match_cpu() {
@@ -331,9 +358,20 @@ fn gpu_kernel_choices_match_cpu() {
             check_variant(&g, &stream, &d, case, seed, &choices);
         }
         let seeds = [71, 72, 73].map(|s| s + u64::from(lg));
-        check_quotient_variant(&g, &stream, &d, seeds, &choices);
+        check_quotient_variant(&g, &stream, &d, seeds, &H_CHOICES);
+    }
+    // The H pipeline below the tiled minimum (element-wise fused quotient), at it and at odd
+    // sizes, both schedules.
+    for lg in [1u32, 4, 9, 11, 13] {
+        let d = Domain::new(lg).unwrap();
+        let seeds = [81, 82, 83].map(|s| s + u64::from(lg));
+        check_quotient_variant(&g, &stream, &d, seeds, &H_CHOICES);
     }
 }
+
+/// The H pipeline on both radix-4 kernel choices and both schedules (batched passes and the
+/// fused bit-reversed quotient, and the legacy one).
+const H_CHOICES: [KernelChoice; 4] = [SPECIALIZED, GENERIC, LEGACY, GENERIC_LEGACY];
 
 /// One transform of random input (`seed`) on each of `choices`, against the CPU.
 fn check_variant(
@@ -452,22 +490,34 @@ fn median_ms(g: &Gpu, stream: &Stream, runs: usize, f: impl FnMut()) -> f64 {
     g.median_ms(stream, runs, f).unwrap()
 }
 
-/// The A/B row of the generic radix-4 kernel (`CUZK_NTT_SPECIALIZED=0`, default plan) under a
-/// default row timed at `base` ms: `  generic {what}`, the median and the difference in %.
-fn generic_row(what: &str, base: f64, mut time: impl FnMut(KernelChoice) -> f64) {
-    let ms = time(GENERIC);
+/// An A/B row under a default row timed at `base` ms: `  {label} {what}`, the median of
+/// `time(choice)` and the difference in %.
+fn ab_row(
+    label: &str,
+    choice: KernelChoice,
+    what: &str,
+    base: f64,
+    mut time: impl FnMut(KernelChoice) -> f64,
+) {
+    let ms = time(choice);
     println!(
         "{:<28} {ms:>9.3} ms ({:+.1}% vs default row)",
-        format!("  generic {what}"),
+        format!("  {label} {what}"),
         100.0 * (ms / base - 1.0)
     );
+}
+
+/// The A/B row of the generic radix-4 kernel (`CUZK_NTT_SPECIALIZED=0`, default plan).
+fn generic_row(what: &str, base: f64, time: impl FnMut(KernelChoice) -> f64) {
+    ab_row("generic", GENERIC, what, base, time);
 }
 
 /// Benchmark rows of issue 4: device time between events, median of 11 after a warm-up (H
 /// pipeline from 2^26: 5), random inputs already on the device. The floor is IMAD throughput
 /// scaled from 3.2 ms per 2^24 forward; CPU is one run of the CPU reference on this machine
 /// (sizes ≤ 2^24 unless CUZK_BENCH_CPU_ALL=1). Under the 2^24 and 2^26 N->BR rows and the H
-/// 2^24 and 2^27 rows, the same on the generic radix-4 kernel ([`generic_row`]).
+/// 2^24 and 2^27 rows, the same on the generic radix-4 kernel ([`generic_row`]); under the H
+/// 2^24 and 2^27 rows also the legacy H schedule (`  legacy H 2^k`, `CUZK_NTT_H_LEGACY=1`).
 #[test]
 #[ignore = "gpu"]
 fn gpu_bench_ntt() {
@@ -494,6 +544,9 @@ fn gpu_bench_ntt() {
     }
     if let Some(v) = std::env::var_os("CUZK_NTT_WIDE") {
         println!("CUZK_NTT_WIDE={v:?} (wide plan: 2^12 tiles, cuzk_ntt_pass_wide, from 2^16)");
+    }
+    if let Some(v) = std::env::var_os("CUZK_NTT_H_LEGACY") {
+        println!("CUZK_NTT_H_LEGACY={v:?} (=1: H rows use the legacy schedule)");
     }
     if let Some(v) = std::env::var_os("CUZK_NTT_SPECIALIZED") {
         println!("CUZK_NTT_SPECIALIZED={v:?} (=0: default rows use the generic radix-4 kernel)");
@@ -633,6 +686,13 @@ fn gpu_bench_ntt() {
         );
         if lg != 26 {
             generic_row(&format!("H 2^{lg}"), ms, time_h);
+            // The schedule before the fused quotient and the batched passes
+            // (`CUZK_NTT_H_LEGACY=1`) on the environment's kernels.
+            let legacy = KernelChoice {
+                h_legacy: true,
+                ..KernelChoice::from_env()
+            };
+            ab_row("legacy", legacy, &format!("H 2^{lg}"), ms, time_h);
         }
     }
 }

@@ -72,7 +72,7 @@ static void launch(uint32_t gx, uint32_t gy, uint32_t bx, const std::function<vo
 
 // The specialized radix-4 kernel for a pass's flags (mirror of specialized_name in
 // crates/gpu/src/ntt.rs), counted per name: every variant must run at least once.
-typedef void (*pass_fn)(fr_t*, const fr_t*, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t);
+typedef void (*pass_fn)(fr_t*, fr_t*, fr_t*, const fr_t*, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t);
 struct spec_t { const char* name; pass_fn f; uint64_t runs; };
 static spec_t g_spec[] = {
     {"cuzk_ntt_pass4", cuzk_ntt_pass4, 0},
@@ -131,10 +131,17 @@ static case_t parse(std::istringstream& ls)
     }
     return c;
 }
-static void run(const case_t& c, fr_t* d, const fr_t* tables)
+// Polynomial y of a contiguous batch at d (the launchers' data1/data2 arguments; addresses only).
+static fr_t* poly_at(fr_t* d, uint32_t y, uint32_t lg_n)
 {
-    const uint32_t lg_n = c.lg_n, batch = c.batch;
-    if (c.pre) permute(d, lg_n, batch);
+    return reinterpret_cast<fr_t*>(reinterpret_cast<uintptr_t>(d) + ((uintptr_t)y << (lg_n + 5)));
+}
+// Runs the case's passes on the polynomials ps[0..2] (poly_base): one contiguous batch of
+// c.batch at ps[0] (ps[1], ps[2] its polynomials 1 and 2), or (c.batch = 3) three buffers.
+static void run_passes(const case_t& c, fr_t* const ps[3], uint32_t batch, const fr_t* tables)
+{
+    const uint32_t lg_n = c.lg_n;
+    fr_t *d = ps[0], *d1 = ps[1], *d2 = ps[2];
     for (size_t i = 0; i < c.p.size(); i += 5) {
         uint32_t r4 = c.p[i], s0 = c.p[i + 1], k = c.p[i + 2], lg_c = c.p[i + 3], flags = c.p[i + 4];
         uint32_t tile_lg = k + lg_c;
@@ -142,17 +149,24 @@ static void run(const case_t& c, fr_t* d, const fr_t* tables)
             spec_t& sp = specialized(flags);
             sp.runs++;
             launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
-                   [&] { sp.f(d, tables, lg_n, s0, k, lg_c, flags); });
+                   [&] { sp.f(d, d1, d2, tables, lg_n, s0, k, lg_c, flags); });
         } else if (r4 == 2)
             launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 3),
-                   [&] { cuzk_ntt_pass_wide(d, tables, lg_n, s0, k, lg_c, flags); });
+                   [&] { cuzk_ntt_pass_wide(d, d1, d2, tables, lg_n, s0, k, lg_c, flags); });
         else if (r4)
             launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
-                   [&] { cuzk_ntt_pass4(d, tables, lg_n, s0, k, lg_c, flags); });
+                   [&] { cuzk_ntt_pass4(d, d1, d2, tables, lg_n, s0, k, lg_c, flags); });
         else
             launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 1),
-                   [&] { cuzk_ntt_pass(d, tables, lg_n, s0, k, lg_c, flags); });
+                   [&] { cuzk_ntt_pass(d, d1, d2, tables, lg_n, s0, k, lg_c, flags); });
     }
+}
+static void run(const case_t& c, fr_t* d, const fr_t* tables)
+{
+    const uint32_t lg_n = c.lg_n, batch = c.batch;
+    fr_t* const ps[3] = {d, poly_at(d, 1, lg_n), poly_at(d, 2, lg_n)};
+    if (c.pre) permute(d, lg_n, batch);
+    run_passes(c, ps, batch, tables);
     if (c.post) permute(d, lg_n, batch);
 }
 static std::vector<fr_t> load(const std::string& p)
@@ -175,7 +189,42 @@ int main(int argc, char** argv)
     while (std::getline(cases, line)) {
         bool ok;
         std::string what;
-        if (line.rfind("q ", 0) == 0) {
+        if (line.rfind("Q ", 0) == 0) {
+            // The default quotient schedule: the inputs' passes once over a, b, c (grid.y = 3,
+            // three buffers), the fused quotient with bit-reversed output (element-wise, and
+            // tiled from 2^10: both results checked), the DIT back passes.
+            std::istringstream l1(line.substr(2));
+            case_t fwd = parse(l1);
+            std::getline(cases, line);
+            std::istringstream l2(line.substr(2));
+            case_t back = parse(l2);
+            const std::string id = std::to_string(fwd.id);
+            auto a = load(dir + "/a" + id + ".bin"), b = load(dir + "/b" + id + ".bin"),
+                 c = load(dir + "/c" + id + ".bin"), want = load(dir + "/want" + id + ".bin");
+            const uint32_t lg_n = fwd.lg_n, n = 1u << lg_n;
+            fr_t* const ps[3] = {a.data(), b.data(), c.data()};
+            run_passes(fwd, ps, 3, tables);
+            auto a2 = a;
+            ok = want.size() == n;
+            for (int tiled = 0; tiled < 2; tiled++) {
+                if (tiled && lg_n < 10) continue;
+                auto& x = tiled ? a : a2;
+                if (tiled)
+                    launch(1u << (lg_n - 10), 1, 256,
+                           [&] { cuzk_ntt_quotient_bitrev_tiled(x.data(), b.data(), c.data(), tables, lg_n); });
+                else
+                    launch((n + 255) / 256 < 4 ? (n + 255) / 256 : 4, 1, 256,
+                           [&] { cuzk_ntt_quotient_bitrev(x.data(), b.data(), c.data(), tables, lg_n); });
+                run(back, x.data(), tables);
+                const bool ok1 = ok && memcmp(x.data(), want.data(), 32 * want.size()) == 0;
+                printf("fused quotient %s 2^%u%s |%s: %s\n", tiled ? "tiled" : "element-wise", lg_n,
+                       fwd.desc.c_str(), back.desc.c_str(), ok1 ? "ok" : "MISMATCH");
+                bad += !ok1;
+                runs++;
+            }
+            fflush(stdout);
+            continue;
+        } else if (line.rfind("q ", 0) == 0) {
             // Quotient: inputs' passes, the point-wise kernel, the result's passes + permutation.
             std::istringstream l1(line.substr(2));
             case_t fwd = parse(l1);
@@ -223,9 +272,11 @@ int main(int argc, char** argv)
             spec_t& sp = specialized(flags);
             sp.runs++;
             launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
-                   [&] { cuzk_ntt_pass4(a.data(), tables, lg_n, s0, k, lg_c, flags); });
+                   [&] { cuzk_ntt_pass4(a.data(), poly_at(a.data(), 1, lg_n), poly_at(a.data(), 2, lg_n), tables,
+                                        lg_n, s0, k, lg_c, flags); });
             launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
-                   [&] { sp.f(b.data(), tables, lg_n, s0, k, lg_c, flags); });
+                   [&] { sp.f(b.data(), poly_at(b.data(), 1, lg_n), poly_at(b.data(), 2, lg_n), tables, lg_n, s0,
+                              k, lg_c, flags); });
             const bool ok = memcmp(a.data(), b.data(), 32 * a.size()) == 0;
             if (!ok) printf("sweep 2^%u s0 %u k %u lg_c %u flags %#x %s: MISMATCH\n", lg_n, s0, k, lg_c, flags, sp.name);
             sweep_bad += !ok;
