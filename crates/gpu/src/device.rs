@@ -20,6 +20,8 @@ pub struct DeviceInfo {
     /// (major, minor), e.g. (9, 0) for an H100/H200.
     pub compute_capability: (i32, i32),
     pub sm_count: u32,
+    /// Most shared memory one block may use (opt-in limit, bytes).
+    pub max_shared_per_block: u32,
     pub total_mem: u64,
     /// Free memory when the device was opened (what the budget was computed from).
     pub free_at_start: u64,
@@ -120,6 +122,11 @@ impl Gpu {
                 .map_err(cuda("cuDeviceGetAttribute"))?,
             sm_count: ctx
                 .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                .map_err(cuda("cuDeviceGetAttribute"))? as u32,
+            max_shared_per_block: ctx
+                .attribute(
+                    sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                )
                 .map_err(cuda("cuDeviceGetAttribute"))? as u32,
             total_mem: mem.total,
             free_at_start: mem.free,

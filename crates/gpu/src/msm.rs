@@ -488,11 +488,18 @@ const SORT_FINE_MAX_BLOCKS: usize = 1 << 20;
 pub const SORT_HIST_COUNTERS: usize = 56 * 1024;
 /// Threads of `msm_sort_bin_histogram_smem` (its launch bounds: 512 threads, 2 blocks per SM).
 const SORT_HIST_THREADS: u32 = 512;
+/// Threads of `msm_sort_bin_scatter_smem` (one block per SM: its counters are 32-bit, up to
+/// 224 KiB; it runs with the histogram's window groups where they fit the device's limit).
+const SORT_SCATTER_THREADS: u32 = 1024;
 /// Most scalars a block counts between flushes (a 16-bit counter takes one entry per scalar).
 const SORT_HIST_CHUNK: usize = 65535;
-/// From this n on the bin histogram counts in shared memory (where its groups fit): ~nbins
-/// global atomics per block instead of one per entry.
+/// From this n on the bin histogram and the scatter count in shared memory (where their window
+/// groups fit): ~nbins global atomics per block instead of one per entry.
 pub const SORT_HIST_SMEM_MIN: usize = 1 << 22;
+/// Most window groups for the shared-memory histogram: each group reads every scalar again
+/// (H200 run 21: 2^24 in one group 0.68 ms against 2.67 with global atomics; 2^26 in five
+/// groups 10.9 ms against 8.8, ~2.2 ms per group).
+pub const SORT_HIST_MAX_GROUPS: u32 = 2;
 
 /// Window groups of the shared-memory bin histogram: `(windows per group, groups, shared
 /// counters per block)`, every group's bins within [`SORT_HIST_COUNTERS`] (the top window's up
@@ -623,8 +630,10 @@ pub fn bin_sort<S: Pod>(
     counts.fill_bytes_async(0, stream.cuda())?;
     let smem_groups = (n >= SORT_HIST_SMEM_MIN)
         .then(|| hist_groups(c, nwin, fine_bits, top_fine_bits))
-        .flatten();
-    if let Some((wpg, groups, ncnt)) = smem_groups {
+        .flatten()
+        .filter(|&(_, groups, _)| groups <= SORT_HIST_MAX_GROUPS);
+    let max_shared = gpu.info().max_shared_per_block as usize;
+    if let Some((wpg, groups, ncnt)) = smem_groups.filter(|g| g.2.div_ceil(2) * 4 <= max_shared) {
         let sm = gpu.info().sm_count.max(1);
         let blocks = (2 * sm).div_ceil(groups).max(1);
         let chunk = n.div_ceil(blocks as usize).clamp(1, SORT_HIST_CHUNK);
@@ -666,17 +675,43 @@ pub fn bin_sort<S: Pod>(
     // bins[0..=nbins] = exclusive prefix of counts; cursors[0..nbins) the same (bin cursors)
     scan(gpu, stream, counts, nbins, bins, cursors)?;
     phase(2)?;
-    // SAFETY: reads canon[0..n), atomics on cursors[bin < nbins], writes sorted[pos < cap].
-    unsafe {
-        gpu.launch(
-            stream,
-            MODULE,
-            K,
-            stride_cfg(n, 256)?,
-            &[
-                canon, &n32, &c, &nwin, &f32_, &ft32, &ib32, &*cursors, &*sorted, &cap,
-            ],
-        )?
+    if let Some((wpg, groups, ncnt)) = smem_groups.filter(|g| g.2 * 4 <= max_shared) {
+        let sm = gpu.info().sm_count.max(1);
+        let blocks = sm.div_ceil(groups).max(1);
+        let chunk = n.div_ceil(blocks as usize).max(1);
+        let cfg = LaunchConfig {
+            grid: (blocks, groups, 1),
+            block: (SORT_SCATTER_THREADS, 1, 1),
+            shared_bytes: u32_of(K, "shared bytes", ncnt * 4)?,
+        };
+        let (ncnt32, chunk32) = (u32_of(K, "counters", ncnt)?, u32_of(K, "chunk", chunk)?);
+        // SAFETY: reads canon[0..n); shared counters: ncnt words, indices checked against ncnt;
+        // atomics on cursors[bin < nbins]; writes sorted[pos < cap].
+        unsafe {
+            gpu.launch(
+                stream,
+                MODULE,
+                "msm_sort_bin_scatter_smem",
+                cfg,
+                &[
+                    canon, &n32, &c, &nwin, &f32_, &ft32, &ib32, &wpg, &ncnt32, &chunk32,
+                    &*cursors, &*sorted, &cap,
+                ],
+            )?
+        }
+    } else {
+        // SAFETY: reads canon[0..n), atomics on cursors[bin < nbins], writes sorted[pos < cap].
+        unsafe {
+            gpu.launch(
+                stream,
+                MODULE,
+                K,
+                stride_cfg(n, 256)?,
+                &[
+                    canon, &n32, &c, &nwin, &f32_, &ft32, &ib32, &*cursors, &*sorted, &cap,
+                ],
+            )?
+        }
     }
     phase(3)?;
     let fine_cfg = LaunchConfig {
