@@ -71,17 +71,6 @@ msm_sort_bin_scatter(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uin
     msm::sort_bin_scatter(canon, n, c, nwin, F, Ft, idxbits, bin_cur, sorted, cap);
 }
 
-// Shared-memory scatter: 1024 threads, one block per SM (up to 224 KiB of counters).
-extern "C" __global__ void __launch_bounds__(1024, 1)
-msm_sort_bin_scatter_smem(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t F,
-                          uint32_t Ft, uint32_t idxbits, uint32_t wpg, uint32_t ncnt, uint32_t chunk,
-                          uint32_t* bin_cur, uint32_t* __restrict__ sorted, uint32_t cap)
-{
-    extern __shared__ uint32_t scatter_sh[];
-    msm::sort_bin_scatter_smem(canon, n, c, nwin, F, Ft, idxbits, wpg, ncnt, chunk, bin_cur, sorted, cap,
-                               scatter_sh);
-}
-
 extern "C" __global__ void __launch_bounds__(msm::SORT_FINE_THREADS)
 msm_sort_fine(const uint32_t* __restrict__ bin_off, uint32_t nbins, uint32_t F, uint32_t Ft, uint32_t idxbits,
               uint32_t c, uint32_t nwin, uint32_t* sorted, uint32_t cap, uint32_t* offsets, uint32_t* cursors,

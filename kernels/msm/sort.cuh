@@ -12,8 +12,7 @@
 //                          L2-resident array of nbins words); sort_bin_histogram_smem, the
 //                          same counts through per-block 16-bit shared counters (large n)
 //   b. scan                (msm/scan.cuh) bin_counts -> bin_off[0..=nbins] and bin cursors
-//   c. sort_bin_scatter    sorted[bin_cur[bin]++] = entry | fine << idxbits (or
-//                          sort_bin_scatter_smem: per-block ranges reserved per bin): one atomic per
+//   c. sort_bin_scatter    sorted[bin_cur[bin]++] = entry | fine << idxbits: one atomic per
 //                          entry on nbins cursors (L2-resident, vs nkeys for the old scatter) and
 //                          stores to nbins write fronts (~32 B each, L2-resident, so partial
 //                          sectors merge in L2 instead of going to DRAM one word at a time)
@@ -211,66 +210,6 @@ __device__ __forceinline__ void sort_bin_scatter(const S* canon, uint32_t n, uin
                 if (pos[j] < cap)   // cap: memory safety only (~0u never passes)
                     sorted[pos[j]] = i | (neg[j] ? SIGN_BIT : 0u) | (m.fine(key[j]) << idxbits);
         }
-    }
-}
-
-// c, shared-memory form (with sort_bin_histogram_smem's window groups): per chunk of scalars a
-// block counts its entries per bin in 32-bit shared counters, reserves each non-empty bin's
-// range with one global atomic on bin_cur, then places the entries with shared-memory atomics:
-// about nbins global atomics per chunk instead of one per entry, and a block's entries of a bin
-// land contiguously. The digits are computed twice (the scalars are read twice). Bins past the
-// `ncnt` counters (the top window's unreachable digits) take a global atomic per entry.
-// sh: ncnt words of dynamic shared memory. The same bins as sort_bin_scatter (order within a
-// bin differs; sort_fine does not depend on it).
-template <class S>
-__device__ __forceinline__ void sort_bin_scatter_smem(const S* canon, uint32_t n, uint32_t c, uint32_t nwin,
-                                                      uint32_t F, uint32_t Ft, uint32_t idxbits, uint32_t wpg,
-                                                      uint32_t ncnt, uint32_t chunk, uint32_t* bin_cur,
-                                                      uint32_t* sorted, uint32_t cap, uint32_t* sh)
-{
-    const bin_map m(c, nwin, F, Ft);
-    const uint32_t half = 1u << (c - 1);
-    const uint32_t w0 = blockIdx.y * wpg, w1 = min(nwin, w0 + wpg);
-    const uint32_t b0 = m.bin(w0 * half);
-    const uint32_t b1 = w1 == nwin ? m.split + (half >> Ft) : m.bin(w1 * half);
-    const uint32_t used = min(b1 - b0, ncnt);
-    for (uint32_t base = blockIdx.x * chunk; base < n; base += gridDim.x * chunk) {
-        const uint32_t end = min(n, base + chunk);
-        for (uint32_t j = threadIdx.x; j < used; j += blockDim.x) sh[j] = 0;
-        __syncthreads();
-        for (uint32_t i = base + threadIdx.x; i < end; i += blockDim.x) {
-            const S s = canon[i];
-            if (!is_general(s)) continue;
-            uint32_t carry = 0;
-            for (uint32_t w = 0; w < w1; w++) {   // windows below w0 only for their carry
-                bool neg;
-                const uint32_t key = digit_key(s, w, c, carry, neg);
-                if (w < w0 || key == ~0u) continue;
-                const uint32_t b = m.bin(key) - b0;
-                if (b < used) atomicAdd(&sh[b], 1u);
-            }
-        }
-        __syncthreads();
-        for (uint32_t j = threadIdx.x; j < used; j += blockDim.x) {
-            const uint32_t v = sh[j];
-            if (v) sh[j] = atomicAdd(&bin_cur[b0 + j], v);
-        }
-        __syncthreads();
-        for (uint32_t i = base + threadIdx.x; i < end; i += blockDim.x) {
-            const S s = canon[i];
-            if (!is_general(s)) continue;
-            uint32_t carry = 0;
-            for (uint32_t w = 0; w < w1; w++) {
-                bool neg;
-                const uint32_t key = digit_key(s, w, c, carry, neg);
-                if (w < w0 || key == ~0u) continue;
-                const uint32_t b = m.bin(key) - b0;
-                const uint32_t pos = b < used ? atomicAdd(&sh[b], 1u) : atomicAdd(&bin_cur[b0 + b], 1u);
-                if (pos < cap)   // memory safety only
-                    sorted[pos] = i | (neg ? SIGN_BIT : 0u) | (m.fine(key) << idxbits);
-            }
-        }
-        __syncthreads();   // the counters are zeroed again for the next chunk
     }
 }
 

@@ -488,13 +488,11 @@ const SORT_FINE_MAX_BLOCKS: usize = 1 << 20;
 pub const SORT_HIST_COUNTERS: usize = 56 * 1024;
 /// Threads of `msm_sort_bin_histogram_smem` (its launch bounds: 512 threads, 2 blocks per SM).
 const SORT_HIST_THREADS: u32 = 512;
-/// Threads of `msm_sort_bin_scatter_smem` (one block per SM: its counters are 32-bit, up to
-/// 224 KiB; it runs with the histogram's window groups where they fit the device's limit).
-const SORT_SCATTER_THREADS: u32 = 1024;
 /// Most scalars a block counts between flushes (a 16-bit counter takes one entry per scalar).
 const SORT_HIST_CHUNK: usize = 65535;
-/// From this n on the bin histogram and the scatter count in shared memory (where their window
-/// groups fit): ~nbins global atomics per block instead of one per entry.
+/// From this n on the bin histogram counts in shared memory (where its groups fit): ~nbins
+/// global atomics per block instead of one per entry. (The scatter counted and reserved the
+/// same way measured 13.6 ms against 5.8 at 2^24, H200 run 22, and was removed.)
 pub const SORT_HIST_SMEM_MIN: usize = 1 << 22;
 /// Most window groups for the shared-memory histogram: each group reads every scalar again
 /// (H200 run 21: 2^24 in one group 0.68 ms against 2.67 with global atomics; 2^26 in five
@@ -675,43 +673,17 @@ pub fn bin_sort<S: Pod>(
     // bins[0..=nbins] = exclusive prefix of counts; cursors[0..nbins) the same (bin cursors)
     scan(gpu, stream, counts, nbins, bins, cursors)?;
     phase(2)?;
-    if let Some((wpg, groups, ncnt)) = smem_groups.filter(|g| g.2 * 4 <= max_shared) {
-        let sm = gpu.info().sm_count.max(1);
-        let blocks = sm.div_ceil(groups).max(1);
-        let chunk = n.div_ceil(blocks as usize).max(1);
-        let cfg = LaunchConfig {
-            grid: (blocks, groups, 1),
-            block: (SORT_SCATTER_THREADS, 1, 1),
-            shared_bytes: u32_of(K, "shared bytes", ncnt * 4)?,
-        };
-        let (ncnt32, chunk32) = (u32_of(K, "counters", ncnt)?, u32_of(K, "chunk", chunk)?);
-        // SAFETY: reads canon[0..n); shared counters: ncnt words, indices checked against ncnt;
-        // atomics on cursors[bin < nbins]; writes sorted[pos < cap].
-        unsafe {
-            gpu.launch(
-                stream,
-                MODULE,
-                "msm_sort_bin_scatter_smem",
-                cfg,
-                &[
-                    canon, &n32, &c, &nwin, &f32_, &ft32, &ib32, &wpg, &ncnt32, &chunk32,
-                    &*cursors, &*sorted, &cap,
-                ],
-            )?
-        }
-    } else {
-        // SAFETY: reads canon[0..n), atomics on cursors[bin < nbins], writes sorted[pos < cap].
-        unsafe {
-            gpu.launch(
-                stream,
-                MODULE,
-                K,
-                stride_cfg(n, 256)?,
-                &[
-                    canon, &n32, &c, &nwin, &f32_, &ft32, &ib32, &*cursors, &*sorted, &cap,
-                ],
-            )?
-        }
+    // SAFETY: reads canon[0..n), atomics on cursors[bin < nbins], writes sorted[pos < cap].
+    unsafe {
+        gpu.launch(
+            stream,
+            MODULE,
+            K,
+            stride_cfg(n, 256)?,
+            &[
+                canon, &n32, &c, &nwin, &f32_, &ft32, &ib32, &*cursors, &*sorted, &cap,
+            ],
+        )?
     }
     phase(3)?;
     let fine_cfg = LaunchConfig {

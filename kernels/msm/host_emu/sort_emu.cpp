@@ -104,23 +104,8 @@ static Ref reference(const std::vector<scalar_t>& sc, uint32_t c, uint32_t nwin)
 static constexpr uint32_t POISON = 0xdeadbeefu;
 
 // One binned sort as msm.rs launches it; returns the number of mismatches.
-// Shared counters the largest group of wpg windows needs (crates/gpu/src/msm.rs hist_counters,
-// with the top window's full digit range).
-static uint32_t group_counters(uint32_t c, uint32_t nwin, uint32_t F, uint32_t Ft, uint32_t wpg)
-{
-    const uint32_t half = 1u << (c - 1), top_bins = half >> Ft, low_bins = half >> F;
-    uint32_t most = 0;
-    for (uint32_t w0 = 0; w0 < nwin; w0 += wpg) {
-        const uint32_t w1 = std::min(nwin, w0 + wpg);
-        most = std::max(most, (w1 - w0 - (w1 == nwin)) * low_bins + (w1 == nwin ? top_bins : 0));
-    }
-    return most;
-}
-
-// scatter: 0 = sort_bin_scatter; 1..6 = sort_bin_scatter_smem with window groups of 1, 2 or all
-// windows (scatter - 1) % 3, and counters for every bin of the largest group or half of them.
 static int run(const std::vector<scalar_t>& sc, uint32_t c, uint32_t F, uint32_t Ft, const Ref& ref,
-               bool& oversized, uint32_t fine_threads, uint32_t scatter)
+               bool& oversized, uint32_t fine_threads)
 {
     const uint32_t n = sc.size(), nwin = (256 + c - 1) / c, nkeys = nwin << (c - 1);
     const uint32_t nbins = ((nwin - 1) << (c - 1 - F)) + (1u << (c - 1 - Ft));
@@ -137,9 +122,14 @@ static int run(const std::vector<scalar_t>& sc, uint32_t c, uint32_t F, uint32_t
     // of 1, 2 and all windows, shared counters for every bin of the largest group and for half
     // of them (the rest through global atomics), chunks short enough that blocks loop.
     {
+        const uint32_t half = 1u << (c - 1), top_bins = half >> Ft, low_bins = half >> F;
         for (uint32_t wpg : {1u, 2u, nwin}) {
             const uint32_t groups = (nwin + wpg - 1) / wpg;
-            const uint32_t most = group_counters(c, nwin, F, Ft, wpg);
+            uint32_t most = 0;
+            for (uint32_t w0 = 0; w0 < nwin; w0 += wpg) {
+                const uint32_t w1 = std::min(nwin, w0 + wpg);
+                most = std::max(most, (w1 - w0 - (w1 == nwin)) * low_bins + (w1 == nwin ? top_bins : 0));
+            }
             for (uint32_t ncnt : {most, std::max(1u, most / 2)}) {
                 std::vector<uint32_t> got(nbins, 0), sh((ncnt + 1) / 2, POISON);
                 uint32_t fl = POISON;
@@ -158,20 +148,9 @@ static int run(const std::vector<scalar_t>& sc, uint32_t c, uint32_t F, uint32_t
     launch(tiles, SCAN_TILE, [&] { scan_tile_sums(counts.data(), nbins, cursors.data()); });
     launch(1, SCAN_TOP_THREADS, [&] { scan_tile_bases(nbins, bins.data(), cursors.data()); });
     launch(tiles, SCAN_TILE, [&] { scan_tiles(counts.data(), nbins, bins.data(), cursors.data()); });
-    if (scatter == 0) {
-        launch(blocks, threads, [&] {
-            sort_bin_scatter(sc.data(), n, c, nwin, F, Ft, idxbits, cursors.data(), sorted.data(), cap);
-        });
-    } else {
-        const uint32_t wpg = std::vector<uint32_t>{1u, 2u, nwin}[(scatter - 1) % 3];
-        const uint32_t most = group_counters(c, nwin, F, Ft, wpg);
-        const uint32_t ncnt = scatter <= 3 ? most : std::max(1u, most / 2);
-        std::vector<uint32_t> sh(ncnt, POISON);
-        launch(2, threads, [&] {
-            sort_bin_scatter_smem(sc.data(), n, c, nwin, F, Ft, idxbits, wpg, ncnt, std::max(1u, n / 5),
-                                  cursors.data(), sorted.data(), cap, sh.data());
-        }, (nwin + wpg - 1) / wpg);
-    }
+    launch(blocks, threads, [&] {
+        sort_bin_scatter(sc.data(), n, c, nwin, F, Ft, idxbits, cursors.data(), sorted.data(), cap);
+    });
     // usually 32 of the kernel's 256 threads (it uses blockDim.x): keeps the emulation fast,
     // and each thread then scans several fine counters (nf > blockDim.x for F > 5)
     launch(std::min(nbins, 5u), fine_threads, [&] {
@@ -235,10 +214,9 @@ int main()
         for (auto [F, Ft] : fs) {
             bool ov = false;
             // the GPU's 256 threads for the oversized cases
-            const uint32_t scatter = runs % 7;   // the scatter forms in turn
-            int b = run(sc, cs.c, F, Ft, ref, ov, cs.n == 9000 ? SORT_FINE_THREADS : 32, scatter);
-            printf("n %u %s c %u F %u Ft %u scatter %u entries %u%s: %s\n", cs.n, kname[cs.k], cs.c, F, Ft, scatter,
-                   ref.offsets.back(), ov ? " (oversized bins)" : "", b ? "FAIL" : "ok");
+            int b = run(sc, cs.c, F, Ft, ref, ov, cs.n == 9000 ? SORT_FINE_THREADS : 32);
+            printf("n %u %s c %u F %u Ft %u entries %u%s: %s\n", cs.n, kname[cs.k], cs.c, F, Ft, ref.offsets.back(),
+                   ov ? " (oversized bins)" : "", b ? "FAIL" : "ok");
             fflush(stdout);
             bad += b != 0;
             over += ov;
