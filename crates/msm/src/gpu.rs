@@ -44,6 +44,19 @@ pub const WINDOW_ENV: &str = "CUZK_MSM_WINDOW";
 /// previous per-key histogram + scan + atomic scatter, a fallback); anything else or unset:
 /// the binned sort ([`Sort::Bins`]).
 pub const SORT_ENV: &str = "CUZK_MSM_SORT";
+/// Environment variable setting how many entries ahead the accumulation prefetches points
+/// into L2 (0: off; ignored if it does not parse). [`GpuMsm::with_prefetch`] overrides it.
+pub const PREFETCH_ENV: &str = "CUZK_MSM_PREFETCH";
+/// Default prefetch distance of the accumulation (entries ahead in a thread's slice).
+pub const DEFAULT_PREFETCH: u32 = 2;
+
+fn env_prefetch() -> u32 {
+    std::env::var(PREFETCH_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(DEFAULT_PREFETCH)
+}
+
 /// Entries a sort bin should hold on average (the shared-memory tile holds `SORT_TILE` =
 /// 8192, so a typical bin fits with room for its random spread).
 const SORT_BIN_TARGET: f64 = 4096.0;
@@ -337,11 +350,23 @@ impl Plan {
             .min(acc_wave)
             .max((entries / 256).min(acc_wave * acc_waves.max(1)))
             .max(1);
-        // The bucket reduction fills one wave: nwin · ⌈B / L⌉ <= wave threads (the last group
-        // of a window may be shorter). More than one wave ran its last part-empty, and a
-        // power-of-two group count left up to half of the wave idle (2^24: 2048 of 2599).
-        let per_win = (wave / nwin).clamp(1, buckets_per_window);
-        let group = buckets_per_window.div_ceil(per_win);
+        // The bucket reduction fills one wave with the groups that have work: ⌈B / L⌉ per
+        // window below the top one, ⌈reach / L⌉ in the top window (canonical scalars reach
+        // only its first `top_window_keys(c)` keys: 29678 of 2^19 at c = 20; its later groups
+        // are empty and finish at once). The last group of a window may be shorter. More than
+        // one wave ran its last part-empty, and a power-of-two group count left up to half of
+        // the wave idle (2^24: 2048 of 2599).
+        let b = buckets_per_window;
+        let reach = k::top_window_keys(c).clamp(1, b);
+        let busy = |per: usize| {
+            let l = b.div_ceil(per);
+            (nwin - 1) * b.div_ceil(l) + reach.div_ceil(l)
+        };
+        let mut per_win = (wave * b / ((nwin - 1) * b + reach)).clamp(1, b);
+        while per_win > 1 && busy(per_win) > wave {
+            per_win -= 1;
+        }
+        let group = b.div_ceil(per_win);
         Self {
             c,
             nwin,
@@ -712,6 +737,7 @@ pub struct GpuMsm<P: MsmPoint> {
     vram_limit: Option<u64>,
     keep_scratch: bool,
     acc: Accumulate,
+    prefetch: u32,
     sort: Sort,
     cache: Arc<KeptCache<P>>,
     /// Resident points: which are the identity (one bit each, made at construction); their
@@ -728,6 +754,7 @@ impl<P: MsmPoint> std::fmt::Debug for GpuMsm<P> {
             .field("window_bits", &self.window_bits)
             .field("keep_scratch", &self.keep_scratch)
             .field("accumulate", &self.acc)
+            .field("prefetch", &self.prefetch)
             .field("sort", &self.sort)
             .finish()
     }
@@ -764,6 +791,7 @@ impl<P: MsmPoint> GpuMsm<P> {
             vram_limit: None,
             keep_scratch: true,
             acc: env_accumulate(),
+            prefetch: env_prefetch(),
             sort: env_sort(),
             cache,
             identity,
@@ -820,6 +848,13 @@ impl<P: MsmPoint> GpuMsm<P> {
     /// Chooses the G1 accumulation kernel (overrides `CUZK_MSM_ACCUMULATE`; G2 has one).
     pub fn with_accumulate(mut self, acc: Accumulate) -> Self {
         self.acc = acc;
+        self
+    }
+
+    /// Sets how many entries ahead the accumulation prefetches points into L2 (0: off;
+    /// overrides `CUZK_MSM_PREFETCH`).
+    pub fn with_prefetch(mut self, ahead: u32) -> Self {
+        self.prefetch = ahead;
         self
     }
 
@@ -1286,6 +1321,7 @@ impl<P: MsmPoint> GpuMsm<P> {
                 s,
                 cv,
                 self.acc,
+                self.prefetch,
                 pts,
                 n,
                 &sc.sorted,
@@ -1587,10 +1623,18 @@ mod tests {
 
     #[test]
     fn plan_sizes_are_consistent() {
+        // One wave of groups with work (the top window's groups past its reachable keys
+        // have none), nearly all of it used (up to the rounding of the group length).
+        for lg in [20, 24] {
+            let p = Plan::new(1 << lg, 1 << lg, None, 132);
+            let reach = k::top_window_keys(p.c);
+            let busy = (p.nwin - 1) * p.groups() + reach.div_ceil(p.group);
+            assert!(busy <= 132 * THREADS_PER_SM, "2^{lg}: {busy}");
+            assert!(busy > 132 * THREADS_PER_SM * 95 / 100, "2^{lg}: {busy}");
+        }
         let p = Plan::new(1 << 20, 1 << 20, None, 132);
         assert!(p.nwin * p.c as usize >= 256);
         assert!(p.group >= 1 && p.group <= p.buckets_per_window);
-        assert!(p.nwin * p.groups() <= 132 * THREADS_PER_SM);
         assert!(
             (p.groups() - 1) * p.group < p.buckets_per_window,
             "no empty group"
