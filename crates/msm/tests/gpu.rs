@@ -567,7 +567,10 @@ fn gpu_bench_msm() {
     profile(&ctx, &dev, "G2 2^24 random freed-scratch");
     let want = ctx.msm_device(&dev).unwrap();
     drop(ctx);
-    for ahead in PREFETCH_SWEEP.into_iter().filter(|&a| a != DEFAULT_PREFETCH) {
+    for ahead in PREFETCH_SWEEP
+        .into_iter()
+        .filter(|&a| a != DEFAULT_PREFETCH)
+    {
         let other = GpuMsm::resident(&g, &g2).unwrap().with_prefetch(ahead);
         assert_eq!(other.msm_device(&dev).unwrap(), want, "prefetch {ahead}");
         let ms = median_ms(other.stream(), &g, || {
