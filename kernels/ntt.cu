@@ -96,8 +96,14 @@ cuzk_ntt_bit_reverse(fr_t* __restrict__ data, uint32_t lg_n)
 // rows of set rev m and B to set m. Every block reads all its elements before it writes, and the
 // sets of different blocks are disjoint, so in place is safe.
 // QUOT (cuzk_ntt_quotient_bitrev_tiled): every loaded element x of data (= a) at index i becomes
-// (x * b[i] - c[i]) * Z^-1 before it is staged, so the quotient leaves a bit-reversed.
+// (x * b[i] - n * c[i]) * K (hq below) before it is staged, so the quotient leaves a bit-reversed.
 constexpr uint32_t BR_T = 5;
+// The H pipeline's quotient of one element: a, b, c are n times the coset evaluations, K =
+// 1/(Z n^3) includes back's 1/n (T_HK, T_HN in ntt/ntt.cuh): three multiplications.
+__device__ __forceinline__ fr_t hq(const fr_t& a, const fr_t& b, const fr_t& c, const fr_t& nn, const fr_t& kk)
+{
+    return (a * b - c * nn) * kk;
+}
 template <bool QUOT>
 __device__ __forceinline__ void bit_reverse_tiled(fr_t* __restrict__ data, const fr_t* __restrict__ qb,
                                                   const fr_t* __restrict__ qc, const fr_t* __restrict__ tables,
@@ -112,8 +118,11 @@ __device__ __forceinline__ void bit_reverse_tiled(fr_t* __restrict__ data, const
     fr_t* poly = data + ((size_t)blockIdx.y << lg_n);
     const uint32_t t = threadIdx.x;
     const uint32_t a_shift = lg_n - BR_T;
-    fr_t ra[4], rb[4], z;
-    if constexpr (QUOT) z = ld(tables + T_ZINV + lg_n);
+    fr_t ra[4], rb[4], nn, kk;
+    if constexpr (QUOT) {
+        nn = ld(tables + T_HN + lg_n);
+        kk = ld(tables + T_HK + lg_n);
+    }
 #pragma unroll
     for (uint32_t u = 0; u < 4; u++) {
         uint32_t e = t + 256 * u, a = e >> BR_T, b = e & (W - 1);
@@ -122,8 +131,8 @@ __device__ __forceinline__ void bit_reverse_tiled(fr_t* __restrict__ data, const
         ra[u] = ld_elem(poly + ia);
         if (mr != m) rb[u] = ld_elem(poly + ib);
         if constexpr (QUOT) {
-            ra[u] = (ra[u] * ld_elem(qb + ia) - ld_elem(qc + ia)) * z;
-            if (mr != m) rb[u] = (rb[u] * ld_elem(qb + ib) - ld_elem(qc + ib)) * z;
+            ra[u] = hq(ra[u], ld_elem(qb + ia), ld_elem(qc + ia), nn, kk);
+            if (mr != m) rb[u] = hq(rb[u], ld_elem(qb + ib), ld_elem(qc + ib), nn, kk);
         }
     }
     // Output (a', rev m, b') is old (rev b', m, rev a') = A[rev b'][rev a']: stage A at
@@ -166,33 +175,21 @@ cuzk_ntt_bit_reverse_tiled(fr_t* __restrict__ data, uint32_t lg_n)
     bit_reverse_tiled<false>(data, nullptr, nullptr, nullptr, lg_n);
 }
 
-// Groth16 quotient on the coset: a[i] = (a[i] * b[i] - c[i]) * Z^-1, Z^-1 = 1/(g^n - 1).
-extern "C" __global__ void __launch_bounds__(256)
-cuzk_ntt_quotient(fr_t* __restrict__ a, const fr_t* __restrict__ b, const fr_t* __restrict__ c,
-                  const fr_t* __restrict__ tables, uint32_t lg_n)
-{
-    const uint32_t n = 1u << lg_n;
-    const fr_t z = ld(tables + T_ZINV + lg_n);
-    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        a[i] = (a[i] * b[i] - c[i]) * z;
-    }
-}
-
-// The quotient written bit-reversed, in place on a (one polynomial): a[bitrev(i)] = (a[i] * b[i]
-// - c[i]) * Z^-1, so the H pipeline's inverse coset transform is a DIT (bit-reversed in) and no
-// permutation pass follows it. Element-wise (any lg_n; grid any x, 1): the thread of the pair
+// The H pipeline's quotient written bit-reversed, in place on a (one polynomial): a[bitrev(i)] =
+// (a[i] * b[i] - n * c[i]) * K (hq), so the H pipeline's inverse coset transform is a DIT
+// (bit-reversed in) and no permutation pass follows it. Element-wise (any lg_n; grid any x, 1): the thread of the pair
 // (i, j = bitrev(i)), i <= j, reads both before it writes either.
 extern "C" __global__ void __launch_bounds__(256)
 cuzk_ntt_quotient_bitrev(fr_t* __restrict__ a, const fr_t* __restrict__ b, const fr_t* __restrict__ c,
                          const fr_t* __restrict__ tables, uint32_t lg_n)
 {
     const uint32_t n = 1u << lg_n;
-    const fr_t z = ld(tables + T_ZINV + lg_n);
+    const fr_t nn = ld(tables + T_HN + lg_n), kk = ld(tables + T_HK + lg_n);
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         const uint32_t j = bitrev(i, lg_n);
         if (i > j) continue;
-        const fr_t qi = (a[i] * b[i] - c[i]) * z;
-        if (i != j) a[i] = (a[j] * b[j] - c[j]) * z;
+        const fr_t qi = hq(a[i], b[i], c[i], nn, kk);
+        if (i != j) a[i] = hq(a[j], b[j], c[j], nn, kk);
         a[j] = qi;
     }
 }

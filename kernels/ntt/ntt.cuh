@@ -16,8 +16,10 @@
 // Twiddles: every root is a power of W = the primitive 2^28-th root of unity that cuzk-field
 // derives (so every domain of size <= 2^28 shares one table set per device): W^e = HI[e >> 14] *
 // LO[e & 0x3fff]. Internal DFT twiddles come from a direct table of w_1024^q, q < 512.
-// Coset scaling (g^i, g^-i) and the constants 1/n and Z^-1 live in the same table buffer and are
-// fused into the load of the first pass (pre) or the store of the last pass (post).
+// Coset scaling (g^i, g^-i) and the constant 1/n live in the same table buffer and are fused
+// into the load of the first pass (pre) or the store of the last pass (post). The H pipeline
+// (lg_n <= 27) evaluates on the half-root coset s = w_2N instead: s^i is folded into the
+// inter-pass twiddles (F_ODD_ROW, F_ODD_COL, F_POST_ROW below), 1/n into the quotient's constant.
 #pragma once
 
 #include "ff/bls12_381.cuh"
@@ -42,13 +44,19 @@ constexpr uint32_t T_GI_HI = T_GI_LO + SPLIT;
 constexpr uint32_t T_FWD_INT = T_GI_HI + SPLIT;              // w_1024^q
 constexpr uint32_t T_INV_INT = T_FWD_INT + INT_LEN;          // w_1024^-q
 constexpr uint32_t T_NINV = T_INV_INT + INT_LEN;             // 1/2^L, L = 0..28
-constexpr uint32_t T_ZINV = T_NINV + MAX_LG + 1;             // 1/(g^(2^L) - 1)
+// The H pipeline's quotient constants (cuzk_ntt_quotient_bitrev*): its inputs are n times the
+// coset evaluations (no 1/n anywhere before it) and back runs unscaled, so the kernel writes
+// (a*b - n*c) * K_L with T_HN[L] = 2^L and T_HK[L] = 1/(Z * n^3): Z = s^n - 1 = -2 on the
+// half-root coset s = w_2n (L <= 27), Z = g^n - 1 on the g coset (L = 28, MAX_LG).
+constexpr uint32_t T_HK = T_NINV + MAX_LG + 1;
+constexpr uint32_t T_HN = T_HK + MAX_LG + 1;
 // Direct inter-pass twiddle tables: w_(2^DIRECT_LG)^i = W^(i << (MAX_LG - DIRECT_LG)), i < 2^DIRECT_LG.
-// A pass whose transform size M = 2^(lg_n - s0) is <= 2^DIRECT_LG (the second pass at 2^24..2^28)
-// reads its twiddle with one load instead of the split-table product (one multiplication less).
-constexpr uint32_t DIRECT_LG = 18;
-constexpr uint32_t DIRECT_N = 1u << DIRECT_LG;               // 262144 (8 MiB each)
-constexpr uint32_t T_FWD_DIR = T_ZINV + MAX_LG + 1;
+// A twiddle that is a power of w_(2^ord), ord <= DIRECT_LG (the second pass at 2^24..2^28,
+// also with the half-root coset's odd exponents: ord = m_lg + 1 = 19 at 2^27), reads one load
+// instead of the split-table product (one multiplication less).
+constexpr uint32_t DIRECT_LG = 19;
+constexpr uint32_t DIRECT_N = 1u << DIRECT_LG;               // 524288 (16 MiB each)
+constexpr uint32_t T_FWD_DIR = T_HN + MAX_LG + 1;
 constexpr uint32_t T_INV_DIR = T_FWD_DIR + DIRECT_N;
 // Per-size scaled HI tables for the fused coset scaling with 1/n: for each L = 0..MAX_LG,
 // HI_GN_L[h] = g^(h * 2^14) / 2^L (and g^-1 in HI_GIN_L), h < max(1, 2^(L-14)), at offset
@@ -69,7 +77,17 @@ constexpr uint32_t F_PRE_NINV = 1u << 5;     // load: x *= 1/n
 constexpr uint32_t F_POST_G = 1u << 6;       // store: x *= g^idx
 constexpr uint32_t F_POST_GI = 1u << 7;      // store: x *= g^-idx
 constexpr uint32_t F_POST_NINV = 1u << 8;    // store: x *= 1/n
-constexpr uint32_t F_ALL = (1u << 9) - 1;
+// The half-root coset s = w_2N (the H pipeline, lg_n <= 27; crates/ntt/PERF-NOTES.md session 8):
+// with F_ODD_ROW and/or F_ODD_COL the inter-pass twiddle (F_TWIDDLE) of element (row, col) is
+// w_2M^e, M = 2^m_lg, e = 2 * col * bitrev(row, k) + (F_ODD_ROW ? bitrev(row, k) : 0)
+// + (F_ODD_COL ? col : 0) (without them w_M^(col * bitrev(row, k))). A forward DIT with
+// F_TWIDDLE | F_ODD_ROW on every pass (the R = 0 pass included, col = 0 there) is the forward
+// transform of x_i * s^i; the inverse DIT's last pass (s0 = 0) with F_ODD_COL | F_POST_ROW
+// multiplies the inverse transform's output i by s^-i (unscaled).
+constexpr uint32_t F_ODD_ROW = 1u << 9;
+constexpr uint32_t F_ODD_COL = 1u << 10;
+constexpr uint32_t F_POST_ROW = 1u << 11;    // DIT store: x *= w_(2^(k+1))^(+-row), row of the tile (DIF: ignored)
+constexpr uint32_t F_ALL = (1u << 12) - 1;
 
 constexpr uint32_t TILE_LG = 10;             // elements per tile <= 1024, threads <= 512
 constexpr uint32_t MAX_THREADS = 1u << (TILE_LG - 1);
@@ -77,7 +95,7 @@ constexpr uint32_t MAX_THREADS = 1u << (TILE_LG - 1);
 // (128 KiB of dynamic shared memory, one block per SM), eight elements per thread (two radix-4
 // groups per step, one after the other), k <= 12: 2^24 in two passes (12+12). Internal
 // twiddles of half-size h >= 2^INT_LG (the top two stages of k = 11, 12) come from the direct
-// table: w_(2h)^j = w_(2^18)^(j << (17 - lg_h)).
+// table: w_(2h)^j = w_(2^DIRECT_LG)^(j << (DIRECT_LG - 1 - lg_h)).
 constexpr uint32_t WIDE_TILE_LG = 12;
 constexpr uint32_t WIDE_THREADS = 1u << (WIDE_TILE_LG - 3);
 
@@ -207,13 +225,29 @@ __device__ __forceinline__ fr_t scale_steps(fr_t x, const fr_t* tables, uint32_t
     return x;
 }
 
-// Inter-pass twiddle W^ex (ex a multiple of 2^(MAX_LG - m_lg), m_lg = lg_n - s0): one direct
-// load when the pass's transform size 2^m_lg fits the direct table, else the split product.
-__device__ __forceinline__ fr_t pass_twiddle(const fr_t* tables, bool inv, uint32_t m_lg, uint32_t ex)
+// Inter-pass twiddle W^ex (ex a multiple of 2^(MAX_LG - ord), a power of w_(2^ord); ord = m_lg,
+// m_lg + 1 with the odd exponents): one direct load when 2^ord fits the direct table, else the
+// split product.
+__device__ __forceinline__ fr_t pass_twiddle(const fr_t* tables, bool inv, uint32_t ord, uint32_t ex)
 {
-    if (m_lg <= DIRECT_LG)
+    if (ord <= DIRECT_LG)
         return ld(tables + (inv ? T_INV_DIR : T_FWD_DIR) + (ex >> (MAX_LG - DIRECT_LG)));
     return split_pow(tables, inv ? T_INV_LO : T_FWD_LO, ex);
+}
+
+// The inter-pass twiddle of element (row, column col of the group) as (ord, ex), W^ex a power of
+// w_(2^ord): w_M^(col * br), or with F_ODD_ROW / F_ODD_COL w_2M^(2 * col * br + br / col),
+// br = bitrev(row, k), M = 2^m_lg (F_ODD_* needs m_lg < MAX_LG).
+__device__ __forceinline__ uint32_t twiddle_exp(uint32_t flags, uint32_t m_lg, uint32_t k, uint32_t row,
+                                                uint32_t col, uint32_t& ord)
+{
+    const uint32_t br = bitrev(row, k);
+    const uint32_t odd = (flags & (F_ODD_ROW | F_ODD_COL)) != 0;
+    uint32_t e = (col * br) << odd;
+    if (flags & F_ODD_ROW) e += br;
+    if (flags & F_ODD_COL) e += col;
+    ord = m_lg + odd;
+    return e << (MAX_LG - ord);
 }
 
 // One radix-2 stage for the butterfly (e0, e1) with twiddle *w (w_(2h)^j, see int_tw);
@@ -233,7 +267,8 @@ __device__ __forceinline__ void bfly_dit(fr_t& x, fr_t& y, const fr_t* w, bool o
 }
 
 // Where w_(2h)^j (h = 2^lg_h) lives: the internal table w_1024^(j << (9 - lg_h)) for
-// lg_h < INT_LG; only the wide kernel has lg_h >= INT_LG: direct table w_(2^18)^(j << (17 - lg_h)).
+// lg_h < INT_LG; only the wide kernel has lg_h >= INT_LG: direct table
+// w_(2^DIRECT_LG)^(j << (DIRECT_LG - 1 - lg_h)).
 template <bool WIDE>
 __device__ __forceinline__ const fr_t* int_tw(const fr_t* itw, const fr_t* dtw, uint32_t lg_h, uint32_t j)
 {
@@ -342,8 +377,9 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
                      : scale(x, tables, flags, F_PRE_G, F_PRE_GI, F_PRE_NINV, idx, lg_n);
         }
         if (has_tw && dit && (flags & F_TWIDDLE)) {
-            uint32_t ex = ((col0 + cl) * bitrev(row, k)) << (MAX_LG - m_lg);
-            x = x * pass_twiddle(tables, inv, m_lg, ex);
+            uint32_t ord;
+            const uint32_t ex = twiddle_exp(flags, m_lg, k, row, col0 + cl, ord);
+            x = x * pass_twiddle(tables, inv, ord, ex);
         }
         tile.set(e, x);
     }
@@ -450,9 +486,12 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
         uint32_t pos = (uint32_t)(base + ((size_t)row << R) + c);
         fr_t x = tile.get(e);
         if (has_tw && !dit && (flags & F_TWIDDLE)) {
-            uint32_t ex = ((col0 + c) * bitrev(row, k)) << (MAX_LG - m_lg);
-            x = x * pass_twiddle(tables, inv, m_lg, ex);
+            uint32_t ord;
+            const uint32_t ex = twiddle_exp(flags, m_lg, k, row, col0 + c, ord);
+            x = x * pass_twiddle(tables, inv, ord, ex);
         }
+        if (has_post && dit && (flags & F_POST_ROW))
+            x = x * ld(tables + (inv ? T_INV_DIR : T_FWD_DIR) + (row << (DIRECT_LG - 1 - k)));
         if (has_post && (flags & (F_POST_G | F_POST_GI | F_POST_NINV))) {
             const uint32_t idx = dit ? pos : bitrev(pos, lg_n);
             x = spec ? scale_steps(x, tables, flags, F_POST_G, F_POST_GI, F_POST_NINV, idx, lg_n)

@@ -33,10 +33,12 @@ pub mod layout {
     pub const T_FWD_INT: usize = T_GI_HI + SPLIT;
     pub const T_INV_INT: usize = T_FWD_INT + INT_LEN;
     pub const T_NINV: usize = T_INV_INT + INT_LEN;
-    pub const T_ZINV: usize = T_NINV + MAX_LG as usize + 1;
-    pub const DIRECT_LG: u32 = 18;
+    /// The H pipeline's quotient constants K_L = 1/(Z·n^3) and n = 2^L, L = 0..=MAX_LG.
+    pub const T_HK: usize = T_NINV + MAX_LG as usize + 1;
+    pub const T_HN: usize = T_HK + MAX_LG as usize + 1;
+    pub const DIRECT_LG: u32 = 19;
     pub const DIRECT_N: usize = 1 << DIRECT_LG;
-    pub const T_FWD_DIR: usize = T_ZINV + MAX_LG as usize + 1;
+    pub const T_FWD_DIR: usize = T_HN + MAX_LG as usize + 1;
     pub const T_INV_DIR: usize = T_FWD_DIR + DIRECT_N;
     /// Offset of size 2^lg's scaled HI table inside T_GN_HI / T_GIN_HI.
     pub const fn gn_off(lg: u32) -> usize {
@@ -64,7 +66,13 @@ pub mod flags {
     pub const POST_G: u32 = 1 << 6;
     pub const POST_GI: u32 = 1 << 7;
     pub const POST_NINV: u32 = 1 << 8;
-    pub const ALL: u32 = (1 << 9) - 1;
+    /// Half-root coset twiddles (`kernels/ntt/ntt.cuh`): with `TWIDDLE`, the exponent of
+    /// w_2M gains bitrev(row) (`ODD_ROW`) and / or the column (`ODD_COL`).
+    pub const ODD_ROW: u32 = 1 << 9;
+    pub const ODD_COL: u32 = 1 << 10;
+    /// Store: x *= w_(2^(k+1))^(±row) (a post-scaling).
+    pub const POST_ROW: u32 = 1 << 11;
+    pub const ALL: u32 = (1 << 12) - 1;
 }
 
 /// log2 of the largest tile (rows × columns) of one pass.
@@ -157,7 +165,7 @@ pub enum PassKernel {
 pub fn specialized_name(pass_flags: u32) -> &'static str {
     use flags::*;
     let pre = pass_flags & (PRE_G | PRE_GI | PRE_NINV) != 0;
-    let post = pass_flags & (POST_G | POST_GI | POST_NINV) != 0;
+    let post = pass_flags & (POST_G | POST_GI | POST_NINV | POST_ROW) != 0;
     let tw = pass_flags & TWIDDLE != 0;
     match (pass_flags & DIT != 0, tw, pre, post) {
         (_, _, true, true) => "cuzk_ntt_pass4",
@@ -293,6 +301,7 @@ fn launch_pass<T: Pod>(
         || tile_lg > max_tile_lg
         || s0 + tile_lg > lg_n
         || pass_flags & !flags::ALL != 0
+        || (pass_flags & (flags::ODD_ROW | flags::ODD_COL) != 0 && lg_n - s0 >= layout::MAX_LG)
     {
         return Err(invalid(
             name,
@@ -312,10 +321,12 @@ fn launch_pass<T: Pod>(
     // lg_n: inside the buffer its caller checked and holds mutably (`pass`: the contiguous
     // batch, batch << lg_n == data.len(); `pass_many`: one polynomial per buffer, distinct
     // buffers as they are distinct &mut borrows), and reads `tables` below T_LEN (exponents
-    // < 2^28 split 14/14, direct index < 2^18 only when lg_n - s0 <= 18, scaled HI index
+    // < 2^28 split 14/14, direct index < 2^19 only for powers of w_(2^ord), ord <= 19 (ord =
+    // lg_n - s0, + 1 with the odd flags, which the plans set only for lg_n <= 27; the row factor
+    // row << (18 - k) < 2^18 for row < 2^k), scaled HI index
     // gn_off(lg_n) + (i >> 14) < gn_off(lg_n + 1) for i < 2^lg_n, lg_n <= 28, internal index
     // < 512; the wide kernel's internal twiddles of half-size >= 2^10 read the direct table at
-    // j << (17 - lg_h) < 2^17 < DIRECT_N); the buffers stay borrowed mutably for the launch
+    // j << (18 - lg_h) < 2^18 < DIRECT_N); the buffers stay borrowed mutably for the launch
     // and stream order protects them afterwards. The launcher raises the function's dynamic
     // shared memory limit for tiles above 48 KiB.
     unsafe {
@@ -377,29 +388,6 @@ pub fn bit_reverse_tiled<T: Pod>(
     unsafe { gpu.launch(stream, MODULE, K, cfg, &[&*data, &lg_n]) }
 }
 
-/// `a[i] = (a[i]·b[i] − c[i])·Z^-1` with `Z^-1 = tables[T_ZINV + lg_n]`, for one polynomial of
-/// 2^lg_n elements. Asynchronous.
-pub fn quotient<T: Pod>(
-    gpu: &Gpu,
-    stream: &Stream,
-    a: &mut DeviceBuffer<T>,
-    b: &DeviceBuffer<T>,
-    c: &DeviceBuffer<T>,
-    tables: &DeviceBuffer<T>,
-    lg_n: u32,
-) -> Result<()> {
-    const K: &str = "cuzk_ntt_quotient";
-    check_quotient(K, a, b, c, tables, lg_n)?;
-    let blocks = ((1usize << lg_n).div_ceil(256)).min(1 << 16) as u32;
-    let cfg = LaunchConfig {
-        grid: (blocks, 1, 1),
-        block: (256, 1, 1),
-        shared_bytes: 0,
-    };
-    // SAFETY: the kernel touches indices below 2^lg_n == len of a, b, c, and tables[T_ZINV + lg_n].
-    unsafe { gpu.launch(stream, MODULE, K, cfg, &[&*a, b, c, tables, &lg_n]) }
-}
-
 /// Checks of the quotient kernels: Fr-sized elements, the table buffer, three buffers of
 /// exactly 2^lg_n elements.
 fn check_quotient<T: Pod>(
@@ -426,8 +414,10 @@ fn check_quotient<T: Pod>(
     Ok(())
 }
 
-/// [`quotient`] with the result written bit-reversed: `a[bitrev(i)] = (a[i]·b[i] − c[i])·Z^-1`,
-/// element-wise (any size; each thread owns a pair (i, bitrev i)). Asynchronous.
+/// The H pipeline's quotient written bit-reversed, in place on `a`: `a[bitrev(i)] = (a[i]·b[i]
+/// − n·c[i])·K` with `n = tables[T_HN + lg_n]`, `K = tables[T_HK + lg_n]` (inputs n times the
+/// coset evaluations; K = 1/(Z·n^3) includes the unscaled back transform's 1/n), element-wise
+/// (any size; each thread owns a pair (i, bitrev i)). Asynchronous.
 pub fn quotient_bit_reverse<T: Pod>(
     gpu: &Gpu,
     stream: &Stream,
@@ -446,7 +436,7 @@ pub fn quotient_bit_reverse<T: Pod>(
         shared_bytes: 0,
     };
     // SAFETY: indices i and bitrev(i) are below 2^lg_n == len of a, b, c; the pair (i,
-    // bitrev i) is read and written by one thread only; tables[T_ZINV + lg_n] < T_LEN.
+    // bitrev i) is read and written by one thread only; tables[T_HN / T_HK + lg_n] < T_LEN.
     unsafe { gpu.launch(stream, MODULE, K, cfg, &[&*a, b, c, tables, &lg_n]) }
 }
 
@@ -477,7 +467,7 @@ pub fn quotient_bit_reverse_tiled<T: Pod>(
     // SAFETY: block m touches indices (a << (lg_n-5)) | (m' << 5) | b < 2^lg_n == len of a,
     // b, c, m' in {m, bitrev(m)}; the sets of different blocks are disjoint and each block
     // reads all its elements of a (and b, c, never written) before writing a;
-    // tables[T_ZINV + lg_n] < T_LEN.
+    // tables[T_HN / T_HK + lg_n] < T_LEN.
     unsafe { gpu.launch(stream, MODULE, K, cfg, &[&*a, b, c, tables, &lg_n]) }
 }
 
@@ -508,7 +498,7 @@ mod tests {
             );
             assert_eq!(
                 parts.contains(&"post"),
-                f & (POST_G | POST_GI | POST_NINV) != 0,
+                f & (POST_G | POST_GI | POST_NINV | POST_ROW) != 0,
                 "{name} {f:#x}"
             );
         }

@@ -20,7 +20,8 @@ const _: () = {
     assert!(plan::T_FWD_LO == k::layout::T_FWD_LO && plan::T_INV_LO == k::layout::T_INV_LO);
     assert!(plan::T_G_LO == k::layout::T_G_LO && plan::T_GI_LO == k::layout::T_GI_LO);
     assert!(plan::T_FWD_INT == k::layout::T_FWD_INT && plan::T_INV_INT == k::layout::T_INV_INT);
-    assert!(plan::T_NINV == k::layout::T_NINV && plan::T_ZINV == k::layout::T_ZINV);
+    assert!(plan::T_NINV == k::layout::T_NINV);
+    assert!(plan::T_HK == k::layout::T_HK && plan::T_HN == k::layout::T_HN);
     assert!(plan::T_FWD_DIR == k::layout::T_FWD_DIR && plan::T_INV_DIR == k::layout::T_INV_DIR);
     assert!(plan::DIRECT_LG == k::layout::DIRECT_LG);
     assert!(plan::T_GN_HI == k::layout::T_GN_HI && plan::T_GIN_HI == k::layout::T_GIN_HI);
@@ -40,6 +41,11 @@ const _: () = {
     );
     assert!(plan::F_POST_G == k::flags::POST_G && plan::F_POST_GI == k::flags::POST_GI);
     assert!(plan::F_POST_NINV == k::flags::POST_NINV);
+    assert!(
+        plan::F_ODD_ROW == k::flags::ODD_ROW
+            && plan::F_ODD_COL == k::flags::ODD_COL
+            && plan::F_POST_ROW == k::flags::POST_ROW
+    );
 };
 
 /// The device's table buffer, uploaded once per device.
@@ -88,11 +94,6 @@ pub struct KernelChoice {
     /// The specialized radix-4 kernels (4 blocks per SM; the default), or the generic
     /// `cuzk_ntt_pass4` (2 blocks per SM) for every radix-4 pass (`CUZK_NTT_SPECIALIZED=0`).
     pub specialized: bool,
-    /// The H pipeline's schedule before issue 4's fusions (`CUZK_NTT_H_LEGACY=1`): a, b, c
-    /// transformed one after another, the point-wise quotient in natural order, an inverse DIF
-    /// and a final permutation; the default batches a, b, c per pass and writes the quotient
-    /// bit-reversed (see [`Domain::gpu_quotient`]). Transforms ignore it.
-    pub h_legacy: bool,
 }
 
 impl Default for KernelChoice {
@@ -102,19 +103,17 @@ impl Default for KernelChoice {
         Self {
             wide: false,
             specialized: true,
-            h_legacy: false,
         }
     }
 }
 
 impl KernelChoice {
-    /// `CUZK_NTT_WIDE=1`, `CUZK_NTT_SPECIALIZED=0` and `CUZK_NTT_H_LEGACY=1`, read on every
-    /// call.
+    /// `CUZK_NTT_WIDE=1` and `CUZK_NTT_SPECIALIZED=0`, read on every call (as is the split
+    /// override `CUZK_NTT_SPLIT`, which every plan reads: see `plan::split_override`).
     pub fn from_env() -> Self {
         Self {
             wide: plan::wide_enabled(),
             specialized: plan::specialized_enabled(),
-            h_legacy: plan::h_legacy_enabled(),
         }
     }
 }
@@ -265,13 +264,16 @@ impl Domain {
     /// soon as the point-wise step has consumed them (this call then waits for that step). No
     /// host round trip between steps.
     ///
-    /// Schedule: each pass of the inverse DIF (→ coefficients, bit-reversed) and of the coset
-    /// DIT (g^i/n fused into its first load; → natural evaluations on g·H) runs once over a, b
-    /// and c together; the point-wise step writes `(a·b − c)/Z` into `a` bit-reversed (through
-    /// the tiles of the bit reversal from 2^10); the inverse coset DIT (g^-i/n fused into its
-    /// last store) leaves H in natural order. `CUZK_NTT_H_LEGACY=1` ([`KernelChoice::h_legacy`])
-    /// runs the schedule before: per-vector passes, the quotient in natural order, an inverse
-    /// DIF and a permutation. Same result.
+    /// Schedule: each pass of the unscaled inverse DIF (→ coefficients, bit-reversed) and of
+    /// the forward DIT onto the half-root coset s = w_2N (s^i folded into the inter-pass
+    /// twiddles; → natural evaluations on s·H, n times too large) runs once over a, b and c
+    /// together; the point-wise step writes `(a·b − n·c)·K`, K = 1/(Z·n^3), into `a`
+    /// bit-reversed (through the tiles of the bit reversal from 2^10); the unscaled inverse DIT
+    /// (s^-i folded into its last pass) leaves H in natural order. 2^28 runs the same steps on
+    /// the g coset (g^i, g^-i fused into the first load and the last store). The result is
+    /// [`Domain::quotient_in_place`]'s whenever Z divides A·B − C (every satisfied witness:
+    /// then H does not depend on the coset); for other inputs the two cosets give different
+    /// polynomials.
     pub fn gpu_quotient(
         &self,
         gpu: &Gpu,
@@ -283,18 +285,35 @@ impl Domain {
         self.gpu_quotient_variant(gpu, stream, a, b, c, KernelChoice::from_env())
     }
 
-    /// [`Self::gpu_quotient`] on the kernels and schedule of `choice` (wide plan, specialized
-    /// or generic radix-4 kernels, legacy schedule) instead of the environment's, for tests and
-    /// A/B runs; same result every way.
+    /// [`Self::gpu_quotient`] on the kernels of `choice` (wide plan, specialized or generic
+    /// radix-4 kernels) instead of the environment's, for tests and A/B runs; same result every
+    /// way.
     #[doc(hidden)]
     pub fn gpu_quotient_variant(
         &self,
         gpu: &Gpu,
         stream: &Stream,
         a: &mut DeviceBuffer<Fr>,
-        mut b: DeviceBuffer<Fr>,
-        mut c: DeviceBuffer<Fr>,
+        b: DeviceBuffer<Fr>,
+        c: DeviceBuffer<Fr>,
         choice: KernelChoice,
+    ) -> Result<(), NttError> {
+        self.gpu_quotient_marked(gpu, stream, a, b, c, choice, &mut |_| Ok(()))
+    }
+
+    /// [`Self::gpu_quotient_variant`] with `mark(step)` called after the launches of each step
+    /// are enqueued (0 to_coeffs, 1 to_coset, 2 quotient, 3 back), e.g. to record events.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn gpu_quotient_marked(
+        &self,
+        gpu: &Gpu,
+        stream: &Stream,
+        a: &mut DeviceBuffer<Fr>,
+        b: DeviceBuffer<Fr>,
+        c: DeviceBuffer<Fr>,
+        choice: KernelChoice,
+        mark: &mut dyn FnMut(usize) -> Result<(), NttError>,
     ) -> Result<(), NttError> {
         let n = self.size();
         for v in [&*a, &b, &c] {
@@ -307,31 +326,50 @@ impl Domain {
         }
         let lg_n = self.log_size();
         let tables = device_tables(gpu)?;
-        let (to_coeffs, to_coset, back) =
-            plan::quotient_plan_with(lg_n, choice.wide, choice.h_legacy);
-        if choice.h_legacy {
-            for v in [&mut *a, &mut b, &mut c] {
-                run_passes(gpu, stream, v, &tables, lg_n, &to_coeffs, choice)?;
-                run_passes(gpu, stream, v, &tables, lg_n, &to_coset, choice)?;
-            }
-            k::quotient(gpu, stream, a, &b, &c, &tables, lg_n)?;
-        } else {
+        let (to_coeffs, to_coset, back) = plan::quotient_plan_with(lg_n, choice.wide);
+        self.gpu_quotient_steps(
+            gpu,
+            stream,
+            a,
+            [b, c],
+            &tables,
+            (&to_coeffs, &to_coset, &back),
+            choice,
+            mark,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn gpu_quotient_steps(
+        &self,
+        gpu: &Gpu,
+        stream: &Stream,
+        a: &mut DeviceBuffer<Fr>,
+        [mut b, mut c]: [DeviceBuffer<Fr>; 2],
+        tables: &DeviceBuffer<Fr>,
+        (to_coeffs, to_coset, back): (&[Pass], &[Pass], &[Pass]),
+        choice: KernelChoice,
+        mark: &mut dyn FnMut(usize) -> Result<(), NttError>,
+    ) -> Result<(), NttError> {
+        let lg_n = self.log_size();
+        {
             let mut polys = [&mut *a, &mut b, &mut c];
-            run_passes_many(gpu, stream, &mut polys, &tables, lg_n, &to_coeffs, choice)?;
-            run_passes_many(gpu, stream, &mut polys, &tables, lg_n, &to_coset, choice)?;
-            if plan::tiled_bitrev(lg_n) {
-                k::quotient_bit_reverse_tiled(gpu, stream, a, &b, &c, &tables, lg_n)?;
-            } else {
-                k::quotient_bit_reverse(gpu, stream, a, &b, &c, &tables, lg_n)?;
-            }
+            run_passes_many(gpu, stream, &mut polys, tables, lg_n, to_coeffs, choice)?;
+            mark(0)?;
+            run_passes_many(gpu, stream, &mut polys, tables, lg_n, to_coset, choice)?;
+            mark(1)?;
         }
+        if plan::tiled_bitrev(lg_n) {
+            k::quotient_bit_reverse_tiled(gpu, stream, a, &b, &c, tables, lg_n)?;
+        } else {
+            k::quotient_bit_reverse(gpu, stream, a, &b, &c, tables, lg_n)?;
+        }
+        mark(2)?;
         // The free waits for the point-wise kernel, then the budget is available to others.
         stream.synchronize()?;
         drop((b, c));
-        run_passes(gpu, stream, a, &tables, lg_n, &back, choice)?;
-        if choice.h_legacy {
-            permute(gpu, stream, a, lg_n)?;
-        }
+        run_passes(gpu, stream, a, tables, lg_n, back, choice)?;
+        mark(3)?;
         Ok(())
     }
 

@@ -42,10 +42,11 @@ pub(crate) const T_GI_LO: usize = 6 * SPLIT;
 pub(crate) const T_FWD_INT: usize = 8 * SPLIT;
 pub(crate) const T_INV_INT: usize = T_FWD_INT + INT_LEN;
 pub(crate) const T_NINV: usize = T_INV_INT + INT_LEN;
-pub(crate) const T_ZINV: usize = T_NINV + MAX_LG as usize + 1;
-pub(crate) const DIRECT_LG: u32 = 18;
+pub(crate) const T_HK: usize = T_NINV + MAX_LG as usize + 1;
+pub(crate) const T_HN: usize = T_HK + MAX_LG as usize + 1;
+pub(crate) const DIRECT_LG: u32 = 19;
 pub(crate) const DIRECT_N: usize = 1 << DIRECT_LG;
-pub(crate) const T_FWD_DIR: usize = T_ZINV + MAX_LG as usize + 1;
+pub(crate) const T_FWD_DIR: usize = T_HN + MAX_LG as usize + 1;
 pub(crate) const T_INV_DIR: usize = T_FWD_DIR + DIRECT_N;
 /// Offset of size 2^lg's scaled HI table (g^(h·2^14)/2^lg) inside T_GN_HI / T_GIN_HI.
 pub(crate) const fn gn_off(lg: u32) -> usize {
@@ -126,6 +127,9 @@ pub(crate) const F_PRE_NINV: u32 = 1 << 5;
 pub(crate) const F_POST_G: u32 = 1 << 6;
 pub(crate) const F_POST_GI: u32 = 1 << 7;
 pub(crate) const F_POST_NINV: u32 = 1 << 8;
+pub(crate) const F_ODD_ROW: u32 = 1 << 9;
+pub(crate) const F_ODD_COL: u32 = 1 << 10;
+pub(crate) const F_POST_ROW: u32 = 1 << 11;
 
 /// One launch of `cuzk_ntt_pass` (or `cuzk_ntt_pass4` when `radix4`, `cuzk_ntt_pass_wide`
 /// when `wide`, which overrides `radix4`).
@@ -153,6 +157,37 @@ fn split(lg_n: u32) -> Vec<u32> {
     split_max(lg_n, TILE_LG)
 }
 
+/// `CUZK_NTT_SPLIT` (read on every plan, for measuring splits on a GPU without a rebuild):
+/// the pass bits in DIF order (the first pass executed by a DIF network, the last by a DIT),
+/// comma-separated, e.g. `CUZK_NTT_SPLIT=10,8,6` for 2^24. Used by every transform plan and the
+/// H pipeline of the size the bits sum to; ignored (the default split) for any other size,
+/// under the wide plan, or when malformed: a field that is not a number, or a pass of fewer
+/// than 1 bit (2 on the radix-4 kernels, the default) or more than TILE_LG (10).
+pub(crate) fn split_override() -> Option<Vec<u32>> {
+    std::env::var("CUZK_NTT_SPLIT")
+        .ok()
+        .and_then(|v| parse_split(&v))
+}
+
+/// The bits of a `CUZK_NTT_SPLIT` value, or `None` when malformed (empty, a field that is not a
+/// number, a pass outside `2..=TILE_LG`).
+pub(crate) fn parse_split(v: &str) -> Option<Vec<u32>> {
+    let bits: Vec<u32> = v
+        .split(',')
+        .map(|f| f.trim().parse::<u32>().ok())
+        .collect::<Option<_>>()?;
+    (!bits.is_empty() && bits.iter().all(|&k| (2..=TILE_LG).contains(&k))).then_some(bits)
+}
+
+/// The split of a non-wide network of 2^lg_n: `over` where its bits sum to `lg_n`, else the
+/// default.
+fn split_for(lg_n: u32, over: Option<&[u32]>) -> Vec<u32> {
+    match over {
+        Some(b) if b.iter().sum::<u32>() == lg_n => b.to_vec(),
+        _ => split(lg_n),
+    }
+}
+
 fn split_max(lg_n: u32, max: u32) -> Vec<u32> {
     let passes = lg_n.div_ceil(max);
     (0..passes)
@@ -167,7 +202,8 @@ pub(crate) fn network(lg_n: u32, dit: bool, inverse: bool, pre: u32, post: u32) 
     network_with(lg_n, dit, inverse, pre, post, wide_enabled())
 }
 
-/// [`network`] with the wide plan chosen (where `lg_n >= WIDE_MIN_LG`) or not.
+/// [`network`] with the wide plan chosen (where `lg_n >= WIDE_MIN_LG`) or not, and the
+/// `CUZK_NTT_SPLIT` override.
 pub(crate) fn network_with(
     lg_n: u32,
     dit: bool,
@@ -176,12 +212,39 @@ pub(crate) fn network_with(
     post: u32,
     wide: bool,
 ) -> Vec<Pass> {
+    network_split(
+        lg_n,
+        dit,
+        inverse,
+        pre,
+        post,
+        wide,
+        split_override().as_deref(),
+    )
+}
+
+/// [`network_with`] with the split override `over` (DIF-order pass bits, used where they sum
+/// to `lg_n` and the plan is not wide).
+pub(crate) fn network_split(
+    lg_n: u32,
+    dit: bool,
+    inverse: bool,
+    pre: u32,
+    post: u32,
+    wide: bool,
+    over: Option<&[u32]>,
+) -> Vec<Pass> {
     let mut passes = Vec::new();
     let radix4 = radix4_enabled();
     let wide = wide && lg_n >= WIDE_MIN_LG;
     let tile_lg = if wide { WIDE_TILE_LG } else { TILE_LG };
+    let bits = if wide {
+        split_max(lg_n, tile_lg)
+    } else {
+        split_for(lg_n, over)
+    };
     let mut s0 = 0;
-    for k in split_max(lg_n, tile_lg) {
+    for k in bits {
         let r = lg_n - s0 - k;
         let mut flags = if inverse { F_INVERSE } else { 0 };
         if dit {
@@ -253,35 +316,73 @@ pub(crate) fn plan_with(lg_n: u32, t: Transform, input: Order, output: Order, wi
     }
 }
 
-/// The Groth16 quotient: per input, an inverse DIF (natural → bit-reversed coefficients) and a
-/// coset DIT with 1/n and g^i fused into its load (→ natural evaluations on g·H); the point-wise
-/// step writes its result bit-reversed (`cuzk_ntt_quotient_bitrev[_tiled]`), and `back` is an
-/// inverse DIT (bit-reversed → natural) with g^-i/n fused into its store: no permutation pass.
+/// The largest size whose H pipeline runs on the half-root coset s = w_2N (the odd twiddles
+/// need w_2M, M ≤ 2^lg_n, to be a power of W = w_(2^MAX_LG)); 2^MAX_LG runs on the g coset.
+pub(crate) const H_HALF_ROOT_MAX_LG: u32 = MAX_LG - 1;
+
+/// The Groth16 quotient, H = (A·B − C)/Z, which does not depend on the coset it is evaluated
+/// on (when Z divides A·B − C, as for every satisfied witness): per input an unscaled inverse
+/// DIF (natural → bit-reversed, n times the coefficients) and a forward DIT onto the half-root
+/// coset s = w_2N (→ natural, n times the coset evaluations): s^i is folded into the inter-pass
+/// twiddles of every pass (`F_TWIDDLE | F_ODD_ROW`, the first executed pass included), no
+/// pre-scaling. The point-wise step (`cuzk_ntt_quotient_bitrev[_tiled]`) writes (a·b − n·c)·K,
+/// K = 1/(Z·n^3), Z = s^N − 1 = −2, bit-reversed; `back` is an unscaled inverse DIT whose last
+/// pass (s0 = 0) folds s^-i into its twiddle (`F_ODD_COL`) and a per-row factor
+/// w_(2^(k+1))^-row (`F_POST_ROW`). At 2^MAX_LG (no w_(2^29)) the same steps run on the g coset:
+/// g^i fused into to_coset's first load, g^-i into back's last store, K = 1/((g^N − 1)·n^3).
 /// The gpu.rs pipeline runs each pass of `to_coeffs` and `to_coset` once over a, b and c
-/// together (grid.y = 3). `legacy` (`CUZK_NTT_H_LEGACY=1`): the schedule before, the point-wise
-/// step in natural order, `back` an inverse DIF with g^-i/n fused into its store, then one
-/// permutation (and a, b, c transformed one after another).
+/// together (grid.y = 3).
 #[allow(dead_code)] // the default plan's entry; gpu.rs calls the _with forms
 pub(crate) fn quotient_plan(lg_n: u32) -> (Vec<Pass>, Vec<Pass>, Vec<Pass>) {
-    quotient_plan_with(lg_n, wide_enabled(), h_legacy_enabled())
+    quotient_plan_with(lg_n, wide_enabled())
 }
 
-/// [`quotient_plan`] with the wide plan and the legacy schedule chosen or not.
-pub(crate) fn quotient_plan_with(
+/// [`quotient_plan`] with the wide plan chosen or not (and the `CUZK_NTT_SPLIT` override).
+pub(crate) fn quotient_plan_with(lg_n: u32, wide: bool) -> (Vec<Pass>, Vec<Pass>, Vec<Pass>) {
+    quotient_plan_split(lg_n, wide, split_override().as_deref())
+}
+
+/// [`quotient_plan_with`] with the split override `over`.
+pub(crate) fn quotient_plan_split(
     lg_n: u32,
     wide: bool,
-    legacy: bool,
+    over: Option<&[u32]>,
 ) -> (Vec<Pass>, Vec<Pass>, Vec<Pass>) {
-    let to_coeffs = network_with(lg_n, false, true, 0, 0, wide);
-    let to_coset = network_with(lg_n, true, false, F_PRE_G | F_PRE_NINV, 0, wide);
-    let back = network_with(lg_n, !legacy, true, 0, F_POST_GI | F_POST_NINV, wide);
-    (to_coeffs, to_coset, back)
+    quotient_plan_coset(lg_n, wide, over, lg_n <= H_HALF_ROOT_MAX_LG)
 }
 
-/// The legacy H pipeline schedule (`CUZK_NTT_H_LEGACY=1`, read on every call; A/B runs): see
-/// [`quotient_plan_with`]. Same result.
-pub(crate) fn h_legacy_enabled() -> bool {
-    env_set("CUZK_NTT_H_LEGACY")
+/// [`quotient_plan_split`] on the half-root coset (`half_root`, lg_n ≤ H_HALF_ROOT_MAX_LG) or the
+/// g coset (what 2^MAX_LG runs; the tests run it at every size).
+pub(crate) fn quotient_plan_coset(
+    lg_n: u32,
+    wide: bool,
+    over: Option<&[u32]>,
+    half_root: bool,
+) -> (Vec<Pass>, Vec<Pass>, Vec<Pass>) {
+    assert!(
+        !half_root || lg_n <= H_HALF_ROOT_MAX_LG,
+        "no w_2N in the tables"
+    );
+    let to_coeffs = network_split(lg_n, false, true, 0, 0, wide, over);
+    if !half_root {
+        let to_coset = network_split(lg_n, true, false, F_PRE_G, 0, wide, over);
+        let back = network_split(lg_n, true, true, 0, F_POST_GI, wide, over);
+        return (to_coeffs, to_coset, back);
+    }
+    let mut to_coset = network_split(lg_n, true, false, 0, 0, wide, over);
+    for p in &mut to_coset {
+        p.flags |= F_TWIDDLE | F_ODD_ROW;
+    }
+    let mut back = network_split(lg_n, true, true, 0, 0, wide, over);
+    if let Some(last) = back.last_mut() {
+        // s0 = 0: the twiddle (where R > 0; with R = 0 the column is 0 and the odd twiddle 1)
+        // and the row factor.
+        if last.flags & F_TWIDDLE != 0 {
+            last.flags |= F_ODD_COL;
+        }
+        last.flags |= F_POST_ROW;
+    }
+    (to_coeffs, to_coset, back)
 }
 
 /// The device table buffer (layout in `kernels/ntt/ntt.cuh`), shared by all sizes ≤ 2^28.
@@ -321,17 +422,27 @@ pub(crate) fn tables() -> Vec<Fr> {
         t.push(acc);
         acc *= two_inv;
     }
-    let mut g_pow = g; // g^(2^L)
+    // T_HK: K_L = 1/(Z·n^3), Z = −2 on the half-root coset (L ≤ H_HALF_ROOT_MAX_LG), g^n − 1
+    // on the g coset (2^MAX_LG); T_HN: n = 2^L.
+    let g_n = g.pow(&[1 << MAX_LG]);
+    let mut n_inv = Fr::ONE;
+    for lg in 0..=MAX_LG {
+        let z = if lg <= H_HALF_ROOT_MAX_LG {
+            -Fr::from_u64(2)
+        } else {
+            debug_assert_eq!(lg, MAX_LG);
+            g_n - Fr::ONE
+        };
+        t.push(z.inverse().expect("Z is not zero") * n_inv * n_inv * n_inv);
+        n_inv *= two_inv;
+    }
+    let mut n = Fr::ONE;
     for _ in 0..=MAX_LG {
-        t.push(
-            (g_pow - Fr::ONE)
-                .inverse()
-                .expect("g is not a root of unity"),
-        );
-        g_pow = g_pow.square();
+        t.push(n);
+        n = n + n;
     }
     for root in [w_dir, w_inv_dir] {
-        // w_(2^18)^i = w^(i·2^10).
+        // w_(2^19)^i = w^(i·2^9).
         let mut acc = Fr::ONE;
         for _ in 0..DIRECT_N {
             t.push(acc);
@@ -406,12 +517,28 @@ pub(crate) mod emu {
         x
     }
 
-    fn pass_twiddle(t: &[Fr], inv: bool, m_lg: u32, ex: u32) -> Fr {
-        if m_lg <= DIRECT_LG {
+    fn pass_twiddle(t: &[Fr], inv: bool, ord: u32, ex: u32) -> Fr {
+        if ord <= DIRECT_LG {
             t[if inv { T_INV_DIR } else { T_FWD_DIR } + (ex >> (MAX_LG - DIRECT_LG)) as usize]
         } else {
             split_pow(t, if inv { T_INV_LO } else { T_FWD_LO }, ex)
         }
+    }
+
+    /// The kernels' `twiddle_exp`: (ord, ex) of the inter-pass twiddle of (row, col).
+    fn twiddle_exp(flags: u32, m_lg: u32, k: u32, row: u32, col: u32) -> (u32, u32) {
+        let br = bitrev(row as usize, k) as u32;
+        let odd = u32::from(flags & (F_ODD_ROW | F_ODD_COL) != 0);
+        assert!(m_lg + odd <= MAX_LG, "odd twiddle needs w_2M");
+        let mut e = (col * br) << odd;
+        if flags & F_ODD_ROW != 0 {
+            e += br;
+        }
+        if flags & F_ODD_COL != 0 {
+            e += col;
+        }
+        let ord = m_lg + odd;
+        (ord, e << (MAX_LG - ord))
     }
 
     fn bfly(tile: &mut [Fr], dit: bool, e0: usize, e1: usize, w: Option<Fr>) {
@@ -481,8 +608,8 @@ pub(crate) mod emu {
                     };
                     x = scale(x, t, flags, (F_PRE_G, F_PRE_GI, F_PRE_NINV), idx, lg_n);
                     if dit && flags & F_TWIDDLE != 0 {
-                        let ex = ((col0 + cl) * bitrev(row as usize, k) as u32) << (MAX_LG - m_lg);
-                        x *= pass_twiddle(t, inv, m_lg, ex);
+                        let (ord, ex) = twiddle_exp(flags, m_lg, k, row, col0 + cl);
+                        x *= pass_twiddle(t, inv, ord, ex);
                     }
                     tile[e as usize] = x;
                 }
@@ -577,8 +704,12 @@ pub(crate) mod emu {
                     let pos = base + (row << r_bits) + c;
                     let mut x = tile[e as usize];
                     if !dit && flags & F_TWIDDLE != 0 {
-                        let ex = ((col0 + c) * bitrev(row as usize, k) as u32) << (MAX_LG - m_lg);
-                        x *= pass_twiddle(t, inv, m_lg, ex);
+                        let (ord, ex) = twiddle_exp(flags, m_lg, k, row, col0 + c);
+                        x *= pass_twiddle(t, inv, ord, ex);
+                    }
+                    if dit && flags & F_POST_ROW != 0 {
+                        x *= t[if inv { T_INV_DIR } else { T_FWD_DIR }
+                            + (row << (DIRECT_LG - 1 - k)) as usize];
                     }
                     let idx = if dit {
                         pos
@@ -670,33 +801,44 @@ pub(crate) mod emu {
         }
     }
 
-    /// `cuzk_ntt_quotient_bitrev`: a[bitrev i] = (a[i]·b[i] − c[i])·z, pair by pair.
-    pub(crate) fn quotient_bit_reverse(a: &mut [Fr], b: &[Fr], c: &[Fr], z: Fr, lg_n: u32) {
+    /// The kernels' `hq`: (a·b − n·c)·K, `nk` = (n, K).
+    pub(crate) fn hq(a: Fr, b: Fr, c: Fr, (n, k): (Fr, Fr)) -> Fr {
+        (a * b - c * n) * k
+    }
+
+    /// `cuzk_ntt_quotient_bitrev`: a[bitrev i] = hq(a[i], b[i], c[i]), pair by pair.
+    pub(crate) fn quotient_bit_reverse(a: &mut [Fr], b: &[Fr], c: &[Fr], nk: (Fr, Fr), lg_n: u32) {
         for i in 0..a.len() {
             let j = bitrev(i, lg_n);
             if i > j {
                 continue;
             }
-            let qi = (a[i] * b[i] - c[i]) * z;
+            let qi = hq(a[i], b[i], c[i], nk);
             if i != j {
-                a[i] = (a[j] * b[j] - c[j]) * z;
+                a[i] = hq(a[j], b[j], c[j], nk);
             }
             a[j] = qi;
         }
     }
 
     /// `cuzk_ntt_quotient_bitrev_tiled`: the tiled permutation with the quotient on each load.
-    pub(crate) fn quotient_bit_reverse_tiled(a: &mut [Fr], b: &[Fr], c: &[Fr], z: Fr, lg_n: u32) {
+    pub(crate) fn quotient_bit_reverse_tiled(
+        a: &mut [Fr],
+        b: &[Fr],
+        c: &[Fr],
+        nk: (Fr, Fr),
+        lg_n: u32,
+    ) {
         assert_eq!(a.len(), 1 << lg_n, "one polynomial");
-        bit_reverse_tiled_with(a, lg_n, |i, x| (x * b[i] - c[i]) * z);
+        bit_reverse_tiled_with(a, lg_n, |i, x| hq(x, b[i], c[i], nk));
     }
 
     /// The fused quotient kernel the GPU code selects for 2^lg_n.
-    pub(crate) fn quotient_permute(a: &mut [Fr], b: &[Fr], c: &[Fr], z: Fr, lg_n: u32) {
+    pub(crate) fn quotient_permute(a: &mut [Fr], b: &[Fr], c: &[Fr], nk: (Fr, Fr), lg_n: u32) {
         if tiled_bitrev(lg_n) {
-            quotient_bit_reverse_tiled(a, b, c, z, lg_n);
+            quotient_bit_reverse_tiled(a, b, c, nk, lg_n);
         } else {
-            quotient_bit_reverse(a, b, c, z, lg_n);
+            quotient_bit_reverse(a, b, c, nk, lg_n);
         }
     }
 
@@ -753,6 +895,51 @@ mod tests {
     }
 
     #[test]
+    fn split_override_parses_and_applies_to_its_size_only() {
+        assert_eq!(parse_split("10,8,6"), Some(vec![10, 8, 6]));
+        assert_eq!(parse_split(" 7, 7,10 "), Some(vec![7, 7, 10]));
+        for bad in [
+            "",
+            "10,,6",
+            "10,8,x",
+            "11,7,6",
+            "1,10,10,3",
+            "-1,25",
+            "10;8;6",
+        ] {
+            assert_eq!(parse_split(bad), None, "{bad:?}");
+        }
+        let over = [10u32, 8, 6];
+        let bits = |lg: u32, dit: bool| -> Vec<u32> {
+            let mut v: Vec<u32> = network_split(lg, dit, false, 0, 0, false, Some(&over))
+                .iter()
+                .map(|p| p.k)
+                .collect();
+            if dit {
+                v.reverse();
+            }
+            v
+        };
+        assert_eq!(bits(24, false), vec![10, 8, 6]);
+        assert_eq!(bits(24, true), vec![10, 8, 6]);
+        assert_eq!(bits(26, false), split(26));
+        // The wide plan ignores it.
+        assert!(
+            network_split(24, false, false, 0, 0, true, Some(&over))
+                .iter()
+                .all(|p| p.wide && p.k == 12)
+        );
+        let (a, b, c) = quotient_plan_split(24, false, Some(&over));
+        for net in [a, b, c] {
+            let mut ks: Vec<u32> = net.iter().map(|p| p.k).collect();
+            if net[0].flags & F_DIT != 0 {
+                ks.reverse();
+            }
+            assert_eq!(ks, vec![10, 8, 6]);
+        }
+    }
+
+    #[test]
     fn splits_are_balanced() {
         assert_eq!(split(24), vec![8, 8, 8]);
         assert_eq!(split(26), vec![9, 9, 8]);
@@ -802,9 +989,20 @@ mod tests {
             t[T_FWD_DIR + 1],
             Fr::root_of_unity_of_order(DIRECT_LG).unwrap()
         );
+        // K_L = 1/(Z·n^3): Z = −2 (half-root coset) up to 2^27, g^n − 1 at 2^28; n = 2^L.
+        let n_inv3 = |lg: u32| n_inv(lg) * n_inv(lg) * n_inv(lg);
+        assert_eq!(t[T_HK + 16] * -Fr::from_u64(2), n_inv3(16));
+        assert_eq!(t[T_HK + 27] * -Fr::from_u64(2), n_inv3(27));
         assert_eq!(
-            t[T_ZINV + 16],
-            Domain::new(16).unwrap().vanishing_on_coset_inverse()
+            t[T_HK + 28],
+            Domain::new(28).unwrap().vanishing_on_coset_inverse() * n_inv3(28)
+        );
+        assert_eq!(t[T_HN + 20], Fr::from_u64(1 << 20));
+        // w_2N for N = 2^27 is in the direct table's range of orders.
+        assert_eq!(
+            t[T_FWD_DIR + (1 << (DIRECT_LG - 1))],
+            -Fr::ONE,
+            "w_(2^DIRECT_LG)^(2^(DIRECT_LG-1)) = -1"
         );
     }
 
@@ -930,47 +1128,102 @@ mod tests {
                 );
             }
         }
-        // The quotient pipeline: two "q"-prefixed lines per case (legacy schedule), the passes
-        // of each input (to_coeffs, to_coset) and of the result (back, then the permutation);
-        // two "Q"-prefixed lines per case (the default schedule): the passes run once over a,
-        // b, c (grid.y = 3, three separate buffers), the fused quotient with bit-reversed
-        // output (element-wise, and tiled from 2^10, both checked), the DIT back.
-        let quotient_cases = [
-            (100usize, 12u32, false),
-            (101, 17, false),
-            (110, 4, true),
-            (111, 9, true),
-            (112, 10, true),
-            (113, 11, true),
-            (114, 12, true),
-            (115, 17, true),
+        // The quotient pipeline: two "Q"-prefixed lines per case: the passes run once over
+        // a, b, c (grid.y = 3, three separate buffers), the fused quotient with bit-reversed
+        // output (element-wise, and tiled from 2^10, both checked), the DIT back. Satisfied
+        // inputs (c = a∘b, so Z divides A·B − C and H does not depend on the coset) against
+        // `Domain::quotient` (g coset), odd ones (random c) against the half-root reference.
+        // Last field: a split override (DIF-order bits) or none.
+        let quotient_cases: [(usize, u32, bool, &[u32]); 9] = [
+            (110, 4, true, &[]),
+            (111, 9, true, &[]),
+            (112, 10, true, &[]),
+            (113, 11, true, &[]),
+            (114, 12, false, &[]),
+            (115, 17, true, &[]),
+            (116, 13, true, &[3, 6, 4]),
+            (117, 14, false, &[2, 10, 2]),
+            (118, 15, true, &[7, 8]),
         ];
-        for (i, lg_n, fused) in quotient_cases {
+        for (i, lg_n, satisfied, over) in quotient_cases {
             let d = Domain::new(lg_n).unwrap();
             let n = d.size();
-            let (a, b, c) = (random(n, 7 + i as u64), random(n, 8), random(n, 9));
-            let want = d.quotient(&a, &b, &c).unwrap();
+            let (a, b, c) = quotient_inputs(n, 7 + i as u64, satisfied);
+            let want = if satisfied {
+                d.quotient(&a, &b, &c).unwrap()
+            } else {
+                half_root_quotient(&d, &a, &b, &c)
+            };
             for (name, v) in [("a", &a), ("b", &b), ("c", &c), ("want", &want)] {
                 std::fs::write(dir.join(format!("{name}{i}.bin")), bytes(v)).unwrap();
             }
-            for (wide, spec) in [(false, false), (false, true), (true, false)] {
+            let over = (!over.is_empty()).then_some(over);
+            for (wide, radix4, spec) in [
+                (false, false, false),
+                (false, true, false),
+                (false, true, true),
+                (true, true, false),
+            ] {
                 if wide && lg_n < WIDE_MIN_LG {
                     continue;
                 }
-                let (to_coeffs, to_coset, back) = quotient_plan_with(lg_n, wide, !fused);
-                for (passes, permute_after) in
-                    [([to_coeffs, to_coset].concat(), false), (back, !fused)]
-                {
-                    let p = Plan {
-                        permute_before: false,
-                        passes,
-                        permute_after,
-                    };
-                    write!(list, "{} ", if fused { "Q" } else { "q" }).unwrap();
+                let (to_coeffs, to_coset, back) = quotient_plan_split(lg_n, wide, over);
+                for passes in [[to_coeffs, to_coset].concat(), back] {
+                    let p = with_radix4(
+                        Plan {
+                            permute_before: false,
+                            passes,
+                            permute_after: false,
+                        },
+                        radix4 || wide,
+                    );
+                    write!(list, "Q ").unwrap();
                     write_case(&mut list, i, lg_n, 1, &p, spec);
                 }
             }
         }
+    }
+
+    /// Inputs of the quotient tests: random a, b and c, or (`satisfied`) c = a∘b, so that Z
+    /// divides A·B − C (as for every satisfied Groth16 witness) and H is the same on every coset.
+    fn quotient_inputs(n: usize, seed: u64, satisfied: bool) -> (Vec<Fr>, Vec<Fr>, Vec<Fr>) {
+        let (a, b) = (random(n, seed), random(n, seed + 1));
+        let c = if satisfied {
+            a.iter().zip(&b).map(|(x, y)| *x * *y).collect()
+        } else {
+            random(n, seed + 2)
+        };
+        (a, b, c)
+    }
+
+    /// The CPU quotient on the half-root coset s = w_2N (the GPU schedule up to 2^27, any a, b,
+    /// c): coefficients, evaluations on s·H, (a·b − c)/(s^N − 1), back, each step plain.
+    fn half_root_quotient(d: &Domain, a: &[Fr], b: &[Fr], c: &[Fr]) -> Vec<Fr> {
+        let lg_n = d.log_size();
+        let s = Fr::root_of_unity_of_order(lg_n + 1).unwrap();
+        let s_inv = s.inverse().unwrap();
+        let scale = |v: &mut [Fr], f: Fr| {
+            let mut p = Fr::ONE;
+            for x in v.iter_mut() {
+                *x *= p;
+                p *= f;
+            }
+        };
+        let to_coset = |v: &[Fr]| {
+            let mut v = v.to_vec();
+            d.ifft_in_place(&mut v).unwrap();
+            scale(&mut v, s);
+            d.fft_in_place(&mut v).unwrap();
+            v
+        };
+        let (ea, eb, ec) = (to_coset(a), to_coset(b), to_coset(c));
+        let z_inv = (s.pow(&[d.size() as u64]) - Fr::ONE).inverse().unwrap();
+        let mut q: Vec<Fr> = (0..d.size())
+            .map(|i| (ea[i] * eb[i] - ec[i]) * z_inv)
+            .collect();
+        d.ifft_in_place(&mut q).unwrap();
+        scale(&mut q, s_inv);
+        q
     }
 
     #[test]
@@ -1011,8 +1264,8 @@ mod tests {
                     }
                 }
             }
-            for legacy in [false, true] {
-                let (a, b, c) = quotient_plan_with(lg, false, legacy);
+            for half_root in [false, lg <= H_HALF_ROOT_MAX_LG] {
+                let (a, b, c) = quotient_plan_coset(lg, false, None, half_root);
                 passes.extend(a.into_iter().chain(b).chain(c));
             }
         }
@@ -1177,28 +1430,48 @@ mod tests {
         }
         let lg_n = 17;
         let d = Domain::new(lg_n).unwrap();
-        let n = d.size();
-        let (a, b, c) = (random(n, 41), random(n, 42), random(n, 43));
-        let want = d.quotient(&a, &b, &c).unwrap();
-        for legacy in [false, true] {
-            let got = emulated_quotient(&t, lg_n, [&a, &b, &c], true, legacy);
-            assert_eq!(got, want, "wide quotient 2^{lg_n} legacy {legacy}");
+        for satisfied in [true, false] {
+            let (a, b, c) = quotient_inputs(d.size(), 41, satisfied);
+            for half_root in [true, false] {
+                let want = if satisfied || !half_root {
+                    d.quotient(&a, &b, &c).unwrap()
+                } else {
+                    half_root_quotient(&d, &a, &b, &c)
+                };
+                let got = emulated_quotient(&t, lg_n, [&a, &b, &c], true, None, half_root);
+                assert_eq!(
+                    got, want,
+                    "wide 2^{lg_n} half-root {half_root} sat {satisfied}"
+                );
+            }
         }
     }
 
-    /// The H pipeline as gpu.rs runs it, on the emulated kernels: the fused quotient with its
-    /// bit-reversed output and a DIT `back`, or (`legacy`) the point-wise kernel, a DIF `back`
-    /// and the permutation.
+    /// The H pipeline as gpu.rs runs it, on the emulated kernels: the inputs' passes, the fused
+    /// quotient with its bit-reversed output, the DIT `back`; on the half-root coset or (what
+    /// 2^28 runs, here at any size with K computed for the size) the g coset.
     fn emulated_quotient(
         t: &[Fr],
         lg_n: u32,
         [a, b, c]: [&[Fr]; 3],
         wide: bool,
-        legacy: bool,
+        over: Option<&[u32]>,
+        half_root: bool,
     ) -> Vec<Fr> {
-        let n = 1usize << lg_n;
-        let (to_coeffs, to_coset, back) = quotient_plan_with(lg_n, wide, legacy);
-        assert_eq!(back.iter().all(|p| p.flags & F_DIT != 0), !legacy);
+        let (to_coeffs, to_coset, back) = quotient_plan_coset(lg_n, wide, over, half_root);
+        assert!(back.iter().chain(&to_coset).all(|p| p.flags & F_DIT != 0));
+        assert!(to_coeffs.iter().all(|p| p.flags & F_DIT == 0));
+        // No 1/n anywhere in the passes: it is in K.
+        let all = to_coeffs.iter().chain(&to_coset).chain(&back);
+        assert!(
+            all.clone()
+                .all(|p| p.flags & (F_PRE_NINV | F_POST_NINV) == 0)
+        );
+        if half_root {
+            assert!(all.clone().all(|p| p.flags & (F_PRE_G | F_POST_GI) == 0));
+            assert!(to_coset.iter().all(|p| p.flags & F_ODD_ROW != 0));
+            assert!(back.last().unwrap().flags & F_POST_ROW != 0);
+        }
         let mut bufs = [a.to_vec(), b.to_vec(), c.to_vec()];
         for v in bufs.iter_mut() {
             for p in to_coeffs.iter().chain(&to_coset) {
@@ -1207,19 +1480,19 @@ mod tests {
             }
         }
         let [mut a, b, c] = bufs;
-        let z = t[T_ZINV + lg_n as usize];
-        if legacy {
-            for i in 0..n {
-                a[i] = (a[i] * b[i] - c[i]) * z;
-            }
+        let nk = if half_root {
+            (t[T_HN + lg_n as usize], t[T_HK + lg_n as usize])
         } else {
-            emu::quotient_permute(&mut a, &b, &c, z, lg_n);
-        }
+            let d = Domain::new(lg_n).unwrap();
+            let n_inv = Fr::from_u64(1 << lg_n).inverse().unwrap();
+            (
+                Fr::from_u64(1 << lg_n),
+                d.vanishing_on_coset_inverse() * n_inv * n_inv * n_inv,
+            )
+        };
+        emu::quotient_permute(&mut a, &b, &c, nk, lg_n);
         for p in &back {
             emu::pass(&mut a, t, lg_n, *p);
-        }
-        if legacy {
-            emu::permute(&mut a, lg_n);
         }
         a
     }
@@ -1227,19 +1500,49 @@ mod tests {
     #[test]
     fn emulated_quotient_matches_cpu() {
         let t = tables();
-        // Below (element-wise fused kernel) and above (tiled) TILED_BITREV_MIN_LG, odd sizes.
-        for lg_n in [1u32, 2, 4, 9, 10, 11, 12, 13] {
+        // Below (element-wise fused kernel) and above (tiled) TILED_BITREV_MIN_LG, odd sizes,
+        // one to three passes; satisfied inputs against `Domain::quotient` on both cosets,
+        // random ones against the reference of each coset.
+        for lg_n in [1u32, 2, 3, 4, 9, 10, 11, 12, 13, 21] {
             let d = Domain::new(lg_n).unwrap();
             let n = d.size();
-            let (a, b, c) = (random(n, 1), random(n, 2), random(n, 3));
             assert_eq!(
                 tiled_bitrev(lg_n),
                 lg_n >= 10 && TILED_BITREV && !env_set("CUZK_NTT_SIMPLE_BITREV")
             );
+            for satisfied in [true, false] {
+                if lg_n == 21 && !satisfied {
+                    continue;
+                }
+                let (a, b, c) = quotient_inputs(n, u64::from(lg_n), satisfied);
+                let want_g = d.quotient(&a, &b, &c).unwrap();
+                let want_s = if satisfied {
+                    want_g.clone()
+                } else {
+                    half_root_quotient(&d, &a, &b, &c)
+                };
+                for (half_root, want) in [(true, &want_s), (false, &want_g)] {
+                    let got = emulated_quotient(&t, lg_n, [&a, &b, &c], false, None, half_root);
+                    assert!(
+                        got == *want,
+                        "2^{lg_n} half-root {half_root} satisfied {satisfied}"
+                    );
+                }
+            }
+        }
+        // Split overrides (odd pass sizes in every position, the radix-2 minimum excluded).
+        for (lg_n, over) in [
+            (13u32, &[3u32, 6, 4][..]),
+            (12, &[2, 8, 2]),
+            (11, &[4, 7]),
+            (14, &[5, 2, 2, 5]),
+        ] {
+            let d = Domain::new(lg_n).unwrap();
+            let (a, b, c) = quotient_inputs(d.size(), 90 + u64::from(lg_n), true);
             let want = d.quotient(&a, &b, &c).unwrap();
-            for legacy in [false, true] {
-                let got = emulated_quotient(&t, lg_n, [&a, &b, &c], false, legacy);
-                assert_eq!(got, want, "2^{lg_n} legacy {legacy}");
+            for half_root in [true, false] {
+                let got = emulated_quotient(&t, lg_n, [&a, &b, &c], false, Some(over), half_root);
+                assert!(got == want, "2^{lg_n} split {over:?} half-root {half_root}");
             }
         }
     }
@@ -1250,15 +1553,15 @@ mod tests {
         for lg_n in [0u32, 1, 3, 10, 11, 14] {
             let n = 1usize << lg_n;
             let (a, b, c) = (random(n, 11), random(n, 12), random(n, 13));
-            let z = random(1, 14)[0];
-            let mut want: Vec<Fr> = (0..n).map(|i| (a[i] * b[i] - c[i]) * z).collect();
+            let nk = (random(1, 14)[0], random(1, 15)[0]);
+            let mut want: Vec<Fr> = (0..n).map(|i| (a[i] * b[i] - c[i] * nk.0) * nk.1).collect();
             emu::bit_reverse(&mut want, lg_n);
             let mut got = a.clone();
-            emu::quotient_bit_reverse(&mut got, &b, &c, z, lg_n);
+            emu::quotient_bit_reverse(&mut got, &b, &c, nk, lg_n);
             assert!(got == want, "element-wise 2^{lg_n}");
             if lg_n >= TILED_BITREV_MIN_LG {
                 let mut got = a.clone();
-                emu::quotient_bit_reverse_tiled(&mut got, &b, &c, z, lg_n);
+                emu::quotient_bit_reverse_tiled(&mut got, &b, &c, nk, lg_n);
                 assert!(got == want, "tiled 2^{lg_n}");
             }
         }

@@ -201,26 +201,62 @@ fn gpu_host_convenience() {
     assert_eq!(got, x);
 }
 
+/// The CPU quotient on the coset the GPU pipeline uses: the half-root coset s = w_2N up to
+/// 2^27, g (`Domain::quotient`) at 2^28. For a satisfied system (Z divides A·B − C) both cosets
+/// give the same H; for other inputs only the pipeline's own coset is the reference.
+fn gpu_coset_quotient(d: &Domain, a: &[Fr], b: &[Fr], c: &[Fr]) -> Vec<Fr> {
+    let lg = d.log_size();
+    if lg >= 28 {
+        return d.quotient(a, b, c).unwrap();
+    }
+    let s = Fr::root_of_unity_of_order(lg + 1).unwrap();
+    let scale = |v: &mut [Fr], f: Fr| {
+        let mut p = Fr::ONE;
+        for x in v.iter_mut() {
+            *x *= p;
+            p *= f;
+        }
+    };
+    let to_coset = |v: &[Fr]| {
+        let mut v = v.to_vec();
+        d.ifft_in_place(&mut v).unwrap();
+        scale(&mut v, s);
+        d.fft_in_place(&mut v).unwrap();
+        v
+    };
+    let (ea, eb, ec) = (to_coset(a), to_coset(b), to_coset(c));
+    let z_inv = (s.pow(&[d.size() as u64]) - Fr::ONE).inverse().unwrap();
+    let mut q: Vec<Fr> = (0..d.size())
+        .map(|i| (ea[i] * eb[i] - ec[i]) * z_inv)
+        .collect();
+    d.ifft_in_place(&mut q).unwrap();
+    scale(&mut q, s.inverse().unwrap());
+    q
+}
+
 fn quotient_case(g: &Gpu, lg: u32) {
     let d = Domain::new(lg).unwrap();
     let n = d.size();
-    // A satisfied system (c = a·b on H) like a real witness, and an unsatisfied one.
+    // A satisfied system (c = a·b on H) like a real witness, against `Domain::quotient`, and an
+    // unsatisfied one, against the quotient on the pipeline's coset.
     let a = random(n, 1);
     let b = random(n, 2);
     let sat: Vec<Fr> = a.iter().zip(&b).map(|(x, y)| *x * y).collect();
-    for c in [sat, random(n, 3)] {
-        let want = d.quotient(&a, &b, &c).unwrap();
+    for (satisfied, c) in [(true, sat), (false, random(n, 3))] {
+        let want = if satisfied {
+            d.quotient(&a, &b, &c).unwrap()
+        } else {
+            gpu_coset_quotient(&d, &a, &b, &c)
+        };
         assert_eq!(
             d.gpu_quotient_host(g, &a, &b, &c).unwrap(),
             want,
             "2^{lg} host"
         );
 
-        // Device API: b and c come back to the budget; the environment's schedule, then the
-        // default and the legacy one forced.
-        let env = KernelChoice::from_env();
-        let forced = [false, true].map(|h_legacy| KernelChoice { h_legacy, ..env });
-        for choice in [None, Some(forced[0]), Some(forced[1])] {
+        // Device API: b and c come back to the budget; the environment's kernels, then the
+        // default ones forced.
+        for choice in [None, Some(KernelChoice::default())] {
             let budget = g.vram().budget().clone();
             let stream = g.stream("quotient").unwrap();
             let mut da = g.vram().from_host(&a).unwrap();
@@ -288,17 +324,12 @@ fn gpu_wide_plan_matches_cpu() {
         }
     }
     let d = Domain::new(22).unwrap();
-    check_quotient_variant(&g, &stream, &d, [61, 62, 63], &[WIDE, WIDE_LEGACY]);
+    check_quotient_variant(&g, &stream, &d, [61, 62, 63], &[WIDE]);
 }
 
 const WIDE: KernelChoice = KernelChoice {
     wide: true,
     specialized: true,
-    h_legacy: false,
-};
-const WIDE_LEGACY: KernelChoice = KernelChoice {
-    h_legacy: true,
-    ..WIDE
 };
 
 /// The default plan on the specialized radix-4 kernels (the default) and on the generic
@@ -306,31 +337,20 @@ const WIDE_LEGACY: KernelChoice = KernelChoice {
 const SPECIALIZED: KernelChoice = KernelChoice {
     wide: false,
     specialized: true,
-    h_legacy: false,
 };
 const GENERIC: KernelChoice = KernelChoice {
     wide: false,
     specialized: false,
-    h_legacy: false,
-};
-/// The H pipeline's schedule before the fused quotient and the batched passes
-/// (`CUZK_NTT_H_LEGACY=1`) on each kernel choice.
-const LEGACY: KernelChoice = KernelChoice {
-    h_legacy: true,
-    ..SPECIALIZED
-};
-const GENERIC_LEGACY: KernelChoice = KernelChoice {
-    h_legacy: true,
-    ..GENERIC
 };
 
 /// Both radix-4 kernel choices, forced here whatever the environment says: the specialized
 /// `cuzk_ntt_pass4_{dif,dit}[_tw][_pre|_post]` (4 blocks per SM, the default) and the generic
 /// `cuzk_ntt_pass4` (2 blocks per SM, `CUZK_NTT_SPECIALIZED=0`). Every transform in both
 /// directions (DIF and DIT, every fused scaling) at 2^10 (one pass), 2^17, 2^20 and 2^22, then
-/// the H pipeline at those sizes and at 2^1, 2^4, 2^9, 2^11, 2^13 on both schedules (default
-/// and `CUZK_NTT_H_LEGACY=1`), against the CPU (computed once per case): together these
-/// launch all ten specialized kernels, the generic one and every quotient kernel.
+/// the H pipeline at those sizes and at 2^1, 2^4, 2^9, 2^11, 2^13 (half-root coset: odd
+/// twiddles on every to_coset pass, the row factor on back's last pass), against the CPU
+/// (computed once per case): together these launch all ten specialized kernels, the generic
+/// one and every quotient kernel.
 #[test]
 #[ignore = "gpu"]
 fn gpu_kernel_choices_match_cpu() {
@@ -361,7 +381,7 @@ fn gpu_kernel_choices_match_cpu() {
         check_quotient_variant(&g, &stream, &d, seeds, &H_CHOICES);
     }
     // The H pipeline below the tiled minimum (element-wise fused quotient), at it and at odd
-    // sizes, both schedules.
+    // sizes.
     for lg in [1u32, 4, 9, 11, 13] {
         let d = Domain::new(lg).unwrap();
         let seeds = [81, 82, 83].map(|s| s + u64::from(lg));
@@ -369,9 +389,8 @@ fn gpu_kernel_choices_match_cpu() {
     }
 }
 
-/// The H pipeline on both radix-4 kernel choices and both schedules (batched passes and the
-/// fused bit-reversed quotient, and the legacy one).
-const H_CHOICES: [KernelChoice; 4] = [SPECIALIZED, GENERIC, LEGACY, GENERIC_LEGACY];
+/// The H pipeline on both radix-4 kernel choices.
+const H_CHOICES: [KernelChoice; 2] = [SPECIALIZED, GENERIC];
 
 /// One transform of random input (`seed`) on each of `choices`, against the CPU.
 fn check_variant(
@@ -399,7 +418,8 @@ fn check_variant(
     }
 }
 
-/// The H pipeline on random a, b, c (`seeds`) on each of `choices`, against the CPU.
+/// The H pipeline on random a, b, c (`seeds`) on each of `choices`, against the CPU quotient on
+/// the pipeline's coset.
 fn check_quotient_variant(
     g: &Gpu,
     stream: &Stream,
@@ -408,7 +428,7 @@ fn check_quotient_variant(
     choices: &[KernelChoice],
 ) {
     let [a, b, c] = seeds.map(|s| random(d.size(), s));
-    let want = d.quotient(&a, &b, &c).unwrap();
+    let want = gpu_coset_quotient(d, &a, &b, &c);
     let lg = d.log_size();
     for &choice in choices {
         let mut da = g.vram().from_host(&a).unwrap();
@@ -432,7 +452,7 @@ fn gpu_alloc_failure_restores_budget() {
     let d = Domain::new(16).unwrap();
     let n = d.size();
     let (a, b, c) = (random(n, 4), random(n, 5), random(n, 6));
-    let want = d.quotient(&a, &b, &c).unwrap();
+    let want = gpu_coset_quotient(&d, &a, &b, &c);
     device_tables(&g).unwrap(); // the per-device tables stay allocated: take them first
     let budget = g.vram().budget().clone();
     let before = budget.in_use();
@@ -517,7 +537,11 @@ fn generic_row(what: &str, base: f64, time: impl FnMut(KernelChoice) -> f64) {
 /// scaled from 3.2 ms per 2^24 forward; CPU is one run of the CPU reference on this machine
 /// (sizes ≤ 2^24 unless CUZK_BENCH_CPU_ALL=1). Under the 2^24 and 2^26 N->BR rows and the H
 /// 2^24 and 2^27 rows, the same on the generic radix-4 kernel ([`generic_row`]); under the H
-/// 2^24 and 2^27 rows also the legacy H schedule (`  legacy H 2^k`, `CUZK_NTT_H_LEGACY=1`).
+/// 2^24 and 2^27 rows the per-step device times (`  H steps: ...`, medians, events between the
+/// steps; `back` includes the host's wait for the quotient before b and c are freed). After the
+/// default rows, sweep rows of alternative pass splits (`CUZK_NTT_SPLIT`, DIF-order bits) for
+/// forward 2^24 / 2^26 N->BR and H 2^24 / 2^27: `  split a,b,c  <ms> (+x.x% vs default row)`,
+/// median of 10 after a warm-up.
 #[test]
 #[ignore = "gpu"]
 fn gpu_bench_ntt() {
@@ -545,8 +569,8 @@ fn gpu_bench_ntt() {
     if let Some(v) = std::env::var_os("CUZK_NTT_WIDE") {
         println!("CUZK_NTT_WIDE={v:?} (wide plan: 2^12 tiles, cuzk_ntt_pass_wide, from 2^16)");
     }
-    if let Some(v) = std::env::var_os("CUZK_NTT_H_LEGACY") {
-        println!("CUZK_NTT_H_LEGACY={v:?} (=1: H rows use the legacy schedule)");
+    if let Some(v) = std::env::var_os("CUZK_NTT_SPLIT") {
+        println!("CUZK_NTT_SPLIT={v:?} (default rows of that size use this pass split)");
     }
     if let Some(v) = std::env::var_os("CUZK_NTT_SPECIALIZED") {
         println!("CUZK_NTT_SPECIALIZED={v:?} (=0: default rows use the generic radix-4 kernel)");
@@ -571,6 +595,8 @@ fn gpu_bench_ntt() {
         f(&d, &mut v);
         Some(t.elapsed().as_secs_f64() * 1e3)
     };
+    // Default-row times of the swept rows: (what, ms).
+    let mut defaults: Vec<(String, f64)> = Vec::new();
     for (lg, target) in [(20u32, None), (22, None), (24, Some(4.0)), (26, Some(17.0))] {
         let d = Domain::new(lg).unwrap();
         let mut dev = g.vram().from_host(&random(d.size(), 11)).unwrap();
@@ -595,6 +621,7 @@ fn gpu_bench_ntt() {
                 cpu_ms,
             );
             if lg >= 24 && output == Order::BitReversed {
+                defaults.push((format!("forward 2^{lg}"), ms));
                 generic_row(&format!("2^{lg} N->BR"), ms, |choice| {
                     median_ms(&g, &stream, 11, || {
                         d.gpu_transform_variant(
@@ -644,31 +671,42 @@ fn gpu_bench_ntt() {
         let a = random(n, 1);
         let src = g.vram().from_host(&a).unwrap();
         let runs = if lg >= 26 { 5 } else { 11 };
-        // Median of `runs` after a warm-up. The pipeline consumes b and c: each run refills a,
-        // b, c on the device with -src (canonical; the pipeline's time does not depend on the
-        // values), outside the events.
-        let time_h = |choice: KernelChoice| -> f64 {
-            let mut times = Vec::new();
-            for _ in 0..=runs {
+        // Median of `runs` after a warm-up, per step (to_coeffs, to_coset, quotient, back) and
+        // in total. The pipeline consumes b and c: each run refills a, b, c on the device with
+        // -src (canonical; the pipeline's time does not depend on the values), outside the
+        // events.
+        let time_h_steps = |choice: KernelChoice, runs: usize| -> [f64; 5] {
+            let mut times: [Vec<f64>; 5] = Default::default();
+            for r in 0..=runs {
                 let mut v: Vec<_> = (0..3).map(|_| g.alloc::<Fr>(n).unwrap()).collect();
                 for x in &mut v {
                     use cuzk_gpu::ff::{Field, UnaryOp, field_unary};
                     field_unary(&g, &stream, Field::Fr, UnaryOp::Neg, &src, x).unwrap();
                 }
                 let (dc, db, mut da) = (v.pop().unwrap(), v.pop().unwrap(), v.pop().unwrap());
-                let (e0, e1) = (g.event().unwrap(), g.event().unwrap());
-                stream.record(&e0).unwrap();
-                d.gpu_quotient_variant(&g, &stream, &mut da, db, dc, choice)
-                    .unwrap();
-                stream.record(&e1).unwrap();
-                e1.synchronize().unwrap();
-                times.push(e0.elapsed_ms(&e1).unwrap() as f64);
+                let ev: Vec<_> = (0..5).map(|_| g.event().unwrap()).collect();
+                stream.record(&ev[0]).unwrap();
+                d.gpu_quotient_marked(&g, &stream, &mut da, db, dc, choice, &mut |step| {
+                    Ok(stream.record(&ev[step + 1])?)
+                })
+                .unwrap();
+                ev[4].synchronize().unwrap();
+                if r == 0 {
+                    continue; // warm-up
+                }
+                for (i, t) in times.iter_mut().take(4).enumerate() {
+                    t.push(f64::from(ev[i].elapsed_ms(&ev[i + 1]).unwrap()));
+                }
+                times[4].push(f64::from(ev[0].elapsed_ms(&ev[4]).unwrap()));
             }
-            times.remove(0); // warm-up
-            times.sort_by(f64::total_cmp);
-            times[times.len() / 2]
+            times.map(|mut t| {
+                t.sort_by(f64::total_cmp);
+                t[t.len() / 2]
+            })
         };
-        let ms = time_h(KernelChoice::from_env());
+        let time_h = |choice: KernelChoice| -> f64 { time_h_steps(choice, runs)[4] };
+        let steps = time_h_steps(KernelChoice::from_env(), runs);
+        let ms = steps[4];
         let cpu_ms = if lg <= 24 || cpu_all {
             let (b, c) = (random(n, 2), random(n, 3));
             let t = Instant::now();
@@ -685,14 +723,83 @@ fn gpu_bench_ntt() {
             cpu_ms,
         );
         if lg != 26 {
+            println!(
+                "  H steps: to_coeffs {:.2}  to_coset {:.2}  quotient {:.2}  back {:.2} ms",
+                steps[0], steps[1], steps[2], steps[3]
+            );
             generic_row(&format!("H 2^{lg}"), ms, time_h);
-            // The schedule before the fused quotient and the batched passes
-            // (`CUZK_NTT_H_LEGACY=1`) on the environment's kernels.
-            let legacy = KernelChoice {
-                h_legacy: true,
-                ..KernelChoice::from_env()
+            defaults.push((format!("H 2^{lg}"), ms));
+        }
+    }
+    // Pass-split sweep (CUZK_NTT_SPLIT, set for the row and removed after): median of 10 after
+    // a warm-up, against the default row of the same size.
+    let sweeps: [(&str, u32, &[&str]); 4] = [
+        ("forward", 24, &["10,8,6", "6,8,10", "10,7,7", "7,7,10"]),
+        ("forward", 26, &["10,8,8", "8,8,10", "10,10,6"]),
+        ("H", 24, &["10,8,6", "6,8,10", "10,7,7", "7,7,10"]),
+        ("H", 27, &["10,9,8", "8,9,10", "10,10,7", "7,10,10"]),
+    ];
+    let saved = std::env::var_os("CUZK_NTT_SPLIT");
+    for (what, lg, splits) in sweeps {
+        let Some(&(_, base)) = defaults
+            .iter()
+            .find(|(w, _)| *w == format!("{what} 2^{lg}"))
+        else {
+            continue; // not measured (did not fit)
+        };
+        println!("{what} 2^{lg} split sweep (default row {base:.3} ms):");
+        let d = Domain::new(lg).unwrap();
+        let n = d.size();
+        for split in splits {
+            // SAFETY (set_var): the bench runs on one test thread (--test-threads=1); no other
+            // thread reads the environment while it is changed.
+            unsafe { std::env::set_var("CUZK_NTT_SPLIT", split) };
+            let ms = if what == "forward" {
+                let mut dev = g.vram().from_host(&random(n, 11)).unwrap();
+                median_ms(&g, &stream, 10, || {
+                    d.gpu_transform(
+                        &g,
+                        &stream,
+                        &mut dev,
+                        Transform::Forward,
+                        Order::Natural,
+                        Order::BitReversed,
+                    )
+                    .unwrap();
+                })
+            } else {
+                let src = g.vram().from_host(&random(n, 1)).unwrap();
+                let mut times = Vec::new();
+                for _ in 0..=10 {
+                    let mut v: Vec<_> = (0..3).map(|_| g.alloc::<Fr>(n).unwrap()).collect();
+                    for x in &mut v {
+                        use cuzk_gpu::ff::{Field, UnaryOp, field_unary};
+                        field_unary(&g, &stream, Field::Fr, UnaryOp::Neg, &src, x).unwrap();
+                    }
+                    let (dc, db, mut da) = (v.pop().unwrap(), v.pop().unwrap(), v.pop().unwrap());
+                    let (e0, e1) = (g.event().unwrap(), g.event().unwrap());
+                    stream.record(&e0).unwrap();
+                    d.gpu_quotient(&g, &stream, &mut da, db, dc).unwrap();
+                    stream.record(&e1).unwrap();
+                    e1.synchronize().unwrap();
+                    times.push(f64::from(e0.elapsed_ms(&e1).unwrap()));
+                }
+                times.remove(0); // warm-up
+                times.sort_by(f64::total_cmp);
+                times[times.len() / 2]
             };
-            ab_row("legacy", legacy, &format!("H 2^{lg}"), ms, time_h);
+            println!(
+                "{:<28} {ms:>9.3} ms ({:+.1}% vs default row)",
+                format!("  split {split}"),
+                100.0 * (ms / base - 1.0)
+            );
+        }
+    }
+    // SAFETY: as above.
+    unsafe {
+        match saved {
+            Some(v) => std::env::set_var("CUZK_NTT_SPLIT", v),
+            None => std::env::remove_var("CUZK_NTT_SPLIT"),
         }
     }
 }

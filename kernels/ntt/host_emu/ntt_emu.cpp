@@ -92,7 +92,7 @@ static spec_t& specialized(uint32_t flags)
     using namespace cuzk::ntt;
     const bool dit = flags & F_DIT, tw = flags & F_TWIDDLE;
     const bool pre = flags & (F_PRE_G | F_PRE_GI | F_PRE_NINV);
-    const bool post = flags & (F_POST_G | F_POST_GI | F_POST_NINV);
+    const bool post = flags & (F_POST_G | F_POST_GI | F_POST_NINV | F_POST_ROW);
     // Generic where no kernel covers the flags: both scalings, DIF tw+post, DIT tw+pre.
     if ((pre && post) || (tw && (dit ? pre : post))) return g_spec[0];
     const std::string name = std::string("cuzk_ntt_pass4_") + (dit ? "dit" : "dif") + (tw ? "_tw" : "") +
@@ -190,9 +190,9 @@ int main(int argc, char** argv)
         bool ok;
         std::string what;
         if (line.rfind("Q ", 0) == 0) {
-            // The default quotient schedule: the inputs' passes once over a, b, c (grid.y = 3,
-            // three buffers), the fused quotient with bit-reversed output (element-wise, and
-            // tiled from 2^10: both results checked), the DIT back passes.
+            // The H pipeline (half-root coset): the inputs' passes once over a, b, c (grid.y = 3,
+            // three buffers), the fused quotient (a*b - n*c)*K with bit-reversed output
+            // (element-wise, and tiled from 2^10: both results checked), the DIT back passes.
             std::istringstream l1(line.substr(2));
             case_t fwd = parse(l1);
             std::getline(cases, line);
@@ -224,22 +224,6 @@ int main(int argc, char** argv)
             }
             fflush(stdout);
             continue;
-        } else if (line.rfind("q ", 0) == 0) {
-            // Quotient: inputs' passes, the point-wise kernel, the result's passes + permutation.
-            std::istringstream l1(line.substr(2));
-            case_t fwd = parse(l1);
-            std::getline(cases, line);
-            std::istringstream l2(line.substr(2));
-            case_t back = parse(l2);
-            const std::string id = std::to_string(fwd.id);
-            auto a = load(dir + "/a" + id + ".bin"), b = load(dir + "/b" + id + ".bin"),
-                 c = load(dir + "/c" + id + ".bin"), want = load(dir + "/want" + id + ".bin");
-            for (auto* v : {&a, &b, &c}) run(fwd, v->data(), tables);
-            const uint32_t n = 1u << fwd.lg_n;
-            launch((n + 255) / 256, 1, 256, [&] { cuzk_ntt_quotient(a.data(), b.data(), c.data(), tables, fwd.lg_n); });
-            run(back, a.data(), tables);
-            ok = memcmp(a.data(), want.data(), 32 * want.size()) == 0 && want.size() == n;
-            what = "quotient " + id + " 2^" + std::to_string(fwd.lg_n) + fwd.desc + " |" + back.desc;
         } else {
             std::istringstream ls(line);
             case_t c = parse(ls);
@@ -256,10 +240,12 @@ int main(int argc, char** argv)
         bad += !ok;
         runs++;
     }
-    // Every flag set (all 2^9, inverse, scalings and direction included) on the specialized
-    // kernel the launcher picks against the generic cuzk_ntt_pass4, bit for bit, at an even and
-    // an odd k (the lone h = 1 stage), canonical input (table values). 2^15: scaling indices
-    // with a HI part (idx >= 2^14) for every scaling combination.
+    // Every flag set of the first 9 bits (inverse, scalings and direction included), and the
+    // half-root bits (F_ODD_ROW, F_ODD_COL, F_POST_ROW: all 8 combinations) with each of the
+    // direction/inverse/twiddle bits and no scaling, g^i or g^-i/n, on the specialized kernel
+    // the launcher picks against the generic cuzk_ntt_pass4, bit for bit, at an even and an odd
+    // k (the lone h = 1 stage), canonical input (table values). 2^15: scaling indices with a HI
+    // part (idx >= 2^14) for every scaling combination.
     // Geometries "lg_n s0 k lg_c batch".
     const uint32_t geo[][5] = {{8, 2, 4, 2, 2}, {9, 1, 5, 1, 2}, {7, 0, 7, 0, 2}, {15, 11, 2, 2, 1}};
     int sweep_bad = 0, sweeps = 0;
@@ -268,6 +254,9 @@ int main(int argc, char** argv)
         std::vector<fr_t> x((size_t)batch << lg_n);
         for (size_t i = 0; i < x.size(); i++) x[i] = tables[(i * 7919 + lg_n) % ntt::T_LEN];
         for (uint32_t flags = 0; flags <= ntt::F_ALL; flags++) {
+            const uint32_t scal = flags & 0x1f8u;
+            if ((flags >> 9) && scal != 0 && scal != ntt::F_PRE_G && scal != (ntt::F_POST_GI | ntt::F_POST_NINV))
+                continue;
             auto a = x, b = x;
             spec_t& sp = specialized(flags);
             sp.runs++;
