@@ -2,7 +2,7 @@
 //! (asynchronous), host-slice conveniences staged through pinned memory, and the fused Groth16
 //! quotient pipeline. Bit-identical to the CPU calls (checked in `tests/gpu.rs`).
 //!
-//! Every device owns one table buffer (~20 MiB, all sizes up to 2^28), uploaded on first use
+//! Every device owns one table buffer (~36 MiB, all sizes up to 2^28), uploaded on first use
 //! and kept for the life of the process.
 
 use std::collections::HashMap;
@@ -169,6 +169,25 @@ fn run_passes_many(
     Ok(())
 }
 
+/// The environment's pass split (`CUZK_NTT_SPLIT`, read on every call; `None` when unset or
+/// malformed), for callers of the `_split` / `_marked` calls that want the environment's.
+#[doc(hidden)]
+pub fn split_from_env() -> Option<Vec<u32>> {
+    plan::split_override()
+}
+
+/// A split given to the `_split` / `_marked` calls: pass bits in `2..=TILE_LG` (as
+/// `CUZK_NTT_SPLIT`, which ignores a malformed value; an explicit one is an error).
+fn check_split(bits: &[u32]) -> Result<(), NttError> {
+    if bits.is_empty() || bits.iter().any(|&k| !(2..=plan::TILE_LG).contains(&k)) {
+        return Err(NttError::Gpu(cuzk_gpu::GpuError::InvalidLaunch {
+            kernel: "ntt pass split".into(),
+            reason: format!("pass bits {bits:?} outside 2..={}", plan::TILE_LG),
+        }));
+    }
+    Ok(())
+}
+
 /// Bit-reversal of every polynomial of `data` on the kernel the plan selects.
 fn permute(
     gpu: &Gpu,
@@ -215,13 +234,45 @@ impl Domain {
         output: Order,
         choice: KernelChoice,
     ) -> Result<(), NttError> {
+        let split = plan::split_override();
+        self.gpu_transform_split(
+            gpu,
+            stream,
+            data,
+            t,
+            input,
+            output,
+            choice,
+            split.as_deref(),
+        )
+    }
+
+    /// [`Self::gpu_transform_variant`] with the pass split `split` (DIF-order pass bits, as
+    /// `CUZK_NTT_SPLIT`; used where they sum to the domain's log size and the plan is not wide,
+    /// else the default split) instead of the environment's; same result.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn gpu_transform_split(
+        &self,
+        gpu: &Gpu,
+        stream: &Stream,
+        data: &mut DeviceBuffer<Fr>,
+        t: Transform,
+        input: Order,
+        output: Order,
+        choice: KernelChoice,
+        split: Option<&[u32]>,
+    ) -> Result<(), NttError> {
         let n = self.size();
         if data.is_empty() || !data.len().is_multiple_of(n) || data.len() / n > 65535 {
             return Err(NttError::BadBatch { n, got: data.len() });
         }
+        if let Some(bits) = split {
+            check_split(bits)?;
+        }
         let lg_n = self.log_size();
         let tables = device_tables(gpu)?;
-        let plan = plan::plan_with(lg_n, t, input, output, choice.wide);
+        let plan = plan::plan_split(lg_n, t, input, output, choice.wide, split);
         if plan.permute_before {
             permute(gpu, stream, data, lg_n)?;
         }
@@ -298,11 +349,15 @@ impl Domain {
         c: DeviceBuffer<Fr>,
         choice: KernelChoice,
     ) -> Result<(), NttError> {
-        self.gpu_quotient_marked(gpu, stream, a, b, c, choice, &mut |_| Ok(()))
+        let split = plan::split_override();
+        let mut mark = |_| Ok(());
+        self.gpu_quotient_marked(gpu, stream, a, b, c, choice, split.as_deref(), &mut mark)
     }
 
-    /// [`Self::gpu_quotient_variant`] with `mark(step)` called after the launches of each step
-    /// are enqueued (0 to_coeffs, 1 to_coset, 2 quotient, 3 back), e.g. to record events.
+    /// [`Self::gpu_quotient_variant`] with the pass split `split` (as in
+    /// [`Self::gpu_transform_split`]) instead of the environment's, and `mark(step)` called
+    /// after the launches of each step are enqueued (0 to_coeffs, 1 to_coset, 2 quotient,
+    /// 3 back), e.g. to record events between them.
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     pub fn gpu_quotient_marked(
@@ -313,8 +368,12 @@ impl Domain {
         b: DeviceBuffer<Fr>,
         c: DeviceBuffer<Fr>,
         choice: KernelChoice,
+        split: Option<&[u32]>,
         mark: &mut dyn FnMut(usize) -> Result<(), NttError>,
     ) -> Result<(), NttError> {
+        if let Some(bits) = split {
+            check_split(bits)?;
+        }
         let n = self.size();
         for v in [&*a, &b, &c] {
             if v.len() != n {
@@ -326,7 +385,7 @@ impl Domain {
         }
         let lg_n = self.log_size();
         let tables = device_tables(gpu)?;
-        let (to_coeffs, to_coset, back) = plan::quotient_plan_with(lg_n, choice.wide);
+        let (to_coeffs, to_coset, back) = plan::quotient_plan_split(lg_n, choice.wide, split);
         self.gpu_quotient_steps(
             gpu,
             stream,

@@ -161,8 +161,8 @@ fn split(lg_n: u32) -> Vec<u32> {
 /// the pass bits in DIF order (the first pass executed by a DIF network, the last by a DIT),
 /// comma-separated, e.g. `CUZK_NTT_SPLIT=10,8,6` for 2^24. Used by every transform plan and the
 /// H pipeline of the size the bits sum to; ignored (the default split) for any other size,
-/// under the wide plan, or when malformed: a field that is not a number, or a pass of fewer
-/// than 1 bit (2 on the radix-4 kernels, the default) or more than TILE_LG (10).
+/// under the wide plan, or when malformed: empty, a field that is not a number, or a pass of
+/// fewer than 2 bits (the radix-4 kernels' minimum) or more than TILE_LG (10).
 pub(crate) fn split_override() -> Option<Vec<u32>> {
     std::env::var("CUZK_NTT_SPLIT")
         .ok()
@@ -280,8 +280,21 @@ pub(crate) fn plan(lg_n: u32, t: Transform, input: Order, output: Order) -> Plan
     plan_with(lg_n, t, input, output, wide_enabled())
 }
 
-/// [`plan`] with the wide plan chosen or not.
+/// [`plan`] with the wide plan chosen or not (and the `CUZK_NTT_SPLIT` override).
 pub(crate) fn plan_with(lg_n: u32, t: Transform, input: Order, output: Order, wide: bool) -> Plan {
+    plan_split(lg_n, t, input, output, wide, split_override().as_deref())
+}
+
+/// [`plan_with`] with the split override `over` (DIF-order pass bits, used where they sum to
+/// `lg_n` and the plan is not wide).
+pub(crate) fn plan_split(
+    lg_n: u32,
+    t: Transform,
+    input: Order,
+    output: Order,
+    wide: bool,
+    over: Option<&[u32]>,
+) -> Plan {
     let inverse = matches!(t, Transform::Inverse | Transform::CosetInverse);
     let pre = if t == Transform::CosetForward {
         F_PRE_G
@@ -311,7 +324,7 @@ pub(crate) fn plan_with(lg_n: u32, t: Transform, input: Order, output: Order, wi
     };
     Plan {
         permute_before: false,
-        passes: network_with(lg_n, dit, inverse, pre, post, wide),
+        passes: network_split(lg_n, dit, inverse, pre, post, wide, over),
         permute_after: output != native_out,
     }
 }

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use cuzk_field::Fr;
 use cuzk_gpu::{Gpu, Stream};
-use cuzk_ntt::gpu::{KernelChoice, check_fits, device_tables};
+use cuzk_ntt::gpu::{KernelChoice, check_fits, device_tables, split_from_env};
 use cuzk_ntt::{Domain, NttError, Order, Transform};
 use proptest::prelude::*;
 use rand::SeedableRng;
@@ -443,6 +443,76 @@ fn check_quotient_variant(
     }
 }
 
+/// Explicit pass splits (what `CUZK_NTT_SPLIT` selects; the bench sweeps them) against the CPU:
+/// transforms in both directions and the H pipeline, odd and uneven passes.
+#[test]
+#[ignore = "gpu"]
+fn gpu_split_override_matches_cpu() {
+    let g = gpu();
+    let stream = g.stream("split").unwrap();
+    for (lg, split) in [
+        (17u32, &[5u32, 7, 5][..]),
+        (20, &[10, 4, 6]),
+        (24, &[6, 8, 10]),
+    ] {
+        let d = Domain::new(lg).unwrap();
+        for (i, (t, input, output)) in [
+            (Transform::Forward, Order::Natural, Order::BitReversed),
+            (Transform::CosetForward, Order::BitReversed, Order::Natural),
+            (Transform::CosetInverse, Order::Natural, Order::Natural),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let x = random(d.size(), 300 + u64::from(lg) + i as u64);
+            let mut staged = x.clone();
+            reorder(&mut staged, input, &d);
+            let mut want = x;
+            cpu(&d, &mut want, t);
+            reorder(&mut want, output, &d);
+            let mut dev = g.vram().from_host(&staged).unwrap();
+            d.gpu_transform_split(
+                &g,
+                &stream,
+                &mut dev,
+                t,
+                input,
+                output,
+                SPECIALIZED,
+                Some(split),
+            )
+            .unwrap();
+            stream.synchronize().unwrap();
+            assert!(
+                dev.to_vec().unwrap() == want,
+                "2^{lg} split {split:?} {t:?}"
+            );
+        }
+        if lg <= 20 {
+            let [a, b, c] = [1u64, 2, 3].map(|s| random(d.size(), 310 + s));
+            let want = gpu_coset_quotient(&d, &a, &b, &c);
+            let mut da = g.vram().from_host(&a).unwrap();
+            let (db, dc) = (
+                g.vram().from_host(&b).unwrap(),
+                g.vram().from_host(&c).unwrap(),
+            );
+            d.gpu_quotient_marked(
+                &g,
+                &stream,
+                &mut da,
+                db,
+                dc,
+                SPECIALIZED,
+                Some(split),
+                &mut |_| Ok(()),
+            )
+            .unwrap();
+            stream.synchronize().unwrap();
+            assert!(da.to_vec().unwrap() == want, "H 2^{lg} split {split:?}");
+        }
+    }
+}
+
 /// Budget left for only some of the pipeline's allocations: the call fails cleanly and gives
 /// back exactly what it took.
 #[test]
@@ -595,8 +665,11 @@ fn gpu_bench_ntt() {
         f(&d, &mut v);
         Some(t.elapsed().as_secs_f64() * 1e3)
     };
-    // Default-row times of the swept rows: (what, ms).
+    // Default-row times of the swept forward rows (what, ms), of the H rows (lg, ms), and the
+    // sweep's results (what, split, ms), printed after all default rows.
     let mut defaults: Vec<(String, f64)> = Vec::new();
+    let mut h_sweeps: Vec<(u32, f64)> = Vec::new();
+    let mut sweep_rows: Vec<(String, &'static str, f64)> = Vec::new();
     for (lg, target) in [(20u32, None), (22, None), (24, Some(4.0)), (26, Some(17.0))] {
         let d = Domain::new(lg).unwrap();
         let mut dev = g.vram().from_host(&random(d.size(), 11)).unwrap();
@@ -622,6 +695,23 @@ fn gpu_bench_ntt() {
             );
             if lg >= 24 && output == Order::BitReversed {
                 defaults.push((format!("forward 2^{lg}"), ms));
+                for &split in split_sweep(&format!("forward 2^{lg}")) {
+                    let over = bits(split);
+                    let t = median_ms(&g, &stream, 10, || {
+                        d.gpu_transform_split(
+                            &g,
+                            &stream,
+                            &mut dev,
+                            Transform::Forward,
+                            input,
+                            output,
+                            KernelChoice::from_env(),
+                            Some(&over),
+                        )
+                        .unwrap();
+                    });
+                    sweep_rows.push((format!("forward 2^{lg}"), split, t));
+                }
                 generic_row(&format!("2^{lg} N->BR"), ms, |choice| {
                     median_ms(&g, &stream, 11, || {
                         d.gpu_transform_variant(
@@ -675,7 +765,7 @@ fn gpu_bench_ntt() {
         // in total. The pipeline consumes b and c: each run refills a, b, c on the device with
         // -src (canonical; the pipeline's time does not depend on the values), outside the
         // events.
-        let time_h_steps = |choice: KernelChoice, runs: usize| -> [f64; 5] {
+        let time_h_steps = |choice: KernelChoice, runs: usize, split: Option<Vec<u32>>| {
             let mut times: [Vec<f64>; 5] = Default::default();
             for r in 0..=runs {
                 let mut v: Vec<_> = (0..3).map(|_| g.alloc::<Fr>(n).unwrap()).collect();
@@ -686,7 +776,8 @@ fn gpu_bench_ntt() {
                 let (dc, db, mut da) = (v.pop().unwrap(), v.pop().unwrap(), v.pop().unwrap());
                 let ev: Vec<_> = (0..5).map(|_| g.event().unwrap()).collect();
                 stream.record(&ev[0]).unwrap();
-                d.gpu_quotient_marked(&g, &stream, &mut da, db, dc, choice, &mut |step| {
+                let split = split.as_deref();
+                d.gpu_quotient_marked(&g, &stream, &mut da, db, dc, choice, split, &mut |step| {
                     Ok(stream.record(&ev[step + 1])?)
                 })
                 .unwrap();
@@ -704,8 +795,9 @@ fn gpu_bench_ntt() {
                 t[t.len() / 2]
             })
         };
-        let time_h = |choice: KernelChoice| -> f64 { time_h_steps(choice, runs)[4] };
-        let steps = time_h_steps(KernelChoice::from_env(), runs);
+        let time_h =
+            |choice: KernelChoice| -> f64 { time_h_steps(choice, runs, split_from_env())[4] };
+        let steps = time_h_steps(KernelChoice::from_env(), runs, split_from_env());
         let ms = steps[4];
         let cpu_ms = if lg <= 24 || cpu_all {
             let (b, c) = (random(n, 2), random(n, 3));
@@ -728,78 +820,51 @@ fn gpu_bench_ntt() {
                 steps[0], steps[1], steps[2], steps[3]
             );
             generic_row(&format!("H 2^{lg}"), ms, time_h);
-            defaults.push((format!("H 2^{lg}"), ms));
+            h_sweeps.push((lg, ms));
+        }
+        // The pass-split sweep of this size, timed here (this size's vectors) and printed after
+        // every default row.
+        for &split in split_sweep(&format!("H 2^{lg}")) {
+            let t = time_h_steps(KernelChoice::from_env(), 10, Some(bits(split)))[4];
+            sweep_rows.push((format!("H 2^{lg}"), split, t));
         }
     }
-    // Pass-split sweep (CUZK_NTT_SPLIT, set for the row and removed after): median of 10 after
-    // a warm-up, against the default row of the same size.
-    let sweeps: [(&str, u32, &[&str]); 4] = [
-        ("forward", 24, &["10,8,6", "6,8,10", "10,7,7", "7,7,10"]),
-        ("forward", 26, &["10,8,8", "8,8,10", "10,10,6"]),
-        ("H", 24, &["10,8,6", "6,8,10", "10,7,7", "7,7,10"]),
-        ("H", 27, &["10,9,8", "8,9,10", "10,10,7", "7,10,10"]),
-    ];
-    let saved = std::env::var_os("CUZK_NTT_SPLIT");
-    for (what, lg, splits) in sweeps {
-        let Some(&(_, base)) = defaults
-            .iter()
-            .find(|(w, _)| *w == format!("{what} 2^{lg}"))
-        else {
-            continue; // not measured (did not fit)
-        };
-        println!("{what} 2^{lg} split sweep (default row {base:.3} ms):");
-        let d = Domain::new(lg).unwrap();
-        let n = d.size();
-        for split in splits {
-            // SAFETY (set_var): the bench runs on one test thread (--test-threads=1); no other
-            // thread reads the environment while it is changed.
-            unsafe { std::env::set_var("CUZK_NTT_SPLIT", split) };
-            let ms = if what == "forward" {
-                let mut dev = g.vram().from_host(&random(n, 11)).unwrap();
-                median_ms(&g, &stream, 10, || {
-                    d.gpu_transform(
-                        &g,
-                        &stream,
-                        &mut dev,
-                        Transform::Forward,
-                        Order::Natural,
-                        Order::BitReversed,
-                    )
-                    .unwrap();
-                })
-            } else {
-                let src = g.vram().from_host(&random(n, 1)).unwrap();
-                let mut times = Vec::new();
-                for _ in 0..=10 {
-                    let mut v: Vec<_> = (0..3).map(|_| g.alloc::<Fr>(n).unwrap()).collect();
-                    for x in &mut v {
-                        use cuzk_gpu::ff::{Field, UnaryOp, field_unary};
-                        field_unary(&g, &stream, Field::Fr, UnaryOp::Neg, &src, x).unwrap();
-                    }
-                    let (dc, db, mut da) = (v.pop().unwrap(), v.pop().unwrap(), v.pop().unwrap());
-                    let (e0, e1) = (g.event().unwrap(), g.event().unwrap());
-                    stream.record(&e0).unwrap();
-                    d.gpu_quotient(&g, &stream, &mut da, db, dc).unwrap();
-                    stream.record(&e1).unwrap();
-                    e1.synchronize().unwrap();
-                    times.push(f64::from(e0.elapsed_ms(&e1).unwrap()));
-                }
-                times.remove(0); // warm-up
-                times.sort_by(f64::total_cmp);
-                times[times.len() / 2]
-            };
+    print_sweeps(&defaults, &h_sweeps, &sweep_rows);
+}
+
+/// The alternative pass splits (DIF-order bits, as `CUZK_NTT_SPLIT`) the bench sweeps for a row.
+fn split_sweep(what: &str) -> &'static [&'static str] {
+    match what {
+        "forward 2^24" | "H 2^24" => &["10,8,6", "6,8,10", "10,7,7", "7,7,10"],
+        "forward 2^26" => &["10,8,8", "8,8,10", "10,10,6"],
+        "H 2^27" => &["10,9,8", "8,9,10", "10,10,7", "7,10,10"],
+        _ => &[],
+    }
+}
+
+fn bits(split: &str) -> Vec<u32> {
+    split.split(',').map(|b| b.parse().unwrap()).collect()
+}
+
+/// The sweep rows after the default rows: per swept row its default time, then
+/// `  split a,b,c  <ms> (+x.x% vs default row)`.
+fn print_sweeps(forward: &[(String, f64)], h: &[(u32, f64)], rows: &[(String, &'static str, f64)]) {
+    let bases = forward
+        .iter()
+        .cloned()
+        .chain(h.iter().map(|&(lg, ms)| (format!("H 2^{lg}"), ms)));
+    for (what, base) in bases {
+        let mine: Vec<_> = rows.iter().filter(|r| r.0 == what).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        println!("{what} split sweep (CUZK_NTT_SPLIT, median of 10; default row {base:.3} ms):");
+        for (_, split, ms) in mine {
             println!(
                 "{:<28} {ms:>9.3} ms ({:+.1}% vs default row)",
                 format!("  split {split}"),
                 100.0 * (ms / base - 1.0)
             );
-        }
-    }
-    // SAFETY: as above.
-    unsafe {
-        match saved {
-            Some(v) => std::env::set_var("CUZK_NTT_SPLIT", v),
-            None => std::env::remove_var("CUZK_NTT_SPLIT"),
         }
     }
 }
