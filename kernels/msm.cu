@@ -92,10 +92,9 @@ msm_sort_oversize(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32
     msm_accumulate_##G(const affine_t<F>* __restrict__ points, uint32_t npoints,                         \
                        const uint32_t* __restrict__ sorted, uint32_t cap,                                \
                        const uint32_t* __restrict__ offsets, uint32_t nkeys, uint32_t nthreads,          \
-                       uint32_t ahead, uint32_t* pkeys, xyzz_t<F>* ppts, xyzz_t<F>* buckets)             \
+                       uint32_t* pkeys, xyzz_t<F>* ppts, xyzz_t<F>* buckets)                             \
     {                                                                                                    \
-        msm::accumulate<F>(points, npoints, sorted, cap, offsets, nkeys, nthreads, ahead, pkeys, ppts,   \
-                           buckets);                                                                     \
+        msm::accumulate<F>(points, npoints, sorted, cap, offsets, nkeys, nthreads, pkeys, ppts, buckets); \
     }                                                                                                    \
     extern "C" __global__ void __launch_bounds__(256)                                                    \
     msm_identity_bits_##G(const affine_t<F>* __restrict__ points, uint32_t n, uint32_t* __restrict__ bits)  \
@@ -143,9 +142,9 @@ extern "C" __global__ void __launch_bounds__(128, 4)
 msm_accumulate_g1_occ4(const affine_t<fp_t>* __restrict__ points, uint32_t npoints,
                        const uint32_t* __restrict__ sorted, uint32_t cap,
                        const uint32_t* __restrict__ offsets, uint32_t nkeys, uint32_t nthreads,
-                       uint32_t ahead, uint32_t* pkeys, xyzz_t<fp_t>* ppts, xyzz_t<fp_t>* buckets)
+                       uint32_t* pkeys, xyzz_t<fp_t>* ppts, xyzz_t<fp_t>* buckets)
 {
-    msm::accumulate<fp_t>(points, npoints, sorted, cap, offsets, nkeys, nthreads, ahead, pkeys, ppts, buckets);
+    msm::accumulate<fp_t>(points, npoints, sorted, cap, offsets, nkeys, nthreads, pkeys, ppts, buckets);
 }
 
 // Paired variant of msm_accumulate_g1, the default (Accumulate::Paired, CUZK_MSM_ACCUMULATE=pair):
@@ -156,10 +155,9 @@ extern "C" __global__ void __launch_bounds__(128, 4)
 msm_accumulate_g1_pair(const affine_t<fp_t>* __restrict__ points, uint32_t npoints,
                        const uint32_t* __restrict__ sorted, uint32_t cap,
                        const uint32_t* __restrict__ offsets, uint32_t nkeys, uint32_t nthreads,
-                       uint32_t ahead, uint32_t* pkeys, xyzz_t<fp_t>* ppts, xyzz_t<fp_t>* buckets)
+                       uint32_t* pkeys, xyzz_t<fp_t>* ppts, xyzz_t<fp_t>* buckets)
 {
-    msm::accumulate<fp_t, true>(points, npoints, sorted, cap, offsets, nkeys, nthreads, ahead, pkeys, ppts,
-                                buckets);
+    msm::accumulate<fp_t, true>(points, npoints, sorted, cap, offsets, nkeys, nthreads, pkeys, ppts, buckets);
 }
 
 // G2: an XYZZ point alone is 96 registers; 255 registers with 2 blocks of 128 per SM.

@@ -157,26 +157,14 @@ struct run_sink {
     }
 };
 
-// Asks L2 for the lines of *p (no register result: the thread does not wait).
-template <class T>
-__device__ __forceinline__ void prefetch_l2(const T* p)
-{
-    const char* b = reinterpret_cast<const char*>(p);
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(b));
-    if constexpr (sizeof(T) > 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(b + 128));
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(b + sizeof(T) - 1));
-}
-
 // 5. Level 0: thread t of nthreads sums sorted[t*E/T, (t+1)*E/T) (E = offsets[nkeys]).
 // Empty slices emit identity partials keyed so that the partial array stays sorted: the key of
 // the next entry, or the dump key nkeys past the end (buckets has nkeys + 1 slots).
 // PAIRED: the mixed additions as paired out-of-line products (xyzz_t::add_affine_paired).
-// ahead > 0: the point `ahead` entries further in the slice is prefetched into L2 before each
-// addition, so its load no longer waits on device memory (the points are read in random order).
 template <class F, bool PAIRED = false>
 __device__ __forceinline__ void accumulate(const affine_t<F>* points, uint32_t npoints, const uint32_t* sorted,
                                            uint32_t cap, const uint32_t* offsets, uint32_t nkeys, uint32_t nthreads,
-                                           uint32_t ahead, uint32_t* pkeys, xyzz_t<F>* ppts, xyzz_t<F>* buckets)
+                                           uint32_t* pkeys, xyzz_t<F>* ppts, xyzz_t<F>* buckets)
 {
     const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= nthreads) return;
@@ -201,10 +189,6 @@ __device__ __forceinline__ void accumulate(const affine_t<F>* points, uint32_t n
                 key++;
                 next = key < nkeys ? offsets[key + 1] : E;
             } while (next == pos && key < nkeys);   // skip empty keys
-        }
-        if (ahead != 0 && pos + ahead < e) {
-            const uint32_t far = sorted[pos + ahead] & ~SIGN_BIT;
-            if (far < npoints) prefetch_l2(points + far);
         }
         uint32_t entry = sorted[pos];
         uint32_t idx = entry & ~SIGN_BIT;

@@ -730,15 +730,13 @@ pub fn bin_sort<S: Pod>(
 /// entries; writes `2 · nthreads` partials and the buckets of runs inside a slice.
 /// `buckets` holds `nkeys + 1` XYZZ points (the last is a dump slot); the buckets of keys with
 /// entries are written once (here or by the last [`merge`] level), the others are left as
-/// they were ([`bucket_reduce`] skips them); `variant` picks the G1 kernel build; `ahead` > 0
-/// prefetches into L2 the point that many entries further in a thread's slice.
+/// they were ([`bucket_reduce`] skips them); `variant` picks the G1 kernel build.
 #[allow(clippy::too_many_arguments)]
 pub fn accumulate<P: Pod>(
     gpu: &Gpu,
     stream: &Stream,
     curve: Curve,
     variant: Accumulate,
-    ahead: u32,
     points: &DeviceBuffer<P>,
     npoints: usize,
     sorted: &DeviceBuffer<u32>,
@@ -766,8 +764,8 @@ pub fn accumulate<P: Pod>(
         u32_of(&k, "nthreads", nthreads)?,
     );
     let cfg = LaunchConfig::for_elements(nthreads, curve.block())?;
-    let args: [&dyn KernelArg; 11] = [
-        points, &np, sorted, &cap, offsets, &nk, &nt, &ahead, &*pkeys, &*ppts, &*buckets,
+    let args: [&dyn KernelArg; 10] = [
+        points, &np, sorted, &cap, offsets, &nk, &nt, &*pkeys, &*ppts, &*buckets,
     ];
     // SAFETY: thread t < nthreads reads sorted[< min(offsets[nkeys], cap)], points[< npoints],
     // offsets[0..=nkeys]; writes pkeys/ppts[2t, 2t+1] and buckets[<= nkeys] (keys clamped).

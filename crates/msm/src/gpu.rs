@@ -44,19 +44,6 @@ pub const WINDOW_ENV: &str = "CUZK_MSM_WINDOW";
 /// previous per-key histogram + scan + atomic scatter, a fallback); anything else or unset:
 /// the binned sort ([`Sort::Bins`]).
 pub const SORT_ENV: &str = "CUZK_MSM_SORT";
-/// Environment variable setting how many entries ahead the accumulation prefetches points
-/// into L2 (0: off; ignored if it does not parse). [`GpuMsm::with_prefetch`] overrides it.
-pub const PREFETCH_ENV: &str = "CUZK_MSM_PREFETCH";
-/// Default prefetch distance of the accumulation (entries ahead in a thread's slice).
-pub const DEFAULT_PREFETCH: u32 = 2;
-
-fn env_prefetch() -> u32 {
-    std::env::var(PREFETCH_ENV)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(DEFAULT_PREFETCH)
-}
-
 /// Entries a sort bin should hold on average (the shared-memory tile holds `SORT_TILE` =
 /// 8192, so a typical bin fits with room for its random spread).
 const SORT_BIN_TARGET: f64 = 4096.0;
@@ -737,7 +724,6 @@ pub struct GpuMsm<P: MsmPoint> {
     vram_limit: Option<u64>,
     keep_scratch: bool,
     acc: Accumulate,
-    prefetch: u32,
     sort: Sort,
     cache: Arc<KeptCache<P>>,
     /// Resident points: which are the identity (one bit each, made at construction); their
@@ -754,7 +740,6 @@ impl<P: MsmPoint> std::fmt::Debug for GpuMsm<P> {
             .field("window_bits", &self.window_bits)
             .field("keep_scratch", &self.keep_scratch)
             .field("accumulate", &self.acc)
-            .field("prefetch", &self.prefetch)
             .field("sort", &self.sort)
             .finish()
     }
@@ -791,7 +776,6 @@ impl<P: MsmPoint> GpuMsm<P> {
             vram_limit: None,
             keep_scratch: true,
             acc: env_accumulate(),
-            prefetch: env_prefetch(),
             sort: env_sort(),
             cache,
             identity,
@@ -848,13 +832,6 @@ impl<P: MsmPoint> GpuMsm<P> {
     /// Chooses the G1 accumulation kernel (overrides `CUZK_MSM_ACCUMULATE`; G2 has one).
     pub fn with_accumulate(mut self, acc: Accumulate) -> Self {
         self.acc = acc;
-        self
-    }
-
-    /// Sets how many entries ahead the accumulation prefetches points into L2 (0: off;
-    /// overrides `CUZK_MSM_PREFETCH`).
-    pub fn with_prefetch(mut self, ahead: u32) -> Self {
-        self.prefetch = ahead;
         self
     }
 
@@ -1321,7 +1298,6 @@ impl<P: MsmPoint> GpuMsm<P> {
                 s,
                 cv,
                 self.acc,
-                self.prefetch,
                 pts,
                 n,
                 &sc.sorted,

@@ -4,7 +4,7 @@
 use cuzk_field::{Fr, G1Affine, G2Affine};
 use cuzk_gpu::Gpu;
 use cuzk_gpu::msm::Accumulate;
-use cuzk_msm::gpu::{DEFAULT_PREFETCH, GpuMsm, MsmProfile, Plan, Sort};
+use cuzk_msm::gpu::{GpuMsm, MsmProfile, Plan, Sort};
 use cuzk_msm::{Group, MsmPoint, cpu, testing};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -499,27 +499,21 @@ fn gpu_bench_msm() {
         profile(&ctx, &dev, &format!("G1 2^{log} random freed-scratch"));
         let ctx = ctx.keep_scratch(true);
         // The other builds, same scalars: each accumulation kernel
-        // (CUZK_MSM_ACCUMULATE), other prefetch distances (CUZK_MSM_PREFETCH) and, from 2^24,
-        // the per-key atomic sort (CUZK_MSM_SORT=atomic; compare the sort phases of the
-        // msm_profile lines).
-        let (acc0, sort0, ahead0) = (Accumulate::default(), Sort::default(), DEFAULT_PREFETCH);
-        let mut others: Vec<(String, Accumulate, Sort, u32)> = Accumulate::ALL
+        // (CUZK_MSM_ACCUMULATE) and, from 2^24, the per-key atomic sort (CUZK_MSM_SORT=atomic;
+        // compare the sort phases of the msm_profile lines).
+        let mut others: Vec<(String, Accumulate, Sort)> = Accumulate::ALL
             .into_iter()
-            .filter(|&acc| acc != acc0)
-            .map(|acc| (format!("{} accumulate", acc.name()), acc, sort0, ahead0))
+            .filter(|&acc| acc != Accumulate::default())
+            .map(|acc| (format!("{} accumulate", acc.name()), acc, Sort::default()))
             .collect();
-        for ahead in PREFETCH_SWEEP.into_iter().filter(|&a| a != ahead0) {
-            others.push((format!("prefetch {ahead}"), acc0, sort0, ahead));
-        }
         if log >= 24 {
-            others.push(("atomic sort".into(), acc0, Sort::Atomic, ahead0));
+            others.push(("atomic sort".into(), Accumulate::default(), Sort::Atomic));
         }
-        for (label, acc, sort, ahead) in others {
+        for (label, acc, sort) in others {
             let other = GpuMsm::resident(&g, &g1[..n])
                 .unwrap()
                 .with_accumulate(acc)
-                .with_sort(sort)
-                .with_prefetch(ahead);
+                .with_sort(sort);
             assert_eq!(other.msm_device(&dev).unwrap(), want, "{label}");
             let ms = median_ms(other.stream(), &g, || {
                 other.msm_device(&dev).unwrap();
@@ -565,24 +559,7 @@ fn gpu_bench_msm() {
     });
     row("G2 2^24 random, scratch freed per call", ms, 330.0);
     profile(&ctx, &dev, "G2 2^24 random freed-scratch");
-    let want = ctx.msm_device(&dev).unwrap();
-    drop(ctx);
-    for ahead in PREFETCH_SWEEP
-        .into_iter()
-        .filter(|&a| a != DEFAULT_PREFETCH)
-    {
-        let other = GpuMsm::resident(&g, &g2).unwrap().with_prefetch(ahead);
-        assert_eq!(other.msm_device(&dev).unwrap(), want, "prefetch {ahead}");
-        let ms = median_ms(other.stream(), &g, || {
-            other.msm_device(&dev).unwrap();
-        });
-        row(&format!("G2 2^24 random, prefetch {ahead}"), ms, 330.0);
-        profile(&other, &dev, &format!("G2 2^24 random prefetch {ahead}"));
-    }
 }
-
-/// Prefetch distances the bench compares with the default.
-const PREFETCH_SWEEP: [u32; 4] = [0, 1, 2, 4];
 
 /// Times one resident MSM per candidate window at each n (median of 3 after a warm-up) and
 /// prints machine-readable lines:
