@@ -230,6 +230,10 @@ __device__ __forceinline__ fr_t scale_steps(fr_t x, const fr_t* tables, uint32_t
 // split product.
 __device__ __forceinline__ fr_t pass_twiddle(const fr_t* tables, bool inv, uint32_t ord, uint32_t ex)
 {
+    // A root in the internal table (w_1024^q, q < 512: 16 KiB the butterflies keep in L1), e.g.
+    // the odd twiddle of the R = 0 pass, w_(2^(k+1))^br: no trip to L2 for it.
+    if (ord <= INT_LG && (ex >> (MAX_LG - INT_LG)) < INT_LEN)
+        return ld(tables + (inv ? T_INV_INT : T_FWD_INT) + (ex >> (MAX_LG - INT_LG)));
     if (ord <= DIRECT_LG)
         return ld(tables + (inv ? T_INV_DIR : T_FWD_DIR) + (ex >> (MAX_LG - DIRECT_LG)));
     return split_pow(tables, inv ? T_INV_LO : T_FWD_LO, ex);
@@ -491,7 +495,8 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
             x = x * pass_twiddle(tables, inv, ord, ex);
         }
         if (has_post && dit && (flags & F_POST_ROW))
-            x = x * ld(tables + (inv ? T_INV_DIR : T_FWD_DIR) + (row << (DIRECT_LG - 1 - k)));
+            x = x * (k < INT_LG ? ld(tables + (inv ? T_INV_INT : T_FWD_INT) + (row << (INT_LG - 1 - k)))
+                                : ld(tables + (inv ? T_INV_DIR : T_FWD_DIR) + (row << (DIRECT_LG - 1 - k))));
         if (has_post && (flags & (F_POST_G | F_POST_GI | F_POST_NINV))) {
             const uint32_t idx = dit ? pos : bitrev(pos, lg_n);
             x = spec ? scale_steps(x, tables, flags, F_POST_G, F_POST_GI, F_POST_NINV, idx, lg_n)
