@@ -40,8 +40,9 @@ use crate::keys::ProvingKey;
 use crate::timing::timed;
 
 const NAME: &str = "gpu";
-/// Per-phase allowance for small buffers (counters, result rings, rounding) and the NTT tables.
-const SLACK: u64 = 16 << 20;
+/// Per-phase allowance for small buffers (counters, result rings, rounding) and the NTT tables
+/// (~36 MiB, allocated once per device by the first quotient).
+const SLACK: u64 = 48 << 20;
 /// Elements per pinned witness staging slot (16 MiB; two slots).
 const STAGING_SLOT: usize = 1 << 19;
 /// Threads copying the witness into the staging slots (memory-bound: a few suffice).
