@@ -87,7 +87,7 @@ msm_sort_oversize(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32
     msm::sort_oversize(canon, n, c, nwin, F, Ft, bin_counts, flag, cursors, sorted, cap);
 }
 
-#define MSM_POINT_KERNELS(G, F, TPB, ACC_MINB, RED_MINB)                                                           \
+#define MSM_POINT_KERNELS(G, F, TPB, ACC_MINB)                                                           \
     extern "C" __global__ void __launch_bounds__(TPB, ACC_MINB)                                          \
     msm_accumulate_##G(const affine_t<F>* __restrict__ points, uint32_t npoints,                         \
                        const uint32_t* __restrict__ sorted, uint32_t cap,                                \
@@ -108,7 +108,7 @@ msm_sort_oversize(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32
     {                                                                                                    \
         msm::merge<F>(in_keys, in_pts, count, K, pkeys, ppts, buckets, nkeys, final_level);              \
     }                                                                                                    \
-    extern "C" __global__ void __launch_bounds__(TPB, RED_MINB)                                          \
+    extern "C" __global__ void __launch_bounds__(TPB)                                                    \
     msm_bucket_reduce_##G(const xyzz_t<F>* __restrict__ buckets, const uint32_t* __restrict__ offsets,   \
                           uint32_t B, uint32_t nwin, uint32_t L, xyzz_t<F>* __restrict__ out)            \
     {                                                                                                    \
@@ -132,9 +132,9 @@ msm_sort_oversize(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32
         msm::to_jacobian<F>(in, stride, nseg, out, out_base);                                            \
     }
 
-// G1: 128-thread blocks, accumulate and bucket reduction capped at 168 registers (3 blocks = 12
-// warps per SM; at 172 registers only 8 warps fit). Threads per SM must match crates/msm/src/gpu.rs.
-MSM_POINT_KERNELS(g1, fp_t, 128, 3, 3)
+// G1: 128-thread blocks, accumulate capped at 168 registers (3 blocks = 12 warps per SM; at
+// 172 registers only 8 warps fit). Threads per SM must match crates/msm/src/gpu.rs.
+MSM_POINT_KERNELS(g1, fp_t, 128, 3)
 // Occupancy variant of msm_accumulate_g1, chosen at run time (cuzk_gpu::msm::Accumulate::
 // Occupancy4, CUZK_MSM_ACCUMULATE=occ4): 4 blocks of 128 = 16 warps/SM at 128 registers
 // (ptxas: 42 B spill stores, 100 B loads) against 12 warps at 168. Measured, not assumed.
@@ -161,14 +161,14 @@ msm_accumulate_g1_pair(const affine_t<fp_t>* __restrict__ points, uint32_t npoin
 }
 
 // G2: an XYZZ point alone is 96 registers; 255 registers with 2 blocks of 128 per SM.
-MSM_POINT_KERNELS(g2, fp2_t, 128, 2, 1)
+MSM_POINT_KERNELS(g2, fp2_t, 128, 2)
 
 // cuzk: allow-spills msm_accumulate_g2 Fp2 XYZZ acc + affine point + loop state exceed 255 registers around the out-of-line Fp2 calls
 // cuzk: allow-spills msm_ones_g2 same as msm_accumulate_g2 (XYZZ + affine live across Fp2 calls)
 // cuzk: allow-spills msm_accumulate_g1 26 B at the 168-register cap (3 blocks/SM); loop state, L1-resident; revert to (128, 2) + 256 threads/SM if slower
 // cuzk: allow-spills msm_accumulate_g1_occ4 ~42 B at the 128-register cap (4 blocks/SM); the default until H200 run 10
 // cuzk: allow-spills msm_accumulate_g1_pair ~250 B at the 128-register cap: the out-of-line paired products save the caller's registers they use (callee-saved); the default, picked by measurement
-// cuzk: allow-spills msm_bucket_reduce_g1 ~1.4 KB at the 168-register cap (3 blocks/SM, 1.5x the warps of 255 registers): three XYZZ points live in the g*L ladder; L1-resident stack; runs once per MSM
+// cuzk: allow-spills msm_bucket_reduce_g1 120-236 B: three XYZZ points live in the g*L ladder (parking acc in global made G2 worse); runs once per MSM
 // cuzk: allow-spills msm_to_jacobian_g2 8 bytes around the out-of-line Fp2 call; runs on nwin + 1 points only
 // cuzk: allow-spills msm_bucket_reduce_g2 ~7-10 KB: three G2 XYZZ points live in the g*L ladder; once per MSM (3.2 ms of 366 at 2^24, H200 run 4)
 // cuzk: allow-spills msm_merge_g2 ~0.8 KB: two G2 XYZZ partials per merge step; ~1 ms per MSM
