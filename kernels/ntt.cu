@@ -209,7 +209,7 @@ cuzk_ntt_quotient_bitrev_tiled(fr_t* __restrict__ a, const fr_t* __restrict__ b,
 // fit. Spill stores / loads in B, nvcc 13.0, sm_80, sm_86, sm_89, sm_90 (4 blocks measured 6-9%
 // faster than 2 on an H200 all the same: crates/ntt/PERF-NOTES.md, session 6):
 // cuzk: allow-spills cuzk_ntt_pass4_dif 4 blocks/SM: 32/32, 32/32, 32/32, 52/60
-// cuzk: allow-spills cuzk_ntt_pass4_dif_pre 4 blocks/SM: 32/32, 36/60, 36/60, 28/40
+// cuzk: allow-spills cuzk_ntt_pass4_dif_pre 4 blocks/SM: 32/32, 0, 0, 32/32
 // cuzk: allow-spills cuzk_ntt_pass4_dif_post 4 blocks/SM: 20/20, 0, 0, 52/60
 // cuzk: allow-spills cuzk_ntt_pass4_dif_tw 4 blocks/SM: 32/32, 32/32, 32/32, 52/60
-// cuzk: allow-spills cuzk_ntt_pass4_dif_tw_pre 4 blocks/SM: 32/32, 36/60, 36/60, 28/44
+// cuzk: allow-spills cuzk_ntt_pass4_dif_tw_pre 4 blocks/SM: 12/16, 0, 0, 44/52

@@ -364,28 +364,40 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
     const uint32_t cmask = (1u << lg_c) - 1;
     const uint32_t t = threadIdx.x;
 
-    // Load EPT elements per thread; consecutive threads take consecutive columns.
+    // Load EPT elements per thread; consecutive threads take consecutive columns. The loads go
+    // straight to the tile, so all of a thread's loads are in flight at once; the multiplications
+    // on the loaded values (pre-scaling, a DIT pass's twiddle) follow on the tile, each thread on
+    // its own elements (no barrier needed between the two loops).
 #pragma unroll
     for (uint32_t u = 0; u < EPT; u++) {
         uint32_t e = t + u * nthr;
         uint32_t row = e >> lg_c, cl = e & cmask;
         uint32_t pos = (uint32_t)(base + ((size_t)row << R) + cl);
         const uint4* in = reinterpret_cast<const uint4*>(poly + pos);
-        uint4 a = in[0], b = in[1];
-        fr_t x;
-        x.v[0] = a.x; x.v[1] = a.y; x.v[2] = a.z; x.v[3] = a.w;
-        x.v[4] = b.x; x.v[5] = b.y; x.v[6] = b.z; x.v[7] = b.w;
-        if (has_pre && (flags & (F_PRE_G | F_PRE_GI | F_PRE_NINV))) {
-            const uint32_t idx = dit ? bitrev(pos, lg_n) : pos;
-            x = spec ? scale_steps(x, tables, flags, F_PRE_G, F_PRE_GI, F_PRE_NINV, idx, lg_n)
-                     : scale(x, tables, flags, F_PRE_G, F_PRE_GI, F_PRE_NINV, idx, lg_n);
+        tile.lo[e] = in[0];
+        tile.hi[e] = in[1];
+    }
+    const bool pre = has_pre && (flags & (F_PRE_G | F_PRE_GI | F_PRE_NINV));
+    const bool tw_in = has_tw && dit && (flags & F_TWIDDLE);
+    if (pre || tw_in) {
+#pragma unroll
+        for (uint32_t u = 0; u < EPT; u++) {
+            uint32_t e = t + u * nthr;
+            uint32_t row = e >> lg_c, cl = e & cmask;
+            fr_t x = tile.get(e);
+            if (pre) {
+                uint32_t pos = (uint32_t)(base + ((size_t)row << R) + cl);
+                const uint32_t idx = dit ? bitrev(pos, lg_n) : pos;
+                x = spec ? scale_steps(x, tables, flags, F_PRE_G, F_PRE_GI, F_PRE_NINV, idx, lg_n)
+                         : scale(x, tables, flags, F_PRE_G, F_PRE_GI, F_PRE_NINV, idx, lg_n);
+            }
+            if (tw_in) {
+                uint32_t ord;
+                const uint32_t ex = twiddle_exp(flags, m_lg, k, row, col0 + cl, ord);
+                x = x * pass_twiddle(tables, inv, ord, ex);
+            }
+            tile.set(e, x);
         }
-        if (has_tw && dit && (flags & F_TWIDDLE)) {
-            uint32_t ord;
-            const uint32_t ex = twiddle_exp(flags, m_lg, k, row, col0 + cl, ord);
-            x = x * pass_twiddle(tables, inv, ord, ex);
-        }
-        tile.set(e, x);
     }
     __syncthreads();
 
