@@ -239,7 +239,8 @@ impl Domain {
     /// The Groth16 quotient: given the evaluations of A·w, B·w and C·w on H, the coefficients of
     /// H = (A·B − C)/Z, computed as bellperson and arkworks do (iNTT, coset NTT, point-wise
     /// (a·b − c)·Z^-1 on g·H, coset iNTT). The result replaces `a`; `b` and `c` are clobbered.
-    /// The GPU pipeline reproduces this bit for bit.
+    /// The GPU pipeline gives the same H for every satisfied witness (Z divides A·B − C); for
+    /// other inputs its result is [`Self::gpu_coset_quotient`].
     pub fn quotient_in_place(
         &self,
         a: &mut [Fr],
@@ -269,6 +270,45 @@ impl Domain {
         let (mut a, mut b, mut c) = (a.to_vec(), b.to_vec(), c.to_vec());
         self.quotient_in_place(&mut a, &mut b, &mut c)?;
         Ok(a)
+    }
+
+    /// The quotient on the coset the GPU pipeline uses, step by step on the CPU: s·H with
+    /// s = w_2N up to 2^27, g·H ([`Self::quotient`]) at 2^28. Equal to [`Self::quotient`] when Z
+    /// divides A·B − C; the tests' reference for other inputs.
+    #[doc(hidden)]
+    pub fn gpu_coset_quotient(&self, a: &[Fr], b: &[Fr], c: &[Fr]) -> Result<Vec<Fr>, NttError> {
+        let lg_n = self.log_size();
+        let Some(s) = (lg_n < Self::MAX_LOG_SIZE)
+            .then(|| Fr::root_of_unity_of_order(lg_n + 1))
+            .flatten()
+        else {
+            return self.quotient(a, b, c);
+        };
+        for v in [a, b, c] {
+            self.check_len(v.len())?;
+        }
+        let scale = |v: &mut [Fr], f: Fr| {
+            let mut p = Fr::ONE;
+            for x in v.iter_mut() {
+                *x *= p;
+                p *= f;
+            }
+        };
+        let to_coset = |v: &[Fr]| -> Result<Vec<Fr>, NttError> {
+            let mut v = v.to_vec();
+            self.ifft_in_place(&mut v)?;
+            scale(&mut v, s);
+            self.fft_in_place(&mut v)?;
+            Ok(v)
+        };
+        let (ea, eb, ec) = (to_coset(a)?, to_coset(b)?, to_coset(c)?);
+        let z_inv = (pow_2k(s, lg_n) - Fr::ONE).inverse().expect("s^N = -1");
+        let mut q: Vec<Fr> = (0..self.size())
+            .map(|i| (ea[i] * eb[i] - ec[i]) * z_inv)
+            .collect();
+        self.ifft_in_place(&mut q)?;
+        scale(&mut q, s.inverse().expect("s != 0"));
+        Ok(q)
     }
 }
 

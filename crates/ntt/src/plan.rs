@@ -1165,7 +1165,7 @@ mod tests {
             let want = if satisfied {
                 d.quotient(&a, &b, &c).unwrap()
             } else {
-                half_root_quotient(&d, &a, &b, &c)
+                d.gpu_coset_quotient(&a, &b, &c).unwrap()
             };
             for (name, v) in [("a", &a), ("b", &b), ("c", &c), ("want", &want)] {
                 std::fs::write(dir.join(format!("{name}{i}.bin")), bytes(v)).unwrap();
@@ -1207,36 +1207,6 @@ mod tests {
             random(n, seed + 2)
         };
         (a, b, c)
-    }
-
-    /// The CPU quotient on the half-root coset s = w_2N (the GPU schedule up to 2^27, any a, b,
-    /// c): coefficients, evaluations on s·H, (a·b − c)/(s^N − 1), back, each step plain.
-    fn half_root_quotient(d: &Domain, a: &[Fr], b: &[Fr], c: &[Fr]) -> Vec<Fr> {
-        let lg_n = d.log_size();
-        let s = Fr::root_of_unity_of_order(lg_n + 1).unwrap();
-        let s_inv = s.inverse().unwrap();
-        let scale = |v: &mut [Fr], f: Fr| {
-            let mut p = Fr::ONE;
-            for x in v.iter_mut() {
-                *x *= p;
-                p *= f;
-            }
-        };
-        let to_coset = |v: &[Fr]| {
-            let mut v = v.to_vec();
-            d.ifft_in_place(&mut v).unwrap();
-            scale(&mut v, s);
-            d.fft_in_place(&mut v).unwrap();
-            v
-        };
-        let (ea, eb, ec) = (to_coset(a), to_coset(b), to_coset(c));
-        let z_inv = (s.pow(&[d.size() as u64]) - Fr::ONE).inverse().unwrap();
-        let mut q: Vec<Fr> = (0..d.size())
-            .map(|i| (ea[i] * eb[i] - ec[i]) * z_inv)
-            .collect();
-        d.ifft_in_place(&mut q).unwrap();
-        scale(&mut q, s_inv);
-        q
     }
 
     #[test]
@@ -1449,7 +1419,7 @@ mod tests {
                 let want = if satisfied || !half_root {
                     d.quotient(&a, &b, &c).unwrap()
                 } else {
-                    half_root_quotient(&d, &a, &b, &c)
+                    d.gpu_coset_quotient(&a, &b, &c).unwrap()
                 };
                 let got = emulated_quotient(&t, lg_n, [&a, &b, &c], true, None, half_root);
                 assert_eq!(
@@ -1532,7 +1502,7 @@ mod tests {
                 let want_s = if satisfied {
                     want_g.clone()
                 } else {
-                    half_root_quotient(&d, &a, &b, &c)
+                    d.gpu_coset_quotient(&a, &b, &c).unwrap()
                 };
                 for (half_root, want) in [(true, &want_s), (false, &want_g)] {
                     let got = emulated_quotient(&t, lg_n, [&a, &b, &c], false, None, half_root);

@@ -201,39 +201,6 @@ fn gpu_host_convenience() {
     assert_eq!(got, x);
 }
 
-/// The CPU quotient on the coset the GPU pipeline uses: the half-root coset s = w_2N up to
-/// 2^27, g (`Domain::quotient`) at 2^28. For a satisfied system (Z divides A·B − C) both cosets
-/// give the same H; for other inputs only the pipeline's own coset is the reference.
-fn gpu_coset_quotient(d: &Domain, a: &[Fr], b: &[Fr], c: &[Fr]) -> Vec<Fr> {
-    let lg = d.log_size();
-    if lg >= 28 {
-        return d.quotient(a, b, c).unwrap();
-    }
-    let s = Fr::root_of_unity_of_order(lg + 1).unwrap();
-    let scale = |v: &mut [Fr], f: Fr| {
-        let mut p = Fr::ONE;
-        for x in v.iter_mut() {
-            *x *= p;
-            p *= f;
-        }
-    };
-    let to_coset = |v: &[Fr]| {
-        let mut v = v.to_vec();
-        d.ifft_in_place(&mut v).unwrap();
-        scale(&mut v, s);
-        d.fft_in_place(&mut v).unwrap();
-        v
-    };
-    let (ea, eb, ec) = (to_coset(a), to_coset(b), to_coset(c));
-    let z_inv = (s.pow(&[d.size() as u64]) - Fr::ONE).inverse().unwrap();
-    let mut q: Vec<Fr> = (0..d.size())
-        .map(|i| (ea[i] * eb[i] - ec[i]) * z_inv)
-        .collect();
-    d.ifft_in_place(&mut q).unwrap();
-    scale(&mut q, s.inverse().unwrap());
-    q
-}
-
 fn quotient_case(g: &Gpu, lg: u32) {
     let d = Domain::new(lg).unwrap();
     let n = d.size();
@@ -246,7 +213,7 @@ fn quotient_case(g: &Gpu, lg: u32) {
         let want = if satisfied {
             d.quotient(&a, &b, &c).unwrap()
         } else {
-            gpu_coset_quotient(&d, &a, &b, &c)
+            d.gpu_coset_quotient(&a, &b, &c).unwrap()
         };
         assert_eq!(
             d.gpu_quotient_host(g, &a, &b, &c).unwrap(),
@@ -428,7 +395,7 @@ fn check_quotient_variant(
     choices: &[KernelChoice],
 ) {
     let [a, b, c] = seeds.map(|s| random(d.size(), s));
-    let want = gpu_coset_quotient(d, &a, &b, &c);
+    let want = d.gpu_coset_quotient(&a, &b, &c).unwrap();
     let lg = d.log_size();
     for &choice in choices {
         let mut da = g.vram().from_host(&a).unwrap();
@@ -490,7 +457,7 @@ fn gpu_split_override_matches_cpu() {
         }
         if lg <= 20 {
             let [a, b, c] = [1u64, 2, 3].map(|s| random(d.size(), 310 + s));
-            let want = gpu_coset_quotient(&d, &a, &b, &c);
+            let want = d.gpu_coset_quotient(&a, &b, &c).unwrap();
             let mut da = g.vram().from_host(&a).unwrap();
             let (db, dc) = (
                 g.vram().from_host(&b).unwrap(),
@@ -522,7 +489,7 @@ fn gpu_alloc_failure_restores_budget() {
     let d = Domain::new(16).unwrap();
     let n = d.size();
     let (a, b, c) = (random(n, 4), random(n, 5), random(n, 6));
-    let want = gpu_coset_quotient(&d, &a, &b, &c);
+    let want = d.gpu_coset_quotient(&a, &b, &c).unwrap();
     device_tables(&g).unwrap(); // the per-device tables stay allocated: take them first
     let budget = g.vram().budget().clone();
     let before = budget.in_use();
