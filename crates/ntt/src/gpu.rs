@@ -170,13 +170,13 @@ fn run_passes_many(
 }
 
 /// The environment's pass split (`CUZK_NTT_SPLIT`, read on every call; `None` when unset or
-/// malformed), for callers of the `_split` / `_marked` calls that want the environment's.
+/// malformed), for callers of the `_variant` calls that want the environment's.
 #[doc(hidden)]
 pub fn split_from_env() -> Option<Vec<u32>> {
     plan::split_override()
 }
 
-/// A split given to the `_split` / `_marked` calls: pass bits in `2..=TILE_LG` (as
+/// A split given to the `_variant` calls: pass bits in `2..=TILE_LG` (as
 /// `CUZK_NTT_SPLIT`, which ignores a malformed value; an explicit one is an error).
 fn check_split(bits: &[u32]) -> Result<(), NttError> {
     if bits.is_empty() || bits.iter().any(|&k| !(2..=plan::TILE_LG).contains(&k)) {
@@ -215,27 +215,9 @@ impl Domain {
         input: Order,
         output: Order,
     ) -> Result<(), NttError> {
+        let split = split_from_env();
         let choice = KernelChoice::from_env();
-        self.gpu_transform_variant(gpu, stream, data, t, input, output, choice)
-    }
-
-    /// [`Self::gpu_transform`] on the kernels of `choice` (wide plan, specialized or generic
-    /// radix-4 kernels) instead of the environment's, for tests and A/B runs; same
-    /// result every way.
-    #[doc(hidden)]
-    #[allow(clippy::too_many_arguments)]
-    pub fn gpu_transform_variant(
-        &self,
-        gpu: &Gpu,
-        stream: &Stream,
-        data: &mut DeviceBuffer<Fr>,
-        t: Transform,
-        input: Order,
-        output: Order,
-        choice: KernelChoice,
-    ) -> Result<(), NttError> {
-        let split = plan::split_override();
-        self.gpu_transform_split(
+        self.gpu_transform_variant(
             gpu,
             stream,
             data,
@@ -247,12 +229,13 @@ impl Domain {
         )
     }
 
-    /// [`Self::gpu_transform_variant`] with the pass split `split` (DIF-order pass bits, as
-    /// `CUZK_NTT_SPLIT`; used where they sum to the domain's log size and the plan is not wide,
-    /// else the default split) instead of the environment's; same result.
+    /// [`Self::gpu_transform`] on the kernels of `choice` (wide plan, specialized or generic
+    /// radix-4 kernels) and the pass split `split` (DIF-order pass bits, as `CUZK_NTT_SPLIT`;
+    /// used where they sum to the domain's log size and the plan is not wide, else the default
+    /// split) instead of the environment's, for tests and A/B runs; same result every way.
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
-    pub fn gpu_transform_split(
+    pub fn gpu_transform_variant(
         &self,
         gpu: &Gpu,
         stream: &Stream,
@@ -333,40 +316,27 @@ impl Domain {
         b: DeviceBuffer<Fr>,
         c: DeviceBuffer<Fr>,
     ) -> Result<(), NttError> {
-        self.gpu_quotient_variant(gpu, stream, a, b, c, KernelChoice::from_env())
+        let split = split_from_env();
+        let choice = KernelChoice::from_env();
+        self.gpu_quotient_variant(gpu, stream, a, b, c, choice, split.as_deref(), &mut |_| {
+            Ok(())
+        })
     }
 
     /// [`Self::gpu_quotient`] on the kernels of `choice` (wide plan, specialized or generic
-    /// radix-4 kernels) instead of the environment's, for tests and A/B runs; same result every
-    /// way.
+    /// radix-4 kernels) and the pass split `split` (as in [`Self::gpu_transform_variant`])
+    /// instead of the environment's, for tests and A/B runs (same result every way), with
+    /// `mark(step)` called after the launches of each step are enqueued (0 to_coeffs,
+    /// 1 to_coset, 2 quotient, 3 back), e.g. to record events between them.
     #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
     pub fn gpu_quotient_variant(
         &self,
         gpu: &Gpu,
         stream: &Stream,
         a: &mut DeviceBuffer<Fr>,
-        b: DeviceBuffer<Fr>,
-        c: DeviceBuffer<Fr>,
-        choice: KernelChoice,
-    ) -> Result<(), NttError> {
-        let split = plan::split_override();
-        let mut mark = |_| Ok(());
-        self.gpu_quotient_marked(gpu, stream, a, b, c, choice, split.as_deref(), &mut mark)
-    }
-
-    /// [`Self::gpu_quotient_variant`] with the pass split `split` (as in
-    /// [`Self::gpu_transform_split`]) instead of the environment's, and `mark(step)` called
-    /// after the launches of each step are enqueued (0 to_coeffs, 1 to_coset, 2 quotient,
-    /// 3 back), e.g. to record events between them.
-    #[doc(hidden)]
-    #[allow(clippy::too_many_arguments)]
-    pub fn gpu_quotient_marked(
-        &self,
-        gpu: &Gpu,
-        stream: &Stream,
-        a: &mut DeviceBuffer<Fr>,
-        b: DeviceBuffer<Fr>,
-        c: DeviceBuffer<Fr>,
+        mut b: DeviceBuffer<Fr>,
+        mut c: DeviceBuffer<Fr>,
         choice: KernelChoice,
         split: Option<&[u32]>,
         mark: &mut dyn FnMut(usize) -> Result<(), NttError>,
@@ -386,42 +356,17 @@ impl Domain {
         let lg_n = self.log_size();
         let tables = device_tables(gpu)?;
         let (to_coeffs, to_coset, back) = plan::quotient_plan_split(lg_n, choice.wide, split);
-        self.gpu_quotient_steps(
-            gpu,
-            stream,
-            a,
-            [b, c],
-            &tables,
-            (&to_coeffs, &to_coset, &back),
-            choice,
-            mark,
-        )
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn gpu_quotient_steps(
-        &self,
-        gpu: &Gpu,
-        stream: &Stream,
-        a: &mut DeviceBuffer<Fr>,
-        [mut b, mut c]: [DeviceBuffer<Fr>; 2],
-        tables: &DeviceBuffer<Fr>,
-        (to_coeffs, to_coset, back): (&[Pass], &[Pass], &[Pass]),
-        choice: KernelChoice,
-        mark: &mut dyn FnMut(usize) -> Result<(), NttError>,
-    ) -> Result<(), NttError> {
-        let lg_n = self.log_size();
         {
             let mut polys = [&mut *a, &mut b, &mut c];
-            run_passes_many(gpu, stream, &mut polys, tables, lg_n, to_coeffs, choice)?;
+            run_passes_many(gpu, stream, &mut polys, &tables, lg_n, &to_coeffs, choice)?;
             mark(0)?;
-            run_passes_many(gpu, stream, &mut polys, tables, lg_n, to_coset, choice)?;
+            run_passes_many(gpu, stream, &mut polys, &tables, lg_n, &to_coset, choice)?;
             mark(1)?;
         }
         if plan::tiled_bitrev(lg_n) {
-            k::quotient_bit_reverse_tiled(gpu, stream, a, &b, &c, tables, lg_n)?;
+            k::quotient_bit_reverse_tiled(gpu, stream, a, &b, &c, &tables, lg_n)?;
         } else {
-            k::quotient_bit_reverse(gpu, stream, a, &b, &c, tables, lg_n)?;
+            k::quotient_bit_reverse(gpu, stream, a, &b, &c, &tables, lg_n)?;
         }
         mark(2)?;
         // `back` is enqueued before b and c are freed, so the device does not idle through the
@@ -430,7 +375,7 @@ impl Domain {
         // others while `back` runs.
         let consumed = gpu.event()?;
         stream.record(&consumed)?;
-        run_passes(gpu, stream, a, tables, lg_n, back, choice)?;
+        run_passes(gpu, stream, a, &tables, lg_n, &back, choice)?;
         mark(3)?;
         consumed.synchronize()?;
         drop((b, c));

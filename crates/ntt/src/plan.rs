@@ -199,32 +199,20 @@ fn split_max(lg_n: u32, max: u32) -> Vec<u32> {
 /// with `pre` flags on the first pass executed and `post` flags on the last.
 #[allow(dead_code)] // the default plan's entry; gpu.rs calls the _with forms
 pub(crate) fn network(lg_n: u32, dit: bool, inverse: bool, pre: u32, post: u32) -> Vec<Pass> {
-    network_with(lg_n, dit, inverse, pre, post, wide_enabled())
-}
-
-/// [`network`] with the wide plan chosen (where `lg_n >= WIDE_MIN_LG`) or not, and the
-/// `CUZK_NTT_SPLIT` override.
-pub(crate) fn network_with(
-    lg_n: u32,
-    dit: bool,
-    inverse: bool,
-    pre: u32,
-    post: u32,
-    wide: bool,
-) -> Vec<Pass> {
+    let over = split_override();
     network_split(
         lg_n,
         dit,
         inverse,
         pre,
         post,
-        wide,
-        split_override().as_deref(),
+        wide_enabled(),
+        over.as_deref(),
     )
 }
 
-/// [`network_with`] with the split override `over` (DIF-order pass bits, used where they sum
-/// to `lg_n` and the plan is not wide).
+/// [`network`] with the wide plan chosen (where `lg_n >= WIDE_MIN_LG`) or not and the split
+/// override `over` (DIF-order pass bits, used where they sum to `lg_n` and the plan is not wide).
 pub(crate) fn network_split(
     lg_n: u32,
     dit: bool,

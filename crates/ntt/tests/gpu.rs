@@ -235,7 +235,16 @@ fn quotient_case(g: &Gpu, lg: u32) {
             let one = da.reserved_bytes();
             match choice {
                 None => d.gpu_quotient(g, &stream, &mut da, db, dc),
-                Some(ch) => d.gpu_quotient_variant(g, &stream, &mut da, db, dc, ch),
+                Some(ch) => d.gpu_quotient_variant(
+                    g,
+                    &stream,
+                    &mut da,
+                    db,
+                    dc,
+                    ch,
+                    split_from_env().as_deref(),
+                    &mut |_| Ok(()),
+                ),
             }
             .unwrap();
             assert_eq!(budget.in_use(), with_all - 2 * one, "b and c released");
@@ -377,8 +386,17 @@ fn check_variant(
     let lg = d.log_size();
     for &choice in choices {
         let mut dev = g.vram().from_host(&staged).unwrap();
-        d.gpu_transform_variant(g, stream, &mut dev, t, input, output, choice)
-            .unwrap();
+        d.gpu_transform_variant(
+            g,
+            stream,
+            &mut dev,
+            t,
+            input,
+            output,
+            choice,
+            split_from_env().as_deref(),
+        )
+        .unwrap();
         stream.synchronize().unwrap();
         let got = dev.to_vec().unwrap();
         assert!(got == want, "{choice:?} 2^{lg} {t:?} {input:?}->{output:?}");
@@ -403,8 +421,17 @@ fn check_quotient_variant(
             g.vram().from_host(&b).unwrap(),
             g.vram().from_host(&c).unwrap(),
         );
-        d.gpu_quotient_variant(g, stream, &mut da, db, dc, choice)
-            .unwrap();
+        d.gpu_quotient_variant(
+            g,
+            stream,
+            &mut da,
+            db,
+            dc,
+            choice,
+            split_from_env().as_deref(),
+            &mut |_| Ok(()),
+        )
+        .unwrap();
         stream.synchronize().unwrap();
         assert!(da.to_vec().unwrap() == want, "{choice:?} H pipeline 2^{lg}");
     }
@@ -438,7 +465,7 @@ fn gpu_split_override_matches_cpu() {
             cpu(&d, &mut want, t);
             reorder(&mut want, output, &d);
             let mut dev = g.vram().from_host(&staged).unwrap();
-            d.gpu_transform_split(
+            d.gpu_transform_variant(
                 &g,
                 &stream,
                 &mut dev,
@@ -463,7 +490,7 @@ fn gpu_split_override_matches_cpu() {
                 g.vram().from_host(&b).unwrap(),
                 g.vram().from_host(&c).unwrap(),
             );
-            d.gpu_quotient_marked(
+            d.gpu_quotient_variant(
                 &g,
                 &stream,
                 &mut da,
@@ -665,7 +692,7 @@ fn gpu_bench_ntt() {
                 for &split in split_sweep(&format!("forward 2^{lg}")) {
                     let over = bits(split);
                     let t = median_ms(&g, &stream, 10, || {
-                        d.gpu_transform_split(
+                        d.gpu_transform_variant(
                             &g,
                             &stream,
                             &mut dev,
@@ -689,6 +716,7 @@ fn gpu_bench_ntt() {
                             input,
                             output,
                             choice,
+                            split_from_env().as_deref(),
                         )
                         .unwrap();
                     })
@@ -744,7 +772,7 @@ fn gpu_bench_ntt() {
                 let ev: Vec<_> = (0..5).map(|_| g.event().unwrap()).collect();
                 stream.record(&ev[0]).unwrap();
                 let split = split.as_deref();
-                d.gpu_quotient_marked(&g, &stream, &mut da, db, dc, choice, split, &mut |step| {
+                d.gpu_quotient_variant(&g, &stream, &mut da, db, dc, choice, split, &mut |step| {
                     Ok(stream.record(&ev[step + 1])?)
                 })
                 .unwrap();
