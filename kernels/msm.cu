@@ -1,6 +1,7 @@
 // cuzk: MSM kernels (see msm/pippenger.cuh for the pipeline). Launched through the safe wrappers
 // in crates/gpu/src/msm.rs; G1 kernels end in _g1 (Fp coordinates), G2 in _g2 (Fp2).
 #include "msm/pippenger.cuh"
+#include "ec/batch_affine.cuh"
 
 using namespace cuzk;
 
@@ -13,9 +14,10 @@ msm_prepare(const fr_t* in, fr_t* out, uint32_t n, uint32_t* counters, const uin
 
 // Per-key atomic sort (fallback: CUZK_MSM_SORT=atomic): histogram, scan, scatter.
 extern "C" __global__ void __launch_bounds__(256)
-msm_histogram(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* counts)
+msm_histogram(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t sets, uint32_t stride,
+              uint32_t* counts)
 {
-    msm::histogram(canon, n, c, nwin, counts);
+    msm::histogram(canon, n, c, nwin, {sets, stride}, counts);
 }
 
 // Scan (three launches, see msm::scan_tile_sums): grid ceil(len / 512) x 512 threads, then one
@@ -39,52 +41,53 @@ msm_scan_tiles(const uint32_t* __restrict__ counts, uint32_t len, uint32_t* offs
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-msm_scatter(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* cursors,
-            uint32_t* __restrict__ sorted, uint32_t cap)
+msm_scatter(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t sets, uint32_t stride,
+            uint32_t* cursors, uint32_t* __restrict__ sorted, uint32_t cap)
 {
-    msm::scatter(canon, n, c, nwin, cursors, sorted, cap);
+    msm::scatter(canon, n, c, nwin, {sets, stride}, cursors, sorted, cap);
 }
 
 // Binned sort (default; msm/sort.cuh): histogram of bins, scan (above), coarse scatter, one
 // block of 256 per bin (fixed: must match msm.rs), oversized bins.
 extern "C" __global__ void __launch_bounds__(256)
-msm_sort_bin_histogram(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t F,
-                       uint32_t Ft, uint32_t* bin_counts, uint32_t* flag)
+msm_sort_bin_histogram(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t sets,
+                       uint32_t F, uint32_t Ft, uint32_t* bin_counts, uint32_t* flag)
 {
-    msm::sort_bin_histogram(canon, n, c, nwin, F, Ft, bin_counts, flag);
+    msm::sort_bin_histogram(canon, n, c, nwin, {sets, 0}, F, Ft, bin_counts, flag);
 }
 
 // Shared-memory histogram: 512 threads, two blocks per SM (up to SORT_HIST_SMEM_BYTES each).
 extern "C" __global__ void __launch_bounds__(512, 2)
-msm_sort_bin_histogram_smem(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t F,
-                            uint32_t Ft, uint32_t wpg, uint32_t ncnt, uint32_t chunk, uint32_t* bin_counts,
-                            uint32_t* flag)
+msm_sort_bin_histogram_smem(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t sets,
+                            uint32_t F, uint32_t Ft, uint32_t spg, uint32_t ncnt, uint32_t chunk,
+                            uint32_t* bin_counts, uint32_t* flag)
 {
     extern __shared__ uint32_t hist_sh[];
-    msm::sort_bin_histogram_smem(canon, n, c, nwin, F, Ft, wpg, ncnt, chunk, bin_counts, flag, hist_sh);
+    msm::sort_bin_histogram_smem(canon, n, c, nwin, {sets, 0}, F, Ft, spg, ncnt, chunk, bin_counts, flag, hist_sh);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-msm_sort_bin_scatter(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t F,
-                     uint32_t Ft, uint32_t idxbits, uint32_t* bin_cur, uint32_t* __restrict__ sorted, uint32_t cap)
+msm_sort_bin_scatter(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t sets,
+                     uint32_t stride, uint32_t F, uint32_t Ft, uint32_t idxbits, uint32_t* bin_cur,
+                     uint32_t* __restrict__ sorted, uint32_t cap)
 {
-    msm::sort_bin_scatter(canon, n, c, nwin, F, Ft, idxbits, bin_cur, sorted, cap);
+    msm::sort_bin_scatter(canon, n, c, nwin, {sets, stride}, F, Ft, idxbits, bin_cur, sorted, cap);
 }
 
 extern "C" __global__ void __launch_bounds__(msm::SORT_FINE_THREADS)
 msm_sort_fine(const uint32_t* __restrict__ bin_off, uint32_t nbins, uint32_t F, uint32_t Ft, uint32_t idxbits,
-              uint32_t c, uint32_t nwin, uint32_t* sorted, uint32_t cap, uint32_t* offsets, uint32_t* cursors,
+              uint32_t c, uint32_t sets, uint32_t* sorted, uint32_t cap, uint32_t* offsets, uint32_t* cursors,
               uint32_t* flag)
 {
-    msm::sort_fine(bin_off, nbins, F, Ft, idxbits, c, nwin, sorted, cap, offsets, cursors, flag);
+    msm::sort_fine(bin_off, nbins, F, Ft, idxbits, c, sets, sorted, cap, offsets, cursors, flag);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-msm_sort_oversize(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t F, uint32_t Ft,
-                  const uint32_t* __restrict__ bin_counts, const uint32_t* __restrict__ flag, uint32_t* cursors,
-                  uint32_t* __restrict__ sorted, uint32_t cap)
+msm_sort_oversize(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t sets,
+                  uint32_t stride, uint32_t F, uint32_t Ft, const uint32_t* __restrict__ bin_counts,
+                  const uint32_t* __restrict__ flag, uint32_t* cursors, uint32_t* __restrict__ sorted, uint32_t cap)
 {
-    msm::sort_oversize(canon, n, c, nwin, F, Ft, bin_counts, flag, cursors, sorted, cap);
+    msm::sort_oversize(canon, n, c, nwin, {sets, stride}, F, Ft, bin_counts, flag, cursors, sorted, cap);
 }
 
 #define MSM_POINT_KERNELS(G, F, TPB, ACC_MINB)                                                           \
@@ -124,6 +127,16 @@ msm_sort_oversize(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32
                  uint32_t nthreads, xyzz_t<F>* __restrict__ out)                                         \
     {                                                                                                    \
         msm::ones<F>(points, canon, n, nthreads, out);                                                   \
+    }                                                                                                    \
+    extern "C" __global__ void __launch_bounds__(TPB)                                                    \
+    msm_double_##G(const affine_t<F>* __restrict__ in, uint32_t n, uint32_t k, xyzz_t<F>* __restrict__ out) \
+    {                                                                                                    \
+        msm::double_points<F>(in, n, k, out);                                                            \
+    }                                                                                                    \
+    extern "C" __global__ void __launch_bounds__(TPB)                                                    \
+    msm_to_affine_##G(affine_t<F>* out, const xyzz_t<F>* __restrict__ in, uint32_t n, uint32_t per_thread) \
+    {                                                                                                    \
+        batch_to_affine<F>(out, in, n, per_thread);                                                      \
     }                                                                                                    \
     extern "C" __global__ void __launch_bounds__(TPB)                                                    \
     msm_to_jacobian_##G(const xyzz_t<F>* __restrict__ in, uint32_t stride, uint32_t nseg,                \
@@ -173,3 +186,4 @@ MSM_POINT_KERNELS(g2, fp2_t, 128, 2)
 // cuzk: allow-spills msm_bucket_reduce_g2 ~7-10 KB: three G2 XYZZ points live in the g*L ladder; once per MSM (3.2 ms of 366 at 2^24, H200 run 4)
 // cuzk: allow-spills msm_merge_g2 ~0.8 KB: two G2 XYZZ partials per merge step; ~1 ms per MSM
 // cuzk: allow-spills msm_sum_halves_g2 104-316 B: two G2 XYZZ points across the out-of-line Fp2 calls; runs on the window sums only
+// cuzk: allow-spills msm_double_g2 ~150 B around the out-of-line Fp2 calls of the doubling (255 registers); runs once per precomputed copy (setup, not per MSM)

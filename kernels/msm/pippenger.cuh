@@ -6,7 +6,9 @@
 //                 "general" scalars (neither 0 nor 1)
 //  2-4. sort     signed c-bit digits of every general scalar, key = window * B + (|digit| - 1),
 //                 B = 2^(c-1) buckets per window; entries (point index | sign << 31) grouped by
-//                 key in `sorted`, offsets[key] = exclusive prefix of the per-key counts.
+//                 key in `sorted`, offsets[key] = exclusive prefix of the per-key counts. With
+//                 precomputed copies of the points (sort.cuh fold_t) window w uses bucket set
+//                 w mod sets and copy w / sets; "window" in steps 5-10 then means bucket set.
 //                 Default: the binned sort of msm/sort.cuh (bins of 2^F keys, then a shared-
 //                 memory sort per bin). Fallback (CUZK_MSM_SORT=atomic), below:
 //  2. histogram   count entries per key (global atomics)
@@ -88,20 +90,22 @@ __device__ __forceinline__ void prepare(const fr_t* in, fr_t* out, uint32_t n, u
 }
 
 // 2. counts[key] += 1 for every non-zero digit of every general scalar.
-__device__ __forceinline__ void histogram(const fr_t* canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* counts)
+__device__ __forceinline__ void histogram(const fr_t* canon, uint32_t n, uint32_t c, uint32_t nwin, fold_t f,
+                                          uint32_t* counts)
 {
-    for_each_digit(canon, n, c, nwin, [&](uint32_t, uint32_t, uint32_t key, bool) { atomicAdd(&counts[key], 1u); });
+    for_each_digit(canon, n, c, nwin, f,
+                   [&](uint32_t, uint32_t, uint32_t key, bool) { atomicAdd(&counts[key], 1u); });
 }
 
 // 3. Exclusive scan: msm/scan.cuh.
 
 // 4. Counting-sort scatter (order inside a bucket is arbitrary: addition commutes).
-__device__ __forceinline__ void scatter(const fr_t* canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* cursors,
-                                        uint32_t* sorted, uint32_t cap)
+__device__ __forceinline__ void scatter(const fr_t* canon, uint32_t n, uint32_t c, uint32_t nwin, fold_t f,
+                                        uint32_t* cursors, uint32_t* sorted, uint32_t cap)
 {
-    for_each_digit(canon, n, c, nwin, [&](uint32_t i, uint32_t, uint32_t key, bool neg) {
+    for_each_digit(canon, n, c, nwin, f, [&](uint32_t idx, uint32_t, uint32_t key, bool neg) {
         const uint32_t pos = atomicAdd(&cursors[key], 1u);
-        if (pos < cap) sorted[pos] = i | (neg ? SIGN_BIT : 0u);   // cap: memory safety only
+        if (pos < cap) sorted[pos] = idx | (neg ? SIGN_BIT : 0u);   // cap: memory safety only
     });
 }
 
@@ -294,6 +298,21 @@ __device__ __forceinline__ void ones(const affine_t<F>* points, const fr_t* cano
     for (uint32_t i = t; i < n; i += nthreads)
         if (is_one_canonical(canon[i])) acc = acc.add_affine(points[i]);
     out[t] = acc;
+}
+
+// Precomputed copies (msm/sort.cuh fold_t): out[i] = [2^k] in[i] in XYZZ, i < n (the next
+// copy before its affine conversion, kernels/ec/batch_affine.cuh). The identity stays the
+// identity (dbl maps ZZ = 0 to ZZ = 0).
+template <class F>
+__device__ __forceinline__ void double_points(const affine_t<F>* in, uint32_t n, uint32_t k, xyzz_t<F>* out)
+{
+    MSM_GRID_STRIDE(i, n)
+    {
+        xyzz_t<F> p = xyzz_t<F>::from_affine(in[i]);
+#pragma unroll 1
+        for (uint32_t j = 0; j < k; j++) p = p.dbl();
+        out[i] = p;
+    }
 }
 
 // 10. out[out_base + s] = in[s * stride] as Jacobian (blst layout), s < nseg.

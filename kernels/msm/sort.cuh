@@ -27,8 +27,15 @@
 //                          the entries of oversized bins at cursors[key]++ (global atomics, as
 //                          the old scatter, but only for those keys); their regions are not read
 //                          again after d, so the overwrite in place is safe.
-// entry = point index | sign << 31; the index fits idxbits bits (n <= 2^idxbits) and the host
-// keeps F + idxbits <= 31, so the fine key travels in the entry itself (no side array).
+// entry = point index | sign << 31; the index fits idxbits bits (every index < 2^idxbits) and
+// the host keeps F + idxbits <= 31, so the fine key travels in the entry itself (no side array).
+//
+// Precomputed copies (window folding, fold_t): the points are stored `copies` times, copy j
+// holding [2^(c * sets * j)] P_i at index i + stride * j. Window w of scalar i then uses point
+// i + stride * (w / sets) and bucket set w mod sets: key = (w mod sets) * 2^(c-1) + |digit| - 1,
+// sets * 2^(c-1) keys for all windows. Unfolded: sets = nwin (key = w * 2^(c-1) + |digit| - 1,
+// index i). "Window" below (bins, flag) means bucket set; with sets < nwin every set holds a
+// non-top window, so all sets span the full digit range and the host passes Ft = F.
 #pragma once
 
 #include <cstdint>
@@ -44,12 +51,31 @@ static constexpr uint32_t SORT_MAX_FINE_BITS = 10;   // 2^F shared counters per 
 static constexpr uint32_t SORT_FINE_THREADS = 256;   // threads of sort_fine (must match msm.rs)
 static constexpr uint32_t SORT_BATCH = 4;            // windows whose atomics are issued together
 
-// Key <-> bin: windows below the top one in bins of 2^F keys, the top window in bins of 2^Ft.
-struct bin_map {
-    uint32_t F, Ft, top_key, split;   // top_key: first key of the top window; split: its first bin
+// Windows -> bucket sets and point copies (see above).
+struct fold_t {
+    uint32_t sets, stride;
+};
 
-    __device__ __forceinline__ bin_map(uint32_t c, uint32_t nwin, uint32_t F_, uint32_t Ft_)
-        : F(F_), Ft(Ft_), top_key((nwin - 1) << (c - 1)), split(((nwin - 1) << (c - 1)) >> F_)
+// Walks the windows of one scalar in order: the bucket set and point index of window w.
+struct window_walk {
+    uint32_t set, index;
+
+    __device__ __forceinline__ window_walk(uint32_t i) : set(0), index(i) {}
+    __device__ __forceinline__ void next(const fold_t& f)
+    {
+        if (++set == f.sets) {
+            set = 0;
+            index += f.stride;
+        }
+    }
+};
+
+// Key <-> bin: sets below the top one in bins of 2^F keys, the top set in bins of 2^Ft.
+struct bin_map {
+    uint32_t F, Ft, top_key, split;   // top_key: first key of the top set; split: its first bin
+
+    __device__ __forceinline__ bin_map(uint32_t c, uint32_t nsets, uint32_t F_, uint32_t Ft_)
+        : F(F_), Ft(Ft_), top_key((nsets - 1) << (c - 1)), split(((nsets - 1) << (c - 1)) >> F_)
     {
     }
     __device__ __forceinline__ bool top(uint32_t key) const { return key >= top_key; }
@@ -88,9 +114,11 @@ __device__ __forceinline__ uint32_t get_bits(const S& s, uint32_t off, uint32_t 
 }
 
 // Signed digit of window w given the carry from window w-1: digit in (-2^(c-1), 2^(c-1)].
-// Returns the digit's key (or ~0u for a zero digit) and updates carry; *neg is the sign.
+// Returns the digit's key in bucket set `set` (or ~0u for a zero digit) and updates carry;
+// *neg is the sign.
 template <class S>
-__device__ __forceinline__ uint32_t digit_key(const S& s, uint32_t w, uint32_t c, uint32_t& carry, bool& neg)
+__device__ __forceinline__ uint32_t digit_key(const S& s, uint32_t w, uint32_t set, uint32_t c, uint32_t& carry,
+                                              bool& neg)
 {
     const uint32_t half = 1u << (c - 1);
     uint32_t v = get_bits(s, w * c, c) + carry;
@@ -102,22 +130,25 @@ __device__ __forceinline__ uint32_t digit_key(const S& s, uint32_t w, uint32_t c
         carry = 0;
         neg = false;
     }
-    return v == 0 ? ~0u : w * half + (v - 1);
+    return v == 0 ? ~0u : set * half + (v - 1);
 }
 
-// visit(i, w, key, neg) for every non-zero digit of every general scalar canon[i] of this
-// thread (grid-stride over i), windows in order (each window's carry feeds the next).
+// visit(index, set, key, neg) for every non-zero digit of every general scalar canon[i] of
+// this thread (grid-stride over i; index: the point of the digit's copy), windows in order
+// (each window's carry feeds the next).
 template <class S, class Visit>
-__device__ __forceinline__ void for_each_digit(const S* canon, uint32_t n, uint32_t c, uint32_t nwin, Visit&& visit)
+__device__ __forceinline__ void for_each_digit(const S* canon, uint32_t n, uint32_t c, uint32_t nwin, fold_t f,
+                                               Visit&& visit)
 {
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         const S s = canon[i];
         if (!is_general(s)) continue;
         uint32_t carry = 0;
-        for (uint32_t w = 0; w < nwin; w++) {
+        window_walk at(i);
+        for (uint32_t w = 0; w < nwin; w++, at.next(f)) {
             bool neg;
-            const uint32_t key = digit_key(s, w, c, carry, neg);
-            if (key != ~0u) visit(i, w, key, neg);
+            const uint32_t key = digit_key(s, w, at.set, c, carry, neg);
+            if (key != ~0u) visit(at.index, at.set, key, neg);
         }
     }
 }
@@ -125,35 +156,38 @@ __device__ __forceinline__ void for_each_digit(const S* canon, uint32_t n, uint3
 // a. bin_counts[bin] += 1 per entry; bin_counts zeroed by the caller. Also clears flag[0]
 // for step d (stream order: nothing reads it before d).
 template <class S>
-__device__ __forceinline__ void sort_bin_histogram(const S* canon, uint32_t n, uint32_t c, uint32_t nwin,
+__device__ __forceinline__ void sort_bin_histogram(const S* canon, uint32_t n, uint32_t c, uint32_t nwin, fold_t f,
                                                    uint32_t F, uint32_t Ft, uint32_t* bin_counts, uint32_t* flag)
 {
-    const bin_map m(c, nwin, F, Ft);
+    const bin_map m(c, f.sets, F, Ft);
     if (blockIdx.x == 0 && threadIdx.x == 0) flag[0] = 0;
-    for_each_digit(canon, n, c, nwin,
+    for_each_digit(canon, n, c, nwin, f,
                    [&](uint32_t, uint32_t, uint32_t key, bool) { atomicAdd(&bin_counts[m.bin(key)], 1u); });
 }
 
-// a, shared-memory form (used where one window group's bins fit; the host picks): the bins of
-// windows [w0, w1) (blockIdx.y = group, w0 = group * wpg) are counted in 16-bit shared counters,
-// two per word, over chunks of `chunk` <= 65535 scalars per block; after each chunk every
+// a, shared-memory form (used where one set group's bins fit; the host picks): the bins of
+// bucket sets [s0, s1) (blockIdx.y = group, s0 = group * spg) are counted in 16-bit shared
+// counters, two per word, over chunks of `chunk` scalars per block; after each chunk every
 // non-zero counter goes to bin_counts with one global atomic, about nbins atomics per chunk
-// instead of one per entry. A counter takes at most one entry per scalar (bins never straddle
-// windows), so 16 bits hold a chunk. Bins past the `ncnt` shared counters (only the top
-// window's unreachable digits, i.e. non-canonical input) take a global atomic directly.
+// instead of one per entry. A counter takes at most one entry per scalar and copy (bins never
+// straddle sets; a set holds one window per copy), so the host keeps chunk * copies <= 65535.
+// Bins past the `ncnt` shared counters (only the top window's unreachable digits, i.e.
+// non-canonical input) take a global atomic directly.
 // sh: ceil(ncnt / 2) words of dynamic shared memory. Same bin_counts as sort_bin_histogram.
 template <class S>
 __device__ __forceinline__ void sort_bin_histogram_smem(const S* canon, uint32_t n, uint32_t c, uint32_t nwin,
-                                                        uint32_t F, uint32_t Ft, uint32_t wpg, uint32_t ncnt,
-                                                        uint32_t chunk, uint32_t* bin_counts, uint32_t* flag,
-                                                        uint32_t* sh)
+                                                        fold_t f, uint32_t F, uint32_t Ft, uint32_t spg,
+                                                        uint32_t ncnt, uint32_t chunk, uint32_t* bin_counts,
+                                                        uint32_t* flag, uint32_t* sh)
 {
-    const bin_map m(c, nwin, F, Ft);
+    const bin_map m(c, f.sets, F, Ft);
     const uint32_t half = 1u << (c - 1);
-    const uint32_t w0 = blockIdx.y * wpg, w1 = min(nwin, w0 + wpg);
-    const uint32_t b0 = m.bin(w0 * half);
-    const uint32_t b1 = w1 == nwin ? m.split + (half >> Ft) : m.bin(w1 * half);
+    const uint32_t s0 = blockIdx.y * spg, s1 = min(f.sets, s0 + spg);
+    const uint32_t b0 = m.bin(s0 * half);
+    const uint32_t b1 = s1 == f.sets ? m.split + (half >> Ft) : m.bin(s1 * half);
     const uint32_t used = min(b1 - b0, ncnt), words = (used + 1) / 2;
+    // the last window whose set is below s1, plus one (unfolded: s1)
+    const uint32_t wend = min(nwin, (nwin - 1) / f.sets * f.sets + s1);
     if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) flag[0] = 0;
     for (uint32_t base = blockIdx.x * chunk; base < n; base += gridDim.x * chunk) {
         for (uint32_t j = threadIdx.x; j < words; j += blockDim.x) sh[j] = 0;
@@ -163,10 +197,11 @@ __device__ __forceinline__ void sort_bin_histogram_smem(const S* canon, uint32_t
             const S s = canon[i];
             if (!is_general(s)) continue;
             uint32_t carry = 0;
-            for (uint32_t w = 0; w < w1; w++) {   // windows below w0 only for their carry
+            window_walk at(i);
+            for (uint32_t w = 0; w < wend; w++, at.next(f)) {   // other sets only for the carry
                 bool neg;
-                const uint32_t key = digit_key(s, w, c, carry, neg);
-                if (w < w0 || key == ~0u) continue;
+                const uint32_t key = digit_key(s, w, at.set, c, carry, neg);
+                if (at.set < s0 || at.set >= s1 || key == ~0u) continue;
                 const uint32_t b = m.bin(key) - b0;
                 if (b < used) atomicAdd(&sh[b >> 1], (b & 1) ? 0x10000u : 1u);
                 else atomicAdd(&bin_counts[b0 + b], 1u);
@@ -185,22 +220,25 @@ __device__ __forceinline__ void sort_bin_histogram_smem(const S* canon, uint32_t
 // c. Coarse scatter into the bins (bin_cur = exclusive prefix of the bin counts). The atomics
 // of SORT_BATCH windows are issued before their stores, so they overlap.
 template <class S>
-__device__ __forceinline__ void sort_bin_scatter(const S* canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t F,
-                                                 uint32_t Ft, uint32_t idxbits, uint32_t* bin_cur, uint32_t* sorted,
-                                                 uint32_t cap)
+__device__ __forceinline__ void sort_bin_scatter(const S* canon, uint32_t n, uint32_t c, uint32_t nwin, fold_t f,
+                                                 uint32_t F, uint32_t Ft, uint32_t idxbits, uint32_t* bin_cur,
+                                                 uint32_t* sorted, uint32_t cap)
 {
-    const bin_map m(c, nwin, F, Ft);
+    const bin_map m(c, f.sets, F, Ft);
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         const S s = canon[i];
         if (!is_general(s)) continue;
         uint32_t carry = 0;
+        window_walk at(i);
         for (uint32_t w0 = 0; w0 < nwin; w0 += SORT_BATCH) {
-            uint32_t key[SORT_BATCH], pos[SORT_BATCH];
+            uint32_t key[SORT_BATCH], pos[SORT_BATCH], idx[SORT_BATCH];
             bool neg[SORT_BATCH];
 #pragma unroll
             for (uint32_t j = 0; j < SORT_BATCH; j++) {
                 neg[j] = false;
-                key[j] = w0 + j < nwin ? digit_key(s, w0 + j, c, carry, neg[j]) : ~0u;
+                idx[j] = at.index;
+                key[j] = w0 + j < nwin ? digit_key(s, w0 + j, at.set, c, carry, neg[j]) : ~0u;
+                at.next(f);
             }
 #pragma unroll
             for (uint32_t j = 0; j < SORT_BATCH; j++)
@@ -208,7 +246,7 @@ __device__ __forceinline__ void sort_bin_scatter(const S* canon, uint32_t n, uin
 #pragma unroll
             for (uint32_t j = 0; j < SORT_BATCH; j++)
                 if (pos[j] < cap)   // cap: memory safety only (~0u never passes)
-                    sorted[pos[j]] = i | (neg[j] ? SIGN_BIT : 0u) | (m.fine(key[j]) << idxbits);
+                    sorted[pos[j]] = idx[j] | (neg[j] ? SIGN_BIT : 0u) | (m.fine(key[j]) << idxbits);
         }
     }
 }
@@ -216,12 +254,12 @@ __device__ __forceinline__ void sort_bin_scatter(const S* canon, uint32_t n, uin
 // d. One block (SORT_FINE_THREADS threads) per bin b, blocks striding over the nbins bins.
 // bin_off[0..=nbins] from step b; offsets[0..=nkeys] are written here (offsets[nkeys] = total
 // by the last bin). Oversized bins also get cursors[key] = offsets[key] and raise flag[0] to
-// at least nwin - (their window).
+// at least nsets - (their bucket set).
 __device__ __forceinline__ void sort_fine(const uint32_t* bin_off, uint32_t nbins, uint32_t F, uint32_t Ft,
-                                          uint32_t idxbits, uint32_t c, uint32_t nwin, uint32_t* sorted,
+                                          uint32_t idxbits, uint32_t c, uint32_t nsets, uint32_t* sorted,
                                           uint32_t cap, uint32_t* offsets, uint32_t* cursors, uint32_t* flag)
 {
-    const bin_map m(c, nwin, F, Ft);
+    const bin_map m(c, nsets, F, Ft);
     __shared__ uint32_t ent[SORT_TILE];
     __shared__ uint32_t cnt[1u << SORT_MAX_FINE_BITS];
     __shared__ uint32_t sh[SORT_FINE_THREADS];
@@ -263,7 +301,7 @@ __device__ __forceinline__ void sort_fine(const uint32_t* bin_off, uint32_t nbin
         }
         if (t == 0) {
             if (b == nbins - 1) offsets[k0 + nf] = hi;
-            if (!fits) atomicMax(flag, nwin - (k0 >> (c - 1)));
+            if (!fits) atomicMax(flag, nsets - (k0 >> (c - 1)));
         }
         __syncthreads();
         if (fits) {
@@ -277,21 +315,21 @@ __device__ __forceinline__ void sort_fine(const uint32_t* bin_off, uint32_t nbin
     }
 }
 
-// e. Entries of bins larger than SORT_TILE (bin_counts from step a), windows >= the lowest such
-// window (flag[0] = nwin - that window; 0: none, every thread returns at once).
+// e. Entries of bins larger than SORT_TILE (bin_counts from step a), sets >= the lowest such
+// set (flag[0] = nsets - that set; 0: none, every thread returns at once).
 template <class S>
-__device__ __forceinline__ void sort_oversize(const S* canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t F,
-                                              uint32_t Ft, const uint32_t* bin_counts, const uint32_t* flag, uint32_t* cursors,
-                                              uint32_t* sorted, uint32_t cap)
+__device__ __forceinline__ void sort_oversize(const S* canon, uint32_t n, uint32_t c, uint32_t nwin, fold_t f,
+                                              uint32_t F, uint32_t Ft, const uint32_t* bin_counts,
+                                              const uint32_t* flag, uint32_t* cursors, uint32_t* sorted, uint32_t cap)
 {
-    const uint32_t f = flag[0];
-    if (f == 0) return;
-    const bin_map m(c, nwin, F, Ft);
-    const uint32_t wmin = nwin - min(f, nwin);
-    for_each_digit(canon, n, c, nwin, [&](uint32_t i, uint32_t w, uint32_t key, bool neg) {
-        if (w < wmin || bin_counts[m.bin(key)] <= SORT_TILE) return;
+    const uint32_t fl = flag[0];
+    if (fl == 0) return;
+    const bin_map m(c, f.sets, F, Ft);
+    const uint32_t smin = f.sets - min(fl, f.sets);
+    for_each_digit(canon, n, c, nwin, f, [&](uint32_t idx, uint32_t set, uint32_t key, bool neg) {
+        if (set < smin || bin_counts[m.bin(key)] <= SORT_TILE) return;
         const uint32_t pos = atomicAdd(&cursors[key], 1u);
-        if (pos < cap) sorted[pos] = i | (neg ? SIGN_BIT : 0u);
+        if (pos < cap) sorted[pos] = idx | (neg ? SIGN_BIT : 0u);
     });
 }
 

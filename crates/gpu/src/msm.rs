@@ -180,18 +180,20 @@ fn stride_cfg(n: usize, block: u32) -> Result<LaunchConfig> {
 }
 
 /// Which points are the identity: `bits[i / 32]` bit `i % 32` for `points[i]`, `i < n`
-/// (made once per resident point set; [`prepare`] then treats their scalars as zero).
+/// (made once per resident point set; [`prepare`] then treats their scalars as zero; with
+/// precomputed copies, copy 0's bits serve every copy, see [`precompute_copies`]).
 /// Asynchronous.
 pub fn identity_bits<P: Pod>(
     gpu: &Gpu,
     stream: &Stream,
     curve: Curve,
     points: &DeviceBuffer<P>,
+    n: usize,
     bits: &mut DeviceBuffer<u32>,
 ) -> Result<()> {
     let k = format!("msm_identity_bits_{}", curve.suffix());
     elem::<P>(&k, "points", curve.affine_bytes())?;
-    let n = points.len();
+    need(&k, "points", points.len(), n)?;
     need(&k, "bits", bits.len(), n.div_ceil(32))?;
     if n == 0 {
         return Ok(());
@@ -310,36 +312,118 @@ fn launch_prepare<S: Pod>(
     }
 }
 
-fn check_windows(kernel: &str, c: u32, nwin: u32) -> Result<usize> {
-    if !(2..=24).contains(&c) || nwin == 0 || c as u64 * nwin as u64 > 512 {
-        return Err(invalid(
-            kernel,
-            format!("window bits {c} × {nwin} windows out of range"),
-        ));
-    }
-    Ok(nwin as usize * (1usize << (c - 1)))
+/// The digit → (bucket key, point index) mapping of the sort kernels (`fold_t` in
+/// kernels/msm/sort.cuh): `nwin` signed digits of `c` bits per scalar; the digit of window w
+/// of scalar i goes to bucket set `w mod sets`, key `(w mod sets) · 2^(c−1) + |digit| − 1`, and
+/// to point `i + stride · (w / sets)`. Unfolded ([`Self::unfolded`]): one set per window, point
+/// i. Folded ([`Self::folded`], precomputed copies): copy j of the points, at `j · stride`,
+/// holds `[2^(c · sets · j)] P_i`, so the windows of a set sum to the right multiple and only
+/// `sets · 2^(c−1)` buckets remain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Windows {
+    pub c: u32,
+    pub nwin: u32,
+    pub sets: u32,
+    pub stride: usize,
 }
 
-/// `counts[key] += 1` per non-zero signed digit (key = window · 2^(c-1) + |digit| − 1) of each
-/// canonical general scalar in `canon[0..n)`. `counts` must be zeroed first.
+impl Windows {
+    /// Windows of `c` bits over a 256-bit scalar, one bucket set each.
+    pub const fn unfolded(c: u32) -> Self {
+        let nwin = 256u32.div_ceil(c);
+        Self {
+            c,
+            nwin,
+            sets: nwin,
+            stride: 0,
+        }
+    }
+
+    /// Over `copies` (>= 1) precomputed copies of `stride` points: ⌈nwin / copies⌉ sets (a
+    /// request beyond what that many sets need uses fewer copies, see [`Self::copies`]);
+    /// unfolded if that is one set per window.
+    pub fn folded(c: u32, copies: usize, stride: usize) -> Self {
+        let u = Self::unfolded(c);
+        let sets = u.nwin.div_ceil(copies.clamp(1, u.nwin as usize) as u32);
+        if sets == u.nwin {
+            return u;
+        }
+        Self { sets, stride, ..u }
+    }
+
+    /// Point copies the windows use: ⌈nwin / sets⌉ (1 unfolded).
+    pub const fn copies(&self) -> usize {
+        self.nwin.div_ceil(self.sets) as usize
+    }
+
+    /// Buckets: `sets · 2^(c−1)`.
+    pub const fn nkeys(&self) -> usize {
+        (self.sets as usize) << (self.c - 1)
+    }
+
+    /// Bound of the point indices of `n` scalars' entries: `n + stride · (copies − 1)`.
+    pub const fn index_bound(&self, n: usize) -> usize {
+        n + self.stride * (self.copies() - 1)
+    }
+
+    /// Keys of the top bucket set that canonical scalars reach: [`top_window_keys`] when
+    /// unfolded; all of them when folded (the top window shares its set with a lower window).
+    pub fn top_set_keys(&self) -> usize {
+        if self.sets == self.nwin {
+            top_window_keys(self.c)
+        } else {
+            1 << (self.c - 1)
+        }
+    }
+
+    /// Doublings from one copy to the next: `c · sets`.
+    pub const fn copy_doublings(&self) -> u32 {
+        self.c * self.sets
+    }
+}
+
+/// Checks `win` and `n` scalars' indices (< 2^31: a sign bit above them); returns the key count.
+fn check_windows(kernel: &str, win: &Windows, n: usize) -> Result<usize> {
+    let Windows { c, nwin, sets, .. } = *win;
+    if !(2..=24).contains(&c)
+        || nwin == 0
+        || c as u64 * nwin as u64 > 512
+        || sets == 0
+        || sets > nwin
+    {
+        return Err(invalid(
+            kernel,
+            format!("window bits {c} × {nwin} windows in {sets} sets out of range"),
+        ));
+    }
+    if win.index_bound(n) > 1 << 31 {
+        return Err(invalid(
+            kernel,
+            format!("point indices up to {} exceed 2^31", win.index_bound(n)),
+        ));
+    }
+    Ok(win.nkeys())
+}
+
+/// `counts[key] += 1` per non-zero signed digit (key: see [`Windows`]) of each canonical
+/// general scalar in `canon[0..n)`. `counts` must be zeroed first.
 pub fn histogram<S: Pod>(
     gpu: &Gpu,
     stream: &Stream,
     canon: &DeviceBuffer<S>,
     n: usize,
-    c: u32,
-    nwin: u32,
+    win: &Windows,
     counts: &mut DeviceBuffer<u32>,
 ) -> Result<()> {
     const K: &str = "msm_histogram";
     elem::<S>(K, "scalars", SCALAR_BYTES)?;
-    let nkeys = check_windows(K, c, nwin)?;
+    let nkeys = check_windows(K, win, n)?;
     need(K, "canon", canon.len(), n)?;
     need(K, "counts", counts.len(), nkeys)?;
     if n == 0 {
         return Ok(());
     }
-    let n32 = u32_of(K, "n", n)?;
+    let (n32, st) = (u32_of(K, "n", n)?, u32_of(K, "stride", win.stride)?);
     // SAFETY: reads canon[0..n), increments counts[key] with key < nkeys (checked above).
     unsafe {
         gpu.launch(
@@ -347,7 +431,7 @@ pub fn histogram<S: Pod>(
             MODULE,
             K,
             stride_cfg(n, 256)?,
-            &[canon, &n32, &c, &nwin, &*counts],
+            &[canon, &n32, &win.c, &win.nwin, &win.sets, &st, &*counts],
         )
     }
 }
@@ -435,31 +519,26 @@ pub fn scan(
     Ok(())
 }
 
-/// Counting-sort scatter: `sorted[cursors[key]++] = index | sign << 31` (writes past
-/// `sorted.len()` are dropped; size it for every entry).
-#[allow(clippy::too_many_arguments)]
+/// Counting-sort scatter: `sorted[cursors[key]++] = index | sign << 31` (key and index: see
+/// [`Windows`]; writes past `sorted.len()` are dropped; size it for every entry).
 pub fn scatter<S: Pod>(
     gpu: &Gpu,
     stream: &Stream,
     canon: &DeviceBuffer<S>,
     n: usize,
-    c: u32,
-    nwin: u32,
+    win: &Windows,
     cursors: &mut DeviceBuffer<u32>,
     sorted: &mut DeviceBuffer<u32>,
 ) -> Result<()> {
     const K: &str = "msm_scatter";
     elem::<S>(K, "scalars", SCALAR_BYTES)?;
-    let nkeys = check_windows(K, c, nwin)?;
+    let nkeys = check_windows(K, win, n)?;
     need(K, "canon", canon.len(), n)?;
     need(K, "cursors", cursors.len(), nkeys)?;
     if n == 0 {
         return Ok(());
     }
-    if n > (1 << 31) {
-        return Err(invalid(K, "more than 2^31 points".into()));
-    }
-    let n32 = u32_of(K, "n", n)?;
+    let (n32, st) = (u32_of(K, "n", n)?, u32_of(K, "stride", win.stride)?);
     let cap = u32_of(K, "sorted.len()", sorted.len())?;
     // SAFETY: reads canon[0..n), atomics on cursors[key < nkeys], writes sorted[pos < cap].
     unsafe {
@@ -468,7 +547,9 @@ pub fn scatter<S: Pod>(
             MODULE,
             K,
             stride_cfg(n, 256)?,
-            &[canon, &n32, &c, &nwin, &*cursors, &*sorted, &cap],
+            &[
+                canon, &n32, &win.c, &win.nwin, &win.sets, &st, &*cursors, &*sorted, &cap,
+            ],
         )
     }
 }
@@ -499,33 +580,30 @@ pub const SORT_HIST_SMEM_MIN: usize = 1 << 22;
 /// groups 10.9 ms against 8.8, ~2.2 ms per group).
 pub const SORT_HIST_MAX_GROUPS: u32 = 2;
 
-/// Window groups of the shared-memory bin histogram: `(windows per group, groups, shared
-/// counters per block)`, every group's bins within [`SORT_HIST_COUNTERS`] (the top window's up
-/// to the keys canonical scalars reach); `None` if one window's bins do not fit.
-pub fn hist_groups(
-    c: u32,
-    nwin: u32,
-    fine_bits: u32,
-    top_fine_bits: u32,
-) -> Option<(u32, u32, usize)> {
-    (1..=nwin.max(1))
+/// Bucket-set groups of the shared-memory bin histogram: `(sets per group, groups, shared
+/// counters per block)`, every group's bins within [`SORT_HIST_COUNTERS`] (the top set's up
+/// to the keys canonical scalars reach, [`Windows::top_set_keys`]); `None` if one set's bins do
+/// not fit.
+pub fn hist_groups(win: &Windows, fine_bits: u32, top_fine_bits: u32) -> Option<(u32, u32, usize)> {
+    let sets = win.sets.max(1);
+    (1..=sets)
         .rev()
-        .map(|wpg| (wpg, hist_counters(c, nwin, fine_bits, top_fine_bits, wpg)))
+        .map(|spg| (spg, hist_counters(win, fine_bits, top_fine_bits, spg)))
         .find(|&(_, cnt)| cnt <= SORT_HIST_COUNTERS)
-        .map(|(wpg, cnt)| (wpg, nwin.div_ceil(wpg), cnt.max(1)))
+        .map(|(spg, cnt)| (spg, sets.div_ceil(spg), cnt.max(1)))
 }
 
-/// Shared counters the largest group of `wpg` windows needs (see [`hist_groups`]).
-fn hist_counters(c: u32, nwin: u32, fine_bits: u32, top_fine_bits: u32, wpg: u32) -> usize {
-    let b = c.saturating_sub(1);
-    let per_window = 1usize << (b - fine_bits.min(b));
-    let top = top_window_keys(c).div_ceil(1 << top_fine_bits.min(b));
-    (0..nwin)
-        .step_by(wpg.max(1) as usize)
-        .map(|w0| {
-            let w1 = (w0 + wpg).min(nwin);
-            let low = (w1 - w0 - u32::from(w1 == nwin)) as usize;
-            low * per_window + if w1 == nwin { top } else { 0 }
+/// Shared counters the largest group of `spg` sets needs (see [`hist_groups`]).
+fn hist_counters(win: &Windows, fine_bits: u32, top_fine_bits: u32, spg: u32) -> usize {
+    let (b, sets) = (win.c.saturating_sub(1), win.sets);
+    let per_set = 1usize << (b - fine_bits.min(b));
+    let top = win.top_set_keys().div_ceil(1 << top_fine_bits.min(b));
+    (0..sets)
+        .step_by(spg.max(1) as usize)
+        .map(|s0| {
+            let s1 = (s0 + spg).min(sets);
+            let low = (s1 - s0 - u32::from(s1 == sets)) as usize;
+            low * per_set + if s1 == sets { top } else { 0 }
         })
         .max()
         .unwrap_or(0)
@@ -540,18 +618,19 @@ pub fn index_bits(n: usize) -> u32 {
     }
 }
 
-/// Largest fine-bit count [`bin_sort`] accepts for `n` points and window bits `c`.
-pub fn max_fine_bits(n: usize, c: u32) -> u32 {
+/// Largest fine-bit count [`bin_sort`] accepts for point indices below `index_bound`
+/// ([`Windows::index_bound`]) and window bits `c`.
+pub fn max_fine_bits(index_bound: usize, c: u32) -> u32 {
     c.saturating_sub(1)
         .min(SORT_MAX_FINE_BITS)
-        .min(31u32.saturating_sub(index_bits(n)))
+        .min(31u32.saturating_sub(index_bits(index_bound)))
 }
 
-/// Bins of the binned sort: the windows below the top one in bins of 2^fine_bits keys, the
-/// top window in bins of 2^top_fine_bits keys.
-pub fn sort_bins(c: u32, nwin: u32, fine_bits: u32, top_fine_bits: u32) -> usize {
+/// Bins of the binned sort: the bucket sets below the top one in bins of 2^fine_bits keys,
+/// the top set in bins of 2^top_fine_bits keys.
+pub fn sort_bins(c: u32, sets: u32, fine_bits: u32, top_fine_bits: u32) -> usize {
     let b = c - 1;
-    ((nwin.max(1) as usize - 1) << (b - fine_bits.min(b))) + (1usize << (b - top_fine_bits.min(b)))
+    ((sets.max(1) as usize - 1) << (b - fine_bits.min(b))) + (1usize << (b - top_fine_bits.min(b)))
 }
 
 /// Keys of the top window (of `c`-bit windows) that canonical scalars (< r) can reach: the top
@@ -571,8 +650,9 @@ pub fn top_window_keys(c: u32) -> usize {
 
 /// Binned counting sort (kernels/msm/sort.cuh), the same result as [`histogram`] + [`scan`] +
 /// [`scatter`]: `offsets[0..=nkeys]` = exclusive prefix sums of the per-key entry counts and
-/// `sorted[offsets[k]..offsets[k+1])` = the entries of key k (any order). Bins of 2^fine_bits
-/// keys (2^top_fine_bits in the top window, whose digit range is smaller): a histogram of bins,
+/// `sorted[offsets[k]..offsets[k+1])` = the entries of key k (any order; keys and indices: see
+/// [`Windows`]). Bins of 2^fine_bits keys (2^top_fine_bits in the top set, whose digit range is
+/// smaller when unfolded): a histogram of bins,
 /// their scan (`bins[0..=nbins]`, `bins[nbins + 1]` is a flag), a
 /// scatter into the bins, a shared-memory sort per bin that writes `offsets`, and a per-key
 /// atomic pass for bins of more than [`SORT_TILE`] entries. `counts` (>= nbins; zeroed here)
@@ -584,8 +664,7 @@ pub fn bin_sort<S: Pod>(
     stream: &Stream,
     canon: &DeviceBuffer<S>,
     n: usize,
-    c: u32,
-    nwin: u32,
+    win: &Windows,
     fine_bits: u32,
     top_fine_bits: u32,
     counts: &mut DeviceBuffer<u32>,
@@ -597,44 +676,46 @@ pub fn bin_sort<S: Pod>(
 ) -> Result<()> {
     const K: &str = "msm_sort_bin_scatter";
     elem::<S>(K, "scalars", SCALAR_BYTES)?;
-    let nkeys = check_windows(K, c, nwin)?;
-    if fine_bits > max_fine_bits(n, c) || top_fine_bits > fine_bits {
+    let nkeys = check_windows(K, win, n)?;
+    let (c, nwin, sets, bound) = (win.c, win.nwin, win.sets, win.index_bound(n));
+    if fine_bits > max_fine_bits(bound, c) || top_fine_bits > fine_bits {
         return Err(invalid(
             K,
             format!(
-                "fine bits {fine_bits} (top {top_fine_bits}): at most {} (n = {n}, c = {c}), top <= fine",
-                max_fine_bits(n, c)
+                "fine bits {fine_bits} (top {top_fine_bits}): at most {} (indices < {bound}, c = {c}), top <= fine",
+                max_fine_bits(bound, c)
             ),
         ));
     }
-    if n > (1 << 31) {
-        return Err(invalid(K, "more than 2^31 points".into()));
-    }
-    let nbins = sort_bins(c, nwin, fine_bits, top_fine_bits);
+    let nbins = sort_bins(c, sets, fine_bits, top_fine_bits);
     need(K, "canon", canon.len(), n)?;
     need(K, "counts", counts.len(), nbins)?;
     need(K, "bins", bins.len(), nbins + 2)?;
     need(K, "cursors", cursors.len(), nkeys)?;
     need(K, "offsets", offsets.len(), nkeys + 1)?;
-    let (n32, nb32, f32_, ft32, ib32) = (
+    let (n32, nb32, f32_, ft32, ib32, st) = (
         u32_of(K, "n", n)?,
         u32_of(K, "nbins", nbins)?,
         fine_bits,
         top_fine_bits,
-        index_bits(n),
+        index_bits(bound),
+        u32_of(K, "stride", win.stride)?,
     );
     let cap = u32_of(K, "sorted.len()", sorted.len())?;
     let flag_ptr = bins.device_ptr() + (4 * (nbins + 1)) as u64;
     counts.fill_bytes_async(0, stream.cuda())?;
     let smem_groups = (n >= SORT_HIST_SMEM_MIN)
-        .then(|| hist_groups(c, nwin, fine_bits, top_fine_bits))
+        .then(|| hist_groups(win, fine_bits, top_fine_bits))
         .flatten()
         .filter(|&(_, groups, _)| groups <= SORT_HIST_MAX_GROUPS);
     let max_shared = gpu.info().max_shared_per_block as usize;
-    if let Some((wpg, groups, ncnt)) = smem_groups.filter(|g| g.2.div_ceil(2) * 4 <= max_shared) {
+    if let Some((spg, groups, ncnt)) = smem_groups.filter(|g| g.2.div_ceil(2) * 4 <= max_shared) {
         let sm = gpu.info().sm_count.max(1);
         let blocks = (2 * sm).div_ceil(groups).max(1);
-        let chunk = n.div_ceil(blocks as usize).clamp(1, SORT_HIST_CHUNK);
+        // a 16-bit counter takes at most one entry per scalar and copy
+        let chunk = n
+            .div_ceil(blocks as usize)
+            .clamp(1, SORT_HIST_CHUNK / win.copies());
         let cfg = LaunchConfig {
             grid: (blocks, groups, 1),
             block: (SORT_HIST_THREADS, 1, 1),
@@ -651,7 +732,7 @@ pub fn bin_sort<S: Pod>(
                 "msm_sort_bin_histogram_smem",
                 cfg,
                 &[
-                    canon, &n32, &c, &nwin, &f32_, &ft32, &wpg, &ncnt32, &chunk32, &*counts,
+                    canon, &n32, &c, &nwin, &sets, &f32_, &ft32, &spg, &ncnt32, &chunk32, &*counts,
                     &flag_ptr,
                 ],
             )?
@@ -665,7 +746,9 @@ pub fn bin_sort<S: Pod>(
                 MODULE,
                 "msm_sort_bin_histogram",
                 stride_cfg(n, 256)?,
-                &[canon, &n32, &c, &nwin, &f32_, &ft32, &*counts, &flag_ptr],
+                &[
+                    canon, &n32, &c, &nwin, &sets, &f32_, &ft32, &*counts, &flag_ptr,
+                ],
             )?
         }
     }
@@ -681,7 +764,7 @@ pub fn bin_sort<S: Pod>(
             K,
             stride_cfg(n, 256)?,
             &[
-                canon, &n32, &c, &nwin, &f32_, &ft32, &ib32, &*cursors, &*sorted, &cap,
+                canon, &n32, &c, &nwin, &sets, &st, &f32_, &ft32, &ib32, &*cursors, &*sorted, &cap,
             ],
         )?
     }
@@ -705,7 +788,7 @@ pub fn bin_sort<S: Pod>(
             "msm_sort_fine",
             fine_cfg,
             &[
-                &*bins, &nb32, &f32_, &ft32, &ib32, &c, &nwin, &*sorted, &cap, &*offsets,
+                &*bins, &nb32, &f32_, &ft32, &ib32, &c, &sets, &*sorted, &cap, &*offsets,
                 &*cursors, &flag_ptr,
             ],
         )?
@@ -719,8 +802,8 @@ pub fn bin_sort<S: Pod>(
             "msm_sort_oversize",
             stride_cfg(n, 256)?,
             &[
-                canon, &n32, &c, &nwin, &f32_, &ft32, &*counts, &flag_ptr, &*cursors, &*sorted,
-                &cap,
+                canon, &n32, &c, &nwin, &sets, &st, &f32_, &ft32, &*counts, &flag_ptr, &*cursors,
+                &*sorted, &cap,
             ],
         )
     }
@@ -966,6 +1049,78 @@ pub fn to_jacobian<J: Pod>(
     }
 }
 
+/// Affine points per thread of `msm_to_affine_*` (one Fp inversion per this many).
+const AFFINE_PER_THREAD: u32 = 32;
+
+/// Precomputed copies: for j in `1..copies`, `points[j·n + i] = [2^doublings] points[(j−1)·n +
+/// i]` (i < n), each copy from the previous one: `msm_double_*` into the XYZZ scratch `tmp`,
+/// then `msm_to_affine_*` (kernels/ec/batch_affine.cuh, one Fp inversion per 32 points), in
+/// chunks of as many points as `tmp` holds. Both curve groups have odd order (odd cofactors),
+/// so `[2^k] P` is the identity only if P is: copy 0's identity bits ([`identity_bits`]) hold
+/// for every copy. Asynchronous.
+#[allow(clippy::too_many_arguments)]
+pub fn precompute_copies<P: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    curve: Curve,
+    points: &mut DeviceBuffer<P>,
+    n: usize,
+    copies: usize,
+    doublings: u32,
+    tmp: &mut DeviceBuffer<u64>,
+) -> Result<()> {
+    let (kd, ka) = (
+        format!("msm_double_{}", curve.suffix()),
+        format!("msm_to_affine_{}", curve.suffix()),
+    );
+    elem::<P>(&kd, "points", curve.affine_bytes())?;
+    let total = n
+        .checked_mul(copies)
+        .ok_or_else(|| invalid(&kd, "n × copies overflows".into()))?;
+    need(&kd, "points", points.len(), total)?;
+    let chunk = tmp.len() / curve.xyzz_words();
+    if n == 0 || copies < 2 {
+        return Ok(());
+    }
+    if chunk == 0 {
+        return Err(invalid(&kd, "tmp holds no XYZZ point".into()));
+    }
+    let bytes = curve.affine_bytes() as u64;
+    let at = |j: usize, i: usize| points.device_ptr() + (j * n + i) as u64 * bytes;
+    for j in 1..copies {
+        for start in (0..n).step_by(chunk) {
+            let len = chunk.min(n - start);
+            let (src, dst) = (at(j - 1, start), at(j, start));
+            let len32 = u32_of(&kd, "chunk", len)?;
+            // SAFETY: reads points (j−1)·n + start + [0, len) (inside the buffer: (j+1)·n <=
+            // total <= len, checked), writes tmp points [0, len) (len <= chunk, its capacity).
+            unsafe {
+                gpu.launch(
+                    stream,
+                    MODULE,
+                    &kd,
+                    stride_cfg(len, curve.block())?,
+                    &[&src, &len32, &doublings, &*tmp],
+                )?
+            }
+            let threads = len.div_ceil(AFFINE_PER_THREAD as usize);
+            // SAFETY: thread t handles points t + k·T (T = launched threads >= threads,
+            // k < 32) below len: reads tmp point i, writes the affine point at dst + i, inside
+            // copy j (checked as above). `points` is borrowed mutably for the call.
+            unsafe {
+                gpu.launch(
+                    stream,
+                    MODULE,
+                    &ka,
+                    LaunchConfig::for_elements(threads, curve.block())?,
+                    &[&dst, &*tmp, &len32, &AFFINE_PER_THREAD],
+                )?
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Runs `f` with an [`Uploader`] that enqueues asynchronous copies from `src` on `stream`;
 /// when this returns (or unwinds), `stream` has been synchronized, so no copy outlives the
 /// borrow of `src`. Copies are truly asynchronous when `src` is pinned.
@@ -1198,25 +1353,73 @@ mod tests {
     #[test]
     fn histogram_groups_fit_the_shared_counters_and_cover_every_window() {
         // The 2^24 and 2^26 plans at c = 20: one group, and five groups of three windows.
-        assert_eq!(hist_groups(20, 13, 7, 3), Some((13, 1, 12 * 4096 + 3710)));
-        assert_eq!(hist_groups(20, 13, 5, 1), Some((3, 5, 3 * 16384)));
+        let w20 = Windows::unfolded(20);
+        assert_eq!(hist_groups(&w20, 7, 3), Some((13, 1, 12 * 4096 + 3710)));
+        assert_eq!(hist_groups(&w20, 5, 1), Some((3, 5, 3 * 16384)));
+        // 2 copies at 2^24: 7 full sets at F = 6 fill the counters exactly
+        let f20 = Windows::folded(20, 2, 1 << 24);
+        assert_eq!(hist_groups(&f20, 6, 6), Some((7, 1, 7 * 8192)));
         for c in 2..=22u32 {
-            let nwin = 256u32.div_ceil(c);
-            for f in 0..=(c - 1).min(SORT_MAX_FINE_BITS) {
-                for ft in 0..=f {
-                    let per_window = 1usize << (c - 1 - f);
-                    match hist_groups(c, nwin, f, ft) {
-                        Some((wpg, groups, cnt)) => {
-                            assert!(cnt <= SORT_HIST_COUNTERS, "c {c} F {f}");
-                            assert_eq!(groups, nwin.div_ceil(wpg), "c {c} F {f}");
-                            if wpg < nwin {
-                                let more = hist_counters(c, nwin, f, ft, wpg + 1);
-                                assert!(more > SORT_HIST_COUNTERS, "c {c} F {f}: groups too small");
+            let u = Windows::unfolded(c);
+            for win in [u, Windows::folded(c, 2, 100), Windows::folded(c, 3, 100)] {
+                let sets = win.sets;
+                for f in 0..=(c - 1).min(SORT_MAX_FINE_BITS) {
+                    // folded sets are full: the plan keeps Ft = F
+                    let ft0 = if sets < win.nwin { f } else { 0 };
+                    for ft in ft0..=f {
+                        let per_set = 1usize << (c - 1 - f);
+                        match hist_groups(&win, f, ft) {
+                            Some((spg, groups, cnt)) => {
+                                assert!(cnt <= SORT_HIST_COUNTERS, "c {c} F {f}");
+                                assert_eq!(groups, sets.div_ceil(spg), "c {c} F {f}");
+                                if spg < sets {
+                                    let more = hist_counters(&win, f, ft, spg + 1);
+                                    assert!(
+                                        more > SORT_HIST_COUNTERS,
+                                        "c {c} F {f}: groups too small"
+                                    );
+                                }
                             }
+                            None => assert!(per_set > SORT_HIST_COUNTERS, "c {c} F {f}"),
                         }
-                        None => assert!(per_window > SORT_HIST_COUNTERS, "c {c} F {f}"),
                     }
                 }
+            }
+        }
+    }
+
+    /// The folded mapping: sets, copies actually used, keys, index bound and top-set reach.
+    #[test]
+    fn windows_fold() {
+        let u = Windows::unfolded(20);
+        assert_eq!(
+            (u.nwin, u.sets, u.copies(), u.nkeys()),
+            (13, 13, 1, 13 << 19)
+        );
+        assert_eq!(u.index_bound(1000), 1000);
+        assert_eq!(u.top_set_keys(), top_window_keys(20));
+        let n = 1 << 24;
+        let f2 = Windows::folded(20, 2, n);
+        assert_eq!((f2.sets, f2.copies(), f2.nkeys()), (7, 2, 7 << 19));
+        assert_eq!((f2.index_bound(n), f2.copy_doublings()), (2 * n, 140));
+        assert_eq!(f2.top_set_keys(), 1 << 19);
+        let f3 = Windows::folded(20, 3, n);
+        assert_eq!((f3.sets, f3.copies()), (5, 3));
+        // 8 copies need only 7: 2 sets cover 13 windows in 7 copies
+        assert_eq!(Windows::folded(20, 8, n).copies(), 7);
+        let full = Windows::folded(20, 13, n);
+        assert_eq!(
+            (full.sets, full.copies(), full.copy_doublings()),
+            (1, 13, 20)
+        );
+        assert_eq!(Windows::folded(20, 100, n), full);
+        assert_eq!(Windows::folded(20, 1, n), u);
+        assert_eq!(Windows::folded(20, 0, n), u);
+        for c in 2..=22 {
+            for m in 1..=130 {
+                let w = Windows::folded(c, m, 77);
+                assert!(w.copies() <= m.max(1) && w.copies() as u32 * w.sets >= w.nwin);
+                assert!((w.copies() as u32 - 1) * w.sets < w.nwin, "no idle copy");
             }
         }
     }

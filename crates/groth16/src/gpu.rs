@@ -141,9 +141,9 @@ pub fn msm_run_bytes(group: Group, len: usize, sm_count: usize) -> Result<u64, V
 /// What a resident context over the query's `len` points holds (points and identity bits).
 fn point_bytes(q: Query, len: usize) -> Result<u64, VramError> {
     if q == Query::BG2 {
-        GpuMsm::<G2Affine>::resident_bytes_for(len)
+        GpuMsm::<G2Affine>::resident_bytes_for(len, 1)
     } else {
-        GpuMsm::<G1Affine>::resident_bytes_for(len)
+        GpuMsm::<G1Affine>::resident_bytes_for(len, 1)
     }
 }
 
@@ -962,7 +962,7 @@ mod tests {
         // Room for the work plus exactly two G1 queries.
         let log = 20;
         let base = MemoryPlan::new(1 << log, &lens(log), 0, 132).unwrap();
-        let g1 = GpuMsm::<G1Affine>::resident_bytes_for(1 << log).unwrap();
+        let g1 = GpuMsm::<G1Affine>::resident_bytes_for(1 << log, 1).unwrap();
         let p = MemoryPlan::new(1 << log, &lens(log), base.work_bytes + 2 * g1, 132).unwrap();
         let res: Vec<Query> = p
             .queries

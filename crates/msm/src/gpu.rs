@@ -8,12 +8,18 @@
 //! point, made when the points arrive: proving keys hold many), scalars equal to one are summed
 //! by plain mixed additions, the rest go through signed-digit Pippenger with a counting sort
 //! per window and balanced XYZZ bucket accumulation. The host only adds the per-window sums (≈ 256 doublings).
+//!
+//! A resident context may also hold precomputed copies of its points
+//! ([`GpuMsm::resident_precomputed`]): copy j holds `[2^(c·h·j)] P`, so the windows of one
+//! scalar share h bucket sets instead of using one each (window folding): the same mixed
+//! additions, a bucket reduction and final combination ~m times smaller, m times the points'
+//! memory.
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 use cuzk_field::Fr;
-use cuzk_gpu::msm::{self as k, Accumulate, Curve, ResultRing, Staging};
+use cuzk_gpu::msm::{self as k, Accumulate, Curve, ResultRing, Staging, Windows};
 use cuzk_gpu::{
     DeviceBuffer, Event, Gpu, GpuError, PinnedBuffer, Reclaim, Stream, Vram, VramError,
 };
@@ -209,12 +215,23 @@ const fn acc_waves(cv: Curve) -> usize {
     }
 }
 
-/// Sizes of one Pippenger batch, all derived from (number of general scalars, window bits).
+/// XYZZ points per chunk of the precomputation of point copies (its scratch: 192 MiB for G1,
+/// 384 MiB for G2).
+const PRECOMPUTE_CHUNK: usize = 1 << 20;
+
+/// Sizes of one Pippenger batch, all derived from (number of general scalars, window bits,
+/// precomputed point copies).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Plan {
     /// Window bits c; signed digits, so 2^(c-1) buckets per window.
     pub c: u32,
     pub nwin: usize,
+    /// Bucket sets: `nwin` unfolded, ⌈nwin / copies⌉ over precomputed copies (window w uses
+    /// set w mod sets and point copy w / sets; [`Windows`]). "Window" in the bucket fields
+    /// below means bucket set.
+    pub sets: usize,
+    /// Point copies the windows use (1 unfolded).
+    pub copies: usize,
     pub buckets_per_window: usize,
     /// Threads of the level-0 accumulation.
     pub threads: usize,
@@ -268,7 +285,8 @@ impl Plan {
     /// table/model windows plus `CUZK_MSM_WINDOW` if set. What an MSM runs is
     /// [`Self::for_curve`] / [`Self::for_variant`].
     pub fn new(general: usize, n: usize, c: Option<u32>, sm_count: usize) -> Self {
-        let mut plan = Self::with_residency(general, n, c, sm_count, THREADS_PER_SM, 1, Group::G1);
+        let mut plan =
+            Self::with_residency(general, n, c, 1, sm_count, THREADS_PER_SM, 1, Group::G1);
         for (i, cv) in [Curve::G1, Curve::G2].into_iter().enumerate() {
             let mut cands = match c {
                 Some(c) => vec![(c, general)],
@@ -306,6 +324,7 @@ impl Plan {
             general,
             n,
             c,
+            1,
             sm_count,
             acc.resident_threads_per_sm(cv),
             acc_waves(cv),
@@ -313,10 +332,35 @@ impl Plan {
         )
     }
 
+    /// As [`Self::for_variant`] at window `c` over `copies` precomputed copies of the `n`
+    /// points (a request beyond what the windows need uses fewer: [`Windows::folded`]).
+    pub fn folded(
+        general: usize,
+        n: usize,
+        c: u32,
+        copies: usize,
+        sm_count: usize,
+        cv: Curve,
+        acc: Accumulate,
+    ) -> Self {
+        Self::with_residency(
+            general,
+            n,
+            Some(c),
+            copies,
+            sm_count,
+            acc.resident_threads_per_sm(cv),
+            acc_waves(cv),
+            group_of(cv),
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn with_residency(
         general: usize,
         n: usize,
         c: Option<u32>,
+        copies: usize,
         sm_count: usize,
         acc_threads_per_sm: usize,
         acc_waves: usize,
@@ -325,7 +369,9 @@ impl Plan {
         let c = c
             .unwrap_or_else(|| Self::choose_window_for(group, general))
             .clamp(2, MAX_WINDOW_BITS);
-        let nwin = 256usize.div_ceil(c as usize);
+        let win = Windows::folded(c, copies, n);
+        let nwin = win.nwin as usize;
+        let sets = win.sets as usize;
         let buckets_per_window = 1usize << (c - 1);
         let wave = sm_count.max(1) * THREADS_PER_SM;
         let acc_wave = sm_count.max(1) * acc_threads_per_sm.max(1);
@@ -338,69 +384,82 @@ impl Plan {
             .max((entries / 256).min(acc_wave * acc_waves.max(1)))
             .max(1);
         // The bucket reduction fills one wave with the groups that have work: ⌈B / L⌉ per
-        // window below the top one, ⌈reach / L⌉ in the top window (canonical scalars reach
-        // only its first `top_window_keys(c)` keys: 29678 of 2^19 at c = 20; its later groups
-        // are empty and finish at once). The last group of a window may be shorter. More than
-        // one wave ran its last part-empty, and a power-of-two group count left up to half of
-        // the wave idle (2^24: 2048 of 2599).
+        // set below the top one, ⌈reach / L⌉ in the top set (unfolded, canonical scalars reach
+        // only the top window's first `top_window_keys(c)` keys: 29678 of 2^19 at c = 20; its
+        // later groups are empty and finish at once; folded, every set is full). The last
+        // group of a set may be shorter. More than one wave ran its last part-empty, and a
+        // power-of-two group count left up to half of the wave idle (2^24: 2048 of 2599).
         let b = buckets_per_window;
-        let reach = k::top_window_keys(c).clamp(1, b);
+        let reach = win.top_set_keys().clamp(1, b);
         let busy = |per: usize| {
             let l = b.div_ceil(per);
-            (nwin - 1) * b.div_ceil(l) + reach.div_ceil(l)
+            (sets - 1) * b.div_ceil(l) + reach.div_ceil(l)
         };
-        let mut per_win = (wave * b / ((nwin - 1) * b + reach)).clamp(1, b);
+        let mut per_win = (wave * b / ((sets - 1) * b + reach)).clamp(1, b);
         while per_win > 1 && busy(per_win) > wave {
             per_win -= 1;
         }
         let group = b.div_ceil(per_win);
+        let sort_fine_bits = Self::fine_bits(&win, general, n);
         Self {
             c,
             nwin,
+            sets,
+            copies: win.copies(),
             buckets_per_window,
             threads,
             group,
             sorted_cap: entries.max(1),
             ones_threads: n.div_ceil(64).clamp(1, acc_wave),
-            sort_fine_bits: Self::fine_bits(c, general, n),
-            sort_top_fine_bits: Self::top_fine_bits(c, general, n),
+            sort_fine_bits,
+            sort_top_fine_bits: Self::top_fine_bits(&win, sort_fine_bits),
             bound: [0; 2],
         }
     }
 
-    /// Largest F (within what the kernels accept for n points) with about
-    /// `general / 2^(c-1) · 2^F <= SORT_BIN_TARGET` entries per bin (a full window has
-    /// ~general / 2^(c-1) entries per key).
-    fn fine_bits(c: u32, general: usize, n: usize) -> u32 {
-        let per_key = general.max(1) as f64 / (1u64 << (c - 1)) as f64;
-        let max = k::max_fine_bits(n, c);
+    /// Largest F (within what the kernels accept for the entries' point indices) with about
+    /// `per_key · 2^F <= SORT_BIN_TARGET` entries per bin; a full set has `per_key` ~
+    /// general · (windows per set) / 2^(c-1) entries per key. Folded, the indices span the
+    /// copies (one more bit at 2 copies) and the keys are fuller: both make F smaller.
+    fn fine_bits(win: &Windows, general: usize, n: usize) -> u32 {
+        let per_key = general.max(1) as f64 * f64::from(win.nwin)
+            / (f64::from(win.sets) * (1u64 << (win.c - 1)) as f64);
+        let max = k::max_fine_bits(win.index_bound(n), win.c);
         (0..=max)
             .rev()
             .find(|&f| per_key * (1u64 << f) as f64 <= SORT_BIN_TARGET)
             .unwrap_or(0)
     }
 
-    /// F less log2 of how much fuller the top window's keys are (2^(c-1) keys, only
-    /// `top_window_keys(c)` reachable): e.g. 4 less at c = 20.
-    fn top_fine_bits(c: u32, general: usize, n: usize) -> u32 {
-        let b = 1usize << (c - 1);
-        let reach = k::top_window_keys(c);
-        let shift = (0..c).take_while(|&s| reach << s <= b).last().unwrap_or(0);
-        Self::fine_bits(c, general, n).saturating_sub(shift)
+    /// F less log2 of how much fuller the top set's keys are (2^(c-1) keys, only
+    /// [`Windows::top_set_keys`] reachable): e.g. 4 less at c = 20 unfolded; F when folded.
+    fn top_fine_bits(win: &Windows, fine_bits: u32) -> u32 {
+        let b = 1usize << (win.c - 1);
+        let reach = win.top_set_keys();
+        let shift = (0..win.c)
+            .take_while(|&s| reach << s <= b)
+            .last()
+            .unwrap_or(0);
+        fine_bits.saturating_sub(shift)
+    }
+
+    /// The digit mapping of the sort kernels for `n` scalars (copy stride `n` when folded).
+    pub fn windows(&self, n: usize) -> Windows {
+        Windows::folded(self.c, self.copies, n)
     }
 
     /// Bins of the binned sort.
     pub fn sort_bins(&self) -> usize {
         k::sort_bins(
             self.c,
-            self.nwin as u32,
+            self.sets as u32,
             self.sort_fine_bits,
             self.sort_top_fine_bits,
         )
     }
 
     pub fn nkeys(&self) -> usize {
-        self.nwin * self.buckets_per_window
+        self.sets * self.buckets_per_window
     }
 
     fn groups(&self) -> usize {
@@ -423,8 +482,8 @@ impl Plan {
             + u * self.sorted_cap as u64
             + x * (nk + 1)
             + (u + x) * (2 * self.threads + self.level1()) as u64
-            + x * (self.nwin * self.groups() + self.ones_threads) as u64
-            + (curve.jacobian_bytes() as u64) * (self.nwin as u64 + 1)
+            + x * (self.sets * self.groups() + self.ones_threads) as u64
+            + (curve.jacobian_bytes() as u64) * (self.sets as u64 + 1)
             + round;
         let bound = match curve {
             Curve::G1 => self.bound[0],
@@ -469,9 +528,9 @@ impl<P: MsmPoint> Scratch<P> {
             2 * plan.threads * w,
             plan.level1(),
             plan.level1() * w,
-            plan.nwin * plan.groups() * w,
+            plan.sets * plan.groups() * w,
             plan.ones_threads * w,
-            plan.nwin + 1,
+            plan.sets + 1,
         ]
     }
 
@@ -597,6 +656,8 @@ pub struct MsmProfile {
     pub ones: usize,
     pub c: u32,
     pub nwin: usize,
+    /// Bucket sets (`nwin` unless the run used precomputed copies).
+    pub sets: usize,
     /// The counting sort that ran.
     pub sort: Sort,
     /// Host time allocating canon, counters and scratch (about 0 with a kept scratch).
@@ -645,7 +706,7 @@ impl std::fmt::Display for MsmProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "n={} general={} ones={} c={} nwin={} total={:.2} device={:.2} alloc={:.2} \
+            "n={} general={} ones={} c={} nwin={} sets={} total={:.2} device={:.2} alloc={:.2} \
              upload={:.2} prepare={:.2} gap={:.2} sort={:.2} ({:?}: zero={:.2} histogram={:.2} scan={:.2} \
              scatter={:.2} fine={:.2}) accumulate={:.2} merge={:.2} reduce={:.2} window_sums={:.2} ones={:.2}",
             self.n,
@@ -653,6 +714,7 @@ impl std::fmt::Display for MsmProfile {
             self.ones,
             self.c,
             self.nwin,
+            self.sets,
             self.total_ms,
             self.device_ms,
             self.alloc_ms,
@@ -685,8 +747,8 @@ struct Marks {
     ev: Vec<Event>,
     alloc: std::time::Duration,
     upload: std::time::Duration,
-    /// (general, ones, c, nwin), set once the batch is planned.
-    stats: Option<(usize, usize, u32, usize)>,
+    /// The plan's (general, ones, c, nwin, sets), set once the batch is planned.
+    stats: Option<(usize, usize, u32, usize, usize)>,
 }
 
 impl Marks {
@@ -709,8 +771,50 @@ fn mark(marks: Option<&Marks>, s: &Stream, i: usize) -> Result<(), GpuError> {
 }
 
 enum Points<P: MsmPoint> {
+    /// The points, then any precomputed copies ([`Precomputed`]), each `len` points.
     Resident(DeviceBuffer<P>),
     Streamed(PinnedBuffer<P>),
+}
+
+/// Precomputed copies of a resident context's points for [`GpuMsm::resident_precomputed`]:
+/// how many, and optionally the window they are made for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Precompute {
+    copies: usize,
+    window_bits: Option<u32>,
+}
+
+impl Precompute {
+    /// `m` copies of the points (m = 1: none; more than the windows need: as many as they
+    /// need), for the window an MSM of as many general scalars as points picks
+    /// (`CUZK_MSM_WINDOW` if set).
+    pub fn copies(m: usize) -> Self {
+        Self {
+            copies: m.max(1),
+            window_bits: None,
+        }
+    }
+
+    /// Fixes the window (2..=22) of the copies and of every MSM of the context (as
+    /// [`GpuMsm::with_window_bits`]), so every call is folded.
+    pub fn with_window_bits(mut self, c: u32) -> Self {
+        self.window_bits = Some(c.clamp(2, MAX_WINDOW_BITS));
+        self
+    }
+}
+
+/// What a context's precomputed copies are (see [`GpuMsm::precomputed`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Precomputed {
+    /// The window the copies serve: an MSM whose plan picks another window runs unfolded
+    /// over copy 0 (the points themselves).
+    pub c: u32,
+    /// Copies held, the points included: copy j is `[2^(c·sets·j)] P`.
+    pub copies: usize,
+    /// Bucket sets of a folded MSM: ⌈⌈256 / c⌉ / copies⌉.
+    pub sets: usize,
+    /// Host time of computing the copies on the device (after the upload; milliseconds).
+    pub precompute_ms: f64,
 }
 
 /// An MSM context over a fixed set of points; see the module documentation.
@@ -729,6 +833,8 @@ pub struct GpuMsm<P: MsmPoint> {
     /// Resident points: which are the identity (one bit each, made at construction); their
     /// scalars are treated as zero, so they are never sorted or added.
     identity: Option<DeviceBuffer<u32>>,
+    /// Resident points with precomputed copies (after the points in the same buffer).
+    precomputed: Option<Precomputed>,
 }
 
 impl<P: MsmPoint> std::fmt::Debug for GpuMsm<P> {
@@ -741,16 +847,14 @@ impl<P: MsmPoint> std::fmt::Debug for GpuMsm<P> {
             .field("keep_scratch", &self.keep_scratch)
             .field("accumulate", &self.acc)
             .field("sort", &self.sort)
+            .field("precomputed", &self.precomputed)
             .finish()
     }
 }
 
 impl<P: MsmPoint> GpuMsm<P> {
-    fn with_points(gpu: &Gpu, points: Points<P>) -> Result<Self, MsmError> {
-        let len = match &points {
-            Points::Resident(b) => b.len(),
-            Points::Streamed(b) => b.len(),
-        };
+    /// A context over `points`, of which the first `len` are the points (the rest: copies).
+    fn with_points(gpu: &Gpu, points: Points<P>, len: usize) -> Result<Self, MsmError> {
         if len > MAX_POINTS {
             return Err(MsmError::TooLarge(len));
         }
@@ -758,7 +862,7 @@ impl<P: MsmPoint> GpuMsm<P> {
         let identity = match &points {
             Points::Resident(pts) => {
                 let mut bits = gpu.vram().alloc::<u32>(identity_words(len))?;
-                k::identity_bits(gpu, &compute, curve::<P>(), pts, &mut bits)?;
+                k::identity_bits(gpu, &compute, curve::<P>(), pts, len, &mut bits)?;
                 Some(bits)
             }
             Points::Streamed(_) => None,
@@ -779,6 +883,7 @@ impl<P: MsmPoint> GpuMsm<P> {
             sort: env_sort(),
             cache,
             identity,
+            precomputed: None,
         })
     }
 
@@ -787,19 +892,90 @@ impl<P: MsmPoint> GpuMsm<P> {
         if points.len() > MAX_POINTS {
             return Err(MsmError::TooLarge(points.len()));
         }
-        Self::with_points(gpu, Points::Resident(gpu.vram().from_host(points)?))
+        Self::with_points(
+            gpu,
+            Points::Resident(gpu.vram().from_host(points)?),
+            points.len(),
+        )
+    }
+
+    /// Uploads `points` once and computes `pre`'s copies of them on the device (window
+    /// folding, see the module documentation): copy j (at `j · len`) holds `[2^(c·h·j)] P_i`,
+    /// h = the bucket sets. An MSM whose plan picks the copies' window c sorts window w of
+    /// scalar i into bucket set w mod h with point copy w / h; one that picks another window
+    /// (few general scalars, or [`Self::with_window_bits`]) runs unfolded over the points.
+    /// The copies are charged to the budget with the points for the context's life
+    /// ([`Self::resident_bytes_for`]); the construction also needs a scratch of up to 2^20
+    /// XYZZ points and fails cleanly (`MsmError::Vram`, nothing kept) when the budget is short.
+    pub fn resident_precomputed(
+        gpu: &Gpu,
+        points: &[P],
+        pre: Precompute,
+    ) -> Result<Self, MsmError> {
+        let n = points.len();
+        if n > MAX_POINTS {
+            return Err(MsmError::TooLarge(n));
+        }
+        let c = pre
+            .window_bits
+            .or_else(env_window)
+            .unwrap_or_else(|| Plan::choose_window_for(P::GROUP, n));
+        let win = Windows::folded(c, pre.copies, n);
+        let copies = win.copies();
+        // entries carry point indices below 2^31 (the sign bit is above them)
+        if win.index_bound(n) > 1 << 31 {
+            return Err(MsmError::Unsupported(
+                "precomputed copies of more than 2^31 points in all",
+            ));
+        }
+        let (v, cv) = (gpu.vram(), curve::<P>());
+        let mut buf = v.alloc::<P>(n * copies)?;
+        let stream = gpu.stream("msm-precompute")?;
+        k::with_uploads(gpu, &stream, points, |up| up.upload(0, n, &mut buf))?;
+        let t = Instant::now();
+        if copies > 1 {
+            let mut tmp = v.alloc::<u64>(n.min(PRECOMPUTE_CHUNK) * cv.xyzz_words())?;
+            let r = k::precompute_copies(
+                gpu,
+                &stream,
+                cv,
+                &mut buf,
+                n,
+                copies,
+                win.copy_doublings(),
+                &mut tmp,
+            );
+            // tmp and buf stay alive until every enqueued kernel is done, even after a failure
+            let synced = stream.synchronize();
+            r?;
+            synced?;
+        }
+        let precompute_ms = t.elapsed().as_secs_f64() * 1e3;
+        let mut ctx = Self::with_points(gpu, Points::Resident(buf), n)?;
+        ctx.precomputed = Some(Precomputed {
+            c,
+            copies,
+            sets: win.sets as usize,
+            precompute_ms,
+        });
+        if pre.window_bits.is_some() {
+            ctx.window_bits = Some(c);
+        }
+        Ok(ctx)
     }
 
     /// Points already on the device (e.g. a proving key loaded once per daemon). Work that
     /// writes them on another stream must be complete: this context's stream reads them at
     /// once (to mark the identity points) and on every call.
     pub fn from_device(gpu: &Gpu, points: DeviceBuffer<P>) -> Result<Self, MsmError> {
-        Self::with_points(gpu, Points::Resident(points))
+        let len = points.len();
+        Self::with_points(gpu, Points::Resident(points), len)
     }
 
     /// Points in pinned host memory, streamed to the device in chunks on every MSM.
     pub fn streamed(gpu: &Gpu, points: PinnedBuffer<P>) -> Result<Self, MsmError> {
-        Self::with_points(gpu, Points::Streamed(points))
+        let len = points.len();
+        Self::with_points(gpu, Points::Streamed(points), len)
     }
 
     /// Resident if the points and the scratch of a full MSM fit the free budget, otherwise
@@ -893,9 +1069,14 @@ impl<P: MsmPoint> GpuMsm<P> {
 
     pub fn len(&self) -> usize {
         match &self.points {
-            Points::Resident(b) => b.len(),
+            Points::Resident(b) => b.len() / self.precomputed.map_or(1, |p| p.copies),
             Points::Streamed(b) => b.len(),
         }
+    }
+
+    /// The precomputed copies of a [`Self::resident_precomputed`] context.
+    pub fn precomputed(&self) -> Option<Precomputed> {
+        self.precomputed
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -904,10 +1085,15 @@ impl<P: MsmPoint> GpuMsm<P> {
         matches!(self.points, Points::Resident(_))
     }
 
-    /// Device bytes a resident context over `len` points holds for its life: the points and
-    /// their identity bits (scratch comes and goes with each call, see [`Plan::scratch_bytes`]).
-    pub fn resident_bytes_for(len: usize) -> Result<u64, VramError> {
-        Ok(Vram::bytes_for::<P>(len)? + Vram::bytes_for::<u32>(identity_words(len))?)
+    /// Device bytes a resident context over `len` points with `copies` copies of them (1:
+    /// just the points; see [`Self::resident_precomputed`]) holds for its life: the points,
+    /// the copies and the identity bits (scratch comes and goes with each call, see
+    /// [`Plan::scratch_bytes`]).
+    pub fn resident_bytes_for(len: usize, copies: usize) -> Result<u64, VramError> {
+        let all = len
+            .checked_mul(copies.max(1))
+            .ok_or_else(|| VramError::InvalidSize(format!("{len} points × {copies} copies")))?;
+        Ok(Vram::bytes_for::<P>(all)? + Vram::bytes_for::<u32>(identity_words(len))?)
     }
 
     /// Device bytes this context holds for its life ([`Self::resident_bytes_for`]; 0 when
@@ -1004,6 +1190,7 @@ impl<P: MsmPoint> GpuMsm<P> {
             ones: stats.1,
             c: stats.2,
             nwin: stats.3,
+            sets: stats.4,
             sort: self.sort,
             alloc_ms: marks.alloc.as_secs_f64() * 1e3,
             upload_ms: marks.upload.as_secs_f64() * 1e3,
@@ -1052,15 +1239,17 @@ impl<P: MsmPoint> GpuMsm<P> {
         self.gpu.info().sm_count as usize
     }
 
+    /// The plan of an MSM over `general` general scalars of `n`: folded over the precomputed
+    /// copies when it picks their window, else unfolded (over the points, copy 0).
     fn plan(&self, general: usize, n: usize) -> Plan {
-        Plan::for_variant(
-            general,
-            n,
-            self.window_bits,
-            self.sm_count(),
-            curve::<P>(),
-            self.acc,
-        )
+        let (sm, cv) = (self.sm_count(), curve::<P>());
+        let plan = Plan::for_variant(general, n, self.window_bits, sm, cv, self.acc);
+        match self.precomputed {
+            Some(p) if p.c == plan.c && p.copies > 1 => {
+                Plan::folded(general, n, p.c, p.copies, sm, cv, self.acc)
+            }
+            _ => plan,
+        }
     }
 
     /// One resident MSM; buffers come from (and go back to) the context's cache, which keeps
@@ -1071,7 +1260,7 @@ impl<P: MsmPoint> GpuMsm<P> {
         src: Source<'_>,
         marks: Option<&mut Marks>,
     ) -> Result<P::Projective, MsmError> {
-        if pts.is_empty() {
+        if self.is_empty() {
             return Ok(P::Projective::default());
         }
         let mut cache = std::mem::take(&mut *self.lock_cache());
@@ -1107,7 +1296,7 @@ impl<P: MsmPoint> GpuMsm<P> {
         cache: &mut Cache<P>,
         mut marks: Option<&mut Marks>,
     ) -> Result<P::Projective, MsmError> {
-        let n = pts.len();
+        let n = self.len();
         let g = &self.gpu;
         let t = Instant::now();
         let mut canon = match cache.canon.take() {
@@ -1176,7 +1365,7 @@ impl<P: MsmPoint> GpuMsm<P> {
         counters: &mut DeviceBuffer<u32>,
         mut marks: Option<&mut Marks>,
     ) -> Result<P::Projective, MsmError> {
-        let n = pts.len();
+        let n = self.len();
         let (g, s) = (&self.gpu, &self.compute);
         if let Source::Host(h) = src {
             let t = Instant::now();
@@ -1210,7 +1399,7 @@ impl<P: MsmPoint> GpuMsm<P> {
         };
         if let Some(m) = marks.as_deref_mut() {
             m.alloc += t.elapsed();
-            m.stats = Some((general, ones, plan.c, plan.nwin));
+            m.stats = Some((general, ones, plan.c, plan.nwin, plan.sets));
         }
         let mut out = vec![P::Projective::default(); scratch.out.len()];
         let r = self
@@ -1233,17 +1422,18 @@ impl<P: MsmPoint> GpuMsm<P> {
             });
         cache.scratch = Some(scratch);
         r?;
-        let windows = if general > 0 { &out[..plan.nwin] } else { &[] };
+        let windows = if general > 0 { &out[..plan.sets] } else { &[] };
         let ones_sum = if ones > 0 {
-            out[plan.nwin]
+            out[plan.sets]
         } else {
             P::Projective::default()
         };
         Ok(combine::<P>(windows, plan.c) + ones_sum)
     }
 
-    /// Enqueues one batch on the compute stream: `scratch.out` gets the window sums
-    /// (`windows`) and the ones sum (`ones`); what is not requested is left untouched.
+    /// Enqueues one batch on the compute stream: `scratch.out` gets the window (bucket set)
+    /// sums (`windows`) and the ones sum (`ones`); what is not requested is left untouched.
+    /// `pts` holds the `n` points and, for a folded plan, their copies after them.
     #[allow(clippy::too_many_arguments)]
     fn enqueue_batch(
         &self,
@@ -1259,7 +1449,7 @@ impl<P: MsmPoint> GpuMsm<P> {
         let (g, s, cv) = (&self.gpu, &self.compute, curve::<P>());
         mark(marks, s, M_BATCH)?;
         if windows {
-            let (c, nwin, nk) = (plan.c, plan.nwin as u32, plan.nkeys());
+            let (win, nk) = (plan.windows(n), plan.nkeys());
             match self.sort {
                 Sort::Bins => {
                     mark(marks, s, 3)?;
@@ -1269,8 +1459,7 @@ impl<P: MsmPoint> GpuMsm<P> {
                         s,
                         canon,
                         n,
-                        c,
-                        nwin,
+                        &win,
                         plan.sort_fine_bits,
                         plan.sort_top_fine_bits,
                         &mut sc.counts,
@@ -1284,11 +1473,11 @@ impl<P: MsmPoint> GpuMsm<P> {
                 Sort::Atomic => {
                     sc.counts.fill_bytes_async(0, s.cuda())?;
                     mark(marks, s, 3)?;
-                    k::histogram(g, s, canon, n, c, nwin, &mut sc.counts)?;
+                    k::histogram(g, s, canon, n, &win, &mut sc.counts)?;
                     mark(marks, s, 4)?;
                     k::scan(g, s, &sc.counts, nk, &mut sc.offsets, &mut sc.cursors)?;
                     mark(marks, s, 5)?;
-                    k::scatter(g, s, canon, n, c, nwin, &mut sc.cursors, &mut sc.sorted)?;
+                    k::scatter(g, s, canon, n, &win, &mut sc.cursors, &mut sc.sorted)?;
                     mark(marks, s, 6)?;
                 }
             }
@@ -1299,7 +1488,7 @@ impl<P: MsmPoint> GpuMsm<P> {
                 cv,
                 self.acc,
                 pts,
-                n,
+                win.index_bound(n),
                 &sc.sorted,
                 &sc.offsets,
                 nk,
@@ -1350,17 +1539,17 @@ impl<P: MsmPoint> GpuMsm<P> {
                 &sc.buckets,
                 &sc.offsets,
                 plan.buckets_per_window,
-                plan.nwin,
+                plan.sets,
                 plan.group,
                 &mut sc.reduced,
             )?;
             mark(marks, s, 10)?;
             let mut count = groups;
             while count > 1 {
-                k::sum_halves(g, s, cv, &mut sc.reduced, groups, plan.nwin, count)?;
+                k::sum_halves(g, s, cv, &mut sc.reduced, groups, plan.sets, count)?;
                 count -= count / 2;
             }
-            k::to_jacobian(g, s, cv, &sc.reduced, groups, plan.nwin, &mut sc.out, 0)?;
+            k::to_jacobian(g, s, cv, &sc.reduced, groups, plan.sets, &mut sc.out, 0)?;
             mark(marks, s, 11)?;
         } else {
             for i in 3..=11 {
@@ -1375,7 +1564,7 @@ impl<P: MsmPoint> GpuMsm<P> {
                 k::sum_halves(g, s, cv, &mut sc.ones, t, 1, count)?;
                 count -= count / 2;
             }
-            k::to_jacobian(g, s, cv, &sc.ones, t, 1, &mut sc.out, plan.nwin)?;
+            k::to_jacobian(g, s, cv, &sc.ones, t, 1, &mut sc.out, plan.sets)?;
         }
         mark(marks, s, MARKS - 1)?;
         Ok(())
@@ -1431,16 +1620,16 @@ impl<P: MsmPoint> GpuMsm<P> {
         let mut canon = v.alloc::<Fr>(chunk)?;
         let mut counters = v.alloc::<u32>(2)?;
         let mut scratch = Scratch::<P>::new(g, &plan)?;
-        let mut ring = ResultRing::<P::Projective>::new(g, s, plan.nwin + 1)?;
+        let mut ring = ResultRing::<P::Projective>::new(g, s, plan.sets + 1)?;
         let uploaded = [g.event()?, g.event()?];
         let consumed = [g.event()?, g.event()?];
-        let mut windows = vec![P::Projective::default(); plan.nwin];
+        let mut windows = vec![P::Projective::default(); plan.sets];
         let mut ones = P::Projective::default();
         let mut fold = |res: &[P::Projective]| {
             for (w, r) in windows.iter_mut().zip(res) {
                 *w += *r;
             }
-            ones += res[plan.nwin];
+            ones += res[plan.sets];
         };
         let host_scalars: &[Fr] = match scalars {
             Source::Host(h) => h,
@@ -1505,7 +1694,8 @@ enum Source<'a> {
     Device(&'a DeviceBuffer<Fr>, usize),
 }
 
-/// `Σ_w 2^(c·w) · windows[w]` by Horner's rule from the top window.
+/// `Σ_w 2^(c·w) · windows[w]` by Horner's rule from the top window (with precomputed copies
+/// the bucket set sums: set s holds the windows s + j·h, whose points carry `2^(c·h·j)`).
 fn combine<P: MsmPoint>(windows: &[P::Projective], c: u32) -> P::Projective {
     let mut acc = P::Projective::default();
     for w in windows.iter().rev() {
@@ -1657,9 +1847,9 @@ mod tests {
                 + b(2 * p.threads * w, 8)
                 + b(p.level1(), 4)
                 + b(p.level1() * w, 8)
-                + b(p.nwin * p.groups() * w, 8)
+                + b(p.sets * p.groups() * w, 8)
                 + b(p.ones_threads * w, 8)
-                + b(p.nwin + 1, cv.jacobian_bytes())
+                + b(p.sets + 1, cv.jacobian_bytes())
         };
         for sm in [132usize, 108, 46] {
             for log in [0u32, 10, 14, 17, 18, 19, 20, 22, 23, 24, 25, 26, 27] {
@@ -1730,6 +1920,67 @@ mod tests {
                     (p.nwin - 1) * (b >> fb) + (b >> ft),
                     "c {c} n 2^{log}"
                 );
+            }
+        }
+    }
+
+    /// Plans over precomputed copies: h = ⌈nwin / m⌉ full bucket sets (no reduced top set),
+    /// fine bits within the kernels' bounds for indices spanning the copies, ~4K entries per
+    /// bin, and the reduction's wave filled by the sets.
+    #[test]
+    fn folded_plans() {
+        let (sm, acc) = (132, Accumulate::Paired);
+        let n = 1usize << 24;
+        let p = Plan::folded(n, n, 20, 2, sm, Curve::G1, acc);
+        assert_eq!((p.nwin, p.sets, p.copies), (13, 7, 2));
+        assert_eq!(p.nkeys(), 7 << 19);
+        // 13/7 windows per set: ~59 entries per key, bins of 2^6 keys; Ft = F (full sets)
+        assert_eq!((p.sort_fine_bits, p.sort_top_fine_bits), (6, 6));
+        assert_eq!(p.sort_bins(), 7 << 13);
+        assert_eq!(p.windows(n), Windows::folded(20, 2, n));
+        assert_eq!(p.windows(n).index_bound(n), 2 * n);
+        // the same sort and accumulation work as unfolded, fewer buckets
+        let u = Plan::for_variant(n, n, Some(20), sm, Curve::G1, acc);
+        assert_eq!((u.sets, u.copies), (13, 1));
+        assert_eq!((p.sorted_cap, p.threads), (u.sorted_cap, u.threads));
+        let busy = p.sets * p.groups();
+        assert!(busy <= sm * THREADS_PER_SM && busy > sm * THREADS_PER_SM * 95 / 100);
+        assert!(
+            u.nwin * u.groups() > busy,
+            "unfolded: more groups (with empty ones)"
+        );
+        // full folding: one set of 13 windows
+        let full = Plan::folded(n, n, 20, 13, sm, Curve::G2, acc);
+        assert_eq!(
+            (full.sets, full.copies, full.sort_top_fine_bits),
+            (1, 13, full.sort_fine_bits)
+        );
+        // 2^26 at 2 copies: indices need 27 bits, F <= 4
+        let p26 = Plan::folded(1 << 26, 1 << 26, 20, 2, sm, Curve::G1, acc);
+        assert_eq!(k::index_bits(p26.windows(1 << 26).index_bound(1 << 26)), 27);
+        assert_eq!(p26.sort_fine_bits, 4);
+        for log in 0..=24u32 {
+            for c in 2..=MAX_WINDOW_BITS {
+                for m in [2usize, 3, 7, 200] {
+                    let n = (1usize << log) + 3;
+                    let p = Plan::folded(n, n, c, m, sm, Curve::G1, acc);
+                    let win = p.windows(n);
+                    let bound = win.index_bound(n);
+                    if bound > 1 << 31 {
+                        continue; // rejected by the constructor (indices carry a sign bit)
+                    }
+                    assert_eq!((win.sets as usize, win.copies()), (p.sets, p.copies));
+                    assert!(p.copies <= m && p.copies * p.sets >= p.nwin);
+                    let (fb, ft) = (p.sort_fine_bits, p.sort_top_fine_bits);
+                    assert!(fb <= k::max_fine_bits(bound, c), "c {c} m {m} n 2^{log}");
+                    assert!(fb + k::index_bits(bound) <= 31 && fb < c);
+                    if p.sets < p.nwin {
+                        assert_eq!(ft, fb, "folded sets are full: c {c} m {m}");
+                    }
+                    let b = p.buckets_per_window;
+                    assert_eq!(p.sort_bins(), (p.sets - 1) * (b >> fb) + (b >> ft));
+                    assert!(p.group >= 1 && (p.groups() - 1) * p.group < p.buckets_per_window);
+                }
             }
         }
     }

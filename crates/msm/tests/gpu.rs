@@ -3,8 +3,8 @@
 
 use cuzk_field::{Fr, G1Affine, G2Affine};
 use cuzk_gpu::Gpu;
-use cuzk_gpu::msm::Accumulate;
-use cuzk_msm::gpu::{GpuMsm, MsmProfile, Plan, Sort};
+use cuzk_gpu::msm::{Accumulate, Windows};
+use cuzk_msm::gpu::{GpuMsm, MsmProfile, Plan, Precompute, Sort};
 use cuzk_msm::{Group, MsmPoint, cpu, testing};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -121,6 +121,175 @@ proptest! {
         let p: Vec<G2Affine> = points(n, &mut rng);
         check(&gpu(), &p, &scalars(n, kind, &mut rng));
     }
+}
+
+/// A context with `copies` precomputed copies (window `c`, else the context's choice for n
+/// general scalars) against the CPU for each scalar vector in turn (repeated MSMs over one
+/// context; host and device scalars). Where the call's plan picks the copies' window (always
+/// with an explicit `c`) the profile shows the folded bucket sets; otherwise it ran unfolded.
+fn check_precomputed<P: MsmPoint>(
+    gpu: &Gpu,
+    points: &[P],
+    copies: usize,
+    c: Option<u32>,
+    runs: &[Vec<Fr>],
+) {
+    let n = points.len();
+    let pre = c.map_or(Precompute::copies(copies), |c| {
+        Precompute::copies(copies).with_window_bits(c)
+    });
+    let ctx = GpuMsm::resident_precomputed(gpu, points, pre).unwrap();
+    let info = ctx.precomputed().expect("precomputed context");
+    assert_eq!(ctx.len(), n);
+    let nwin = 256usize.div_ceil(info.c as usize);
+    assert_eq!(info.sets, nwin.div_ceil(copies.min(nwin)));
+    assert_eq!(info.copies, nwin.div_ceil(info.sets));
+    if let Some(c) = c {
+        assert_eq!(info.c, c);
+    }
+    assert_eq!(
+        ctx.resident_bytes(),
+        GpuMsm::<P>::resident_bytes_for(n, info.copies).unwrap()
+    );
+    for (i, s) in runs.iter().enumerate() {
+        let what = format!("{:?} n {n} copies {copies} c {c:?} run {i}", P::GROUP);
+        let want = cpu::msm(points, s).unwrap();
+        assert_eq!(ctx.msm(s).unwrap(), want, "{what}: host scalars");
+        let dev = gpu.vram().from_host(s).unwrap();
+        let (got, prof) = ctx.msm_device_profiled(&dev).unwrap();
+        assert_eq!(got, want, "{what}: device scalars");
+        if prof.general > 0 {
+            let folded = prof.c == info.c && info.copies > 1;
+            assert_eq!(
+                prof.sets,
+                if folded { info.sets } else { prof.nwin },
+                "{what}"
+            );
+            if c.is_some() {
+                assert!(folded, "{what}: an explicit window must fold every call");
+            }
+        }
+    }
+}
+
+fn copies_strategy() -> impl Strategy<Value = usize> {
+    // 2, 3, and more than any window count: one bucket set (full folding)
+    prop_oneof![Just(2usize), Just(3), Just(256)]
+}
+
+fn window_strategy() -> impl Strategy<Value = Option<u32>> {
+    prop_oneof![Just(None), (3u32..=16).prop_map(Some)]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+    #[test]
+    #[ignore = "gpu"]
+    fn gpu_precomputed_matches_cpu_g1(
+        seed in any::<u64>(),
+        log in 0u32..=14,
+        kind in kind_strategy(),
+        copies in copies_strategy(),
+        c in window_strategy(),
+    ) {
+        let mut rng = ChaCha20Rng::seed_from_u64(seed);
+        let n = rng.gen_range(0..=1usize << log);
+        let p: Vec<G1Affine> = points(n, &mut rng);
+        let runs = [scalars(n, kind, &mut rng), scalars(n, Kind::Random, &mut rng)];
+        check_precomputed(&gpu(), &p, copies, c, &runs);
+    }
+
+    #[test]
+    #[ignore = "gpu"]
+    fn gpu_precomputed_matches_cpu_g2(
+        seed in any::<u64>(),
+        log in 0u32..=12,
+        kind in kind_strategy(),
+        copies in copies_strategy(),
+        c in window_strategy(),
+    ) {
+        let mut rng = ChaCha20Rng::seed_from_u64(seed);
+        let n = rng.gen_range(0..=1usize << log);
+        let p: Vec<G2Affine> = points(n, &mut rng);
+        let runs = [scalars(n, kind, &mut rng), scalars(n, Kind::Random, &mut rng)];
+        check_precomputed(&gpu(), &p, copies, c, &runs);
+    }
+}
+
+/// Precomputed copies at 2^20 (G1): the context's own window (c = 16, 8 sets at 2 copies) with
+/// random scalars folds; sparse scalars (general ≈ n / 10) pick a smaller window and run over
+/// copy 0; then full folding at c = 20 (13 copies, one set) and 3 copies at c = 13; many MSMs
+/// over one context. Plus a fixed-window context whose calls are overridden to another window
+/// (`set_window_bits`): unfolded, still correct.
+#[test]
+#[ignore = "gpu"]
+fn gpu_precomputed_2_20() {
+    let g = gpu();
+    let mut rng = ChaCha20Rng::seed_from_u64(2020);
+    let p = big_points(20, 20);
+    let n = p.len();
+    let runs = vec![
+        scalars(n, Kind::Random, &mut rng),
+        scalars(n, Kind::Sparse, &mut rng),
+        scalars(n, Kind::Edge, &mut rng),
+        scalars(n, Kind::Mostly01, &mut rng),
+    ];
+    check_precomputed(&g, &p, 2, None, &runs);
+    check_precomputed(&g, &p, 13, Some(20), &runs[..2]);
+    check_precomputed(&g, &p, 3, Some(13), &runs[..2]);
+    let mut ctx =
+        GpuMsm::resident_precomputed(&g, &p, Precompute::copies(2).with_window_bits(16)).unwrap();
+    ctx.set_window_bits(Some(12));
+    let (got, prof) = ctx.msm_profiled(&runs[0]).unwrap();
+    assert_eq!(
+        (prof.c, prof.sets),
+        (12, prof.nwin),
+        "another window: unfolded"
+    );
+    assert_eq!(got, cpu::msm(&p, &runs[0]).unwrap());
+    ctx.set_window_bits(Some(16));
+    let (got, prof) = ctx.msm_profiled(&runs[2]).unwrap();
+    assert_eq!((prof.c, prof.sets), (16, 8), "the copies' window: folded");
+    assert_eq!(got, cpu::msm(&p, &runs[2]).unwrap());
+}
+
+/// A budget too small for the copies (or for the precomputation's scratch) fails the
+/// construction cleanly and leaves the budget exactly as it was; with room it succeeds.
+#[test]
+#[ignore = "gpu"]
+fn gpu_precomputed_budget() {
+    let g = gpu();
+    let mut rng = ChaCha20Rng::seed_from_u64(77);
+    let n = 100_000;
+    let p: Vec<G1Affine> = points(n, &mut rng);
+    let s = scalars(n, Kind::Random, &mut rng);
+    let budget = g.vram().budget().clone();
+    let before = budget.in_use();
+    let available = budget.available();
+    let need = GpuMsm::<G1Affine>::resident_bytes_for(n, 3).unwrap();
+    let (mut failures, mut successes) = (0, 0);
+    // room for: the points only, two copies, three copies but not the scratch, plenty
+    for room in [0, need / 3, need * 2 / 3, need + (1 << 20), need * 4] {
+        let hog = budget
+            .try_acquire(available.saturating_sub(room))
+            .expect("hog");
+        let held = budget.in_use();
+        match GpuMsm::resident_precomputed(&g, &p, Precompute::copies(3).with_window_bits(12)) {
+            Ok(ctx) => {
+                assert!(room >= need, "room {room} < {need}: cannot hold the copies");
+                assert_eq!(ctx.msm(&s).unwrap(), cpu::msm(&p, &s).unwrap());
+                successes += 1;
+            }
+            Err(e) => {
+                failures += 1;
+                assert_eq!(budget.in_use(), held, "room {room}: {e}");
+            }
+        }
+        drop(hog);
+        assert_eq!(budget.in_use(), before, "room {room}: budget changed");
+    }
+    assert!(failures >= 3, "{failures}: too little room must fail");
+    assert_eq!(successes, 1, "plenty of room must succeed");
 }
 
 #[test]
@@ -456,19 +625,50 @@ fn profile<P: MsmPoint>(ctx: &GpuMsm<P>, dev: &cuzk_gpu::DeviceBuffer<Fr>, name:
     println!("msm_profile {name}: {}", runs[1]);
 }
 
+fn row(name: &str, ms: f64, target: f64) {
+    println!(
+        "{name:<40} {ms:>9.2} ms  target {target:>6.1} ms  ratio {:.2}",
+        ms / target
+    );
+}
+
+/// Bench row of a context with `copies` precomputed copies (the window the context picks for
+/// n general scalars), checked against `want`, with its profile and precompute time.
+fn bench_precomputed<P: MsmPoint>(
+    g: &Gpu,
+    points: &[P],
+    copies: usize,
+    dev: &cuzk_gpu::DeviceBuffer<Fr>,
+    want: P::Projective,
+    name: &str,
+    target: f64,
+) {
+    let ctx = GpuMsm::resident_precomputed(g, points, Precompute::copies(copies)).unwrap();
+    let info = ctx.precomputed().unwrap();
+    println!(
+        "msm_precompute {name}: c={} copies={} sets={} precompute={:.1} ms resident={:.2} GiB",
+        info.c,
+        info.copies,
+        info.sets,
+        info.precompute_ms,
+        ctx.resident_bytes() as f64 / (1u64 << 30) as f64
+    );
+    assert_eq!(ctx.msm_device(dev).unwrap(), want, "{name}");
+    let ms = median_ms(ctx.stream(), g, || {
+        ctx.msm_device(dev).unwrap();
+    });
+    row(name, ms, target);
+    profile(&ctx, dev, name);
+}
+
 /// Benchmark rows of issue 5 (device time between events on the MSM stream, median of 7 after
-/// a warm-up; scalars already on the device unless noted).
+/// a warm-up; scalars already on the device unless noted). The precomputed rows (x m: m copies
+/// of the points, window folding) print the precomputation's time in `msm_precompute` lines.
 #[test]
 #[ignore = "gpu"]
 fn gpu_bench_msm() {
     let g = gpu();
     let mut rng = ChaCha20Rng::seed_from_u64(5);
-    let row = |name: &str, ms: f64, target: f64| {
-        println!(
-            "{name:<40} {ms:>9.2} ms  target {target:>6.1} ms  ratio {:.2}",
-            ms / target
-        );
-    };
     let g1 = big_points(26, 26);
     for (log, target) in [(20u32, 12.0), (24, 110.0), (26, 420.0)] {
         let n = 1usize << log;
@@ -498,6 +698,21 @@ fn gpu_bench_msm() {
         );
         profile(&ctx, &dev, &format!("G1 2^{log} random freed-scratch"));
         let ctx = ctx.keep_scratch(true);
+        if log >= 24 {
+            bench_precomputed(
+                &g,
+                &g1[..n],
+                2,
+                &dev,
+                want,
+                &format!("G1 2^{log} precomputed x2"),
+                target,
+            );
+        }
+        if log == 24 {
+            let name = "G1 2^24 precomputed x13";
+            bench_precomputed(&g, &g1[..n], 13, &dev, want, name, target);
+        }
         // The other builds, same scalars: each accumulation kernel
         // (CUZK_MSM_ACCUMULATE) and, from 2^24, the per-key atomic sort (CUZK_MSM_SORT=atomic;
         // compare the sort phases of the msm_profile lines).
@@ -553,6 +768,8 @@ fn gpu_bench_msm() {
     });
     row("G2 2^24 random, resident", ms, 330.0);
     profile(&ctx, &dev, "G2 2^24 random");
+    let want = ctx.msm_device(&dev).unwrap();
+    bench_precomputed(&g, &g2, 2, &dev, want, "G2 2^24 precomputed x2", 330.0);
     let ctx = ctx.keep_scratch(false);
     let ms = median_ms(ctx.stream(), &g, || {
         ctx.msm_device(&dev).unwrap();
@@ -767,12 +984,13 @@ fn gpu_scan_matches_host_prefix_sum() {
     );
 }
 
-/// Host reference of the sort: per key (window · 2^(c-1) + |digit| − 1), the sorted entries
-/// `index | sign << 31` of the general scalars (neither 0 nor 1).
-fn host_sort(scalars: &[Fr], c: u32) -> Vec<Vec<u32>> {
-    let nwin = 256u32.div_ceil(c);
+/// Host reference of the sort: per key ((w mod sets) · 2^(c-1) + |digit| − 1 for window w),
+/// the sorted entries `index | sign << 31` (index i + stride · (w / sets)) of the general
+/// scalars (neither 0 nor 1); unfolded: sets = nwin.
+fn host_sort(scalars: &[Fr], win: &Windows) -> Vec<Vec<u32>> {
+    let (c, nwin, sets) = (win.c, win.nwin, win.sets);
     let half = 1u64 << (c - 1);
-    let mut keys = vec![Vec::new(); (nwin as usize) << (c - 1)];
+    let mut keys = vec![Vec::new(); win.nkeys()];
     for (i, s) in scalars.iter().enumerate() {
         let l = s.to_canonical();
         if l == [0; 4] || l == [1, 0, 0, 0] {
@@ -799,8 +1017,9 @@ fn host_sort(scalars: &[Fr], c: u32) -> Vec<Vec<u32>> {
                 carry = 0;
             }
             if v != 0 {
-                let key = w as u64 * half + v - 1;
-                keys[key as usize].push(i as u32 | if neg { 1 << 31 } else { 0 });
+                let key = (w % sets) as u64 * half + v - 1;
+                let index = i + win.stride * (w / sets) as usize;
+                keys[key as usize].push(index as u32 | if neg { 1 << 31 } else { 0 });
             }
         }
     }
@@ -814,7 +1033,8 @@ fn host_sort(scalars: &[Fr], c: u32) -> Vec<Vec<u32>> {
 /// entries per key as a host reference, for random, sparse, all-equal, small-range and 0/1
 /// scalars, n not a power of two, c from 2 to 22, the plan's fine bits and the extremes (F = 0:
 /// one key per bin; the largest F: bins far over the shared tile for equal scalars and the top
-/// window); and MSMs with either sort equal the CPU MSM.
+/// window), unfolded and folded (precomputed copies: 2, 3 and one set for all windows); and
+/// MSMs with either sort equal the CPU MSM.
 #[test]
 #[ignore = "gpu"]
 fn gpu_bin_sort_matches_atomic() {
@@ -831,26 +1051,33 @@ fn gpu_bin_sort_matches_atomic() {
         SmallRange,
         ZeroOne,
     }
-    let cases: &[(usize, S, u32)] = &[
-        (100_003, S::Random, 16),
-        (100_003, S::Random, 20),
-        (70_001, S::Random, 22),
-        (30_001, S::Random, 2),
-        (30_001, S::Random, 9),
-        (100_003, S::Sparse, 13),
-        (100_003, S::Sparse, 20),
-        (20_000, S::Equal, 16),
-        (20_000, S::Equal, 20),
-        (50_000, S::SmallRange, 20),
-        (50_000, S::SmallRange, 11),
-        (4_097, S::ZeroOne, 16),
-        (1, S::Random, 10),
-        (1 << 20, S::Random, 20),
+    // (n, scalars, c, copies): 1 = unfolded
+    let cases: &[(usize, S, u32, usize)] = &[
+        (100_003, S::Random, 16, 1),
+        (100_003, S::Random, 20, 1),
+        (70_001, S::Random, 22, 1),
+        (30_001, S::Random, 2, 1),
+        (30_001, S::Random, 9, 1),
+        (100_003, S::Sparse, 13, 1),
+        (100_003, S::Sparse, 20, 1),
+        (20_000, S::Equal, 16, 1),
+        (20_000, S::Equal, 20, 1),
+        (50_000, S::SmallRange, 20, 1),
+        (50_000, S::SmallRange, 11, 1),
+        (4_097, S::ZeroOne, 16, 1),
+        (1, S::Random, 10, 1),
+        (1 << 20, S::Random, 20, 1),
         // from SORT_HIST_SMEM_MIN: the bin histogram in shared memory
-        ((1 << 22) + 9, S::Random, 20),
-        ((1 << 22) + 1, S::SmallRange, 16),
+        ((1 << 22) + 9, S::Random, 20, 1),
+        ((1 << 22) + 1, S::SmallRange, 16, 1),
+        // precomputed copies: 2 (n · 2 past a power of two), 3, one set for all windows
+        (65_537, S::Random, 20, 2),
+        (100_003, S::Sparse, 13, 3),
+        (20_000, S::Equal, 16, 2),
+        (30_001, S::Random, 11, 24),
+        ((1 << 22) + 9, S::Random, 20, 2),
     ];
-    for &(n, kind, c) in cases {
+    for &(n, kind, c, copies) in cases {
         let sc: Vec<Fr> = (0..n)
             .map(|_| match kind {
                 S::Random => Fr::random(&mut rng),
@@ -871,8 +1098,9 @@ fn gpu_bin_sort_matches_atomic() {
                 }
             })
             .collect();
-        let want = host_sort(&sc, c);
-        let nwin = 256u32.div_ceil(c);
+        let win = Windows::folded(c, copies, n);
+        let want = host_sort(&sc, &win);
+        let nwin = win.nwin;
         let nkeys = want.len();
         let total: usize = want.iter().map(Vec::len).sum();
         let v = g.vram();
@@ -903,18 +1131,20 @@ fn gpu_bin_sort_matches_atomic() {
         let mut offsets = v.alloc::<u32>(nkeys + 1).unwrap();
         let mut cursors = v.alloc::<u32>(nkeys).unwrap();
         let mut sorted = v.alloc::<u32>(cap).unwrap();
-        histogram(&g, &st, &canon, n, c, nwin, &mut counts).unwrap();
+        histogram(&g, &st, &canon, n, &win, &mut counts).unwrap();
         scan(&g, &st, &counts, nkeys, &mut offsets, &mut cursors).unwrap();
-        scatter(&g, &st, &canon, n, c, nwin, &mut cursors, &mut sorted).unwrap();
+        scatter(&g, &st, &canon, n, &win, &mut cursors, &mut sorted).unwrap();
         let atomic = (download(&offsets), download(&sorted));
         compare(
-            &format!("atomic n {n} {kind:?} c {c}"),
+            &format!("atomic n {n} {kind:?} c {c} copies {copies}"),
             &atomic.0,
             &atomic.1,
         );
         // the binned sort at the plan's (F, Ft) and the extremes
-        let plan = Plan::for_curve(general, n, Some(c), 132, cuzk_gpu::msm::Curve::G1);
-        let fmax = max_fine_bits(n, c);
+        let cv = cuzk_gpu::msm::Curve::G1;
+        let plan = Plan::folded(general, n, c, copies, 132, cv, Accumulate::default());
+        assert_eq!(plan.windows(n), win);
+        let fmax = max_fine_bits(win.index_bound(n), c);
         let mut fs = vec![
             (plan.sort_fine_bits, plan.sort_top_fine_bits),
             (0, 0),
@@ -924,7 +1154,7 @@ fn gpu_bin_sort_matches_atomic() {
         fs.sort_unstable();
         fs.dedup();
         for (f, ft) in fs {
-            let nbins = sort_bins(c, nwin, f, ft);
+            let nbins = sort_bins(c, win.sets, f, ft);
             if nbins > 1 << 22 {
                 continue; // F = 0 at c = 20, 22: millions of one-key bins, covered by the host emulation
             }
@@ -936,8 +1166,7 @@ fn gpu_bin_sort_matches_atomic() {
                 &st,
                 &canon,
                 n,
-                c,
-                nwin,
+                &win,
                 f,
                 ft,
                 &mut counts,
@@ -948,7 +1177,7 @@ fn gpu_bin_sort_matches_atomic() {
                 |_| Ok(()),
             )
             .unwrap();
-            let what = format!("bins n {n} {kind:?} c {c} F {f} Ft {ft}");
+            let what = format!("bins n {n} {kind:?} c {c} copies {copies} F {f} Ft {ft}");
             let (o, so) = (download(&offsets), download(&sorted));
             assert_eq!(o, atomic.0, "{what}: offsets differ from the atomic sort");
             compare(&what, &o, &so);
