@@ -11,7 +11,11 @@
 // after each pass but the last, element (row p, column c) is multiplied by the inter-pass twiddle
 // w_M^(c * bitrev_k(p)), M = 2^(L - s0).
 // DIT (Cooley-Tukey) is the exact transpose: bit-reversed in, natural out, passes in reverse
-// order, the same twiddle applied before the pass's DFT. Same tables, same tiles.
+// order, the same twiddle applied before the pass's DFT. Same tables, same tiles. Every
+// inter-pass twiddle is multiplied at a STORE (F_TWIDDLE with the geometry of the pass it
+// belongs to, below): a DIF pass's own at its store, a DIT pass's at the store of the pass
+// that wrote its input (crates/ntt/PERF-NOTES.md, session 9: the same multiplication measured
+// ~0.3 ms per three 2^24 polynomials slower at a DIT pass's load).
 //
 // Twiddles: every root is a power of W = the primitive 2^28-th root of unity that cuzk-field
 // derives (so every domain of size <= 2^28 shares one table set per device): W^e = HI[e >> 14] *
@@ -80,14 +84,26 @@ constexpr uint32_t F_POST_NINV = 1u << 8;    // store: x *= 1/n
 // The half-root coset s = w_2N (the H pipeline, lg_n <= 27; crates/ntt/PERF-NOTES.md session 8):
 // with F_ODD_ROW and/or F_ODD_COL the inter-pass twiddle (F_TWIDDLE) of element (row, col) is
 // w_2M^e, M = 2^m_lg, e = 2 * col * bitrev(row, k) + (F_ODD_ROW ? bitrev(row, k) : 0)
-// + (F_ODD_COL ? col : 0) (without them w_M^(col * bitrev(row, k))). A forward DIT with
-// F_TWIDDLE | F_ODD_ROW on every pass (the R = 0 pass included, col = 0 there) is the forward
-// transform of x_i * s^i; the inverse DIT's last pass (s0 = 0) with F_ODD_COL | F_POST_ROW
-// multiplies the inverse transform's output i by s^-i (unscaled).
+// + (F_ODD_COL ? col : 0) (without them w_M^(col * bitrev(row, k))). A forward DIT whose every
+// pass (the R = 0 pass included, col = 0 there) gets its twiddle with F_ODD_ROW is the forward
+// transform of x_i * s^i; the inverse DIT whose last pass (s0 = 0) gets its twiddle with
+// F_ODD_COL and has F_POST_ROW multiplies the inverse transform's output i by s^-i (unscaled).
 constexpr uint32_t F_ODD_ROW = 1u << 9;
 constexpr uint32_t F_ODD_COL = 1u << 10;
 constexpr uint32_t F_POST_ROW = 1u << 11;    // DIT store: x *= w_(2^(k+1))^(+-row), row of the tile (DIF: ignored)
-constexpr uint32_t F_ALL = (1u << 12) - 1;
+// F_TWIDDLE is applied at the store, for the pass geometry in the fields TW_K (bits 16..19) and
+// TW_R (bits 20..24): the element at position pos of its polynomial is (row, col) = ((pos >> TW_R)
+// mod 2^TW_K, pos mod 2^TW_R) of a pass of TW_K bits with TW_R column bits (m_lg = TW_K + TW_R)
+// and is multiplied by that pass's inter-pass twiddle (twiddle_exp with the F_ODD_* bits), over
+// w^-1 with F_TW_INV. A DIF pass gives its own geometry (k, R); a DIT pass that of the next DIT
+// pass (the twiddle its input needs: k', R' = R + k); the H pipeline's to_coeffs' last pass
+// (inverse DIF) that of to_coset's first pass (forward DIT, same k, R = 0, F_ODD_ROW).
+constexpr uint32_t F_TW_INV = 1u << 12;
+constexpr uint32_t F_ALL = (1u << 13) - 1;
+constexpr uint32_t TW_K_SHIFT = 16;
+constexpr uint32_t TW_R_SHIFT = 20;
+__host__ __device__ constexpr uint32_t tw_geometry(uint32_t k, uint32_t r) { return (k << TW_K_SHIFT) | (r << TW_R_SHIFT); }
+constexpr uint32_t TW_FIELDS = tw_geometry(15, 31);
 
 constexpr uint32_t TILE_LG = 10;             // elements per tile <= 1024, threads <= 512
 constexpr uint32_t MAX_THREADS = 1u << (TILE_LG - 1);
@@ -352,7 +368,6 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
     const uint32_t col0 = (blk & ((1u << chunks_lg) - 1)) << lg_c;
     fr_t* poly = poly_base(data, data1, data2, blockIdx.y, lg_n);
     const size_t base = ((size_t)group << (lg_n - s0)) + col0;
-    const uint32_t m_lg = lg_n - s0;                  // this pass's transform size, log2
 
     constexpr bool spec = SPEC & SP_ON;
     // Constants in a specialized kernel: the code they guard is not emitted.
@@ -365,9 +380,9 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
     const uint32_t t = threadIdx.x;
 
     // Load EPT elements per thread; consecutive threads take consecutive columns. The loads go
-    // straight to the tile, so all of a thread's loads are in flight at once; the multiplications
-    // on the loaded values (pre-scaling, a DIT pass's twiddle) follow on the tile, each thread on
-    // its own elements (no barrier needed between the two loops).
+    // straight to the tile, so all of a thread's loads are in flight at once; the pre-scaling
+    // follows on the tile, each thread on its own elements (no barrier needed between the two
+    // loops). No twiddle here: every inter-pass twiddle is multiplied at a store (F_TWIDDLE).
 #pragma unroll
     for (uint32_t u = 0; u < EPT; u++) {
         uint32_t e = t + u * nthr;
@@ -377,25 +392,16 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
         tile.lo[e] = in[0];
         tile.hi[e] = in[1];
     }
-    const bool pre = has_pre && (flags & (F_PRE_G | F_PRE_GI | F_PRE_NINV));
-    const bool tw_in = has_tw && dit && (flags & F_TWIDDLE);
-    if (pre || tw_in) {
+    if (has_pre && (flags & (F_PRE_G | F_PRE_GI | F_PRE_NINV))) {
 #pragma unroll
         for (uint32_t u = 0; u < EPT; u++) {
             uint32_t e = t + u * nthr;
             uint32_t row = e >> lg_c, cl = e & cmask;
+            uint32_t pos = (uint32_t)(base + ((size_t)row << R) + cl);
+            const uint32_t idx = dit ? bitrev(pos, lg_n) : pos;
             fr_t x = tile.get(e);
-            if (pre) {
-                uint32_t pos = (uint32_t)(base + ((size_t)row << R) + cl);
-                const uint32_t idx = dit ? bitrev(pos, lg_n) : pos;
-                x = spec ? scale_steps(x, tables, flags, F_PRE_G, F_PRE_GI, F_PRE_NINV, idx, lg_n)
-                         : scale(x, tables, flags, F_PRE_G, F_PRE_GI, F_PRE_NINV, idx, lg_n);
-            }
-            if (tw_in) {
-                uint32_t ord;
-                const uint32_t ex = twiddle_exp(flags, m_lg, k, row, col0 + cl, ord);
-                x = x * pass_twiddle(tables, inv, ord, ex);
-            }
+            x = spec ? scale_steps(x, tables, flags, F_PRE_G, F_PRE_GI, F_PRE_NINV, idx, lg_n)
+                     : scale(x, tables, flags, F_PRE_G, F_PRE_GI, F_PRE_NINV, idx, lg_n);
             tile.set(e, x);
         }
     }
@@ -501,10 +507,13 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
         uint32_t row = e >> lg_c, c = e & cmask;
         uint32_t pos = (uint32_t)(base + ((size_t)row << R) + c);
         fr_t x = tile.get(e);
-        if (has_tw && !dit && (flags & F_TWIDDLE)) {
+        if (has_tw && (flags & F_TWIDDLE)) {
+            // The inter-pass twiddle of the pass geometry (TW_K, TW_R) at this position.
+            const uint32_t tk = (flags >> TW_K_SHIFT) & 15, tr = (flags >> TW_R_SHIFT) & 31;
             uint32_t ord;
-            const uint32_t ex = twiddle_exp(flags, m_lg, k, row, col0 + c, ord);
-            x = x * pass_twiddle(tables, inv, ord, ex);
+            const uint32_t ex = twiddle_exp(flags, tk + tr, tk, (pos >> tr) & ((1u << tk) - 1),
+                                            pos & ((1u << tr) - 1), ord);
+            x = x * pass_twiddle(tables, flags & F_TW_INV, ord, ex);
         }
         if (has_post && dit && (flags & F_POST_ROW))
             x = x * (k < INT_LG ? ld(tables + (inv ? T_INV_INT : T_FWD_INT) + (row << (INT_LG - 1 - k)))

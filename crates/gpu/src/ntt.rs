@@ -72,7 +72,22 @@ pub mod flags {
     pub const ODD_COL: u32 = 1 << 10;
     /// Store: x *= w_(2^(k+1))^(±row) (a post-scaling).
     pub const POST_ROW: u32 = 1 << 11;
-    pub const ALL: u32 = (1 << 12) - 1;
+    /// `TWIDDLE` is multiplied at the store, as the inter-pass twiddle of the pass geometry in
+    /// the fields [`tw_geometry`] (k bits, r column bits), over w^-1 with `TW_INV`.
+    pub const TW_INV: u32 = 1 << 12;
+    pub const ALL: u32 = (1 << 13) - 1;
+    pub const TW_K_SHIFT: u32 = 16;
+    pub const TW_R_SHIFT: u32 = 20;
+    /// The store-side twiddle's pass geometry: k (< 16) row bits, r (< 32) column bits.
+    pub const fn tw_geometry(k: u32, r: u32) -> u32 {
+        (k << TW_K_SHIFT) | (r << TW_R_SHIFT)
+    }
+    /// The bits of the [`tw_geometry`] fields.
+    pub const TW_FIELDS: u32 = tw_geometry(15, 31);
+    /// (k, r) of the [`tw_geometry`] fields of `flags`.
+    pub const fn tw_fields(flags: u32) -> (u32, u32) {
+        ((flags >> TW_K_SHIFT) & 15, (flags >> TW_R_SHIFT) & 31)
+    }
 }
 
 /// log2 of the largest tile (rows × columns) of one pass.
@@ -158,10 +173,10 @@ pub enum PassKernel {
 }
 
 /// The specialized radix-4 kernel for `pass_flags`: direction from `DIT`, `_tw` with the
-/// inter-pass twiddle, `_pre` / `_post` with pre- / post-scaling. Only the combinations the
-/// plans produce are built (no DIF pass with the twiddle post-scales, no DIT pass with it
-/// pre-scales); the others, and a pass with both pre- and post-scaling, get the generic
-/// `cuzk_ntt_pass4` (same result).
+/// (store-side) inter-pass twiddle, `_pre` / `_post` with pre- / post-scaling. Only the
+/// combinations the plans produce are built (a pass with the twiddle is never the last of its
+/// transform, so never post-scales); the others, and a pass with both pre- and post-scaling,
+/// get the generic `cuzk_ntt_pass4` (same result).
 pub fn specialized_name(pass_flags: u32) -> &'static str {
     use flags::*;
     let pre = pass_flags & (PRE_G | PRE_GI | PRE_NINV) != 0;
@@ -179,8 +194,8 @@ pub fn specialized_name(pass_flags: u32) -> &'static str {
         (true, false, true, false) => "cuzk_ntt_pass4_dit_pre",
         (true, false, false, true) => "cuzk_ntt_pass4_dit_post",
         (true, true, false, false) => "cuzk_ntt_pass4_dit_tw",
-        (true, true, true, false) => "cuzk_ntt_pass4",
-        (true, true, false, true) => "cuzk_ntt_pass4_dit_tw_post",
+        (true, true, true, false) => "cuzk_ntt_pass4_dit_tw_pre",
+        (true, true, false, true) => "cuzk_ntt_pass4",
     }
 }
 
@@ -296,12 +311,16 @@ fn launch_pass<T: Pod>(
     let (ept_lg, min_k, max_tile_lg) = kernel.shape();
     check_tables(name, tables)?;
     let tile_lg = k + lg_c;
+    // The store-side twiddle's geometry: a pass of 2^lg_n or less (w_M, M = 2^(tk + tr)), w_2M
+    // with the odd bits (a power of W = w_(2^MAX_LG) only for M < 2^MAX_LG).
+    let (tk, tr) = flags::tw_fields(pass_flags);
+    let odd = u32::from(pass_flags & (flags::ODD_ROW | flags::ODD_COL) != 0);
     if k < min_k
         || tile_lg < ept_lg
         || tile_lg > max_tile_lg
         || s0 + tile_lg > lg_n
-        || pass_flags & !flags::ALL != 0
-        || (pass_flags & (flags::ODD_ROW | flags::ODD_COL) != 0 && lg_n - s0 >= layout::MAX_LG)
+        || pass_flags & !(flags::ALL | flags::TW_FIELDS) != 0
+        || (pass_flags & flags::TWIDDLE != 0 && (tk + tr > lg_n || tk + tr + odd > layout::MAX_LG))
     {
         return Err(invalid(
             name,
@@ -321,8 +340,8 @@ fn launch_pass<T: Pod>(
     // lg_n: inside the buffer its caller checked and holds mutably (`pass`: the contiguous
     // batch, batch << lg_n == data.len(); `pass_many`: one polynomial per buffer, distinct
     // buffers as they are distinct &mut borrows), and reads `tables` below T_LEN (exponents
-    // < 2^28 split 14/14, direct index < 2^19 only for powers of w_(2^ord), ord <= 19 (ord =
-    // lg_n - s0, + 1 with the odd flags, which the plans set only for lg_n <= 27; the row factor
+    // < 2^ord <= 2^28 (ord = tk + tr, + 1 with the odd flags, checked above) split 14/14,
+    // direct index < 2^19 only for powers of w_(2^ord), ord <= 19 (the row factor
     // row << (18 - k) < 2^18 for row < 2^k), scaled HI index
     // gn_off(lg_n) + (i >> 14) < gn_off(lg_n + 1) for i < 2^lg_n, lg_n <= 28, internal index
     // < 512; the wide kernel's internal twiddles of half-size >= 2^10 read the direct table at
@@ -491,6 +510,8 @@ mod tests {
             let parts: Vec<&str> = suffix.split('_').collect();
             assert_eq!(parts[0] == "dit", f & DIT != 0, "{name} {f:#x}");
             assert_eq!(parts.contains(&"tw"), f & TWIDDLE != 0, "{name} {f:#x}");
+            // The twiddle's geometry fields do not change the choice.
+            assert_eq!(specialized_name(f | tw_geometry(9, 17)), name);
             assert_eq!(
                 parts.contains(&"pre"),
                 f & (PRE_G | PRE_GI | PRE_NINV) != 0,

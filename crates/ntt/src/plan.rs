@@ -130,6 +130,17 @@ pub(crate) const F_POST_NINV: u32 = 1 << 8;
 pub(crate) const F_ODD_ROW: u32 = 1 << 9;
 pub(crate) const F_ODD_COL: u32 = 1 << 10;
 pub(crate) const F_POST_ROW: u32 = 1 << 11;
+pub(crate) const F_TW_INV: u32 = 1 << 12;
+pub(crate) const TW_K_SHIFT: u32 = 16;
+pub(crate) const TW_R_SHIFT: u32 = 20;
+/// The kernels' `tw_geometry`: the pass geometry (k row bits, r column bits) of the inter-pass
+/// twiddle that `F_TWIDDLE` multiplies at the store.
+pub(crate) const fn tw_geometry(k: u32, r: u32) -> u32 {
+    (k << TW_K_SHIFT) | (r << TW_R_SHIFT)
+}
+pub(crate) const TW_FIELDS: u32 = tw_geometry(15, 31);
+/// Every bit that describes an inter-pass twiddle.
+const TW_BITS: u32 = F_TWIDDLE | F_ODD_ROW | F_ODD_COL | F_TW_INV | TW_FIELDS;
 
 /// One launch of `cuzk_ntt_pass` (or `cuzk_ntt_pass4` when `radix4`, `cuzk_ntt_pass_wide`
 /// when `wide`, which overrides `radix4`).
@@ -196,7 +207,8 @@ fn split_max(lg_n: u32, max: u32) -> Vec<u32> {
 }
 
 /// The passes of a DIF (natural → bit-reversed) or DIT (bit-reversed → natural) network,
-/// with `pre` flags on the first pass executed and `post` flags on the last.
+/// with `pre` flags on the first pass executed and `post` flags on the last; every inter-pass
+/// twiddle at a store ([`store_twiddles`]).
 #[allow(dead_code)] // the default plan's entry; gpu.rs calls the _with forms
 pub(crate) fn network(lg_n: u32, dit: bool, inverse: bool, pre: u32, post: u32) -> Vec<Pass> {
     let over = split_override();
@@ -214,6 +226,23 @@ pub(crate) fn network(lg_n: u32, dit: bool, inverse: bool, pre: u32, post: u32) 
 /// [`network`] with the wide plan chosen (where `lg_n >= WIDE_MIN_LG`) or not and the split
 /// override `over` (DIF-order pass bits, used where they sum to `lg_n` and the plan is not wide).
 pub(crate) fn network_split(
+    lg_n: u32,
+    dit: bool,
+    inverse: bool,
+    pre: u32,
+    post: u32,
+    wide: bool,
+    over: Option<&[u32]>,
+) -> Vec<Pass> {
+    let mut passes = network_own(lg_n, dit, inverse, pre, post, wide, over);
+    store_twiddles(lg_n, &mut passes);
+    passes
+}
+
+/// [`network_split`] with each pass's inter-pass twiddle described on the pass it belongs to
+/// (`F_TWIDDLE`, plus `F_ODD_*` where a caller adds them): a DIF pass multiplies its output,
+/// a DIT pass its input. Not launchable before [`store_twiddles`].
+fn network_own(
     lg_n: u32,
     dit: bool,
     inverse: bool,
@@ -261,6 +290,56 @@ pub(crate) fn network_split(
         last.flags |= post;
     }
     passes
+}
+
+/// Puts every inter-pass twiddle of `passes` (executed in this order, one kernel after the
+/// other on the same data; each twiddle as [`network_own`] describes it, `F_TWIDDLE` and
+/// `F_ODD_*` on the pass it belongs to) at a store, as the kernels take it: `F_TWIDDLE` with the
+/// geometry of the pass it belongs to (`tw_geometry(k, R)`) and its direction (`F_TW_INV`), on
+/// that pass itself if it is a DIF pass (its output), on the pass before it if it is a DIT pass
+/// (the store that writes its input; crates/ntt/PERF-NOTES.md session 9). The twiddle is a
+/// function of the element's position alone, so either store gives the same product. Panics if
+/// the first pass is a DIT pass with a twiddle (nothing writes its input) or a pass would get
+/// two twiddles.
+pub(crate) fn store_twiddles(lg_n: u32, passes: &mut [Pass]) {
+    let own: Vec<u32> = passes
+        .iter()
+        .map(|p| {
+            if p.flags & F_TWIDDLE == 0 {
+                return 0;
+            }
+            let dir = if p.flags & F_INVERSE != 0 {
+                F_TW_INV
+            } else {
+                0
+            };
+            F_TWIDDLE
+                | (p.flags & (F_ODD_ROW | F_ODD_COL))
+                | dir
+                | tw_geometry(p.k, lg_n - p.s0 - p.k)
+        })
+        .collect();
+    for p in passes.iter_mut() {
+        assert_eq!(
+            p.flags & (F_TW_INV | TW_FIELDS),
+            0,
+            "twiddle already placed"
+        );
+        p.flags &= !TW_BITS;
+    }
+    for (i, &tw) in own.iter().enumerate() {
+        if tw == 0 {
+            continue;
+        }
+        let at = if passes[i].flags & F_DIT != 0 {
+            assert!(i > 0, "a DIT pass's twiddle needs the kernel before it");
+            i - 1
+        } else {
+            i
+        };
+        assert_eq!(passes[at].flags & F_TWIDDLE, 0, "two twiddles at one store");
+        passes[at].flags |= tw;
+    }
 }
 
 #[allow(dead_code)] // the default plan's entry; gpu.rs calls the _with forms
@@ -325,8 +404,9 @@ pub(crate) const H_HALF_ROOT_MAX_LG: u32 = MAX_LG - 1;
 /// on (when Z divides A·B − C, as for every satisfied witness): per input an unscaled inverse
 /// DIF (natural → bit-reversed, n times the coefficients) and a forward DIT onto the half-root
 /// coset s = w_2N (→ natural, n times the coset evaluations): s^i is folded into the inter-pass
-/// twiddles of every pass (`F_TWIDDLE | F_ODD_ROW`, the first executed pass included), no
-/// pre-scaling. The point-wise step (`cuzk_ntt_quotient_bitrev[_tiled]`) writes (a·b − n·c)·K,
+/// twiddles of every pass (`F_TWIDDLE | F_ODD_ROW`, the first executed pass included: its
+/// twiddle is multiplied at the store of to_coeffs' last pass, like every DIT twiddle at the
+/// store of the pass before, see [`store_twiddles`]), no pre-scaling. The point-wise step (`cuzk_ntt_quotient_bitrev[_tiled]`) writes (a·b − n·c)·K,
 /// K = 1/(Z·n^3), Z = s^N − 1 = −2, bit-reversed; `back` is an unscaled inverse DIT whose last
 /// pass (s0 = 0) folds s^-i into its twiddle (`F_ODD_COL`) and a per-row factor
 /// w_(2^(k+1))^-row (`F_POST_ROW`). At 2^MAX_LG (no w_(2^29)) the same steps run on the g coset:
@@ -364,26 +444,36 @@ pub(crate) fn quotient_plan_coset(
         !half_root || lg_n <= H_HALF_ROOT_MAX_LG,
         "no w_2N in the tables"
     );
-    let to_coeffs = network_split(lg_n, false, true, 0, 0, wide, over);
-    if !half_root {
-        let to_coset = network_split(lg_n, true, false, F_PRE_G, 0, wide, over);
-        let back = network_split(lg_n, true, true, 0, F_POST_GI, wide, over);
-        return (to_coeffs, to_coset, back);
-    }
-    let mut to_coset = network_split(lg_n, true, false, 0, 0, wide, over);
-    for p in &mut to_coset {
-        p.flags |= F_TWIDDLE | F_ODD_ROW;
-    }
-    let mut back = network_split(lg_n, true, true, 0, 0, wide, over);
-    if let Some(last) = back.last_mut() {
-        // s0 = 0: the twiddle (where R > 0; with R = 0 the column is 0 and the odd twiddle 1)
-        // and the row factor.
-        if last.flags & F_TWIDDLE != 0 {
-            last.flags |= F_ODD_COL;
+    let to_coeffs = network_own(lg_n, false, true, 0, 0, wide, over);
+    let (mut to_coset, mut back) = if half_root {
+        let mut to_coset = network_own(lg_n, true, false, 0, 0, wide, over);
+        for p in &mut to_coset {
+            p.flags |= F_TWIDDLE | F_ODD_ROW;
         }
-        last.flags |= F_POST_ROW;
-    }
-    (to_coeffs, to_coset, back)
+        let mut back = network_own(lg_n, true, true, 0, 0, wide, over);
+        if let Some(last) = back.last_mut() {
+            // s0 = 0: the twiddle (where R > 0; with R = 0 the column is 0 and the odd twiddle 1)
+            // and the row factor.
+            if last.flags & F_TWIDDLE != 0 {
+                last.flags |= F_ODD_COL;
+            }
+            last.flags |= F_POST_ROW;
+        }
+        (to_coset, back)
+    } else {
+        (
+            network_own(lg_n, true, false, F_PRE_G, 0, wide, over),
+            network_own(lg_n, true, true, 0, F_POST_GI, wide, over),
+        )
+    };
+    // to_coeffs and to_coset run one after the other on the same buffers: the twiddle of
+    // to_coset's first pass (half-root: R = 0, F_ODD_ROW) goes to to_coeffs' last store.
+    let first_coset = to_coeffs.len();
+    let mut inputs = [to_coeffs, to_coset].concat();
+    store_twiddles(lg_n, &mut inputs);
+    to_coset = inputs.split_off(first_coset);
+    store_twiddles(lg_n, &mut back);
+    (inputs, to_coset, back)
 }
 
 /// The device table buffer (layout in `kernels/ntt/ntt.cuh`), shared by all sizes ≤ 2^28.
@@ -519,6 +609,9 @@ pub(crate) mod emu {
     }
 
     fn pass_twiddle(t: &[Fr], inv: bool, ord: u32, ex: u32) -> Fr {
+        if ord <= INT_LG && (ex >> (MAX_LG - INT_LG)) < INT_LEN as u32 {
+            return t[if inv { T_INV_INT } else { T_FWD_INT } + (ex >> (MAX_LG - INT_LG)) as usize];
+        }
         if ord <= DIRECT_LG {
             t[if inv { T_INV_DIR } else { T_FWD_DIR } + (ex >> (MAX_LG - DIRECT_LG)) as usize]
         } else {
@@ -585,7 +678,6 @@ pub(crate) mod emu {
             2
         };
         let nthr = tile_n / ept;
-        let m_lg = lg_n - s0;
         let r_bits = lg_n - s0 - k;
         let chunks_lg = r_bits - lg_c;
         let dit = flags & F_DIT != 0;
@@ -608,10 +700,6 @@ pub(crate) mod emu {
                         pos
                     };
                     x = scale(x, t, flags, (F_PRE_G, F_PRE_GI, F_PRE_NINV), idx, lg_n);
-                    if dit && flags & F_TWIDDLE != 0 {
-                        let (ord, ex) = twiddle_exp(flags, m_lg, k, row, col0 + cl);
-                        x *= pass_twiddle(t, inv, ord, ex);
-                    }
                     tile[e as usize] = x;
                 }
                 let itw = if inv { T_INV_INT } else { T_FWD_INT };
@@ -704,9 +792,13 @@ pub(crate) mod emu {
                     let (row, c) = (e >> lg_c, e & cmask);
                     let pos = base + (row << r_bits) + c;
                     let mut x = tile[e as usize];
-                    if !dit && flags & F_TWIDDLE != 0 {
-                        let (ord, ex) = twiddle_exp(flags, m_lg, k, row, col0 + c);
-                        x *= pass_twiddle(t, inv, ord, ex);
+                    if flags & F_TWIDDLE != 0 {
+                        // The inter-pass twiddle of the pass geometry (tk, tr) at pos.
+                        let (tk, tr) = ((flags >> TW_K_SHIFT) & 15, (flags >> TW_R_SHIFT) & 31);
+                        assert!(tk + tr <= lg_n, "twiddle geometry inside the polynomial");
+                        let (row_t, col_t) = ((pos >> tr) & ((1 << tk) - 1), pos & ((1 << tr) - 1));
+                        let (ord, ex) = twiddle_exp(flags, tk + tr, tk, row_t, col_t);
+                        x *= pass_twiddle(t, flags & F_TW_INV != 0, ord, ex);
                     }
                     if dit && flags & F_POST_ROW != 0 {
                         x *= t[if inv { T_INV_DIR } else { T_FWD_DIR }
@@ -1438,10 +1530,25 @@ mod tests {
             all.clone()
                 .all(|p| p.flags & (F_PRE_NINV | F_POST_NINV) == 0)
         );
+        // Every twiddle at a store: the last pass of each transform stores none, except
+        // to_coeffs' on the half-root coset (to_coset's R = 0 twiddle, forward, odd rows).
+        for net in [&to_coset, &back] {
+            assert_eq!(net.last().unwrap().flags & F_TWIDDLE, 0);
+        }
+        let tw_last = to_coeffs.last().unwrap().flags;
         if half_root {
             assert!(all.clone().all(|p| p.flags & (F_PRE_G | F_POST_GI) == 0));
-            assert!(to_coset.iter().all(|p| p.flags & F_ODD_ROW != 0));
+            let last_k = to_coeffs.last().unwrap().k;
+            assert_eq!(
+                tw_last & TW_BITS,
+                F_TWIDDLE | F_ODD_ROW | tw_geometry(last_k, 0)
+            );
+            let n = to_coset.len();
+            assert!(to_coset[..n - 1].iter().all(|p| p.flags & F_ODD_ROW != 0));
+            assert!(to_coset.iter().all(|p| p.flags & F_TW_INV == 0));
             assert!(back.last().unwrap().flags & F_POST_ROW != 0);
+        } else {
+            assert_eq!(tw_last & F_TWIDDLE, 0);
         }
         let mut bufs = [a.to_vec(), b.to_vec(), c.to_vec()];
         for v in bufs.iter_mut() {

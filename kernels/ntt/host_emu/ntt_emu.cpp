@@ -85,7 +85,7 @@ static spec_t g_spec[] = {
     {"cuzk_ntt_pass4_dit_pre", cuzk_ntt_pass4_dit_pre, 0},
     {"cuzk_ntt_pass4_dit_post", cuzk_ntt_pass4_dit_post, 0},
     {"cuzk_ntt_pass4_dit_tw", cuzk_ntt_pass4_dit_tw, 0},
-    {"cuzk_ntt_pass4_dit_tw_post", cuzk_ntt_pass4_dit_tw_post, 0},
+    {"cuzk_ntt_pass4_dit_tw_pre", cuzk_ntt_pass4_dit_tw_pre, 0},
 };
 static spec_t& specialized(uint32_t flags)
 {
@@ -93,8 +93,8 @@ static spec_t& specialized(uint32_t flags)
     const bool dit = flags & F_DIT, tw = flags & F_TWIDDLE;
     const bool pre = flags & (F_PRE_G | F_PRE_GI | F_PRE_NINV);
     const bool post = flags & (F_POST_G | F_POST_GI | F_POST_NINV | F_POST_ROW);
-    // Generic where no kernel covers the flags: both scalings, DIF tw+post, DIT tw+pre.
-    if ((pre && post) || (tw && (dit ? pre : post))) return g_spec[0];
+    // Generic where no kernel covers the flags: both scalings, tw+post.
+    if ((pre && post) || (tw && post)) return g_spec[0];
     const std::string name = std::string("cuzk_ntt_pass4_") + (dit ? "dit" : "dif") + (tw ? "_tw" : "") +
                              (pre ? "_pre" : "") + (post ? "_post" : "");
     for (auto& sp : g_spec)
@@ -241,22 +241,33 @@ int main(int argc, char** argv)
         runs++;
     }
     // Every flag set of the first 9 bits (inverse, scalings and direction included), and the
-    // half-root bits (F_ODD_ROW, F_ODD_COL, F_POST_ROW: all 8 combinations) with each of the
-    // direction/inverse/twiddle bits and no scaling, g^i or g^-i/n, on the specialized kernel
-    // the launcher picks against the generic cuzk_ntt_pass4, bit for bit, at an even and an odd
-    // k (the lone h = 1 stage), canonical input (table values). 2^15: scaling indices with a HI
-    // part (idx >= 2^14) for every scaling combination.
-    // Geometries "lg_n s0 k lg_c batch".
-    const uint32_t geo[][5] = {{8, 2, 4, 2, 2}, {9, 1, 5, 1, 2}, {7, 0, 7, 0, 2}, {15, 11, 2, 2, 1}};
+    // half-root and twiddle-direction bits (F_ODD_ROW, F_ODD_COL, F_POST_ROW, F_TW_INV: all 16
+    // combinations; F_TW_INV only with F_TWIDDLE) with each of the direction/inverse/twiddle
+    // bits and no scaling, g^i or g^-i/n, on the specialized kernel the launcher picks against
+    // the generic cuzk_ntt_pass4, bit for bit, at an even and an odd k (the lone h = 1 stage),
+    // canonical input (table values). Every set with F_TWIDDLE runs with two store-side
+    // twiddle geometries (tk, tr): the pass's own (a DIF pass's twiddle) and another (that of
+    // the next DIT pass, s0' = s0 - tk, tr = R + k, or an arbitrary one where s0 = 0), so row
+    // and column of the twiddle cross the tile's. 2^15: scaling indices with a HI part (idx >=
+    // 2^14) for every scaling combination.
+    // Geometries "lg_n s0 k lg_c batch tk tr" (the second twiddle geometry).
+    const uint32_t geo[][7] = {
+        {8, 2, 4, 2, 2, 2, 6}, {9, 1, 5, 1, 2, 1, 8}, {7, 0, 7, 0, 2, 3, 4}, {15, 11, 2, 2, 1, 11, 4}};
     int sweep_bad = 0, sweeps = 0;
     for (auto& gm : geo) {
         const uint32_t lg_n = gm[0], s0 = gm[1], k = gm[2], lg_c = gm[3], batch = gm[4], tile_lg = k + lg_c;
         std::vector<fr_t> x((size_t)batch << lg_n);
         for (size_t i = 0; i < x.size(); i++) x[i] = tables[(i * 7919 + lg_n) % ntt::T_LEN];
-        for (uint32_t flags = 0; flags <= ntt::F_ALL; flags++) {
-            const uint32_t scal = flags & 0x1f8u;
-            if ((flags >> 9) && scal != 0 && scal != ntt::F_PRE_G && scal != (ntt::F_POST_GI | ntt::F_POST_NINV))
+        for (uint32_t flags0 = 0; flags0 <= ntt::F_ALL; flags0++)
+        for (uint32_t tg = 0; tg < 2; tg++) {
+            const uint32_t scal = flags0 & 0x1f8u;
+            if ((flags0 >> 9) && scal != 0 && scal != ntt::F_PRE_G && scal != (ntt::F_POST_GI | ntt::F_POST_NINV))
                 continue;
+            const bool tw = flags0 & ntt::F_TWIDDLE;
+            if ((!tw && (tg || (flags0 & ntt::F_TW_INV))))
+                continue;
+            const uint32_t flags = flags0 | (!tw ? 0 : tg ? ntt::tw_geometry(gm[5], gm[6])
+                                                           : ntt::tw_geometry(k, lg_n - s0 - k));
             auto a = x, b = x;
             spec_t& sp = specialized(flags);
             sp.runs++;
