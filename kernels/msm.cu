@@ -48,7 +48,8 @@ msm_scatter(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwi
 }
 
 // Binned sort (default; msm/sort.cuh): histogram of bins, scan (above), coarse scatter, one
-// block of 256 per bin (fixed: must match msm.rs), oversized bins.
+// block of 256 per bin (fixed: must match msm.rs), oversized bins. sets, stride: the window
+// folding of sort.cuh fold_t (the histograms need only the keys: no stride).
 extern "C" __global__ void __launch_bounds__(256)
 msm_sort_bin_histogram(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t sets,
                        uint32_t F, uint32_t Ft, uint32_t* bin_counts, uint32_t* flag)
