@@ -770,6 +770,7 @@ fn gpu_bench_msm() {
     profile(&ctx, &dev, "G2 2^24 random");
     let want = ctx.msm_device(&dev).unwrap();
     bench_precomputed(&g, &g2, 2, &dev, want, "G2 2^24 precomputed x2", 330.0);
+    bench_precomputed(&g, &g2, 4, &dev, want, "G2 2^24 precomputed x4", 330.0);
     let ctx = ctx.keep_scratch(false);
     let ms = median_ms(ctx.stream(), &g, || {
         ctx.msm_device(&dev).unwrap();
