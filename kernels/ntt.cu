@@ -35,12 +35,11 @@ cuzk_ntt_pass4(fr_t* __restrict__ data, fr_t* __restrict__ data1, fr_t* __restri
 // The radix-4 pass specialized at compile time (ntt::pass<4, false, SP_ON | SPEC>), the
 // default: each holds only the code for one flag set (2k-6k SASS instructions on sm_90 instead
 // of the generic kernel's 24k); same launch shape, arguments and results as cuzk_ntt_pass4.
-// Named cuzk_ntt_pass4_{dif,dit}[_tw][_pre|_post] and cuzk_ntt_pass4_fused: the eleven that
-// plans use (a pass with the store-side twiddle, F_TWIDDLE, is never the last of its
-// transform, so never post-scales). Built for 4 resident blocks of 256 threads per SM (64
-// registers, 8 warps per scheduler): the passes are latency-bound, and 4 blocks measured 6-9%
-// faster than 2 on an H200 (crates/ntt/PERF-NOTES.md, session 6); the DIF and fused kernels
-// spill a little at that cap (the allow-spills lines at the end).
+// Named cuzk_ntt_pass4_{dif,dit}[_tw][_pre|_post]; the ten that plans use (a pass with the
+// store-side twiddle, F_TWIDDLE, is never the last of its transform, so never post-scales). Built for 4 resident blocks
+// of 256 threads per SM (64 registers, 8 warps per scheduler): the passes are latency-bound,
+// and 4 blocks measured 6-9% faster than 2 on an H200 (crates/ntt/PERF-NOTES.md, session 6);
+// the DIF kernels spill a little at that cap (the allow-spills lines at the end).
 #define CUZK_NTT_PASS4_SPEC(NAME, SPEC)                                                            \
     extern "C" __global__ void __launch_bounds__(MAX_THREADS / 2, 4)                               \
     NAME(fr_t* __restrict__ data, fr_t* __restrict__ data1, fr_t* __restrict__ data2,              \
@@ -59,9 +58,6 @@ CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dit_pre, SP_DIT | SP_PRE)
 CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dit_post, SP_DIT | SP_POST)
 CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dit_tw, SP_DIT | SP_TW)
 CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dit_tw_pre, SP_DIT | SP_TW | SP_PRE)
-// F_FUSE_DIT: the H pipeline's to_coeffs' last pass with to_coset's first (with or without
-// the store-side twiddle).
-CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_fused, SP_FUSE | SP_TW)
 #undef CUZK_NTT_PASS4_SPEC
 
 // The opt-in wide pass (ntt::pass<8, true>, CUZK_NTT_WIDE=1): tiles of up to 2^WIDE_TILE_LG
@@ -217,4 +213,3 @@ cuzk_ntt_quotient_bitrev_tiled(fr_t* __restrict__ a, const fr_t* __restrict__ b,
 // cuzk: allow-spills cuzk_ntt_pass4_dif_post 4 blocks/SM: 20/20, 0, 0, 52/60
 // cuzk: allow-spills cuzk_ntt_pass4_dif_tw 4 blocks/SM: 20/20, 32/32, 32/32, 52/60
 // cuzk: allow-spills cuzk_ntt_pass4_dif_tw_pre 4 blocks/SM: 20/32, 0, 0, 32/32
-// cuzk: allow-spills cuzk_ntt_pass4_fused 4 blocks/SM: 68/88, 64/84, 64/84, 68/88

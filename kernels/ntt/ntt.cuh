@@ -99,13 +99,7 @@ constexpr uint32_t F_POST_ROW = 1u << 11;    // DIT store: x *= w_(2^(k+1))^(+-r
 // pass (the twiddle its input needs: k', R' = R + k); the H pipeline's to_coeffs' last pass
 // (inverse DIF) that of to_coset's first pass (forward DIT, same k, R = 0, F_ODD_ROW).
 constexpr uint32_t F_TW_INV = 1u << 12;
-// A DIF pass with R = 0 (the H pipeline's to_coeffs' last pass) that also runs the next DIT
-// pass of the same rows in the other direction (to_coset's first, half-root twiddle
-// w_(2^(k+1))^bitrev(row) between the two DFTs): one launch and one trip through memory
-// instead of two; the store is that DIT pass's (F_TWIDDLE: the twiddle of the DIT pass after
-// it). No pre- or post-scaling, no F_DIT.
-constexpr uint32_t F_FUSE_DIT = 1u << 13;
-constexpr uint32_t F_ALL = (1u << 14) - 1;
+constexpr uint32_t F_ALL = (1u << 13) - 1;
 constexpr uint32_t TW_K_SHIFT = 16;
 constexpr uint32_t TW_R_SHIFT = 20;
 __host__ __device__ constexpr uint32_t tw_geometry(uint32_t k, uint32_t r) { return (k << TW_K_SHIFT) | (r << TW_R_SHIFT); }
@@ -318,7 +312,6 @@ constexpr uint32_t SP_DIT = 1u << 1;
 constexpr uint32_t SP_PRE = 1u << 2;
 constexpr uint32_t SP_POST = 1u << 3;
 constexpr uint32_t SP_TW = 1u << 4;
-constexpr uint32_t SP_FUSE = 1u << 5;        // F_FUSE_DIT (SP_DIT off: the kernel starts as DIF)
 
 // Polynomial y of the grid: data1 and data2 name the base of polynomials 1 and 2 (three
 // separate buffers, e.g. the H pipeline's a, b, c in one launch: grid.y = 3), and polynomial
@@ -378,12 +371,11 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
 
     constexpr bool spec = SPEC & SP_ON;
     // Constants in a specialized kernel: the code they guard is not emitted.
-    const bool dit0 = spec ? (SPEC & SP_DIT) != 0 : (flags & F_DIT) != 0;
+    const bool dit = spec ? (SPEC & SP_DIT) != 0 : (flags & F_DIT) != 0;
     const bool has_pre = !spec || (SPEC & SP_PRE);
     const bool has_post = !spec || (SPEC & SP_POST);
     const bool has_tw = !spec || (SPEC & SP_TW);
-    const bool fuse = (!spec || (SPEC & SP_FUSE)) && (flags & F_FUSE_DIT);
-    const bool inv0 = flags & F_INVERSE;
+    const bool inv = flags & F_INVERSE;
     const uint32_t cmask = (1u << lg_c) - 1;
     const uint32_t t = threadIdx.x;
 
@@ -406,7 +398,7 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
             uint32_t e = t + u * nthr;
             uint32_t row = e >> lg_c, cl = e & cmask;
             uint32_t pos = (uint32_t)(base + ((size_t)row << R) + cl);
-            const uint32_t idx = dit0 ? bitrev(pos, lg_n) : pos;
+            const uint32_t idx = dit ? bitrev(pos, lg_n) : pos;
             fr_t x = tile.get(e);
             x = spec ? scale_steps(x, tables, flags, F_PRE_G, F_PRE_GI, F_PRE_NINV, idx, lg_n)
                      : scale(x, tables, flags, F_PRE_G, F_PRE_GI, F_PRE_NINV, idx, lg_n);
@@ -415,23 +407,6 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
     }
     __syncthreads();
 
-    // The DFT of the tile's columns: once, or (F_FUSE_DIT) the DIF DFT, the twiddle of a DIT
-    // pass with the same rows (R = 0: w_(2^(k+1))^bitrev(row), F_ODD_ROW) in the other
-    // direction, then that DIT pass's DFT.
-#pragma unroll 1
-    for (uint32_t ph = 0; ph < (fuse ? 2u : 1u); ph++) {
-    const bool dit = ph ? true : dit0;
-    const bool inv = ph ? !inv0 : inv0;
-    if (ph) {
-#pragma unroll
-        for (uint32_t u = 0; u < EPT; u++) {
-            const uint32_t e = t + u * nthr;
-            uint32_t ord;
-            const uint32_t ex = twiddle_exp(F_ODD_ROW, k, k, e >> lg_c, 0, ord);
-            tile.set(e, tile.get(e) * pass_twiddle(tables, inv, ord, ex));
-        }
-        __syncthreads();
-    }
     const fr_t* itw = tables + (inv ? T_INV_INT : T_FWD_INT);
     const uint32_t cl = t & cmask, q = t >> lg_c;     // column, butterfly (group) index within column
     if constexpr (EPT == 2) {
@@ -522,9 +497,6 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
             __syncthreads();
         }
     }
-    }
-    const bool dit = fuse || dit0;
-    const bool inv = fuse ? !inv0 : inv0;
 
     // The polynomial's base again, not held across the compute phase (the select of
     // poly_base is not rematerialized: held, it cost the 64-register kernels 16-24 B of spills).

@@ -75,11 +75,7 @@ pub mod flags {
     /// `TWIDDLE` is multiplied at the store, as the inter-pass twiddle of the pass geometry in
     /// the fields [`tw_geometry`] (k bits, r column bits), over w^-1 with `TW_INV`.
     pub const TW_INV: u32 = 1 << 12;
-    /// A DIF pass with R = 0 that also runs the DIT pass of the same rows in the other
-    /// direction, with the half-root twiddle w_(2^(k+1))^bitrev(row) between them (the H
-    /// pipeline's to_coeffs' last pass and to_coset's first); no scaling, no `DIT`.
-    pub const FUSE_DIT: u32 = 1 << 13;
-    pub const ALL: u32 = (1 << 14) - 1;
+    pub const ALL: u32 = (1 << 13) - 1;
     pub const TW_K_SHIFT: u32 = 16;
     pub const TW_R_SHIFT: u32 = 20;
     /// The store-side twiddle's pass geometry: k (< 16) row bits, r (< 32) column bits.
@@ -93,15 +89,6 @@ pub mod flags {
         ((flags >> TW_K_SHIFT) & 15, (flags >> TW_R_SHIFT) & 31)
     }
 }
-
-/// Every pre- and post-scaling flag.
-const SCALINGS: u32 = flags::PRE_G
-    | flags::PRE_GI
-    | flags::PRE_NINV
-    | flags::POST_G
-    | flags::POST_GI
-    | flags::POST_NINV
-    | flags::POST_ROW;
 
 /// log2 of the largest tile (rows × columns) of one pass.
 pub const TILE_LG: u32 = 10;
@@ -195,13 +182,6 @@ pub fn specialized_name(pass_flags: u32) -> &'static str {
     let pre = pass_flags & (PRE_G | PRE_GI | PRE_NINV) != 0;
     let post = pass_flags & (POST_G | POST_GI | POST_NINV | POST_ROW) != 0;
     let tw = pass_flags & TWIDDLE != 0;
-    if pass_flags & FUSE_DIT != 0 {
-        return if pre || post || pass_flags & DIT != 0 {
-            "cuzk_ntt_pass4"
-        } else {
-            "cuzk_ntt_pass4_fused"
-        };
-    }
     match (pass_flags & DIT != 0, tw, pre, post) {
         (_, _, true, true) => "cuzk_ntt_pass4",
         (false, false, false, false) => "cuzk_ntt_pass4_dif",
@@ -341,8 +321,6 @@ fn launch_pass<T: Pod>(
         || s0 + tile_lg > lg_n
         || pass_flags & !(flags::ALL | flags::TW_FIELDS) != 0
         || (pass_flags & flags::TWIDDLE != 0 && (tk + tr > lg_n || tk + tr + odd > layout::MAX_LG))
-        || (pass_flags & flags::FUSE_DIT != 0
-            && (s0 + k != lg_n || pass_flags & (flags::DIT | SCALINGS) != 0))
     {
         return Err(invalid(
             name,
@@ -528,11 +506,6 @@ mod tests {
             if name == "cuzk_ntt_pass4" {
                 continue;
             }
-            if name == "cuzk_ntt_pass4_fused" {
-                assert!(f & FUSE_DIT != 0 && f & (DIT | SCALINGS) == 0, "{f:#x}");
-                continue;
-            }
-            assert_eq!(f & FUSE_DIT, 0, "{name} {f:#x}");
             let suffix = name.strip_prefix("cuzk_ntt_pass4_").unwrap();
             let parts: Vec<&str> = suffix.split('_').collect();
             assert_eq!(parts[0] == "dit", f & DIT != 0, "{name} {f:#x}");
@@ -550,12 +523,12 @@ mod tests {
                 "{name} {f:#x}"
             );
         }
-        // The eleven specialized kernels of kernels/ntt.cu and the generic fallback.
-        assert_eq!(used.len(), 12);
+        // The ten specialized kernels of kernels/ntt.cu and the generic fallback.
+        assert_eq!(used.len(), 11);
     }
 
     /// The radix-4 names the launcher can produce are the kernels of kernels/ntt.cu: the
-    /// generic `cuzk_ntt_pass4` built for 2 blocks per SM, the eleven specialized ones for 4.
+    /// generic `cuzk_ntt_pass4` built for 2 blocks per SM, the ten specialized ones for 4.
     #[test]
     fn radix4_names_are_built() {
         let src = include_str!("../../../kernels/ntt.cu");
@@ -567,7 +540,7 @@ mod tests {
                 names.insert(kernel.name(f));
             }
         }
-        assert_eq!(names.len(), 12);
+        assert_eq!(names.len(), 11);
         for name in names.into_iter().filter(|&n| n != "cuzk_ntt_pass4") {
             assert!(
                 src.contains(&format!("CUZK_NTT_PASS4_SPEC({name}, ")),

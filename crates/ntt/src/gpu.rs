@@ -46,8 +46,6 @@ const _: () = {
             && plan::F_ODD_COL == k::flags::ODD_COL
             && plan::F_POST_ROW == k::flags::POST_ROW
     );
-    assert!(plan::F_TW_INV == k::flags::TW_INV && plan::F_FUSE_DIT == k::flags::FUSE_DIT);
-    assert!(plan::TW_K_SHIFT == k::flags::TW_K_SHIFT && plan::TW_R_SHIFT == k::flags::TW_R_SHIFT);
 };
 
 /// The device's table buffer, uploaded once per device.
@@ -96,9 +94,6 @@ pub struct KernelChoice {
     /// The specialized radix-4 kernels (4 blocks per SM; the default), or the generic
     /// `cuzk_ntt_pass4` (2 blocks per SM) for every radix-4 pass (`CUZK_NTT_SPECIALIZED=0`).
     pub specialized: bool,
-    /// The H pipeline runs to_coeffs' last pass and to_coset's first as one launch (the
-    /// default; `CUZK_NTT_FUSE=0` runs them as two). Transforms ignore it.
-    pub fuse: bool,
 }
 
 impl Default for KernelChoice {
@@ -108,19 +103,17 @@ impl Default for KernelChoice {
         Self {
             wide: false,
             specialized: true,
-            fuse: true,
         }
     }
 }
 
 impl KernelChoice {
-    /// `CUZK_NTT_WIDE=1`, `CUZK_NTT_SPECIALIZED=0` and `CUZK_NTT_FUSE=0`, read on every call (as is the split
+    /// `CUZK_NTT_WIDE=1` and `CUZK_NTT_SPECIALIZED=0`, read on every call (as is the split
     /// override `CUZK_NTT_SPLIT`, which every plan reads: see `plan::split_override`).
     pub fn from_env() -> Self {
         Self {
             wide: plan::wide_enabled(),
             specialized: plan::specialized_enabled(),
-            fuse: plan::fuse_enabled(),
         }
     }
 }
@@ -362,8 +355,7 @@ impl Domain {
         }
         let lg_n = self.log_size();
         let tables = device_tables(gpu)?;
-        let (to_coeffs, to_coset, back) =
-            plan::quotient_plan_split(lg_n, choice.wide, split, choice.fuse);
+        let (to_coeffs, to_coset, back) = plan::quotient_plan_split(lg_n, choice.wide, split);
         {
             let mut polys = [&mut *a, &mut b, &mut c];
             run_passes_many(gpu, stream, &mut polys, &tables, lg_n, &to_coeffs, choice)?;

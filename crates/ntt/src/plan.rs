@@ -103,13 +103,6 @@ pub(crate) fn specialized_enabled() -> bool {
     specialized_from(std::env::var_os("CUZK_NTT_SPECIALIZED").as_deref())
 }
 
-/// Whether the H pipeline runs to_coeffs' last pass and to_coset's first (half-root coset) as
-/// one launch (`F_FUSE_DIT`, the default): `CUZK_NTT_FUSE=0` keeps the two launches (A/B
-/// runs); unset, empty or any other value keeps the default. Same result.
-pub(crate) fn fuse_enabled() -> bool {
-    specialized_from(std::env::var_os("CUZK_NTT_FUSE").as_deref())
-}
-
 fn specialized_from(v: Option<&std::ffi::OsStr>) -> bool {
     v.is_none_or(|v| v.to_str().map(str::trim) != Some("0"))
 }
@@ -138,7 +131,6 @@ pub(crate) const F_ODD_ROW: u32 = 1 << 9;
 pub(crate) const F_ODD_COL: u32 = 1 << 10;
 pub(crate) const F_POST_ROW: u32 = 1 << 11;
 pub(crate) const F_TW_INV: u32 = 1 << 12;
-pub(crate) const F_FUSE_DIT: u32 = 1 << 13;
 pub(crate) const TW_K_SHIFT: u32 = 16;
 pub(crate) const TW_R_SHIFT: u32 = 20;
 /// The kernels' `tw_geometry`: the pass geometry (k row bits, r column bits) of the inter-pass
@@ -147,10 +139,6 @@ pub(crate) const fn tw_geometry(k: u32, r: u32) -> u32 {
     (k << TW_K_SHIFT) | (r << TW_R_SHIFT)
 }
 pub(crate) const TW_FIELDS: u32 = tw_geometry(15, 31);
-/// Every pre- and post-scaling flag.
-#[cfg(test)]
-const SCALINGS: u32 =
-    F_PRE_G | F_PRE_GI | F_PRE_NINV | F_POST_G | F_POST_GI | F_POST_NINV | F_POST_ROW;
 /// Every bit that describes an inter-pass twiddle.
 const TW_BITS: u32 = F_TWIDDLE | F_ODD_ROW | F_ODD_COL | F_TW_INV | TW_FIELDS;
 
@@ -432,31 +420,25 @@ pub(crate) fn quotient_plan(lg_n: u32) -> (Vec<Pass>, Vec<Pass>, Vec<Pass>) {
 
 /// [`quotient_plan`] with the wide plan chosen or not (and the `CUZK_NTT_SPLIT` override).
 pub(crate) fn quotient_plan_with(lg_n: u32, wide: bool) -> (Vec<Pass>, Vec<Pass>, Vec<Pass>) {
-    quotient_plan_split(lg_n, wide, split_override().as_deref(), fuse_enabled())
+    quotient_plan_split(lg_n, wide, split_override().as_deref())
 }
 
-/// [`quotient_plan_with`] with the split override `over`, fused (`F_FUSE_DIT`, where the coset
-/// is the half-root one) or not.
+/// [`quotient_plan_with`] with the split override `over`.
 pub(crate) fn quotient_plan_split(
     lg_n: u32,
     wide: bool,
     over: Option<&[u32]>,
-    fuse: bool,
 ) -> (Vec<Pass>, Vec<Pass>, Vec<Pass>) {
-    let half_root = lg_n <= H_HALF_ROOT_MAX_LG;
-    quotient_plan_coset(lg_n, wide, over, half_root, half_root && fuse)
+    quotient_plan_coset(lg_n, wide, over, lg_n <= H_HALF_ROOT_MAX_LG)
 }
 
 /// [`quotient_plan_split`] on the half-root coset (`half_root`, lg_n ≤ H_HALF_ROOT_MAX_LG) or the
-/// g coset (what 2^MAX_LG runs; the tests run it at every size); with `fuse` (half-root only)
-/// to_coeffs' last pass also runs to_coset's first (`F_FUSE_DIT`: to_coset is one pass
-/// shorter, empty for a one-pass size).
+/// g coset (what 2^MAX_LG runs; the tests run it at every size).
 pub(crate) fn quotient_plan_coset(
     lg_n: u32,
     wide: bool,
     over: Option<&[u32]>,
     half_root: bool,
-    fuse: bool,
 ) -> (Vec<Pass>, Vec<Pass>, Vec<Pass>) {
     assert!(
         !half_root || lg_n <= H_HALF_ROOT_MAX_LG,
@@ -491,24 +473,6 @@ pub(crate) fn quotient_plan_coset(
     store_twiddles(lg_n, &mut inputs);
     to_coset = inputs.split_off(first_coset);
     store_twiddles(lg_n, &mut back);
-    if fuse {
-        // to_coeffs' last pass (inverse DIF, R = 0, storing to_coset's first twiddle) and
-        // to_coset's first (forward DIT, same rows) as one launch that stores the latter's.
-        assert!(half_root, "the fused pass has the half-root twiddle");
-        let first = to_coset.remove(0);
-        let last = inputs.last_mut().expect("lg_n > 0");
-        assert_eq!(
-            (last.flags & TW_BITS, last.s0 + last.k, first.s0, first.k),
-            (
-                F_TWIDDLE | F_ODD_ROW | tw_geometry(last.k, 0),
-                lg_n,
-                last.s0,
-                last.k
-            ),
-            "fused passes"
-        );
-        last.flags = (last.flags & !TW_BITS) | F_FUSE_DIT | (first.flags & TW_BITS);
-    }
     (inputs, to_coset, back)
 }
 
@@ -716,14 +680,8 @@ pub(crate) mod emu {
         let nthr = tile_n / ept;
         let r_bits = lg_n - s0 - k;
         let chunks_lg = r_bits - lg_c;
-        let fuse = flags & F_FUSE_DIT != 0;
-        if fuse {
-            assert!(
-                r_bits == 0 && flags & (F_DIT | SCALINGS) == 0,
-                "fused pass precondition"
-            );
-        }
-        let (dit0, inv0) = (flags & F_DIT != 0, flags & F_INVERSE != 0);
+        let dit = flags & F_DIT != 0;
+        let inv = flags & F_INVERSE != 0;
         let cmask = (1u32 << lg_c) - 1;
         for poly in data.chunks_mut(1 << lg_n) {
             for blk in 0..(1u32 << (lg_n - tile_lg)) {
@@ -736,7 +694,7 @@ pub(crate) mod emu {
                     let (row, cl) = (e >> lg_c, e & cmask);
                     let pos = base + (row << r_bits) + cl;
                     let mut x = poly[pos as usize];
-                    let idx = if dit0 {
+                    let idx = if dit {
                         bitrev(pos as usize, lg_n) as u32
                     } else {
                         pos
@@ -744,104 +702,92 @@ pub(crate) mod emu {
                     x = scale(x, t, flags, (F_PRE_G, F_PRE_GI, F_PRE_NINV), idx, lg_n);
                     tile[e as usize] = x;
                 }
-                // The DFT; with F_FUSE_DIT the DIF DFT, the half-root twiddle of the DIT pass
-                // of the same rows (R = 0) in the other direction, that pass's DFT.
-                for ph in 0..if fuse { 2 } else { 1 } {
-                    let (dit, inv) = if ph == 1 { (true, !inv0) } else { (dit0, inv0) };
-                    if ph == 1 {
-                        for e in 0..tile_n as u32 {
-                            let (ord, ex) = twiddle_exp(F_ODD_ROW, k, k, e >> lg_c, 0);
-                            tile[e as usize] *= pass_twiddle(t, inv, ord, ex);
+                let itw = if inv { T_INV_INT } else { T_FWD_INT };
+                let dtw = if inv { T_INV_DIR } else { T_FWD_DIR };
+                // w_(2h)^j from the internal table (the direct table for h >= 2^INT_LG, wide
+                // kernel only); None for the h = 1 stage (w = 1).
+                let tw = |lg_h: u32, j: u32| {
+                    (lg_h > 0).then(|| {
+                        if wide && lg_h >= INT_LG {
+                            t[dtw + (j << (DIRECT_LG - 1 - lg_h)) as usize]
+                        } else {
+                            assert!(lg_h < INT_LG, "internal table index");
+                            t[itw + (j << (INT_LG - 1 - lg_h)) as usize]
                         }
+                    })
+                };
+                if !radix4 {
+                    for st in 0..k {
+                        let lg_h = if dit { st } else { k - 1 - st };
+                        let h = 1u32 << lg_h;
+                        let mut touched = vec![0u8; tile_n];
+                        for th in 0..nthr as u32 {
+                            let (cl, q) = (th & cmask, th >> lg_c);
+                            let j = q & (h - 1);
+                            let r = ((q >> lg_h) << (lg_h + 1)) | j;
+                            let e0 = ((r << lg_c) | cl) as usize;
+                            let e1 = e0 + (h << lg_c) as usize;
+                            bfly(&mut tile, dit, e0, e1, tw(lg_h, j));
+                            touched[e0] += 1;
+                            touched[e1] += 1;
+                        }
+                        assert!(
+                            touched.iter().all(|&c| c == 1),
+                            "radix-2 stage {st} of {p:?}"
+                        );
                     }
-                    let itw = if inv { T_INV_INT } else { T_FWD_INT };
-                    let dtw = if inv { T_INV_DIR } else { T_FWD_DIR };
-                    // w_(2h)^j from the internal table (the direct table for h >= 2^INT_LG, wide
-                    // kernel only); None for the h = 1 stage (w = 1).
-                    let tw = |lg_h: u32, j: u32| {
-                        (lg_h > 0).then(|| {
-                            if wide && lg_h >= INT_LG {
-                                t[dtw + (j << (DIRECT_LG - 1 - lg_h)) as usize]
+                } else {
+                    let odd = k & 1 == 1;
+                    for s in 0..k.div_ceil(2) {
+                        let lg_hi = match (dit, odd) {
+                            (true, true) => 2 * s,
+                            (true, false) => 2 * s + 1,
+                            (false, _) => k - 1 - 2 * s,
+                        };
+                        // Each step's threads must touch disjoint elements covering the tile.
+                        let mut touched = vec![0u8; tile_n];
+                        // Radix-4 group g = thread + rep * nthr, reps in order per thread.
+                        let groups = (0..nthr as u32).flat_map(|th| {
+                            (0..(ept / 4) as u32).map(move |rep| th + rep * nthr as u32)
+                        });
+                        for g in groups {
+                            let (cl, q) = (g & cmask, g >> lg_c);
+                            if lg_hi == 0 {
+                                for v in 0..2 {
+                                    let qq = q + (v << (k - 2));
+                                    let e0 = (((qq << 1) << lg_c) | cl) as usize;
+                                    bfly(&mut tile, dit, e0, e0 + (1 << lg_c), None);
+                                    touched[e0] += 1;
+                                    touched[e0 + (1 << lg_c)] += 1;
+                                }
+                                continue;
+                            }
+                            let lg_lo = lg_hi - 1;
+                            let hh = 1u32 << lg_lo;
+                            let j = q & (hh - 1);
+                            let r = ((q >> lg_lo) << (lg_hi + 1)) | j;
+                            let e0 = ((r << lg_c) | cl) as usize;
+                            let d = (hh << lg_c) as usize;
+                            let [e1, e2, e3] = [e0 + d, e0 + 2 * d, e0 + 3 * d];
+                            for e in [e0, e1, e2, e3] {
+                                touched[e] += 1;
+                            }
+                            let (wa, wb, wc) = (tw(lg_hi, j), tw(lg_hi, j + hh), tw(lg_lo, j));
+                            if dit {
+                                bfly(&mut tile, dit, e0, e1, wc);
+                                bfly(&mut tile, dit, e2, e3, wc);
+                                bfly(&mut tile, dit, e0, e2, wa);
+                                bfly(&mut tile, dit, e1, e3, wb);
                             } else {
-                                assert!(lg_h < INT_LG, "internal table index");
-                                t[itw + (j << (INT_LG - 1 - lg_h)) as usize]
+                                bfly(&mut tile, dit, e0, e2, wa);
+                                bfly(&mut tile, dit, e1, e3, wb);
+                                bfly(&mut tile, dit, e0, e1, wc);
+                                bfly(&mut tile, dit, e2, e3, wc);
                             }
-                        })
-                    };
-                    if !radix4 {
-                        for st in 0..k {
-                            let lg_h = if dit { st } else { k - 1 - st };
-                            let h = 1u32 << lg_h;
-                            let mut touched = vec![0u8; tile_n];
-                            for th in 0..nthr as u32 {
-                                let (cl, q) = (th & cmask, th >> lg_c);
-                                let j = q & (h - 1);
-                                let r = ((q >> lg_h) << (lg_h + 1)) | j;
-                                let e0 = ((r << lg_c) | cl) as usize;
-                                let e1 = e0 + (h << lg_c) as usize;
-                                bfly(&mut tile, dit, e0, e1, tw(lg_h, j));
-                                touched[e0] += 1;
-                                touched[e1] += 1;
-                            }
-                            assert!(
-                                touched.iter().all(|&c| c == 1),
-                                "radix-2 stage {st} of {p:?}"
-                            );
                         }
-                    } else {
-                        let odd = k & 1 == 1;
-                        for s in 0..k.div_ceil(2) {
-                            let lg_hi = match (dit, odd) {
-                                (true, true) => 2 * s,
-                                (true, false) => 2 * s + 1,
-                                (false, _) => k - 1 - 2 * s,
-                            };
-                            // Each step's threads must touch disjoint elements covering the tile.
-                            let mut touched = vec![0u8; tile_n];
-                            // Radix-4 group g = thread + rep * nthr, reps in order per thread.
-                            let groups = (0..nthr as u32).flat_map(|th| {
-                                (0..(ept / 4) as u32).map(move |rep| th + rep * nthr as u32)
-                            });
-                            for g in groups {
-                                let (cl, q) = (g & cmask, g >> lg_c);
-                                if lg_hi == 0 {
-                                    for v in 0..2 {
-                                        let qq = q + (v << (k - 2));
-                                        let e0 = (((qq << 1) << lg_c) | cl) as usize;
-                                        bfly(&mut tile, dit, e0, e0 + (1 << lg_c), None);
-                                        touched[e0] += 1;
-                                        touched[e0 + (1 << lg_c)] += 1;
-                                    }
-                                    continue;
-                                }
-                                let lg_lo = lg_hi - 1;
-                                let hh = 1u32 << lg_lo;
-                                let j = q & (hh - 1);
-                                let r = ((q >> lg_lo) << (lg_hi + 1)) | j;
-                                let e0 = ((r << lg_c) | cl) as usize;
-                                let d = (hh << lg_c) as usize;
-                                let [e1, e2, e3] = [e0 + d, e0 + 2 * d, e0 + 3 * d];
-                                for e in [e0, e1, e2, e3] {
-                                    touched[e] += 1;
-                                }
-                                let (wa, wb, wc) = (tw(lg_hi, j), tw(lg_hi, j + hh), tw(lg_lo, j));
-                                if dit {
-                                    bfly(&mut tile, dit, e0, e1, wc);
-                                    bfly(&mut tile, dit, e2, e3, wc);
-                                    bfly(&mut tile, dit, e0, e2, wa);
-                                    bfly(&mut tile, dit, e1, e3, wb);
-                                } else {
-                                    bfly(&mut tile, dit, e0, e2, wa);
-                                    bfly(&mut tile, dit, e1, e3, wb);
-                                    bfly(&mut tile, dit, e0, e1, wc);
-                                    bfly(&mut tile, dit, e2, e3, wc);
-                                }
-                            }
-                            assert!(touched.iter().all(|&c| c == 1), "radix-4 step {s} of {p:?}");
-                        }
+                        assert!(touched.iter().all(|&c| c == 1), "radix-4 step {s} of {p:?}");
                     }
                 }
-                let (dit, inv) = if fuse { (true, !inv0) } else { (dit0, inv0) };
                 for e in (0..ept).flat_map(|u| (0..nthr).map(move |th| (th + u * nthr) as u32)) {
                     let (row, c) = (e >> lg_c, e & cmask);
                     let pos = base + (row << r_bits) + c;
@@ -1076,8 +1022,7 @@ mod tests {
                 .iter()
                 .all(|p| p.wide && p.k == 12)
         );
-        // (Unfused: the fused plan's to_coset starts at its second pass.)
-        let (a, b, c) = quotient_plan_coset(24, false, Some(&over), true, false);
+        let (a, b, c) = quotient_plan_split(24, false, Some(&over));
         for net in [a, b, c] {
             let mut ks: Vec<u32> = net.iter().map(|p| p.k).collect();
             if net[0].flags & F_DIT != 0 {
@@ -1306,19 +1251,16 @@ mod tests {
                 std::fs::write(dir.join(format!("{name}{i}.bin")), bytes(v)).unwrap();
             }
             let over = (!over.is_empty()).then_some(over);
-            // Every kernel kind with to_coeffs' last and to_coset's first pass fused (the
-            // default), the specialized kernels also without (CUZK_NTT_FUSE=0).
-            for (wide, radix4, spec, fuse) in [
-                (false, false, false, true),
-                (false, true, false, true),
-                (false, true, true, true),
-                (false, true, true, false),
-                (true, true, false, true),
+            for (wide, radix4, spec) in [
+                (false, false, false),
+                (false, true, false),
+                (false, true, true),
+                (true, true, false),
             ] {
                 if wide && lg_n < WIDE_MIN_LG {
                     continue;
                 }
-                let (to_coeffs, to_coset, back) = quotient_plan_coset(lg_n, wide, over, true, fuse);
+                let (to_coeffs, to_coset, back) = quotient_plan_split(lg_n, wide, over);
                 for passes in [[to_coeffs, to_coset].concat(), back] {
                     let p = with_radix4(
                         Plan {
@@ -1385,11 +1327,8 @@ mod tests {
                     }
                 }
             }
-            for (half_root, fuse) in [(false, false), (true, false), (true, true)] {
-                if half_root && lg > H_HALF_ROOT_MAX_LG {
-                    continue;
-                }
-                let (a, b, c) = quotient_plan_coset(lg, false, None, half_root, fuse);
+            for half_root in [false, lg <= H_HALF_ROOT_MAX_LG] {
+                let (a, b, c) = quotient_plan_coset(lg, false, None, half_root);
                 passes.extend(a.into_iter().chain(b).chain(c));
             }
         }
@@ -1562,14 +1501,11 @@ mod tests {
                 } else {
                     d.gpu_coset_quotient(&a, &b, &c).unwrap()
                 };
-                for fuse in [false, half_root] {
-                    let got =
-                        emulated_quotient(&t, lg_n, [&a, &b, &c], true, None, half_root, fuse);
-                    assert_eq!(
-                        got, want,
-                        "wide 2^{lg_n} half-root {half_root} fuse {fuse} sat {satisfied}"
-                    );
-                }
+                let got = emulated_quotient(&t, lg_n, [&a, &b, &c], true, None, half_root);
+                assert_eq!(
+                    got, want,
+                    "wide 2^{lg_n} half-root {half_root} sat {satisfied}"
+                );
             }
         }
     }
@@ -1584,9 +1520,8 @@ mod tests {
         wide: bool,
         over: Option<&[u32]>,
         half_root: bool,
-        fuse: bool,
     ) -> Vec<Fr> {
-        let (to_coeffs, to_coset, back) = quotient_plan_coset(lg_n, wide, over, half_root, fuse);
+        let (to_coeffs, to_coset, back) = quotient_plan_coset(lg_n, wide, over, half_root);
         assert!(back.iter().chain(&to_coset).all(|p| p.flags & F_DIT != 0));
         assert!(to_coeffs.iter().all(|p| p.flags & F_DIT == 0));
         // No 1/n anywhere in the passes: it is in K.
@@ -1597,35 +1532,23 @@ mod tests {
         );
         // Every twiddle at a store: the last pass of each transform stores none, except
         // to_coeffs' on the half-root coset (to_coset's R = 0 twiddle, forward, odd rows).
-        // With `fuse`, to_coeffs' last pass also runs to_coset's first (and stores the twiddle
-        // of to_coset's next pass, if any).
         for net in [&to_coset, &back] {
-            assert!(net.last().is_none_or(|p| p.flags & F_TWIDDLE == 0));
+            assert_eq!(net.last().unwrap().flags & F_TWIDDLE, 0);
         }
-        let last = *to_coeffs.last().unwrap();
-        assert_eq!(last.flags & F_FUSE_DIT != 0, fuse);
-        assert_eq!(to_coset.len() + usize::from(fuse), to_coeffs.len());
-        if fuse {
-            assert_eq!(last.flags & F_TWIDDLE != 0, !to_coset.is_empty());
-        } else if half_root {
-            assert_eq!(
-                last.flags & TW_BITS,
-                F_TWIDDLE | F_ODD_ROW | tw_geometry(last.k, 0)
-            );
-        } else {
-            assert_eq!(last.flags & F_TWIDDLE, 0);
-        }
+        let tw_last = to_coeffs.last().unwrap().flags;
         if half_root {
             assert!(all.clone().all(|p| p.flags & (F_PRE_G | F_POST_GI) == 0));
-            let fwd = to_coset.iter().chain(fuse.then_some(&last));
-            let with_tw: Vec<&Pass> = fwd.filter(|p| p.flags & F_TWIDDLE != 0).collect();
-            assert_eq!(with_tw.len(), to_coeffs.len() - 1);
-            assert!(
-                with_tw
-                    .iter()
-                    .all(|p| p.flags & (F_ODD_ROW | F_TW_INV) == F_ODD_ROW)
+            let last_k = to_coeffs.last().unwrap().k;
+            assert_eq!(
+                tw_last & TW_BITS,
+                F_TWIDDLE | F_ODD_ROW | tw_geometry(last_k, 0)
             );
+            let n = to_coset.len();
+            assert!(to_coset[..n - 1].iter().all(|p| p.flags & F_ODD_ROW != 0));
+            assert!(to_coset.iter().all(|p| p.flags & F_TW_INV == 0));
             assert!(back.last().unwrap().flags & F_POST_ROW != 0);
+        } else {
+            assert_eq!(tw_last & F_TWIDDLE, 0);
         }
         let mut bufs = [a.to_vec(), b.to_vec(), c.to_vec()];
         for v in bufs.iter_mut() {
@@ -1676,16 +1599,11 @@ mod tests {
                 } else {
                     d.gpu_coset_quotient(&a, &b, &c).unwrap()
                 };
-                for (half_root, fuse, want) in [
-                    (true, false, &want_s),
-                    (true, true, &want_s),
-                    (false, false, &want_g),
-                ] {
-                    let got =
-                        emulated_quotient(&t, lg_n, [&a, &b, &c], false, None, half_root, fuse);
+                for (half_root, want) in [(true, &want_s), (false, &want_g)] {
+                    let got = emulated_quotient(&t, lg_n, [&a, &b, &c], false, None, half_root);
                     assert!(
                         got == *want,
-                        "2^{lg_n} half-root {half_root} fuse {fuse} satisfied {satisfied}"
+                        "2^{lg_n} half-root {half_root} satisfied {satisfied}"
                     );
                 }
             }
@@ -1700,13 +1618,9 @@ mod tests {
             let d = Domain::new(lg_n).unwrap();
             let (a, b, c) = quotient_inputs(d.size(), 90 + u64::from(lg_n), true);
             let want = d.quotient(&a, &b, &c).unwrap();
-            for (half_root, fuse) in [(true, false), (true, true), (false, false)] {
-                let got =
-                    emulated_quotient(&t, lg_n, [&a, &b, &c], false, Some(over), half_root, fuse);
-                assert!(
-                    got == want,
-                    "2^{lg_n} split {over:?} half-root {half_root} fuse {fuse}"
-                );
+            for half_root in [true, false] {
+                let got = emulated_quotient(&t, lg_n, [&a, &b, &c], false, Some(over), half_root);
+                assert!(got == want, "2^{lg_n} split {over:?} half-root {half_root}");
             }
         }
     }

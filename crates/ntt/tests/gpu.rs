@@ -306,7 +306,6 @@ fn gpu_wide_plan_matches_cpu() {
 const WIDE: KernelChoice = KernelChoice {
     wide: true,
     specialized: true,
-    fuse: true,
 };
 
 /// The default plan on the specialized radix-4 kernels (the default) and on the generic
@@ -314,19 +313,10 @@ const WIDE: KernelChoice = KernelChoice {
 const SPECIALIZED: KernelChoice = KernelChoice {
     wide: false,
     specialized: true,
-    fuse: true,
 };
 const GENERIC: KernelChoice = KernelChoice {
     wide: false,
     specialized: false,
-    fuse: true,
-};
-/// The H pipeline with to_coeffs' last and to_coset's first pass as two launches
-/// (`CUZK_NTT_FUSE=0`), on the specialized kernels.
-const UNFUSED: KernelChoice = KernelChoice {
-    wide: false,
-    specialized: true,
-    fuse: false,
 };
 
 /// Both radix-4 kernel choices, forced here whatever the environment says: the specialized
@@ -335,7 +325,7 @@ const UNFUSED: KernelChoice = KernelChoice {
 /// directions (DIF and DIT, every fused scaling) at 2^10 (one pass), 2^17, 2^20 and 2^22, then
 /// the H pipeline at those sizes and at 2^1, 2^4, 2^9, 2^11, 2^13 (half-root coset: odd
 /// twiddles on every to_coset pass, the row factor on back's last pass), against the CPU
-/// (computed once per case): together these launch all eleven specialized kernels, the generic
+/// (computed once per case): together these launch all ten specialized kernels, the generic
 /// one and every quotient kernel.
 #[test]
 #[ignore = "gpu"]
@@ -375,8 +365,8 @@ fn gpu_kernel_choices_match_cpu() {
     }
 }
 
-/// The H pipeline on both radix-4 kernel choices, and unfused.
-const H_CHOICES: [KernelChoice; 3] = [SPECIALIZED, GENERIC, UNFUSED];
+/// The H pipeline on both radix-4 kernel choices.
+const H_CHOICES: [KernelChoice; 2] = [SPECIALIZED, GENERIC];
 
 /// One transform of random input (`seed`) on each of `choices`, against the CPU.
 fn check_variant(
@@ -824,8 +814,7 @@ fn gpu_bench_ntt() {
                 "  H steps: to_coeffs {:.2}  to_coset {:.2}  quotient {:.2}  back {:.2} ms",
                 steps[0], steps[1], steps[2], steps[3]
             );
-            generic_row(&format!("H 2^{lg}"), ms, &time_h);
-            ab_row("unfused", UNFUSED, &format!("H 2^{lg}"), ms, &time_h);
+            generic_row(&format!("H 2^{lg}"), ms, time_h);
             h_sweeps.push((lg, ms));
         }
         // The pass-split sweep of this size, timed here (this size's vectors) and printed after

@@ -86,7 +86,6 @@ static spec_t g_spec[] = {
     {"cuzk_ntt_pass4_dit_post", cuzk_ntt_pass4_dit_post, 0},
     {"cuzk_ntt_pass4_dit_tw", cuzk_ntt_pass4_dit_tw, 0},
     {"cuzk_ntt_pass4_dit_tw_pre", cuzk_ntt_pass4_dit_tw_pre, 0},
-    {"cuzk_ntt_pass4_fused", cuzk_ntt_pass4_fused, 0},
 };
 static spec_t& specialized(uint32_t flags)
 {
@@ -94,7 +93,6 @@ static spec_t& specialized(uint32_t flags)
     const bool dit = flags & F_DIT, tw = flags & F_TWIDDLE;
     const bool pre = flags & (F_PRE_G | F_PRE_GI | F_PRE_NINV);
     const bool post = flags & (F_POST_G | F_POST_GI | F_POST_NINV | F_POST_ROW);
-    if (flags & F_FUSE_DIT) return pre || post || dit ? g_spec[0] : g_spec[11];
     // Generic where no kernel covers the flags: both scalings, tw+post.
     if ((pre && post) || (tw && post)) return g_spec[0];
     const std::string name = std::string("cuzk_ntt_pass4_") + (dit ? "dit" : "dif") + (tw ? "_tw" : "") +
@@ -247,8 +245,7 @@ int main(int argc, char** argv)
     // combinations; F_TW_INV only with F_TWIDDLE) with each of the direction/inverse/twiddle
     // bits and no scaling, g^i or g^-i/n, on the specialized kernel the launcher picks against
     // the generic cuzk_ntt_pass4, bit for bit, at an even and an odd k (the lone h = 1 stage),
-    // canonical input (table values); F_FUSE_DIT (the fused kernel) where the launcher allows it
-    // (the R = 0 geometry, DIF, no scaling). Every set with F_TWIDDLE runs with two store-side
+    // canonical input (table values). Every set with F_TWIDDLE runs with two store-side
     // twiddle geometries (tk, tr): the pass's own (a DIF pass's twiddle) and another (that of
     // the next DIT pass, s0' = s0 - tk, tr = R + k, or an arbitrary one where s0 = 0), so row
     // and column of the twiddle cross the tile's. 2^15: scaling indices with a HI part (idx >=
@@ -268,9 +265,6 @@ int main(int argc, char** argv)
                 continue;
             const bool tw = flags0 & ntt::F_TWIDDLE;
             if ((!tw && (tg || (flags0 & ntt::F_TW_INV))))
-                continue;
-            // F_FUSE_DIT: only where the launcher allows it (R = 0, DIF, no scaling).
-            if ((flags0 & ntt::F_FUSE_DIT) && (s0 + k != lg_n || (flags0 & (ntt::F_DIT | 0x1f8u | ntt::F_POST_ROW))))
                 continue;
             const uint32_t flags = flags0 | (!tw ? 0 : tg ? ntt::tw_geometry(gm[5], gm[6])
                                                            : ntt::tw_geometry(k, lg_n - s0 - k));
