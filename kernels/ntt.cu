@@ -96,22 +96,34 @@ cuzk_ntt_bit_reverse(fr_t* __restrict__ data, uint32_t lg_n)
 // rows of set rev m and B to set m. Every block reads all its elements before it writes, and the
 // sets of different blocks are disjoint, so in place is safe.
 // QUOT (cuzk_ntt_quotient_bitrev_tiled): every loaded element x of data (= a) at index i becomes
-// (x * b[i] - n * c[i]) * K (hq below) before it is staged, so the quotient leaves a bit-reversed.
+// (x * b[i] - n * c[i]) * K (hq below; x * b[i] - c[i] with FOLD) before it is staged, so the
+// quotient leaves a bit-reversed.
 constexpr uint32_t BR_T = 5;
 // The H pipeline's quotient of one element: a, b, c are n times the coset evaluations, K =
-// 1/(Z n^3) includes back's 1/n (T_HK, T_HN in ntt/ntt.cuh): three multiplications.
+// 1/(Z n^3) includes back's 1/n (T_HK, T_HN in ntt/ntt.cuh): three multiplications. FOLD (the
+// half-root coset where to_coeffs' last store had F_TW_FOLD): a and c already carry K and n * K
+// (T_HTW), so a * b - c: one multiplication.
+template <bool FOLD>
 __device__ __forceinline__ fr_t hq(const fr_t& a, const fr_t& b, const fr_t& c, const fr_t& nn, const fr_t& kk)
 {
-    return (a * b - c * nn) * kk;
+    if constexpr (FOLD) return a * b - c;
+    else return (a * b - c * nn) * kk;
 }
-template <bool QUOT>
+// The shared tile of bit_reverse_tiled, one object per kernel whatever the instantiations it
+// inlines (cuzk_ntt_quotient_bitrev_tiled holds both FOLD variants in 33 KiB, not 66).
+__device__ __forceinline__ tile_t bit_reverse_tile()
+{
+    constexpr uint32_t W = 1u << BR_T, P = W + 1;
+    __shared__ uint4 s_lo[W * P], s_hi[W * P];
+    return tile_t{s_lo, s_hi};
+}
+template <bool QUOT, bool FOLD = false>
 __device__ __forceinline__ void bit_reverse_tiled(fr_t* __restrict__ data, const fr_t* __restrict__ qb,
                                                   const fr_t* __restrict__ qc, const fr_t* __restrict__ tables,
                                                   uint32_t lg_n)
 {
     constexpr uint32_t W = 1u << BR_T, P = W + 1;    // row pitch padded: conflict-free row reads
-    __shared__ uint4 s_lo[W * P], s_hi[W * P];
-    const tile_t tile{s_lo, s_hi};
+    const tile_t tile = bit_reverse_tile();
     const uint32_t mid = lg_n - 2 * BR_T;
     const uint32_t m = blockIdx.x, mr = bitrev(m, mid);
     if (mr < m) return;
@@ -119,7 +131,7 @@ __device__ __forceinline__ void bit_reverse_tiled(fr_t* __restrict__ data, const
     const uint32_t t = threadIdx.x;
     const uint32_t a_shift = lg_n - BR_T;
     fr_t ra[4], rb[4], nn, kk;
-    if constexpr (QUOT) {
+    if constexpr (QUOT && !FOLD) {
         nn = ld(tables + T_HN + lg_n);
         kk = ld(tables + T_HK + lg_n);
     }
@@ -131,8 +143,8 @@ __device__ __forceinline__ void bit_reverse_tiled(fr_t* __restrict__ data, const
         ra[u] = ld_elem(poly + ia);
         if (mr != m) rb[u] = ld_elem(poly + ib);
         if constexpr (QUOT) {
-            ra[u] = hq(ra[u], ld_elem(qb + ia), ld_elem(qc + ia), nn, kk);
-            if (mr != m) rb[u] = hq(rb[u], ld_elem(qb + ib), ld_elem(qc + ib), nn, kk);
+            ra[u] = hq<FOLD>(ra[u], ld_elem(qb + ia), ld_elem(qc + ia), nn, kk);
+            if (mr != m) rb[u] = hq<FOLD>(rb[u], ld_elem(qb + ib), ld_elem(qc + ib), nn, kk);
         }
     }
     // Output (a', rev m, b') is old (rev b', m, rev a') = A[rev b'][rev a']: stage A at
@@ -176,22 +188,35 @@ cuzk_ntt_bit_reverse_tiled(fr_t* __restrict__ data, uint32_t lg_n)
 }
 
 // The H pipeline's quotient written bit-reversed, in place on a (one polynomial): a[bitrev(i)] =
-// (a[i] * b[i] - n * c[i]) * K (hq), so the H pipeline's inverse coset transform is a DIT
-// (bit-reversed in) and no permutation pass follows it. Element-wise (any lg_n; grid any x, 1): the thread of the pair
-// (i, j = bitrev(i)), i <= j, reads both before it writes either.
-extern "C" __global__ void __launch_bounds__(256)
-cuzk_ntt_quotient_bitrev(fr_t* __restrict__ a, const fr_t* __restrict__ b, const fr_t* __restrict__ c,
-                         const fr_t* __restrict__ tables, uint32_t lg_n)
+// (a[i] * b[i] - n * c[i]) * K, or a[i] * b[i] - c[i] with fold != 0 (hq), so the H pipeline's
+// inverse coset transform is a DIT (bit-reversed in) and no permutation pass follows it.
+// Element-wise (any lg_n; grid any x, 1): the thread of the pair (i, j = bitrev(i)), i <= j,
+// reads both before it writes either.
+template <bool FOLD>
+__device__ __forceinline__ void quotient_bitrev(fr_t* __restrict__ a, const fr_t* __restrict__ b,
+                                                const fr_t* __restrict__ c, const fr_t* __restrict__ tables,
+                                                uint32_t lg_n)
 {
     const uint32_t n = 1u << lg_n;
-    const fr_t nn = ld(tables + T_HN + lg_n), kk = ld(tables + T_HK + lg_n);
+    fr_t nn, kk;
+    if constexpr (!FOLD) {
+        nn = ld(tables + T_HN + lg_n);
+        kk = ld(tables + T_HK + lg_n);
+    }
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         const uint32_t j = bitrev(i, lg_n);
         if (i > j) continue;
-        const fr_t qi = hq(a[i], b[i], c[i], nn, kk);
-        if (i != j) a[i] = hq(a[j], b[j], c[j], nn, kk);
+        const fr_t qi = hq<FOLD>(a[i], b[i], c[i], nn, kk);
+        if (i != j) a[i] = hq<FOLD>(a[j], b[j], c[j], nn, kk);
         a[j] = qi;
     }
+}
+extern "C" __global__ void __launch_bounds__(256)
+cuzk_ntt_quotient_bitrev(fr_t* __restrict__ a, const fr_t* __restrict__ b, const fr_t* __restrict__ c,
+                         const fr_t* __restrict__ tables, uint32_t lg_n, uint32_t fold)
+{
+    if (fold) quotient_bitrev<true>(a, b, c, tables, lg_n);
+    else quotient_bitrev<false>(a, b, c, tables, lg_n);
 }
 
 // The same through the tiles of cuzk_ntt_bit_reverse_tiled (needs lg_n >= 10; grid
@@ -200,9 +225,10 @@ cuzk_ntt_quotient_bitrev(fr_t* __restrict__ a, const fr_t* __restrict__ b, const
 // over memory instead of the quotient's and the tiled permutation's two.
 extern "C" __global__ void __launch_bounds__(256)
 cuzk_ntt_quotient_bitrev_tiled(fr_t* __restrict__ a, const fr_t* __restrict__ b, const fr_t* __restrict__ c,
-                               const fr_t* __restrict__ tables, uint32_t lg_n)
+                               const fr_t* __restrict__ tables, uint32_t lg_n, uint32_t fold)
 {
-    bit_reverse_tiled<true>(a, b, c, tables, lg_n);
+    if (fold) bit_reverse_tiled<true, true>(a, b, c, tables, lg_n);
+    else bit_reverse_tiled<true, false>(a, b, c, tables, lg_n);
 }
 
 // The specialized DIF kernels spill at the 64-register cap of 4 blocks per SM; the DIT kernels

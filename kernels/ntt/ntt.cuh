@@ -23,7 +23,8 @@
 // Coset scaling (g^i, g^-i) and the constant 1/n live in the same table buffer and are fused
 // into the load of the first pass (pre) or the store of the last pass (post). The H pipeline
 // (lg_n <= 27) evaluates on the half-root coset s = w_2N instead: s^i is folded into the
-// inter-pass twiddles (F_ODD_ROW, F_ODD_COL, F_POST_ROW below), 1/n into the quotient's constant.
+// inter-pass twiddles (F_ODD_ROW, F_ODD_COL, F_POST_ROW below), 1/n and the quotient's
+// constants into to_coset's first twiddle (F_TW_FOLD, T_HTW) where its pass has k <= INT_LG.
 #pragma once
 
 #include "ff/bls12_381.cuh"
@@ -69,7 +70,14 @@ __host__ __device__ constexpr uint32_t gn_off(uint32_t L) { return L <= 15 ? L :
 constexpr uint32_t GN_LEN = gn_off(MAX_LG + 1);              // 2^15 + 13
 constexpr uint32_t T_GN_HI = T_INV_DIR + DIRECT_N;
 constexpr uint32_t T_GIN_HI = T_GN_HI + GN_LEN;
-constexpr uint32_t T_LEN = T_GIN_HI + GN_LEN;
+// The H pipeline's quotient constants folded into to_coset's first twiddle (half-root coset,
+// L <= MAX_LG - 1; F_TW_FOLD): for each L and polynomial y of the H launch (0 = a, 1 = b, 2 =
+// c), HTW[L][y][j] = s_y * w_(2^(INT_LG+1))^j, j < 2^INT_LG, with s_a = K_L, s_b = 1, s_c = n * K_L
+// (at offset T_HTW + ((3 * L + y) << INT_LG)). to_coset is linear, so a's and c's coset values
+// come out times K_L and n * K_L and the quotient writes a * b - c (one multiplication).
+constexpr uint32_t HTW_LEN = 3u * MAX_LG << INT_LG;
+constexpr uint32_t T_HTW = T_GIN_HI + GN_LEN;
+constexpr uint32_t T_LEN = T_HTW + HTW_LEN;
 
 // ---- pass flags (mirrored in crates/gpu/src/ntt.rs) ---------------------------------------------
 constexpr uint32_t F_DIT = 1u << 0;          // Cooley-Tukey pass (else Gentleman-Sande)
@@ -99,7 +107,11 @@ constexpr uint32_t F_POST_ROW = 1u << 11;    // DIT store: x *= w_(2^(k+1))^(+-r
 // pass (the twiddle its input needs: k', R' = R + k); the H pipeline's to_coeffs' last pass
 // (inverse DIF) that of to_coset's first pass (forward DIT, same k, R = 0, F_ODD_ROW).
 constexpr uint32_t F_TW_INV = 1u << 12;
-constexpr uint32_t F_ALL = (1u << 13) - 1;
+// With F_TWIDDLE (the H pipeline's to_coeffs' last store: geometry (tk <= INT_LG, 0), F_ODD_ROW,
+// forward, lg_n <= MAX_LG - 1, grid.y = 3): the twiddle w_(2^(tk+1))^bitrev(row) is read from
+// T_HTW, pre-scaled for polynomial blockIdx.y (the quotient constants, see T_HTW).
+constexpr uint32_t F_TW_FOLD = 1u << 13;
+constexpr uint32_t F_ALL = (1u << 14) - 1;
 constexpr uint32_t TW_K_SHIFT = 16;
 constexpr uint32_t TW_R_SHIFT = 20;
 __host__ __device__ constexpr uint32_t tw_geometry(uint32_t k, uint32_t r) { return (k << TW_K_SHIFT) | (r << TW_R_SHIFT); }
@@ -510,10 +522,17 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
         if (has_tw && (flags & F_TWIDDLE)) {
             // The inter-pass twiddle of the pass geometry (TW_K, TW_R) at this position.
             const uint32_t tk = (flags >> TW_K_SHIFT) & 15, tr = (flags >> TW_R_SHIFT) & 31;
-            uint32_t ord;
-            const uint32_t ex = twiddle_exp(flags, tk + tr, tk, (pos >> tr) & ((1u << tk) - 1),
-                                            pos & ((1u << tr) - 1), ord);
-            x = x * pass_twiddle(tables, flags & F_TW_INV, ord, ex);
+            if (flags & F_TW_FOLD) {
+                // tr = 0, F_ODD_ROW, forward: w_(2^(tk+1))^br = w_(2^(INT_LG+1))^(br << (INT_LG - tk)),
+                // times polynomial y's quotient constant (T_HTW).
+                const uint32_t j = bitrev(pos & ((1u << tk) - 1), tk) << (INT_LG - tk);
+                x = x * ld(tables + T_HTW + (((3 * lg_n + ctaid_y_fresh()) << INT_LG) | j));
+            } else {
+                uint32_t ord;
+                const uint32_t ex = twiddle_exp(flags, tk + tr, tk, (pos >> tr) & ((1u << tk) - 1),
+                                                pos & ((1u << tr) - 1), ord);
+                x = x * pass_twiddle(tables, flags & F_TW_INV, ord, ex);
+            }
         }
         if (has_post && dit && (flags & F_POST_ROW))
             x = x * (k < INT_LG ? ld(tables + (inv ? T_INV_INT : T_FWD_INT) + (row << (INT_LG - 1 - k)))

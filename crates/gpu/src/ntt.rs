@@ -51,8 +51,13 @@ pub mod layout {
     pub const GN_LEN: usize = gn_off(MAX_LG + 1);
     pub const T_GN_HI: usize = T_INV_DIR + DIRECT_N;
     pub const T_GIN_HI: usize = T_GN_HI + GN_LEN;
+    /// The H pipeline's quotient constants folded into to_coset's first twiddle (`TW_FOLD`):
+    /// for L < MAX_LG and polynomial y (a, b, c) at `T_HTW + ((3·L + y) << INT_LG)`,
+    /// s_y·w_(2^(INT_LG+1))^j, j < 2^INT_LG, s_a = K_L, s_b = 1, s_c = n·K_L.
+    pub const HTW_LEN: usize = (3 * MAX_LG as usize) << INT_LG;
+    pub const T_HTW: usize = T_GIN_HI + GN_LEN;
     /// Elements in the table buffer every NTT kernel reads.
-    pub const T_LEN: usize = T_GIN_HI + GN_LEN;
+    pub const T_LEN: usize = T_HTW + HTW_LEN;
 }
 
 /// Pass flags, mirrored from `kernels/ntt/ntt.cuh`.
@@ -75,7 +80,11 @@ pub mod flags {
     /// `TWIDDLE` is multiplied at the store, as the inter-pass twiddle of the pass geometry in
     /// the fields [`tw_geometry`] (k bits, r column bits), over w^-1 with `TW_INV`.
     pub const TW_INV: u32 = 1 << 12;
-    pub const ALL: u32 = (1 << 13) - 1;
+    /// With `TWIDDLE` on the H pipeline's to_coeffs' last store (geometry (k ≤ 10, 0),
+    /// `ODD_ROW`, forward, lg_n < MAX_LG, three polynomials): the twiddle comes pre-scaled by
+    /// polynomial y's quotient constant from `T_HTW`.
+    pub const TW_FOLD: u32 = 1 << 13;
+    pub const ALL: u32 = (1 << 14) - 1;
     pub const TW_K_SHIFT: u32 = 16;
     pub const TW_R_SHIFT: u32 = 20;
     /// The store-side twiddle's pass geometry: k (< 16) row bits, r (< 32) column bits.
@@ -315,7 +324,17 @@ fn launch_pass<T: Pod>(
     // with the odd bits (a power of W = w_(2^MAX_LG) only for M < 2^MAX_LG).
     let (tk, tr) = flags::tw_fields(pass_flags);
     let odd = u32::from(pass_flags & (flags::ODD_ROW | flags::ODD_COL) != 0);
+    // The folded twiddle (T_HTW): index (3·lg_n + y) << 10 | j needs lg_n < MAX_LG, y < 3,
+    // the R = 0 odd-row forward geometry with k ≤ INT_LG.
+    let bad_fold = pass_flags & flags::TW_FOLD != 0
+        && (pass_flags & (flags::TWIDDLE | flags::ODD_ROW | flags::ODD_COL | flags::TW_INV)
+            != flags::TWIDDLE | flags::ODD_ROW
+            || tr != 0
+            || tk > layout::INT_LG
+            || lg_n >= layout::MAX_LG
+            || batch != 3);
     if k < min_k
+        || bad_fold
         || tile_lg < ept_lg
         || tile_lg > max_tile_lg
         || s0 + tile_lg > lg_n
@@ -345,7 +364,8 @@ fn launch_pass<T: Pod>(
     // row << (18 - k) < 2^18 for row < 2^k), scaled HI index
     // gn_off(lg_n) + (i >> 14) < gn_off(lg_n + 1) for i < 2^lg_n, lg_n <= 28, internal index
     // < 512; the wide kernel's internal twiddles of half-size >= 2^10 read the direct table at
-    // j << (18 - lg_h) < 2^18 < DIRECT_N); the buffers stay borrowed mutably for the launch
+    // j << (18 - lg_h) < 2^18 < DIRECT_N; with TW_FOLD T_HTW + ((3·lg_n + y) << 10 | j),
+    // lg_n < MAX_LG, y < 3, j < 2^10, checked above); the buffers stay borrowed mutably for the launch
     // and stream order protects them afterwards. The launcher raises the function's dynamic
     // shared memory limit for tiles above 48 KiB.
     unsafe {
@@ -435,8 +455,11 @@ fn check_quotient<T: Pod>(
 
 /// The H pipeline's quotient written bit-reversed, in place on `a`: `a[bitrev(i)] = (a[i]·b[i]
 /// − n·c[i])·K` with `n = tables[T_HN + lg_n]`, `K = tables[T_HK + lg_n]` (inputs n times the
-/// coset evaluations; K = 1/(Z·n^3) includes the unscaled back transform's 1/n), element-wise
-/// (any size; each thread owns a pair (i, bitrev i)). Asynchronous.
+/// coset evaluations; K = 1/(Z·n^3) includes the unscaled back transform's 1/n), or with `fold`
+/// `a[i]·b[i] − c[i]` (a and c already times K and n·K: to_coeffs' last store had
+/// `flags::TW_FOLD`), element-wise (any size; each thread owns a pair (i, bitrev i)).
+/// Asynchronous.
+#[allow(clippy::too_many_arguments)]
 pub fn quotient_bit_reverse<T: Pod>(
     gpu: &Gpu,
     stream: &Stream,
@@ -445,6 +468,7 @@ pub fn quotient_bit_reverse<T: Pod>(
     c: &DeviceBuffer<T>,
     tables: &DeviceBuffer<T>,
     lg_n: u32,
+    fold: bool,
 ) -> Result<()> {
     const K: &str = "cuzk_ntt_quotient_bitrev";
     check_quotient(K, a, b, c, tables, lg_n)?;
@@ -454,13 +478,15 @@ pub fn quotient_bit_reverse<T: Pod>(
         block: (256, 1, 1),
         shared_bytes: 0,
     };
+    let fold = u32::from(fold);
     // SAFETY: indices i and bitrev(i) are below 2^lg_n == len of a, b, c; the pair (i,
     // bitrev i) is read and written by one thread only; tables[T_HN / T_HK + lg_n] < T_LEN.
-    unsafe { gpu.launch(stream, MODULE, K, cfg, &[&*a, b, c, tables, &lg_n]) }
+    unsafe { gpu.launch(stream, MODULE, K, cfg, &[&*a, b, c, tables, &lg_n, &fold]) }
 }
 
 /// [`quotient_bit_reverse`] through the 32 × 32 tiles of [`bit_reverse_tiled`] (one memory
 /// pass: read a, b, c once, write a once); needs `lg_n >= 10`. Asynchronous.
+#[allow(clippy::too_many_arguments)]
 pub fn quotient_bit_reverse_tiled<T: Pod>(
     gpu: &Gpu,
     stream: &Stream,
@@ -469,6 +495,7 @@ pub fn quotient_bit_reverse_tiled<T: Pod>(
     c: &DeviceBuffer<T>,
     tables: &DeviceBuffer<T>,
     lg_n: u32,
+    fold: bool,
 ) -> Result<()> {
     const K: &str = "cuzk_ntt_quotient_bitrev_tiled";
     check_quotient(K, a, b, c, tables, lg_n)?;
@@ -483,11 +510,12 @@ pub fn quotient_bit_reverse_tiled<T: Pod>(
         block: (256, 1, 1),
         shared_bytes: 0,
     };
+    let fold = u32::from(fold);
     // SAFETY: block m touches indices (a << (lg_n-5)) | (m' << 5) | b < 2^lg_n == len of a,
     // b, c, m' in {m, bitrev(m)}; the sets of different blocks are disjoint and each block
     // reads all its elements of a (and b, c, never written) before writing a;
     // tables[T_HN / T_HK + lg_n] < T_LEN.
-    unsafe { gpu.launch(stream, MODULE, K, cfg, &[&*a, b, c, tables, &lg_n]) }
+    unsafe { gpu.launch(stream, MODULE, K, cfg, &[&*a, b, c, tables, &lg_n, &fold]) }
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! (asynchronous), host-slice conveniences staged through pinned memory, and the fused Groth16
 //! quotient pipeline. Bit-identical to the CPU calls (checked in `tests/gpu.rs`).
 //!
-//! Every device owns one table buffer (~36 MiB, all sizes up to 2^28), uploaded on first use
+//! Every device owns one table buffer (~39 MiB, all sizes up to 2^28), uploaded on first use
 //! and kept for the life of the process.
 
 use std::collections::HashMap;
@@ -46,6 +46,8 @@ const _: () = {
             && plan::F_ODD_COL == k::flags::ODD_COL
             && plan::F_POST_ROW == k::flags::POST_ROW
     );
+    assert!(plan::F_TW_INV == k::flags::TW_INV && plan::F_TW_FOLD == k::flags::TW_FOLD);
+    assert!(plan::T_HTW == k::layout::T_HTW && plan::HTW_LEN == k::layout::HTW_LEN);
 };
 
 /// The device's table buffer, uploaded once per device.
@@ -363,10 +365,14 @@ impl Domain {
             run_passes_many(gpu, stream, &mut polys, &tables, lg_n, &to_coset, choice)?;
             mark(1)?;
         }
+        // The quotient's constants were folded into to_coeffs' last store (F_TW_FOLD): a·b − c.
+        let fold = to_coeffs
+            .last()
+            .is_some_and(|p| p.flags & plan::F_TW_FOLD != 0);
         if plan::tiled_bitrev(lg_n) {
-            k::quotient_bit_reverse_tiled(gpu, stream, a, &b, &c, &tables, lg_n)?;
+            k::quotient_bit_reverse_tiled(gpu, stream, a, &b, &c, &tables, lg_n, fold)?;
         } else {
-            k::quotient_bit_reverse(gpu, stream, a, &b, &c, &tables, lg_n)?;
+            k::quotient_bit_reverse(gpu, stream, a, &b, &c, &tables, lg_n, fold)?;
         }
         mark(2)?;
         // `back` is enqueued before b and c are freed, so the device does not idle through the

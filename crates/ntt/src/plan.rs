@@ -59,7 +59,12 @@ pub(crate) const fn gn_off(lg: u32) -> usize {
 pub(crate) const GN_LEN: usize = gn_off(MAX_LG + 1);
 pub(crate) const T_GN_HI: usize = T_INV_DIR + DIRECT_N;
 pub(crate) const T_GIN_HI: usize = T_GN_HI + GN_LEN;
-pub(crate) const T_LEN: usize = T_GIN_HI + GN_LEN;
+/// The H pipeline's quotient constants folded into to_coset's first twiddle (`F_TW_FOLD`): for
+/// L < MAX_LG and polynomial y (a, b, c) at `T_HTW + ((3·L + y) << INT_LG)`,
+/// s_y·w_(2^(INT_LG+1))^j, j < 2^INT_LG, s_a = K_L, s_b = 1, s_c = n·K_L.
+pub(crate) const HTW_LEN: usize = (3 * MAX_LG as usize) << INT_LG;
+pub(crate) const T_HTW: usize = T_GIN_HI + GN_LEN;
+pub(crate) const T_LEN: usize = T_HTW + HTW_LEN;
 pub(crate) const TILE_LG: u32 = 10;
 
 /// Run passes with `k >= 2` on the radix-4 kernel (`cuzk_ntt_pass4`: four elements per thread,
@@ -131,6 +136,10 @@ pub(crate) const F_ODD_ROW: u32 = 1 << 9;
 pub(crate) const F_ODD_COL: u32 = 1 << 10;
 pub(crate) const F_POST_ROW: u32 = 1 << 11;
 pub(crate) const F_TW_INV: u32 = 1 << 12;
+/// The kernels' `F_TW_FOLD`: to_coeffs' last store (H pipeline, half-root coset, k ≤ INT_LG)
+/// reads to_coset's R = 0 twiddle pre-scaled by polynomial y's quotient constant (`T_HTW`), and
+/// the quotient kernels then write a·b − c.
+pub(crate) const F_TW_FOLD: u32 = 1 << 13;
 pub(crate) const TW_K_SHIFT: u32 = 16;
 pub(crate) const TW_R_SHIFT: u32 = 20;
 /// The kernels' `tw_geometry`: the pass geometry (k row bits, r column bits) of the inter-pass
@@ -140,7 +149,7 @@ pub(crate) const fn tw_geometry(k: u32, r: u32) -> u32 {
 }
 pub(crate) const TW_FIELDS: u32 = tw_geometry(15, 31);
 /// Every bit that describes an inter-pass twiddle.
-const TW_BITS: u32 = F_TWIDDLE | F_ODD_ROW | F_ODD_COL | F_TW_INV | TW_FIELDS;
+const TW_BITS: u32 = F_TWIDDLE | F_ODD_ROW | F_ODD_COL | F_TW_INV | F_TW_FOLD | TW_FIELDS;
 
 /// One launch of `cuzk_ntt_pass` (or `cuzk_ntt_pass4` when `radix4`, `cuzk_ntt_pass_wide`
 /// when `wide`, which overrides `radix4`).
@@ -321,7 +330,7 @@ pub(crate) fn store_twiddles(lg_n: u32, passes: &mut [Pass]) {
         .collect();
     for p in passes.iter_mut() {
         assert_eq!(
-            p.flags & (F_TW_INV | TW_FIELDS),
+            p.flags & (F_TW_INV | F_TW_FOLD | TW_FIELDS),
             0,
             "twiddle already placed"
         );
@@ -406,8 +415,11 @@ pub(crate) const H_HALF_ROOT_MAX_LG: u32 = MAX_LG - 1;
 /// coset s = w_2N (→ natural, n times the coset evaluations): s^i is folded into the inter-pass
 /// twiddles of every pass (`F_TWIDDLE | F_ODD_ROW`, the first executed pass included: its
 /// twiddle is multiplied at the store of to_coeffs' last pass, like every DIT twiddle at the
-/// store of the pass before, see [`store_twiddles`]), no pre-scaling. The point-wise step (`cuzk_ntt_quotient_bitrev[_tiled]`) writes (a·b − n·c)·K,
-/// K = 1/(Z·n^3), Z = s^N − 1 = −2, bit-reversed; `back` is an unscaled inverse DIT whose last
+/// store of the pass before, see [`store_twiddles`]), no pre-scaling. The point-wise step
+/// (`cuzk_ntt_quotient_bitrev[_tiled]`) writes (a·b − n·c)·K, K = 1/(Z·n^3), Z = s^N − 1 = −2,
+/// bit-reversed; where to_coeffs' last pass has k ≤ INT_LG (not the wide plan's k > 10) K and
+/// n·K are folded into that store's twiddle for a and c (`F_TW_FOLD`, `T_HTW`) and it writes
+/// a·b − c; `back` is an unscaled inverse DIT whose last
 /// pass (s0 = 0) folds s^-i into its twiddle (`F_ODD_COL`) and a per-row factor
 /// w_(2^(k+1))^-row (`F_POST_ROW`). At 2^MAX_LG (no w_(2^29)) the same steps run on the g coset:
 /// g^i fused into to_coset's first load, g^-i into back's last store, K = 1/((g^N − 1)·n^3).
@@ -472,6 +484,15 @@ pub(crate) fn quotient_plan_coset(
     let mut inputs = [to_coeffs, to_coset].concat();
     store_twiddles(lg_n, &mut inputs);
     to_coset = inputs.split_off(first_coset);
+    // Half-root coset: fold the quotient's constants into that store (T_HTW, one table load in
+    // place of the internal / direct one), where its pass has k ≤ INT_LG (the wide plan's k may
+    // reach 12: it keeps (a·b − n·c)·K). The g coset (2^MAX_LG) folds nothing.
+    if let Some(last) = inputs.last_mut() {
+        let want = F_TWIDDLE | F_ODD_ROW | tw_geometry(last.k, 0);
+        if half_root && last.k <= INT_LG && last.flags & TW_BITS == want {
+            last.flags |= F_TW_FOLD;
+        }
+    }
     store_twiddles(lg_n, &mut back);
     (inputs, to_coset, back)
 }
@@ -555,6 +576,18 @@ pub(crate) fn tables() -> Vec<Fr> {
                 acc *= step;
             }
             ninv *= two_inv;
+        }
+    }
+    // T_HTW: for L < MAX_LG and y = a, b, c: s_y·w_2048^j, s_a = K_L, s_b = 1, s_c = n·K_L.
+    let w_fold = w.pow(&[1 << (MAX_LG - INT_LG - 1)]);
+    for lg in 0..MAX_LG as usize {
+        let (k, n) = (t[T_HK + lg], t[T_HN + lg]);
+        for s in [k, Fr::ONE, n * k] {
+            let mut acc = s;
+            for _ in 0..1 << INT_LG {
+                t.push(acc);
+                acc *= w_fold;
+            }
         }
     }
     debug_assert_eq!(t.len(), T_LEN);
@@ -683,7 +716,7 @@ pub(crate) mod emu {
         let dit = flags & F_DIT != 0;
         let inv = flags & F_INVERSE != 0;
         let cmask = (1u32 << lg_c) - 1;
-        for poly in data.chunks_mut(1 << lg_n) {
+        for (y, poly) in data.chunks_mut(1 << lg_n).enumerate() {
             for blk in 0..(1u32 << (lg_n - tile_lg)) {
                 let group = blk >> chunks_lg;
                 let col0 = (blk & ((1 << chunks_lg) - 1)) << lg_c;
@@ -797,8 +830,22 @@ pub(crate) mod emu {
                         let (tk, tr) = ((flags >> TW_K_SHIFT) & 15, (flags >> TW_R_SHIFT) & 31);
                         assert!(tk + tr <= lg_n, "twiddle geometry inside the polynomial");
                         let (row_t, col_t) = ((pos >> tr) & ((1 << tk) - 1), pos & ((1 << tr) - 1));
-                        let (ord, ex) = twiddle_exp(flags, tk + tr, tk, row_t, col_t);
-                        x *= pass_twiddle(t, flags & F_TW_INV != 0, ord, ex);
+                        if flags & F_TW_FOLD != 0 {
+                            // The R = 0 odd-row forward twiddle pre-scaled for polynomial y.
+                            assert!(
+                                tr == 0
+                                    && tk <= INT_LG
+                                    && y < 3
+                                    && lg_n < MAX_LG
+                                    && flags & (F_ODD_ROW | F_ODD_COL | F_TW_INV) == F_ODD_ROW,
+                                "kernel precondition of F_TW_FOLD"
+                            );
+                            let j = (bitrev(row_t as usize, tk) as u32) << (INT_LG - tk);
+                            x *= t[T_HTW + ((((3 * lg_n) as usize + y) << INT_LG) | j as usize)];
+                        } else {
+                            let (ord, ex) = twiddle_exp(flags, tk + tr, tk, row_t, col_t);
+                            x *= pass_twiddle(t, flags & F_TW_INV != 0, ord, ex);
+                        }
                     }
                     if dit && flags & F_POST_ROW != 0 {
                         x *= t[if inv { T_INV_DIR } else { T_FWD_DIR }
@@ -894,13 +941,23 @@ pub(crate) mod emu {
         }
     }
 
-    /// The kernels' `hq`: (a·b − n·c)·K, `nk` = (n, K).
-    pub(crate) fn hq(a: Fr, b: Fr, c: Fr, (n, k): (Fr, Fr)) -> Fr {
-        (a * b - c * n) * k
+    /// The kernels' `hq`: (a·b − n·c)·K, `nk` = Some((n, K)), or (folded, `F_TW_FOLD`) a·b − c
+    /// for `nk` = None.
+    pub(crate) fn hq(a: Fr, b: Fr, c: Fr, nk: Option<(Fr, Fr)>) -> Fr {
+        match nk {
+            Some((n, k)) => (a * b - c * n) * k,
+            None => a * b - c,
+        }
     }
 
     /// `cuzk_ntt_quotient_bitrev`: a[bitrev i] = hq(a[i], b[i], c[i]), pair by pair.
-    pub(crate) fn quotient_bit_reverse(a: &mut [Fr], b: &[Fr], c: &[Fr], nk: (Fr, Fr), lg_n: u32) {
+    pub(crate) fn quotient_bit_reverse(
+        a: &mut [Fr],
+        b: &[Fr],
+        c: &[Fr],
+        nk: Option<(Fr, Fr)>,
+        lg_n: u32,
+    ) {
         for i in 0..a.len() {
             let j = bitrev(i, lg_n);
             if i > j {
@@ -919,7 +976,7 @@ pub(crate) mod emu {
         a: &mut [Fr],
         b: &[Fr],
         c: &[Fr],
-        nk: (Fr, Fr),
+        nk: Option<(Fr, Fr)>,
         lg_n: u32,
     ) {
         assert_eq!(a.len(), 1 << lg_n, "one polynomial");
@@ -927,7 +984,13 @@ pub(crate) mod emu {
     }
 
     /// The fused quotient kernel the GPU code selects for 2^lg_n.
-    pub(crate) fn quotient_permute(a: &mut [Fr], b: &[Fr], c: &[Fr], nk: (Fr, Fr), lg_n: u32) {
+    pub(crate) fn quotient_permute(
+        a: &mut [Fr],
+        b: &[Fr],
+        c: &[Fr],
+        nk: Option<(Fr, Fr)>,
+        lg_n: u32,
+    ) {
         if tiled_bitrev(lg_n) {
             quotient_bit_reverse_tiled(a, b, c, nk, lg_n);
         } else {
@@ -1091,6 +1154,20 @@ mod tests {
             Domain::new(28).unwrap().vanishing_on_coset_inverse() * n_inv3(28)
         );
         assert_eq!(t[T_HN + 20], Fr::from_u64(1 << 20));
+        // T_HTW: the quotient constants times w_2048^j for a, b, c of each L < MAX_LG, after
+        // everything else.
+        assert_eq!(T_HTW + HTW_LEN, T_LEN);
+        assert_eq!(HTW_LEN, 3 * 28 * 1024);
+        let w2048 = Fr::root_of_unity_of_order(INT_LG + 1).unwrap();
+        for (lg, j) in [(0usize, 0u64), (1, 1), (16, 513), (24, 1000), (27, 1023)] {
+            let at = |y: usize| t[T_HTW + ((3 * lg + y) << INT_LG) + j as usize];
+            let (k, n) = (t[T_HK + lg], Fr::from_u64(1 << lg));
+            assert_eq!(at(0), k * w2048.pow(&[j]), "a 2^{lg} j {j}");
+            assert_eq!(at(1), w2048.pow(&[j]), "b 2^{lg} j {j}");
+            assert_eq!(at(2), n * k * w2048.pow(&[j]), "c 2^{lg} j {j}");
+        }
+        // The unscaled entries agree with the internal table on the even exponents.
+        assert_eq!(t[T_HTW + (1 << INT_LG) + 2 * 77], t[T_FWD_INT + 77]);
         // w_2N for N = 2^27 is in the direct table's range of orders.
         assert_eq!(
             t[T_FWD_DIR + (1 << (DIRECT_LG - 1))],
@@ -1536,11 +1613,15 @@ mod tests {
             assert_eq!(net.last().unwrap().flags & F_TWIDDLE, 0);
         }
         let tw_last = to_coeffs.last().unwrap().flags;
+        // The quotient's constants folded into that store (k ≤ INT_LG on the half-root coset).
+        let fold = tw_last & F_TW_FOLD != 0;
+        assert!(all.clone().filter(|p| p.flags & F_TW_FOLD != 0).count() <= 1);
         if half_root {
             assert!(all.clone().all(|p| p.flags & (F_PRE_G | F_POST_GI) == 0));
             let last_k = to_coeffs.last().unwrap().k;
+            assert_eq!(fold, last_k <= INT_LG);
             assert_eq!(
-                tw_last & TW_BITS,
+                tw_last & TW_BITS & !F_TW_FOLD,
                 F_TWIDDLE | F_ODD_ROW | tw_geometry(last_k, 0)
             );
             let n = to_coset.len();
@@ -1550,23 +1631,29 @@ mod tests {
         } else {
             assert_eq!(tw_last & F_TWIDDLE, 0);
         }
-        let mut bufs = [a.to_vec(), b.to_vec(), c.to_vec()];
-        for v in bufs.iter_mut() {
-            for p in to_coeffs.iter().chain(&to_coset) {
-                assert_eq!(p.wide, wide && lg_n >= WIDE_MIN_LG);
-                emu::pass(v, t, lg_n, *p);
-            }
+        // The passes run over a, b, c as polynomials 0, 1, 2 of one launch (grid.y = 3).
+        let n = 1usize << lg_n;
+        let mut abc = [a, b, c].concat();
+        for p in to_coeffs.iter().chain(&to_coset) {
+            assert_eq!(p.wide, wide && lg_n >= WIDE_MIN_LG);
+            emu::pass(&mut abc, t, lg_n, *p);
         }
-        let [mut a, b, c] = bufs;
-        let nk = if half_root {
-            (t[T_HN + lg_n as usize], t[T_HK + lg_n as usize])
+        let (mut a, b, c) = (
+            abc[..n].to_vec(),
+            abc[n..2 * n].to_vec(),
+            abc[2 * n..].to_vec(),
+        );
+        let nk = if fold {
+            None
+        } else if half_root {
+            Some((t[T_HN + lg_n as usize], t[T_HK + lg_n as usize]))
         } else {
             let d = Domain::new(lg_n).unwrap();
             let n_inv = Fr::from_u64(1 << lg_n).inverse().unwrap();
-            (
+            Some((
                 Fr::from_u64(1 << lg_n),
                 d.vanishing_on_coset_inverse() * n_inv * n_inv * n_inv,
-            )
+            ))
         };
         emu::quotient_permute(&mut a, &b, &c, nk, lg_n);
         for p in &back {
@@ -1625,22 +1712,52 @@ mod tests {
         }
     }
 
+    /// `F_TW_FOLD` is on to_coeffs' last pass exactly on the half-root coset with k ≤ INT_LG:
+    /// not on the wide plan's 12-bit passes (2^24: 12 + 12) nor the g coset, and on no other pass.
+    #[test]
+    fn tw_fold_only_where_its_table_reaches() {
+        for (lg_n, wide, half_root, folds) in [
+            (24u32, false, true, true),
+            (24, true, true, false),
+            (23, true, true, false),
+            (17, true, true, true),
+            (27, false, true, true),
+            (24, false, false, false),
+            (1, false, true, true),
+        ] {
+            let (to_coeffs, to_coset, back) = quotient_plan_coset(lg_n, wide, None, half_root);
+            let last = to_coeffs.last().unwrap();
+            assert_eq!(last.flags & F_TW_FOLD != 0, folds, "2^{lg_n} wide {wide}");
+            assert_eq!(folds, half_root && last.k <= INT_LG);
+            let n = to_coeffs.len();
+            let others = to_coeffs[..n - 1].iter().chain(&to_coset).chain(&back);
+            assert!(others.clone().all(|p| p.flags & F_TW_FOLD == 0));
+        }
+    }
+
     /// Both fused quotient kernels are the quotient followed by the bit reversal, in place.
     #[test]
     fn fused_quotient_bit_reverse_is_quotient_then_permutation() {
         for lg_n in [0u32, 1, 3, 10, 11, 14] {
             let n = 1usize << lg_n;
             let (a, b, c) = (random(n, 11), random(n, 12), random(n, 13));
-            let nk = (random(1, 14)[0], random(1, 15)[0]);
-            let mut want: Vec<Fr> = (0..n).map(|i| (a[i] * b[i] - c[i] * nk.0) * nk.1).collect();
-            emu::bit_reverse(&mut want, lg_n);
-            let mut got = a.clone();
-            emu::quotient_bit_reverse(&mut got, &b, &c, nk, lg_n);
-            assert!(got == want, "element-wise 2^{lg_n}");
-            if lg_n >= TILED_BITREV_MIN_LG {
+            let (nn, kk) = (random(1, 14)[0], random(1, 15)[0]);
+            for nk in [Some((nn, kk)), None] {
+                let mut want: Vec<Fr> = (0..n)
+                    .map(|i| match nk {
+                        Some(_) => (a[i] * b[i] - c[i] * nn) * kk,
+                        None => a[i] * b[i] - c[i],
+                    })
+                    .collect();
+                emu::bit_reverse(&mut want, lg_n);
                 let mut got = a.clone();
-                emu::quotient_bit_reverse_tiled(&mut got, &b, &c, nk, lg_n);
-                assert!(got == want, "tiled 2^{lg_n}");
+                emu::quotient_bit_reverse(&mut got, &b, &c, nk, lg_n);
+                assert!(got == want, "element-wise 2^{lg_n} {nk:?}");
+                if lg_n >= TILED_BITREV_MIN_LG {
+                    let mut got = a.clone();
+                    emu::quotient_bit_reverse_tiled(&mut got, &b, &c, nk, lg_n);
+                    assert!(got == want, "tiled 2^{lg_n} {nk:?}");
+                }
             }
         }
     }

@@ -185,7 +185,7 @@ int main(int argc, char** argv)
     const fr_t* tables = reinterpret_cast<const fr_t*>(tb.data());
     std::ifstream cases(dir + "/cases.txt");
     std::string line;
-    int bad = 0, runs = 0;
+    int bad = 0, runs = 0, folded = 0;
     while (std::getline(cases, line)) {
         bool ok;
         std::string what;
@@ -202,6 +202,9 @@ int main(int argc, char** argv)
             auto a = load(dir + "/a" + id + ".bin"), b = load(dir + "/b" + id + ".bin"),
                  c = load(dir + "/c" + id + ".bin"), want = load(dir + "/want" + id + ".bin");
             const uint32_t lg_n = fwd.lg_n, n = 1u << lg_n;
+            // The quotient's constants folded into to_coeffs' last store (F_TW_FOLD): a*b - c.
+            uint32_t fold = 0;
+            for (size_t i = 4; i < fwd.p.size(); i += 5) fold |= (fwd.p[i] & ntt::F_TW_FOLD) != 0;
             fr_t* const ps[3] = {a.data(), b.data(), c.data()};
             run_passes(fwd, ps, 3, tables);
             auto a2 = a;
@@ -211,14 +214,15 @@ int main(int argc, char** argv)
                 auto& x = tiled ? a : a2;
                 if (tiled)
                     launch(1u << (lg_n - 10), 1, 256,
-                           [&] { cuzk_ntt_quotient_bitrev_tiled(x.data(), b.data(), c.data(), tables, lg_n); });
+                           [&] { cuzk_ntt_quotient_bitrev_tiled(x.data(), b.data(), c.data(), tables, lg_n, fold); });
                 else
                     launch((n + 255) / 256 < 4 ? (n + 255) / 256 : 4, 1, 256,
-                           [&] { cuzk_ntt_quotient_bitrev(x.data(), b.data(), c.data(), tables, lg_n); });
+                           [&] { cuzk_ntt_quotient_bitrev(x.data(), b.data(), c.data(), tables, lg_n, fold); });
                 run(back, x.data(), tables);
                 const bool ok1 = ok && memcmp(x.data(), want.data(), 32 * want.size()) == 0;
-                printf("fused quotient %s 2^%u%s |%s: %s\n", tiled ? "tiled" : "element-wise", lg_n,
-                       fwd.desc.c_str(), back.desc.c_str(), ok1 ? "ok" : "MISMATCH");
+                printf("fused quotient %s%s 2^%u%s |%s: %s\n", tiled ? "tiled" : "element-wise",
+                       fold ? " folded" : "", lg_n, fwd.desc.c_str(), back.desc.c_str(), ok1 ? "ok" : "MISMATCH");
+                folded += fold;
                 bad += !ok1;
                 runs++;
             }
@@ -260,6 +264,8 @@ int main(int argc, char** argv)
         for (size_t i = 0; i < x.size(); i++) x[i] = tables[(i * 7919 + lg_n) % ntt::T_LEN];
         for (uint32_t flags0 = 0; flags0 <= ntt::F_ALL; flags0++)
         for (uint32_t tg = 0; tg < 2; tg++) {
+            // F_TW_FOLD has its own geometry (below), and runs in the "Q" cases.
+            if (flags0 & ntt::F_TW_FOLD) continue;
             const uint32_t scal = flags0 & 0x1f8u;
             if ((flags0 >> 9) && scal != 0 && scal != ntt::F_PRE_G && scal != (ntt::F_POST_GI | ntt::F_POST_NINV))
                 continue;
@@ -283,12 +289,37 @@ int main(int argc, char** argv)
             sweeps++;
         }
     }
+    // F_TW_FOLD: the H pipeline's to_coeffs' last store (R = 0, odd rows, forward, grid.y = 3)
+    // on the DIF kernels, at k = 2..10, specialized against generic.
+    for (uint32_t k = 2; k <= 10; k++) {
+        const uint32_t lg_n = 12, s0 = lg_n - k, lg_c = 0, batch = 3;
+        std::vector<fr_t> x((size_t)batch << lg_n);
+        for (size_t i = 0; i < x.size(); i++) x[i] = tables[(i * 7919 + k) % ntt::T_LEN];
+        for (uint32_t inv = 0; inv < 2; inv++) {
+            const uint32_t flags = (inv ? ntt::F_INVERSE : 0) | ntt::F_TWIDDLE | ntt::F_ODD_ROW | ntt::F_TW_FOLD |
+                                   ntt::tw_geometry(k, 0);
+            auto a = x, b = x;
+            spec_t& sp = specialized(flags);
+            sp.runs++;
+            launch(1u << (lg_n - k - lg_c), batch, 1u << (k + lg_c - 2),
+                   [&] { cuzk_ntt_pass4(a.data(), poly_at(a.data(), 1, lg_n), poly_at(a.data(), 2, lg_n), tables,
+                                        lg_n, s0, k, lg_c, flags); });
+            launch(1u << (lg_n - k - lg_c), batch, 1u << (k + lg_c - 2),
+                   [&] { sp.f(b.data(), poly_at(b.data(), 1, lg_n), poly_at(b.data(), 2, lg_n), tables, lg_n, s0,
+                              k, lg_c, flags); });
+            const bool ok = memcmp(a.data(), b.data(), 32 * a.size()) == 0;
+            if (!ok) printf("fold sweep k %u flags %#x %s: MISMATCH\n", k, flags, sp.name);
+            sweep_bad += !ok;
+            sweeps++;
+        }
+    }
     printf("specialized vs generic sweep: %d runs, %d mismatches\n", sweeps, sweep_bad);
+    printf("quotient runs with the folded constants: %d\n", folded);
     int unused = 0;
     for (auto& sp : g_spec) {
         printf("  %-28s %llu launches\n", sp.name, (unsigned long long)sp.runs);
         unused += sp.runs == 0;
     }
     printf("%d runs, %d mismatches\n", runs, bad);
-    return bad || sweep_bad || unused || !runs ? 1 : 0;
+    return bad || sweep_bad || unused || !runs || !folded ? 1 : 0;
 }
