@@ -366,6 +366,12 @@ impl Windows {
         n + self.stride * (self.copies() - 1)
     }
 
+    /// Whether the entries of `n` scalars can carry their point indices: below 2^31, the sign
+    /// bit above them.
+    pub const fn indices_fit(&self, n: usize) -> bool {
+        self.index_bound(n) <= 1 << 31
+    }
+
     /// Keys of the top bucket set that canonical scalars reach: [`top_window_keys`] when
     /// unfolded; all of them when folded (the top window shares its set with a lower window).
     pub fn top_set_keys(&self) -> usize {
@@ -396,7 +402,7 @@ fn check_windows(kernel: &str, win: &Windows, n: usize) -> Result<usize> {
             format!("window bits {c} × {nwin} windows in {sets} sets out of range"),
         ));
     }
-    if win.index_bound(n) > 1 << 31 {
+    if !win.indices_fit(n) {
         return Err(invalid(
             kernel,
             format!("point indices up to {} exceed 2^31", win.index_bound(n)),

@@ -922,8 +922,7 @@ impl<P: MsmPoint> GpuMsm<P> {
             .unwrap_or_else(|| Plan::choose_window_for(P::GROUP, n));
         let win = Windows::folded(c, pre.copies, n);
         let copies = win.copies();
-        // entries carry point indices below 2^31 (the sign bit is above them)
-        if win.index_bound(n) > 1 << 31 {
+        if !win.indices_fit(n) {
             return Err(MsmError::Unsupported(
                 "precomputed copies of more than 2^31 points in all",
             ));
@@ -1966,7 +1965,7 @@ mod tests {
                     let p = Plan::folded(n, n, c, m, sm, Curve::G1, acc);
                     let win = p.windows(n);
                     let bound = win.index_bound(n);
-                    if bound > 1 << 31 {
+                    if !win.indices_fit(n) {
                         continue; // rejected by the constructor (indices carry a sign bit)
                     }
                     assert_eq!((win.sets as usize, win.copies()), (p.sets, p.copies));
