@@ -231,11 +231,16 @@ cuzk_ntt_quotient_bitrev_tiled(fr_t* __restrict__ a, const fr_t* __restrict__ b,
     else bit_reverse_tiled<true, false>(a, b, c, tables, lg_n);
 }
 
-// The specialized DIF kernels spill at the 64-register cap of 4 blocks per SM; the DIT kernels
-// fit. Spill stores / loads in B, nvcc 13.0, sm_80, sm_86, sm_89, sm_90 (4 blocks measured 6-9%
-// faster than 2 on an H200 all the same: crates/ntt/PERF-NOTES.md, session 6):
-// cuzk: allow-spills cuzk_ntt_pass4_dif 4 blocks/SM: 32/32, 32/32, 32/32, 52/60
-// cuzk: allow-spills cuzk_ntt_pass4_dif_pre 4 blocks/SM: 32/32, 0, 0, 32/32
-// cuzk: allow-spills cuzk_ntt_pass4_dif_post 4 blocks/SM: 20/20, 0, 0, 52/60
-// cuzk: allow-spills cuzk_ntt_pass4_dif_tw 4 blocks/SM: 20/20, 32/32, 32/32, 52/60
-// cuzk: allow-spills cuzk_ntt_pass4_dif_tw_pre 4 blocks/SM: 20/32, 0, 0, 32/32
+// The specialized kernels may spill a little at the 64-register cap of 4 blocks per SM (4 blocks
+// measured 6-9% faster than 2 on an H200 all the same: crates/ntt/PERF-NOTES.md, session 6).
+// Spill stores / loads in B, nvcc 13.0, sm_80, sm_86, sm_89, sm_90 (session 10: the radix-4
+// group remap and the R = 0 group tiles):
+// cuzk: allow-spills cuzk_ntt_pass4_dif_pre 4 blocks/SM: 8/8, 8/8, 8/8, 8/8
+// cuzk: allow-spills cuzk_ntt_pass4_dif_post 4 blocks/SM: 24/24, 24/24, 24/24, 44/48
+// cuzk: allow-spills cuzk_ntt_pass4_dif_tw 4 blocks/SM: 24/24, 24/24, 24/24, 8/8
+// cuzk: allow-spills cuzk_ntt_pass4_dif_tw_pre 4 blocks/SM: 8/8, 16/16, 16/16, 48/60
+// cuzk: allow-spills cuzk_ntt_pass4_dit 4 blocks/SM: 0, 8/8, 8/8, 0
+// cuzk: allow-spills cuzk_ntt_pass4_dit_pre 4 blocks/SM: 4/4, 4/4, 4/4, 16/16
+// cuzk: allow-spills cuzk_ntt_pass4_dit_post 4 blocks/SM: 4/4, 0, 0, 20/20
+// cuzk: allow-spills cuzk_ntt_pass4_dit_tw 4 blocks/SM: 0, 4/4, 4/4, 0
+// cuzk: allow-spills cuzk_ntt_pass4_dit_tw_pre 4 blocks/SM: 4/4, 4/4, 4/4, 0

@@ -5,7 +5,8 @@
 // (R = L - s0 - k bits below the pass, s0 bits above it, already done): the four-step / Bailey
 // decomposition applied recursively. A block loads a tile of 2^k rows x C columns into shared
 // memory, runs all k radix-2 stages there (one __syncthreads per stage), and writes it back:
-// device memory is read and written once per pass, not once per stage.
+// device memory is read and written once per pass, not once per stage. The pass with R = 0
+// (each group 2^k contiguous elements) takes 2^lg_c consecutive groups as its tile's columns.
 //
 // DIF (Gentleman-Sande): natural order in, bit-reversed out; passes run s0 = 0, k1, k1+k2, ...;
 // after each pass but the last, element (row p, column c) is multiplied by the inter-pass twiddle
@@ -347,6 +348,19 @@ __device__ __forceinline__ uint32_t ctaid_y_fresh()
 #endif
 }
 
+// threadIdx.x read anew (volatile, as ctaid_y_fresh): addresses computed from it are recomputed
+// where they are used instead of held across the butterflies.
+__device__ __forceinline__ uint32_t tid_fresh()
+{
+#if defined(CUZK_HOST_EMU)
+    return threadIdx.x;
+#else
+    uint32_t t;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+    return t;
+#endif
+}
+
 // One pass. Grid: x = blocks per polynomial (2^(L-k-lg_c)), y = polynomial of the batch
 // (poly_base: one contiguous batch, or up to three separate buffers).
 // Block: 2^(k+lg_c) / EPT threads, 2^(k+lg_c) * 32 bytes of dynamic shared memory.
@@ -357,7 +371,8 @@ __device__ __forceinline__ uint32_t ctaid_y_fresh()
 // stages as EPT = 2: bit-identical results.
 // EPT = 8 (WIDE): the radix-4 steps of EPT = 4, each thread running groups t and t + nthr one
 // after the other; k + lg_c <= WIDE_TILE_LG, 2 <= k, 3 <= k + lg_c. Same butterflies, same results.
-// The host checks: 1 <= k (2 <= k for EPT = 4), k + lg_c <= TILE_LG, s0 + k + lg_c <= lg_n <= MAX_LG.
+// The host checks: 1 <= k (2 <= k for EPT = 4), k + lg_c <= TILE_LG, s0 + k <= lg_n <= MAX_LG,
+// lg_c <= R where R = lg_n - s0 - k > 0 (columns), k + lg_c <= lg_n where R = 0 (groups).
 template <uint32_t EPT, bool WIDE = false, uint32_t SPEC = 0>
 __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__ data1, fr_t* __restrict__ data2,
                                      const fr_t* __restrict__ tables, uint32_t lg_n, uint32_t s0, uint32_t k,
@@ -374,12 +389,16 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
     const tile_t tile{smem, smem + tile_n};
 
     const uint32_t R = lg_n - s0 - k;                 // column bits
-    const uint32_t chunks_lg = R - lg_c;              // column chunks per group
+    // R = 0 (the last DIF / first DIT pass: each group is 2^k contiguous rows): the tile's
+    // 2^lg_c "columns" are 2^lg_c consecutive groups, so such a pass also runs 1024-element tiles
+    // (256 threads: room for the radix-4 group remap). Else 2^lg_c columns of one group.
+    const bool groups = R == 0;
+    const uint32_t chunks_lg = R - lg_c;              // column chunks per group (R > 0)
     const uint32_t blk = blockIdx.x;
     const uint32_t group = blk >> chunks_lg;
     const uint32_t col0 = (blk & ((1u << chunks_lg) - 1)) << lg_c;
     fr_t* poly = poly_base(data, data1, data2, blockIdx.y, lg_n);
-    const size_t base = ((size_t)group << (lg_n - s0)) + col0;
+    const size_t base = groups ? (size_t)blk << tile_lg : ((size_t)group << (lg_n - s0)) + col0;
 
     constexpr bool spec = SPEC & SP_ON;
     // Constants in a specialized kernel: the code they guard is not emitted.
@@ -390,6 +409,22 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
     const bool inv = flags & F_INVERSE;
     const uint32_t cmask = (1u << lg_c) - 1;
     const uint32_t t = threadIdx.x;
+    // Element i of the load / store order (i = t + u * nthr): its tile row and column and its
+    // position in the polynomial; the tile index is (row << lg_c) | cl. Columns: consecutive i,
+    // consecutive columns. Groups: the low 3 - lg_c bits of i are the row's low bits, the next
+    // lg_c the group, so a quarter-warp's 16-byte accesses hit 8 distinct bank groups and a warp
+    // reads runs of 32 >> lg_c consecutive elements of 2^lg_c groups.
+    const uint32_t glo = lg_c < 3 ? 3 - lg_c : 0;
+    const auto place = [&](uint32_t i, uint32_t& row, uint32_t& cl) -> uint32_t {
+        if (groups) {
+            row = ((i >> (glo + lg_c)) << glo) | (i & ((1u << glo) - 1));
+            cl = (i >> glo) & cmask;
+            return (uint32_t)(base + ((size_t)cl << k) + row);
+        }
+        row = i >> lg_c;
+        cl = i & cmask;
+        return (uint32_t)(base + ((size_t)row << R) + cl);
+    };
 
     // Load EPT elements per thread; consecutive threads take consecutive columns. The loads go
     // straight to the tile, so all of a thread's loads are in flight at once; the pre-scaling
@@ -397,9 +432,8 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
     // loops). No twiddle here: every inter-pass twiddle is multiplied at a store (F_TWIDDLE).
 #pragma unroll
     for (uint32_t u = 0; u < EPT; u++) {
-        uint32_t e = t + u * nthr;
-        uint32_t row = e >> lg_c, cl = e & cmask;
-        uint32_t pos = (uint32_t)(base + ((size_t)row << R) + cl);
+        uint32_t row, cl;
+        const uint32_t pos = place(t + u * nthr, row, cl), e = (row << lg_c) | cl;
         const uint4* in = reinterpret_cast<const uint4*>(poly + pos);
         tile.lo[e] = in[0];
         tile.hi[e] = in[1];
@@ -407,9 +441,8 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
     if (has_pre && (flags & (F_PRE_G | F_PRE_GI | F_PRE_NINV))) {
 #pragma unroll
         for (uint32_t u = 0; u < EPT; u++) {
-            uint32_t e = t + u * nthr;
-            uint32_t row = e >> lg_c, cl = e & cmask;
-            uint32_t pos = (uint32_t)(base + ((size_t)row << R) + cl);
+            uint32_t row, cl;
+            const uint32_t pos = place(t + u * nthr, row, cl), e = (row << lg_c) | cl;
             const uint32_t idx = dit ? bitrev(pos, lg_n) : pos;
             fr_t x = tile.get(e);
             x = spec ? scale_steps(x, tables, flags, F_PRE_G, F_PRE_GI, F_PRE_NINV, idx, lg_n)
@@ -476,9 +509,24 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
                 // Rows r, r + hh, r + 2hh, r + 3hh of column cl, hh = 2^(lg_hi - 1).
                 const uint32_t lg_lo = lg_hi - 1;
                 const uint32_t hh = 1u << lg_lo;
-                const uint32_t j = q & (hh - 1);
-                const uint32_t r = ((q >> lg_lo) << (lg_hi + 1)) | j;
-                const uint32_t e0 = (r << lg_c) | cl, d = hh << lg_c;
+                // Group remap: where the q bits above a warp's span leave room, the group's
+                // offset j (q's low lg_lo bits) is taken from them (q rotated by lg_lo), so j is
+                // the same across each warp and the j = 0 warps skip the w = 1 multiplications
+                // (twa, twc: three of four). Pays from hh = 4 ((3/4)/hh of the step's products).
+                const uint32_t qb = k - 2, lane_q = lg_c < 5 ? 5 - lg_c : 0;
+                const bool remap = lg_lo >= 2 && nthr >= 32 && lg_lo + lane_q <= qb;
+                const auto group_q = [&](uint32_t g) {
+                    const uint32_t q = g >> lg_c;
+                    return remap ? ((q & ((1u << (qb - lg_lo)) - 1)) << lg_lo) | (q >> (qb - lg_lo)) : q;
+                };
+                // Group g's first element (rows r + m hh at e0 + m d).
+                const auto first = [&](uint32_t g) {
+                    const uint32_t q = group_q(g);
+                    const uint32_t r = ((q >> lg_lo) << (lg_hi + 1)) | (q & (hh - 1));
+                    return (r << lg_c) | (g & cmask);
+                };
+                const uint32_t j = group_q(g) & (hh - 1);
+                const uint32_t e0 = first(g), d = hh << lg_c;
                 fr_t x0 = tile.get(e0), x1 = tile.get(e0 + d), x2 = tile.get(e0 + 2 * d),
                      x3 = tile.get(e0 + 3 * d);
                 // Stage lg_hi (half 2hh): (x0, x2) at offset j, (x1, x3) at offset j + hh.
@@ -486,9 +534,9 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
                 const fr_t* twb = int_tw<WIDE>(itw, dtw, lg_hi, j + hh);
                 // Stage lg_lo (half hh): (x0, x1) and (x2, x3), both at offset j.
                 const fr_t* twc = int_tw<WIDE>(itw, dtw, lg_lo, j);
-                // lg_lo == 0 (hh = 1, so j = 0): twc and twa are both w^0 = 1 (uniform
-                // branch: no loads, no multiplications); only twb = w_4 is multiplied.
-                const bool one = lg_lo == 0;
+                // j == 0 (always when lg_lo == 0): twc and twa are both w^0 = 1 (uniform
+                // branch: no loads, no multiplications); only twb = w_4^.. is multiplied.
+                const bool one = lg_lo == 0 || (remap && j == 0);
                 if (dit) {
                     bfly_dit(x0, x1, twc, one);
                     bfly_dit(x2, x3, twc, one);
@@ -500,10 +548,13 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
                     bfly_dif(x0, x1, twc, one);
                     bfly_dif(x2, x3, twc, one);
                 }
-                tile.set(e0, x0);
-                tile.set(e0 + d, x1);
-                tile.set(e0 + 2 * d, x2);
-                tile.set(e0 + 3 * d, x3);
+                // The address again from a fresh thread index (held across the butterflies, the
+                // remap's index math spilled at 64 registers).
+                const uint32_t e0s = first(tid_fresh() + rep * nthr);
+                tile.set(e0s, x0);
+                tile.set(e0s + d, x1);
+                tile.set(e0s + 2 * d, x2);
+                tile.set(e0s + 3 * d, x3);
             }
             }
             __syncthreads();
@@ -515,10 +566,9 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
     fr_t* poly_out = poly_base(data, data1, data2, ctaid_y_fresh(), lg_n);
 #pragma unroll
     for (uint32_t u = 0; u < EPT; u++) {
-        uint32_t e = t + u * nthr;
-        uint32_t row = e >> lg_c, c = e & cmask;
-        uint32_t pos = (uint32_t)(base + ((size_t)row << R) + c);
-        fr_t x = tile.get(e);
+        uint32_t row, cl;
+        const uint32_t pos = place(t + u * nthr, row, cl);
+        fr_t x = tile.get((row << lg_c) | cl);
         if (has_tw && (flags & F_TWIDDLE)) {
             // The inter-pass twiddle of the pass geometry (TW_K, TW_R) at this position.
             const uint32_t tk = (flags >> TW_K_SHIFT) & 15, tr = (flags >> TW_R_SHIFT) & 31;

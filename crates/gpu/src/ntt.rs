@@ -229,7 +229,8 @@ impl PassKernel {
 }
 
 /// One radix-2^k pass over every polynomial of `data` (`batch` × 2^lg_n elements, in place):
-/// bits `[s0, s0 + k)` of the transform, tiles of 2^k rows × 2^lg_c columns, on `kernel`.
+/// bits `[s0, s0 + k)` of the transform, tiles of 2^k rows × 2^lg_c columns (for the pass with
+/// s0 + k = lg_n: 2^lg_c consecutive groups), on `kernel`.
 /// Asynchronous.
 #[allow(clippy::too_many_arguments)]
 pub fn pass<T: Pod>(
@@ -337,7 +338,9 @@ fn launch_pass<T: Pod>(
         || bad_fold
         || tile_lg < ept_lg
         || tile_lg > max_tile_lg
-        || s0 + tile_lg > lg_n
+        || s0 + k > lg_n
+        || (s0 + k < lg_n && s0 + tile_lg > lg_n)
+        || tile_lg > lg_n
         || pass_flags & !(flags::ALL | flags::TW_FIELDS) != 0
         || (pass_flags & flags::TWIDDLE != 0 && (tk + tr > lg_n || tk + tr + odd > layout::MAX_LG))
     {
@@ -354,7 +357,8 @@ fn launch_pass<T: Pod>(
         shared_bytes: 32 << tile_lg,
     };
     let [p0, p1, p2] = ptrs;
-    // SAFETY: with the geometry checked above every block touches only its own tile inside
+    // SAFETY: with the geometry checked above (lg_c ≤ R, or for R = 0 a tile of 2^lg_c whole
+    // groups, k + lg_c ≤ lg_n) every block touches only its own tile inside
     // polynomial blockIdx.y < batch, which starts at ptrs[y] (y < 2) or ptrs[2] + (y - 2) <<
     // lg_n: inside the buffer its caller checked and holds mutably (`pass`: the contiguous
     // batch, batch << lg_n == data.len(); `pass_many`: one polynomial per buffer, distinct

@@ -171,10 +171,14 @@ pub(crate) struct Plan {
     pub permute_after: bool,
 }
 
-/// Bits per pass, in DIF order: as few passes of ≤ TILE_LG bits as possible, balanced.
-#[allow(dead_code)] // the default plan's entry; gpu.rs calls the _with forms
+/// Bits per pass, in DIF order: as few passes of ≤ TILE_LG bits as possible, balanced, the
+/// larger ones last (on the R = 0 side): 2^26 runs 8,9,9 (H200 run 35: 17.35 ms against 17.55
+/// for 9,9,8; likewise 2^24 7,8,9 +0.5% against 9,8,7 +2.6% and H 2^27 9,10,8 +1.5% against
+/// 10,9,8 +3.4%, each against the balanced 8,8,8 / 9,9,9).
 fn split(lg_n: u32) -> Vec<u32> {
-    split_max(lg_n, TILE_LG)
+    let mut bits = split_max(lg_n, TILE_LG);
+    bits.reverse();
+    bits
 }
 
 /// `CUZK_NTT_SPLIT` (read on every plan, for measuring splits on a GPU without a rebuild):
@@ -208,11 +212,24 @@ fn split_for(lg_n: u32, over: Option<&[u32]>) -> Vec<u32> {
     }
 }
 
+/// Balanced passes of ≤ `max` bits, the larger ones first.
 fn split_max(lg_n: u32, max: u32) -> Vec<u32> {
     let passes = lg_n.div_ceil(max);
     (0..passes)
         .map(|i| lg_n / passes + u32::from(i < lg_n % passes))
         .collect()
+}
+
+/// `lg_c` of a pass: the tile's columns (R = lg_n − s0 − k > 0: up to R), or for the R = 0
+/// pass of a non-wide plan its groups (consecutive 2^k-element groups, up to all 2^s0 of them;
+/// kernels/ntt/ntt.cuh `pass`), so that pass too runs full tiles of 2^tile_lg elements.
+fn tile_cols(lg_n: u32, s0: u32, k: u32, tile_lg: u32, wide: bool) -> u32 {
+    let r = lg_n - s0 - k;
+    if r == 0 && !wide {
+        (tile_lg - k).min(s0)
+    } else {
+        r.min(tile_lg - k)
+    }
 }
 
 /// The passes of a DIF (natural → bit-reversed) or DIT (bit-reversed → natural) network,
@@ -282,7 +299,7 @@ fn network_own(
         passes.push(Pass {
             s0,
             k,
-            lg_c: r.min(tile_lg - k),
+            lg_c: tile_cols(lg_n, s0, k, tile_lg, wide),
             flags,
             radix4: radix4 && k >= 2,
             wide,
@@ -685,6 +702,20 @@ pub(crate) mod emu {
         }
     }
 
+    /// The kernels' group remap of a radix-4 step (`pass` in kernels/ntt/ntt.cuh): where the
+    /// group index bits above a warp's 32 lanes leave room, q is rotated so that the group's
+    /// offset j (its low `lg_lo` bits) comes from warp-uniform bits; the warps whose j is 0 skip
+    /// the w = 1 products. Returns q unchanged where the kernel does not remap.
+    pub(crate) fn remap_group(q: u32, k: u32, lg_lo: u32, lg_c: u32, nthr: u32) -> u32 {
+        let qb = k - 2;
+        let lane_q = 5u32.saturating_sub(lg_c);
+        if lg_lo >= 2 && nthr >= 32 && lg_lo + lane_q <= qb {
+            ((q & ((1 << (qb - lg_lo)) - 1)) << lg_lo) | (q >> (qb - lg_lo))
+        } else {
+            q
+        }
+    }
+
     pub(crate) fn pass(data: &mut [Fr], t: &[Fr], lg_n: u32, p: Pass) {
         let Pass {
             s0,
@@ -712,20 +743,33 @@ pub(crate) mod emu {
         };
         let nthr = tile_n / ept;
         let r_bits = lg_n - s0 - k;
-        let chunks_lg = r_bits - lg_c;
+        let chunks_lg = r_bits.wrapping_sub(lg_c);
         let dit = flags & F_DIT != 0;
         let inv = flags & F_INVERSE != 0;
         let cmask = (1u32 << lg_c) - 1;
         for (y, poly) in data.chunks_mut(1 << lg_n).enumerate() {
             for blk in 0..(1u32 << (lg_n - tile_lg)) {
-                let group = blk >> chunks_lg;
-                let col0 = (blk & ((1 << chunks_lg) - 1)) << lg_c;
-                let base = (group << (lg_n - s0)) + col0;
+                // R = 0: the tile's columns are 2^lg_c consecutive groups.
+                let groups = r_bits == 0;
+                let base = if groups {
+                    blk << tile_lg
+                } else {
+                    let group = blk >> chunks_lg;
+                    let col0 = (blk & ((1 << chunks_lg) - 1)) << lg_c;
+                    (group << (lg_n - s0)) + col0
+                };
+                let pos_of = |row: u32, cl: u32| {
+                    if groups {
+                        base + (cl << k) + row
+                    } else {
+                        base + (row << r_bits) + cl
+                    }
+                };
                 let mut tile = vec![Fr::ZERO; tile_n];
                 // Every element of the tile once, in the kernels' (thread, u) enumeration.
                 for e in (0..ept).flat_map(|u| (0..nthr).map(move |th| (th + u * nthr) as u32)) {
                     let (row, cl) = (e >> lg_c, e & cmask);
-                    let pos = base + (row << r_bits) + cl;
+                    let pos = pos_of(row, cl);
                     let mut x = poly[pos as usize];
                     let idx = if dit {
                         bitrev(pos as usize, lg_n) as u32
@@ -797,6 +841,7 @@ pub(crate) mod emu {
                             }
                             let lg_lo = lg_hi - 1;
                             let hh = 1u32 << lg_lo;
+                            let q = remap_group(q, k, lg_lo, lg_c, nthr as u32);
                             let j = q & (hh - 1);
                             let r = ((q >> lg_lo) << (lg_hi + 1)) | j;
                             let e0 = ((r << lg_c) | cl) as usize;
@@ -823,7 +868,7 @@ pub(crate) mod emu {
                 }
                 for e in (0..ept).flat_map(|u| (0..nthr).map(move |th| (th + u * nthr) as u32)) {
                     let (row, c) = (e >> lg_c, e & cmask);
-                    let pos = base + (row << r_bits) + c;
+                    let pos = pos_of(row, c);
                     let mut x = tile[e as usize];
                     if flags & F_TWIDDLE != 0 {
                         // The inter-pass twiddle of the pass geometry (tk, tr) at pos.
@@ -1026,6 +1071,69 @@ mod tests {
     use crate::{Domain, bit_reverse_index};
     use rand::SeedableRng;
 
+    /// The kernels' thread mappings (kernels/ntt/ntt.cuh `pass`), for every tile geometry
+    /// k + lg_c = TILE_LG: where the radix-4 group remap applies, each warp's 32 groups share
+    /// j (so the j = 0 warps skip their w = 1 products) and the step still covers the tile
+    /// once; the load / store order of an R = 0 tile of groups puts each quarter-warp's
+    /// 16-byte accesses on 8 distinct bank groups and its global reads in runs.
+    #[test]
+    fn remapped_offsets_are_warp_uniform_and_group_tiles_conflict_free() {
+        use emu::remap_group;
+        let mut remapped = 0;
+        for k in 2..=TILE_LG {
+            let lg_c = TILE_LG - k;
+            let nthr = 1u32 << (TILE_LG - 2);
+            let odd = k & 1 == 1;
+            for s in 0..k.div_ceil(2) {
+                let lg_hi = k - 1 - 2 * s + u32::from(odd);
+                if (odd && s == 0) || lg_hi < 3 {
+                    continue;
+                }
+                let lg_lo = lg_hi - 1;
+                let hh = 1u32 << lg_lo;
+                let q_of = |t: u32| remap_group(t >> lg_c, k, lg_lo, lg_c, nthr);
+                if q_of(1 << lg_c) == 1 {
+                    continue; // not remapped
+                }
+                remapped += 1;
+                let mut seen = vec![false; 1 << (k - 2 + lg_c)];
+                for t in 0..nthr {
+                    let q = q_of(t);
+                    let i = ((q << lg_c) | (t & ((1 << lg_c) - 1))) as usize;
+                    assert!(!seen[i], "remap is a permutation");
+                    seen[i] = true;
+                    let warp0 = t & !31;
+                    assert_eq!(q & (hh - 1), q_of(warp0) & (hh - 1), "j uniform per warp");
+                }
+            }
+            // The groups' load / store order (glo = 3 - lg_c low row bits first).
+            let glo = 3u32.saturating_sub(lg_c);
+            let place = |i: u32| {
+                let row = ((i >> (glo + lg_c)) << glo) | (i & ((1 << glo) - 1));
+                let cl = (i >> glo) & ((1 << lg_c) - 1);
+                (row, cl)
+            };
+            let mut seen = vec![false; 1 << TILE_LG];
+            for i in 0..1u32 << TILE_LG {
+                let (row, cl) = place(i);
+                let e = ((row << lg_c) | cl) as usize;
+                assert!(!seen[e], "k {k}: the order covers the tile once");
+                seen[e] = true;
+            }
+            for quarter in 0..(1u32 << TILE_LG) / 8 {
+                let banks: std::collections::BTreeSet<u32> = (0..8)
+                    .map(|i| {
+                        let (row, cl) = place(quarter * 8 + i);
+                        ((row << lg_c) | cl) & 7
+                    })
+                    .collect();
+                assert!(lg_c > 3 || banks.len() == 8, "k {k}: bank conflict");
+            }
+        }
+        // the (8, 4) step of every tile with k >= 7, among others
+        assert!(remapped >= 4, "{remapped}");
+    }
+
     fn random(n: usize, seed: u64) -> Vec<Fr> {
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
         (0..n).map(|_| Fr::random(&mut rng)).collect()
@@ -1098,10 +1206,10 @@ mod tests {
     #[test]
     fn splits_are_balanced() {
         assert_eq!(split(24), vec![8, 8, 8]);
-        assert_eq!(split(26), vec![9, 9, 8]);
-        assert_eq!(split(28), vec![10, 9, 9]);
+        assert_eq!(split(26), vec![8, 9, 9]);
+        assert_eq!(split(28), vec![9, 9, 10]);
         assert_eq!(split(10), vec![10]);
-        assert_eq!(split(11), vec![6, 5]);
+        assert_eq!(split(11), vec![5, 6]);
         assert_eq!(split(1), vec![1]);
         for lg in 1..=28 {
             let s = split(lg);

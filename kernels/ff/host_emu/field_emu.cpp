@@ -58,6 +58,9 @@ template <class T> static T sample(int kind)
         do {
             for (int i = 0; i < T::n; i++) x.v[i] = (uint32_t)splitmix();
             x.v[T::n - 1] &= (1u << (T::params::bits % 32)) - 1;
+            // kinds 7, 8: zero low limb(s), so reduction rows meet t0 = 0 (redc_row_special_)
+            if (kind == 7 || kind == 8) x.v[0] = 0;
+            if (kind == 8) x.v[1] = 0;
         } while (!less_than_mod(x));
         return x;
     }
