@@ -335,31 +335,23 @@ __device__ __forceinline__ fr_t* poly_base(fr_t* data, fr_t* data1, fr_t* data2,
 {
     return (y == 0 ? data : y == 1 ? data1 : data2) + ((size_t)(y < 2 ? 0 : y - 2) << lg_n);
 }
-// blockIdx.y read anew (volatile: not merged with an earlier read), so a pointer computed from it
-// is recomputed where it is used instead of held (or spilled) across a pass's compute phase.
-__device__ __forceinline__ uint32_t ctaid_y_fresh()
+// blockIdx.y (Y) or threadIdx.x read anew (volatile: not merged with an earlier read), so a
+// pointer or address computed from it is recomputed where it is used instead of held (or
+// spilled) across a pass's compute phase.
+template <bool Y>
+__device__ __forceinline__ uint32_t fresh_index()
 {
 #if defined(CUZK_HOST_EMU)
-    return blockIdx.y;
+    return Y ? blockIdx.y : threadIdx.x;
 #else
-    uint32_t y;
-    asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(y));
-    return y;
+    uint32_t v;
+    if constexpr (Y) asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(v));
+    else asm volatile("mov.u32 %0, %%tid.x;" : "=r"(v));
+    return v;
 #endif
 }
-
-// threadIdx.x read anew (volatile, as ctaid_y_fresh): addresses computed from it are recomputed
-// where they are used instead of held across the butterflies.
-__device__ __forceinline__ uint32_t tid_fresh()
-{
-#if defined(CUZK_HOST_EMU)
-    return threadIdx.x;
-#else
-    uint32_t t;
-    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
-    return t;
-#endif
-}
+__device__ __forceinline__ uint32_t ctaid_y_fresh() { return fresh_index<true>(); }
+__device__ __forceinline__ uint32_t tid_fresh() { return fresh_index<false>(); }
 
 // One pass. Grid: x = blocks per polynomial (2^(L-k-lg_c)), y = polynomial of the batch
 // (poly_base: one contiguous batch, or up to three separate buffers).
