@@ -385,7 +385,7 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
     // 2^lg_c "columns" are 2^lg_c consecutive groups, so such a pass also runs 1024-element tiles
     // (256 threads: room for the radix-4 group remap). Else 2^lg_c columns of one group.
     const bool groups = R == 0;
-    const uint32_t chunks_lg = R - lg_c;              // column chunks per group (R > 0)
+    const uint32_t chunks_lg = groups ? 0 : R - lg_c; // column chunks per group (R > 0)
     const uint32_t blk = blockIdx.x;
     const uint32_t group = blk >> chunks_lg;
     const uint32_t col0 = (blk & ((1u << chunks_lg) - 1)) << lg_c;

@@ -743,7 +743,6 @@ pub(crate) mod emu {
         };
         let nthr = tile_n / ept;
         let r_bits = lg_n - s0 - k;
-        let chunks_lg = r_bits.wrapping_sub(lg_c);
         let dit = flags & F_DIT != 0;
         let inv = flags & F_INVERSE != 0;
         let cmask = (1u32 << lg_c) - 1;
@@ -754,6 +753,7 @@ pub(crate) mod emu {
                 let base = if groups {
                     blk << tile_lg
                 } else {
+                    let chunks_lg = r_bits - lg_c;
                     let group = blk >> chunks_lg;
                     let col0 = (blk & ((1 << chunks_lg) - 1)) << lg_c;
                     (group << (lg_n - s0)) + col0
