@@ -7,15 +7,16 @@ using namespace cuzk;
 using namespace cuzk::ntt;
 
 // One radix-2^k pass (see ntt::pass); grid (2^(lg_n-k-lg_c), batch), 2^(k+lg_c-1) threads.
+// `roots` is the roots table of flags' ROOTS_LG field (unread when the field is 0).
 // Every pass kernel takes the polynomials' bases as (data, data1, data2) (ntt::poly_base): one
 // contiguous batch (data1 = data + 2^lg_n, data2 = data + 2 * 2^lg_n) or up to three separate
 // buffers of one polynomial each (the H pipeline runs a, b and c in one launch per pass).
 extern "C" __global__ void __launch_bounds__(MAX_THREADS)
 cuzk_ntt_pass(fr_t* __restrict__ data, fr_t* __restrict__ data1, fr_t* __restrict__ data2,
-              const fr_t* __restrict__ tables, uint32_t lg_n, uint32_t s0, uint32_t k, uint32_t lg_c,
-              uint32_t flags)
+              const fr_t* __restrict__ tables, const fr_t* __restrict__ roots, uint32_t lg_n, uint32_t s0,
+              uint32_t k, uint32_t lg_c, uint32_t flags)
 {
-    pass<2>(data, data1, data2, tables, lg_n, s0, k, lg_c, flags);
+    pass<2>(data, data1, data2, tables, roots, lg_n, s0, k, lg_c, flags);
 }
 
 // The same pass with radix-4 steps (ntt::pass<4>, needs k >= 2): grid as above,
@@ -26,10 +27,10 @@ cuzk_ntt_pass(fr_t* __restrict__ data, fr_t* __restrict__ data1, fr_t* __restric
 // debugging).
 extern "C" __global__ void __launch_bounds__(MAX_THREADS / 2, 2)
 cuzk_ntt_pass4(fr_t* __restrict__ data, fr_t* __restrict__ data1, fr_t* __restrict__ data2,
-               const fr_t* __restrict__ tables, uint32_t lg_n, uint32_t s0, uint32_t k, uint32_t lg_c,
-               uint32_t flags)
+               const fr_t* __restrict__ tables, const fr_t* __restrict__ roots, uint32_t lg_n, uint32_t s0,
+               uint32_t k, uint32_t lg_c, uint32_t flags)
 {
-    pass<4>(data, data1, data2, tables, lg_n, s0, k, lg_c, flags);
+    pass<4>(data, data1, data2, tables, roots, lg_n, s0, k, lg_c, flags);
 }
 
 // The radix-4 pass specialized at compile time (ntt::pass<4, false, SP_ON | SPEC>), the
@@ -43,10 +44,10 @@ cuzk_ntt_pass4(fr_t* __restrict__ data, fr_t* __restrict__ data1, fr_t* __restri
 #define CUZK_NTT_PASS4_SPEC(NAME, SPEC)                                                            \
     extern "C" __global__ void __launch_bounds__(MAX_THREADS / 2, 4)                               \
     NAME(fr_t* __restrict__ data, fr_t* __restrict__ data1, fr_t* __restrict__ data2,              \
-         const fr_t* __restrict__ tables, uint32_t lg_n, uint32_t s0, uint32_t k, uint32_t lg_c,   \
-         uint32_t flags)                                                                           \
+         const fr_t* __restrict__ tables, const fr_t* __restrict__ roots, uint32_t lg_n, uint32_t s0, \
+         uint32_t k, uint32_t lg_c, uint32_t flags)                                                \
     {                                                                                              \
-        pass<4, false, SP_ON | (SPEC)>(data, data1, data2, tables, lg_n, s0, k, lg_c, flags);      \
+        pass<4, false, SP_ON | (SPEC)>(data, data1, data2, tables, roots, lg_n, s0, k, lg_c, flags); \
     }
 CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dif, 0)
 CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dif_pre, SP_PRE)
@@ -66,10 +67,20 @@ CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dit_tw_pre, SP_DIT | SP_TW | SP_PRE)
 // elements each. Needs 2 <= k, 3 <= k + lg_c <= WIDE_TILE_LG.
 extern "C" __global__ void __launch_bounds__(WIDE_THREADS, 1)
 cuzk_ntt_pass_wide(fr_t* __restrict__ data, fr_t* __restrict__ data1, fr_t* __restrict__ data2,
-                   const fr_t* __restrict__ tables, uint32_t lg_n, uint32_t s0, uint32_t k, uint32_t lg_c,
-                   uint32_t flags)
+                   const fr_t* __restrict__ tables, const fr_t* __restrict__ roots, uint32_t lg_n,
+                   uint32_t s0, uint32_t k, uint32_t lg_c, uint32_t flags)
 {
-    pass<8, true>(data, data1, data2, tables, lg_n, s0, k, lg_c, flags);
+    pass<8, true>(data, data1, data2, tables, roots, lg_n, s0, k, lg_c, flags);
+}
+
+// The roots table of order D = lg (ntt::ROOTS_LG): roots[i] = w_(2^lg)^i = W^(i << (MAX_LG - lg))
+// for i < 2^(lg-1), from the split tables. Grid-stride; needs DIRECT_LG < lg <= MAX_LG.
+extern "C" __global__ void __launch_bounds__(256)
+cuzk_ntt_roots(fr_t* __restrict__ roots, const fr_t* __restrict__ tables, uint32_t lg)
+{
+    const uint32_t half = 1u << (lg - 1);
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < half; i += gridDim.x * blockDim.x)
+        st_elem(roots + i, split_pow(tables, T_FWD_LO, i << (MAX_LG - lg)));
 }
 
 // In-place bit-reversal permutation of each polynomial: grid (any, batch). Every element is one
@@ -233,14 +244,14 @@ cuzk_ntt_quotient_bitrev_tiled(fr_t* __restrict__ a, const fr_t* __restrict__ b,
 
 // The specialized kernels may spill a little at the 64-register cap of 4 blocks per SM (4 blocks
 // measured 6-9% faster than 2 on an H200 all the same: crates/ntt/PERF-NOTES.md, session 6).
-// Spill stores / loads in B, nvcc 13.0, sm_80, sm_86, sm_89, sm_90 (session 10: the radix-4
-// group remap and the R = 0 group tiles):
+// Spill stores / loads in B, nvcc 13.0, sm_80, sm_86, sm_89, sm_90 (session 11: the roots table;
+// the store-side twiddle kernels _tw gained a few):
 // cuzk: allow-spills cuzk_ntt_pass4_dif_pre 4 blocks/SM: 8/8, 8/8, 8/8, 8/8
 // cuzk: allow-spills cuzk_ntt_pass4_dif_post 4 blocks/SM: 24/24, 24/24, 24/24, 44/48
-// cuzk: allow-spills cuzk_ntt_pass4_dif_tw 4 blocks/SM: 24/24, 24/24, 24/24, 8/8
+// cuzk: allow-spills cuzk_ntt_pass4_dif_tw 4 blocks/SM: 24/24, 24/24, 24/24, 24/24
 // cuzk: allow-spills cuzk_ntt_pass4_dif_tw_pre 4 blocks/SM: 8/8, 16/16, 16/16, 48/60
 // cuzk: allow-spills cuzk_ntt_pass4_dit 4 blocks/SM: 0, 8/8, 8/8, 0
 // cuzk: allow-spills cuzk_ntt_pass4_dit_pre 4 blocks/SM: 4/4, 4/4, 4/4, 16/16
 // cuzk: allow-spills cuzk_ntt_pass4_dit_post 4 blocks/SM: 4/4, 0, 0, 20/20
-// cuzk: allow-spills cuzk_ntt_pass4_dit_tw 4 blocks/SM: 0, 4/4, 4/4, 0
+// cuzk: allow-spills cuzk_ntt_pass4_dit_tw 4 blocks/SM: 4/4, 4/4, 4/4, 16/16
 // cuzk: allow-spills cuzk_ntt_pass4_dit_tw_pre 4 blocks/SM: 4/4, 4/4, 4/4, 0

@@ -20,7 +20,9 @@
 //
 // Twiddles: every root is a power of W = the primitive 2^28-th root of unity that cuzk-field
 // derives (so every domain of size <= 2^28 shares one table set per device): W^e = HI[e >> 14] *
-// LO[e & 0x3fff]. Internal DFT twiddles come from a direct table of w_1024^q, q < 512.
+// LO[e & 0x3fff]. Internal DFT twiddles come from a direct table of w_1024^q, q < 512; inter-pass
+// twiddles of order up to 2^19 from a direct table, above it from the optional roots table
+// (ROOTS_LG) or else the split product.
 // Coset scaling (g^i, g^-i) and the constant 1/n live in the same table buffer and are fused
 // into the load of the first pass (pre) or the store of the last pass (post). The H pipeline
 // (lg_n <= 27) evaluates on the half-root coset s = w_2N instead: s^i is folded into the
@@ -117,6 +119,14 @@ constexpr uint32_t TW_K_SHIFT = 16;
 constexpr uint32_t TW_R_SHIFT = 20;
 __host__ __device__ constexpr uint32_t tw_geometry(uint32_t k, uint32_t r) { return (k << TW_K_SHIFT) | (r << TW_R_SHIFT); }
 constexpr uint32_t TW_FIELDS = tw_geometry(15, 31);
+// The roots table (the pass kernels' `roots` argument; 0 = none): ROOTS_LG = D (bits 25..29) says
+// it holds w_(2^D)^i for i < 2^(D-1) (DIRECT_LG < D <= MAX_LG; the upper half is the negation,
+// w_(2^D)^(2^(D-1)) = -1, and w^-i = w^(2^D - i)). An inter-pass twiddle of order DIRECT_LG <
+// ord <= D is then one load from it (DRAM: 2^(D+4) bytes) instead of the split product, one
+// multiplication less per element in the passes whose twiddles are not in the direct table
+// (the first DIF / last DIT pass from 2^20; crates/ntt/PERF-NOTES.md, session 11).
+constexpr uint32_t ROOTS_SHIFT = 25;
+constexpr uint32_t ROOTS_FIELD = 31u << ROOTS_SHIFT;
 
 constexpr uint32_t TILE_LG = 10;             // elements per tile <= 1024, threads <= 512
 constexpr uint32_t MAX_THREADS = 1u << (TILE_LG - 1);
@@ -257,7 +267,8 @@ __device__ __forceinline__ fr_t scale_steps(fr_t x, const fr_t* tables, uint32_t
 // Inter-pass twiddle W^ex (ex a multiple of 2^(MAX_LG - ord), a power of w_(2^ord); ord = m_lg,
 // m_lg + 1 with the odd exponents): one direct load when 2^ord fits the direct table, else the
 // split product.
-__device__ __forceinline__ fr_t pass_twiddle(const fr_t* tables, bool inv, uint32_t ord, uint32_t ex)
+__device__ __forceinline__ fr_t pass_twiddle(const fr_t* tables, const fr_t* roots, uint32_t roots_lg, bool inv,
+                                          uint32_t ord, uint32_t ex)
 {
     // A root in the internal table (w_1024^q, q < 512: 16 KiB the butterflies keep in L1), e.g.
     // the odd twiddle of the R = 0 pass, w_(2^(k+1))^br: no trip to L2 for it.
@@ -265,6 +276,14 @@ __device__ __forceinline__ fr_t pass_twiddle(const fr_t* tables, bool inv, uint3
         return ld(tables + (inv ? T_INV_INT : T_FWD_INT) + (ex >> (MAX_LG - INT_LG)));
     if (ord <= DIRECT_LG)
         return ld(tables + (inv ? T_INV_DIR : T_FWD_DIR) + (ex >> (MAX_LG - DIRECT_LG)));
+    if (ord <= roots_lg) {
+        // W^ex = w_(2^D)^i (exact: ex is a multiple of 2^(MAX_LG - ord)); the inverse is
+        // w_(2^D)^(2^D - i), the upper half the negated lower half (see ROOTS_LG).
+        const uint32_t mask = (1u << roots_lg) - 1, half = 1u << (roots_lg - 1);
+        uint32_t i = ex >> (MAX_LG - roots_lg);
+        if (inv) i = (0u - i) & mask;
+        return ld(roots + (i & (half - 1))).cneg((i & half) != 0);
+    }
     return split_pow(tables, inv ? T_INV_LO : T_FWD_LO, ex);
 }
 
@@ -367,8 +386,8 @@ __device__ __forceinline__ uint32_t tid_fresh() { return fresh_index<false>(); }
 // lg_c <= R where R = lg_n - s0 - k > 0 (columns), k + lg_c <= lg_n where R = 0 (groups).
 template <uint32_t EPT, bool WIDE = false, uint32_t SPEC = 0>
 __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__ data1, fr_t* __restrict__ data2,
-                                     const fr_t* __restrict__ tables, uint32_t lg_n, uint32_t s0, uint32_t k,
-                                     uint32_t lg_c, uint32_t flags)
+                                     const fr_t* __restrict__ tables, const fr_t* __restrict__ roots, uint32_t lg_n,
+                                     uint32_t s0, uint32_t k, uint32_t lg_c, uint32_t flags)
 {
 #if defined(CUZK_HOST_EMU)
     extern uint4 smem[];                              // host emulation (host_emu/): the harness's
@@ -573,7 +592,7 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
                 uint32_t ord;
                 const uint32_t ex = twiddle_exp(flags, tk + tr, tk, (pos >> tr) & ((1u << tk) - 1),
                                                 pos & ((1u << tr) - 1), ord);
-                x = x * pass_twiddle(tables, flags & F_TW_INV, ord, ex);
+                x = x * pass_twiddle(tables, roots, (flags >> ROOTS_SHIFT) & 31, flags & F_TW_INV, ord, ex);
             }
         }
         if (has_post && dit && (flags & F_POST_ROW))

@@ -93,6 +93,9 @@ pub mod flags {
     }
     /// The bits of the [`tw_geometry`] fields.
     pub const TW_FIELDS: u32 = tw_geometry(15, 31);
+    /// The roots table's order D (bits 25..29; 0 = no table): set by the launcher from
+    /// [`super::Twiddles`], never by callers.
+    pub const ROOTS_SHIFT: u32 = 25;
     /// (k, r) of the [`tw_geometry`] fields of `flags`.
     pub const fn tw_fields(flags: u32) -> (u32, u32) {
         ((flags >> TW_K_SHIFT) & 15, (flags >> TW_R_SHIFT) & 31)
@@ -158,6 +161,82 @@ fn check_tables<T: Pod>(kernel: &str, tables: &DeviceBuffer<T>) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// The orders a roots table may have: above the direct table's (whose twiddles stay there,
+/// in L2), up to the largest root.
+pub const ROOTS_LG: std::ops::RangeInclusive<u32> = layout::DIRECT_LG + 1..=layout::MAX_LG;
+
+/// Elements of a roots table of order `lg`: w_(2^lg)^i for i < 2^(lg-1).
+pub const fn roots_len(lg: u32) -> usize {
+    1 << (lg - 1)
+}
+
+/// The twiddle tables a pass reads: the table buffer ([`layout`]) and optionally a roots
+/// table of order `lg` in [`ROOTS_LG`] (made by [`roots`]): inter-pass twiddles of order
+/// DIRECT_LG < ord <= lg are then one load from it instead of a product of two table values.
+/// The result is the same with or without it.
+pub struct Twiddles<'a, T: Pod> {
+    pub tables: &'a DeviceBuffer<T>,
+    pub roots: Option<(&'a DeviceBuffer<T>, u32)>,
+}
+
+impl<T: Pod> std::fmt::Debug for Twiddles<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Twiddles")
+            .field("tables", &self.tables.len())
+            .field("roots_lg", &self.roots.map(|(_, lg)| lg))
+            .finish()
+    }
+}
+
+impl<T: Pod> Twiddles<'_, T> {
+    fn check(&self, kernel: &str) -> Result<()> {
+        check_tables(kernel, self.tables)?;
+        if let Some((r, lg)) = self.roots
+            && (!ROOTS_LG.contains(&lg) || r.len() != roots_len(lg))
+        {
+            return Err(invalid(
+                kernel,
+                format!("roots table of {} elements for order 2^{lg}", r.len()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The kernel's `roots` argument and the flag bits naming its order.
+    fn roots_arg(&self) -> (u64, u32) {
+        self.roots
+            .map_or((0, 0), |(r, lg)| (r.device_ptr(), lg << flags::ROOTS_SHIFT))
+    }
+}
+
+/// Fills `out` with the roots table of order `lg` ([`Twiddles`]) from the table buffer.
+/// Asynchronous.
+pub fn roots<T: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    out: &mut DeviceBuffer<T>,
+    tables: &DeviceBuffer<T>,
+    lg: u32,
+) -> Result<()> {
+    const K: &str = "cuzk_ntt_roots";
+    check_elem::<T>(K)?;
+    check_tables(K, tables)?;
+    if !ROOTS_LG.contains(&lg) || out.len() != roots_len(lg) {
+        return Err(invalid(
+            K,
+            format!("{} elements for a roots table of order 2^{lg}", out.len()),
+        ));
+    }
+    let cfg = LaunchConfig {
+        grid: ((roots_len(lg) / 256).min(1 << 16) as u32, 1, 1),
+        block: (256, 1, 1),
+        shared_bytes: 0,
+    };
+    // SAFETY: the kernel writes out[i] for i < 2^(lg-1) = out.len() and reads the split tables
+    // (indices < 2^14 in each half) of a checked table buffer.
+    unsafe { gpu.launch(stream, MODULE, K, cfg, &[&*out, tables, &lg]) }
 }
 
 /// The kernels that run one pass; all give the same result bit for bit.
@@ -238,7 +317,7 @@ pub fn pass<T: Pod>(
     stream: &Stream,
     kernel: PassKernel,
     data: &mut DeviceBuffer<T>,
-    tables: &DeviceBuffer<T>,
+    tw: &Twiddles<'_, T>,
     lg_n: u32,
     s0: u32,
     k: u32,
@@ -253,7 +332,7 @@ pub fn pass<T: Pod>(
     let p = data.device_ptr();
     let (p1, p2) = (p.wrapping_add(32 << lg_n), p.wrapping_add(64 << lg_n));
     let geometry = (lg_n, s0, k, lg_c, pass_flags);
-    launch_pass(gpu, stream, kernel, [p, p1, p2], batch, tables, geometry)
+    launch_pass(gpu, stream, kernel, [p, p1, p2], batch, tw, geometry)
 }
 
 /// [`pass`] over one to three separate buffers of one polynomial (2^lg_n elements) each, in
@@ -265,7 +344,7 @@ pub fn pass_many<T: Pod>(
     stream: &Stream,
     kernel: PassKernel,
     polys: &mut [&mut DeviceBuffer<T>],
-    tables: &DeviceBuffer<T>,
+    tw: &Twiddles<'_, T>,
     lg_n: u32,
     s0: u32,
     k: u32,
@@ -300,7 +379,7 @@ pub fn pass_many<T: Pod>(
         kernel,
         [ptr(0), ptr(1), ptr(2)],
         batch,
-        tables,
+        tw,
         geometry,
     )
 }
@@ -314,12 +393,12 @@ fn launch_pass<T: Pod>(
     kernel: PassKernel,
     ptrs: [u64; 3],
     batch: u32,
-    tables: &DeviceBuffer<T>,
+    tw: &Twiddles<'_, T>,
     (lg_n, s0, k, lg_c, pass_flags): (u32, u32, u32, u32, u32),
 ) -> Result<()> {
     let name = kernel.name(pass_flags);
     let (ept_lg, min_k, max_tile_lg) = kernel.shape();
-    check_tables(name, tables)?;
+    tw.check(name)?;
     let tile_lg = k + lg_c;
     // The store-side twiddle's geometry: a pass of 2^lg_n or less (w_M, M = 2^(tk + tr)), w_2M
     // with the odd bits (a power of W = w_(2^MAX_LG) only for M < 2^MAX_LG).
@@ -357,6 +436,8 @@ fn launch_pass<T: Pod>(
         shared_bytes: 32 << tile_lg,
     };
     let [p0, p1, p2] = ptrs;
+    let (roots, roots_flags) = tw.roots_arg();
+    let pass_flags = pass_flags | roots_flags;
     // SAFETY: with the geometry checked above (lg_c ≤ R, or for R = 0 a tile of 2^lg_c whole
     // groups, k + lg_c ≤ lg_n) every block touches only its own tile inside
     // polynomial blockIdx.y < batch, which starts at ptrs[y] (y < 2) or ptrs[2] + (y - 2) <<
@@ -369,7 +450,8 @@ fn launch_pass<T: Pod>(
     // gn_off(lg_n) + (i >> 14) < gn_off(lg_n + 1) for i < 2^lg_n, lg_n <= 28, internal index
     // < 512; the wide kernel's internal twiddles of half-size >= 2^10 read the direct table at
     // j << (18 - lg_h) < 2^18 < DIRECT_N; with TW_FOLD T_HTW + ((3·lg_n + y) << 10 | j),
-    // lg_n < MAX_LG, y < 3, j < 2^10, checked above); the buffers stay borrowed mutably for the launch
+    // lg_n < MAX_LG, y < 3, j < 2^10, checked above); a roots table of order D (checked:
+    // 2^(D-1) elements) only at index i & (2^(D-1) - 1); the buffers stay borrowed mutably for the launch
     // and stream order protects them afterwards. The launcher raises the function's dynamic
     // shared memory limit for tiles above 48 KiB.
     unsafe {
@@ -378,7 +460,18 @@ fn launch_pass<T: Pod>(
             MODULE,
             name,
             cfg,
-            &[&p0, &p1, &p2, tables, &lg_n, &s0, &k, &lg_c, &pass_flags],
+            &[
+                &p0,
+                &p1,
+                &p2,
+                tw.tables,
+                &roots,
+                &lg_n,
+                &s0,
+                &k,
+                &lg_c,
+                &pass_flags,
+            ],
         )
     }
 }

@@ -3,13 +3,15 @@
 //! quotient pipeline. Bit-identical to the CPU calls (checked in `tests/gpu.rs`).
 //!
 //! Every device owns one table buffer (~39 MiB, all sizes up to 2^28), uploaded on first use
-//! and kept for the life of the process.
+//! and kept for the life of the process, and a roots table ([`RootsCache`]: up to 2^(D+4)
+//! bytes for the twiddles of order D > 19), a cache of the budget that only free bytes build
+//! and that any other request of the budget takes back.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use cuzk_field::Fr;
-use cuzk_gpu::{DeviceBuffer, Gpu, Stream, Vram, ntt as k};
+use cuzk_gpu::{DeviceBuffer, Event, Gpu, Reclaim, Stream, Vram, ntt as k};
 
 use crate::plan::{self, Pass, Transform};
 use crate::{Domain, NttError, Order};
@@ -63,6 +65,223 @@ pub fn device_tables(gpu: &Gpu) -> Result<Arc<DeviceBuffer<Fr>>, NttError> {
     let t = Arc::new(gpu.vram().from_host(&plan::tables())?);
     cache.insert(gpu.ordinal(), t.clone());
     Ok(t)
+}
+
+/// A device's roots table ([`k::Twiddles`]: w_(2^D)^i, i < 2^(D-1), for the inter-pass twiddles
+/// of order 19 < ord <= D), kept between transforms as a cache of the device budget
+/// ([`Reclaim`]): built only from free bytes (a transform never makes another cache give its
+/// memory back for it; without the table it multiplies two table values instead, same result),
+/// at the order the transform needs (a larger one replaces it), and freed when any other
+/// request of the budget needs the bytes, after every kernel that read it has finished.
+pub struct RootsCache {
+    entry: Mutex<Option<RootsEntry>>,
+}
+
+struct RootsEntry {
+    lg: u32,
+    table: Arc<DeviceBuffer<Fr>>,
+    /// Recorded after the table's construction: users on other streams wait for it.
+    ready: Event,
+    /// Recorded after the launches of each use still running (completed ones are pruned).
+    uses: Vec<Event>,
+}
+
+impl RootsEntry {
+    /// Waits for every use, then frees the table (unless a user still holds it: that user
+    /// waits for its own launches before letting go, see [`RootsUse`]).
+    fn retire(self) {
+        for e in self.uses.iter().chain([&self.ready]) {
+            if e.synchronize().is_err() {
+                // The device failed: never free memory a kernel may still read.
+                std::mem::forget(self.table);
+                return;
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for RootsCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RootsCache")
+            .field("order", &self.order())
+            .finish()
+    }
+}
+
+impl Reclaim for RootsCache {
+    fn reclaimable(&self) -> u64 {
+        // Held by a transform that is launching: not freed by dropping the cache's handle.
+        self.lock()
+            .as_ref()
+            .filter(|e| Arc::strong_count(&e.table) == 1)
+            .map_or(0, |e| e.table.reserved_bytes())
+    }
+    fn reclaim(&self) {
+        let taken = self.lock().take();
+        if let Some(e) = taken {
+            e.retire(); // outside the lock
+        }
+    }
+}
+
+impl RootsCache {
+    fn lock(&self) -> MutexGuard<'_, Option<RootsEntry>> {
+        // A panic while holding the lock leaves a consistent entry behind.
+        self.entry.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The device's cache (registered with its budget on first use).
+    pub fn of(gpu: &Gpu) -> Arc<RootsCache> {
+        static CACHES: OnceLock<Mutex<HashMap<usize, Arc<RootsCache>>>> = OnceLock::new();
+        let mut caches = CACHES
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        caches
+            .entry(gpu.ordinal())
+            .or_insert_with(|| {
+                let c = Arc::new(RootsCache {
+                    entry: Mutex::new(None),
+                });
+                let weak: Weak<dyn Reclaim> = Arc::downgrade(&c) as Weak<RootsCache>;
+                gpu.vram().budget().add_reclaimer(weak);
+                c
+            })
+            .clone()
+    }
+
+    /// The order of the table held now (0: none).
+    pub fn order(&self) -> u32 {
+        self.lock().as_ref().map_or(0, |e| e.lg)
+    }
+
+    /// A table of order at least `lg` for launches on `stream`, built if there is none that
+    /// large and the budget has the bytes free; `None` (no table) otherwise, or for `lg == 0`.
+    fn take<'s>(
+        self: &Arc<Self>,
+        gpu: &Gpu,
+        stream: &'s Stream,
+        tables: &DeviceBuffer<Fr>,
+        lg: u32,
+    ) -> Result<Option<RootsUse<'s>>, NttError> {
+        if lg == 0 {
+            return Ok(None);
+        }
+        let held = {
+            let e = self.lock();
+            e.as_ref()
+                .filter(|e| e.lg >= lg)
+                .map(|e| (e.table.clone(), e.lg, stream.wait(&e.ready)))
+        };
+        if let Some((table, lg, waited)) = held {
+            let u = self.use_of(gpu, stream, table, lg)?;
+            waited?;
+            return Ok(Some(u));
+        }
+        // None large enough: a smaller one is given back first (its bytes count as free).
+        self.reclaim();
+        let len = k::roots_len(lg);
+        if gpu.vram().budget().free() < Vram::bytes_for::<Fr>(len)? {
+            return Ok(None);
+        }
+        let Ok(mut table) = gpu.vram().alloc::<Fr>(len) else {
+            return Ok(None); // taken meanwhile: run without
+        };
+        let ready = gpu.event()?;
+        let built =
+            k::roots(gpu, stream, &mut table, tables, lg).and_then(|()| stream.record(&ready));
+        let table = Arc::new(table);
+        let u = self.use_of(gpu, stream, table.clone(), lg)?;
+        built?;
+        let mut e = self.lock();
+        if e.is_none() {
+            *e = Some(RootsEntry {
+                lg,
+                table,
+                ready,
+                uses: Vec::new(),
+            });
+        }
+        Ok(Some(u))
+    }
+
+    fn use_of<'s>(
+        self: &Arc<Self>,
+        gpu: &Gpu,
+        stream: &'s Stream,
+        table: Arc<DeviceBuffer<Fr>>,
+        lg: u32,
+    ) -> Result<RootsUse<'s>, NttError> {
+        let done = gpu.event();
+        let mut u = RootsUse {
+            cache: self.clone(),
+            stream,
+            table: Some(table),
+            done: None,
+            lg,
+        };
+        u.done = Some(done?); // on failure `u` drops: it waits for the stream instead
+        Ok(u)
+    }
+}
+
+/// A transform's hold on the roots table: on drop (after its launches, or after a failed one)
+/// it records `done` on its stream and leaves it with the cache, or, if the cache has let go
+/// of the table meanwhile, waits for it before releasing its handle.
+struct RootsUse<'s> {
+    cache: Arc<RootsCache>,
+    stream: &'s Stream,
+    table: Option<Arc<DeviceBuffer<Fr>>>,
+    done: Option<Event>,
+    lg: u32,
+}
+
+impl RootsUse<'_> {
+    fn twiddles<'a>(&'a self, tables: &'a DeviceBuffer<Fr>) -> k::Twiddles<'a, Fr> {
+        k::Twiddles {
+            tables,
+            roots: self.table.as_deref().map(|t| (t, self.lg)),
+        }
+    }
+}
+
+impl Drop for RootsUse<'_> {
+    fn drop(&mut self) {
+        let Some(table) = self.table.take() else {
+            return;
+        };
+        let done = self.done.take().filter(|e| self.stream.record(e).is_ok());
+        let mut entry = self.cache.lock();
+        if let Some(e) = entry.as_mut().filter(|e| Arc::ptr_eq(&e.table, &table))
+            && let Some(done) = done
+        {
+            e.uses.retain(|u| !u.is_complete());
+            e.uses.push(done);
+            return;
+        }
+        drop(entry);
+        let finished = match &done {
+            Some(e) => e.synchronize().is_ok(),
+            None => self.stream.synchronize().is_ok(),
+        };
+        if !finished {
+            std::mem::forget(table); // the device failed: never free memory a kernel may read
+        }
+    }
+}
+
+/// The twiddle tables of a transform: the device's tables and the roots table it holds, if any.
+fn twiddles<'a>(
+    tables: &'a DeviceBuffer<Fr>,
+    roots: Option<&'a RootsUse<'_>>,
+) -> k::Twiddles<'a, Fr> {
+    match roots {
+        Some(r) => r.twiddles(tables),
+        None => k::Twiddles {
+            tables,
+            roots: None,
+        },
+    }
 }
 
 /// Bytes of device budget that `count` vectors of `n` elements need, or `DoesNotFit`.
@@ -136,7 +355,7 @@ fn run_passes(
     gpu: &Gpu,
     stream: &Stream,
     data: &mut DeviceBuffer<Fr>,
-    tables: &DeviceBuffer<Fr>,
+    tw: &k::Twiddles<'_, Fr>,
     lg_n: u32,
     passes: &[Pass],
     choice: KernelChoice,
@@ -144,7 +363,7 @@ fn run_passes(
     for p in passes {
         let kernel = pass_kernel(p, choice);
         k::pass(
-            gpu, stream, kernel, data, tables, lg_n, p.s0, p.k, p.lg_c, p.flags,
+            gpu, stream, kernel, data, tw, lg_n, p.s0, p.k, p.lg_c, p.flags,
         )?;
     }
     Ok(())
@@ -157,7 +376,7 @@ fn run_passes_many(
     gpu: &Gpu,
     stream: &Stream,
     polys: &mut [&mut DeviceBuffer<Fr>],
-    tables: &DeviceBuffer<Fr>,
+    tw: &k::Twiddles<'_, Fr>,
     lg_n: u32,
     passes: &[Pass],
     choice: KernelChoice,
@@ -165,7 +384,7 @@ fn run_passes_many(
     for p in passes {
         let kernel = pass_kernel(p, choice);
         k::pass_many(
-            gpu, stream, kernel, polys, tables, lg_n, p.s0, p.k, p.lg_c, p.flags,
+            gpu, stream, kernel, polys, tw, lg_n, p.s0, p.k, p.lg_c, p.flags,
         )?;
     }
     Ok(())
@@ -258,10 +477,13 @@ impl Domain {
         let lg_n = self.log_size();
         let tables = device_tables(gpu)?;
         let plan = plan::plan_split(lg_n, t, input, output, choice.wide, split);
+        let roots_lg = plan::roots_order(&plan.passes, plan::roots_cap());
+        let roots = RootsCache::of(gpu).take(gpu, stream, &tables, roots_lg)?;
+        let tw = twiddles(&tables, roots.as_ref());
         if plan.permute_before {
             permute(gpu, stream, data, lg_n)?;
         }
-        run_passes(gpu, stream, data, &tables, lg_n, &plan.passes, choice)?;
+        run_passes(gpu, stream, data, &tw, lg_n, &plan.passes, choice)?;
         if plan.permute_after {
             permute(gpu, stream, data, lg_n)?;
         }
@@ -358,11 +580,15 @@ impl Domain {
         let lg_n = self.log_size();
         let tables = device_tables(gpu)?;
         let (to_coeffs, to_coset, back) = plan::quotient_plan_split(lg_n, choice.wide, split);
+        let all = [to_coeffs.as_slice(), &to_coset, &back].concat();
+        let roots_lg = plan::roots_order(&all, plan::roots_cap());
+        let roots = RootsCache::of(gpu).take(gpu, stream, &tables, roots_lg)?;
+        let tw = twiddles(&tables, roots.as_ref());
         {
             let mut polys = [&mut *a, &mut b, &mut c];
-            run_passes_many(gpu, stream, &mut polys, &tables, lg_n, &to_coeffs, choice)?;
+            run_passes_many(gpu, stream, &mut polys, &tw, lg_n, &to_coeffs, choice)?;
             mark(0)?;
-            run_passes_many(gpu, stream, &mut polys, &tables, lg_n, &to_coset, choice)?;
+            run_passes_many(gpu, stream, &mut polys, &tw, lg_n, &to_coset, choice)?;
             mark(1)?;
         }
         // The quotient's constants were folded into to_coeffs' last store (F_TW_FOLD): a·b − c.
@@ -381,7 +607,7 @@ impl Domain {
         // others while `back` runs.
         let consumed = gpu.event()?;
         stream.record(&consumed)?;
-        run_passes(gpu, stream, a, &tables, lg_n, &back, choice)?;
+        run_passes(gpu, stream, a, &tw, lg_n, &back, choice)?;
         mark(3)?;
         consumed.synchronize()?;
         drop((b, c));

@@ -112,6 +112,35 @@ fn specialized_from(v: Option<&std::ffi::OsStr>) -> bool {
     v.is_none_or(|v| v.to_str().map(str::trim) != Some("0"))
 }
 
+/// The roots table (kernels' `ROOTS_LG`, `cuzk_gpu::ntt::Twiddles`): an inter-pass twiddle of
+/// order DIRECT_LG < ord <= D is one load from a table of w_(2^D)^i, i < 2^(D-1) (2^(D+4) bytes),
+/// instead of the product of two split-table values. `CUZK_NTT_ROOTS_LG` caps D (read on every
+/// transform; default MAX_LG; 0, or any value up to DIRECT_LG, turns the table off; a value that
+/// is not a number keeps the default). Same result either way.
+pub(crate) fn roots_cap() -> u32 {
+    roots_cap_from(std::env::var("CUZK_NTT_ROOTS_LG").ok().as_deref())
+}
+
+fn roots_cap_from(v: Option<&str>) -> u32 {
+    v.and_then(|v| v.trim().parse::<u32>().ok())
+        .map_or(MAX_LG, |lg| lg.min(MAX_LG))
+}
+
+/// The roots table order `passes` can use under `cap`: the largest order of their store-side
+/// twiddles above DIRECT_LG (at most `cap`), 0 when none is above it.
+pub(crate) fn roots_order(passes: &[Pass], cap: u32) -> u32 {
+    passes
+        .iter()
+        .filter(|p| p.flags & F_TWIDDLE != 0 && p.flags & F_TW_FOLD == 0)
+        .map(|p| {
+            let (tk, tr) = ((p.flags >> TW_K_SHIFT) & 15, (p.flags >> TW_R_SHIFT) & 31);
+            tk + tr + u32::from(p.flags & (F_ODD_ROW | F_ODD_COL) != 0)
+        })
+        .filter(|&ord| ord > DIRECT_LG && ord <= cap)
+        .max()
+        .unwrap_or(0)
+}
+
 /// Smallest size for the tiled bit-reversal kernel (`cuzk_ntt_bit_reverse_tiled`).
 pub(crate) const TILED_BITREV_MIN_LG: u32 = 10;
 /// Permute with the tiled kernel from 2^10 up; `false` falls back to the element-wise
@@ -667,6 +696,18 @@ pub(crate) mod emu {
         } else {
             split_pow(t, if inv { T_INV_LO } else { T_FWD_LO }, ex)
         }
+    }
+
+    /// The kernels' roots-table branch of `pass_twiddle`: W^(±ex) from the table of order
+    /// `lg` (`roots[i] = w_(2^lg)^i`, i < 2^(lg-1)), for a twiddle of order at most `lg`.
+    pub(crate) fn roots_twiddle(roots: &[Fr], lg: u32, inv: bool, ex: u32) -> Fr {
+        let (mask, half) = ((1u32 << lg) - 1, 1u32 << (lg - 1));
+        let mut i = ex >> (MAX_LG - lg);
+        if inv {
+            i = i.wrapping_neg() & mask;
+        }
+        let w = roots[(i & (half - 1)) as usize];
+        if i & half != 0 { -w } else { w }
     }
 
     /// The kernels' `twiddle_exp`: (ord, ex) of the inter-pass twiddle of (row, col).
@@ -1282,6 +1323,68 @@ mod tests {
             -Fr::ONE,
             "w_(2^DIRECT_LG)^(2^(DIRECT_LG-1)) = -1"
         );
+    }
+
+    /// The roots table's index math (kernels' `pass_twiddle`, mirrored by `emu::roots_twiddle`)
+    /// against the split tables, at order 20 for every twiddle order it serves, both ways.
+    #[test]
+    fn roots_table_gives_the_split_twiddles() {
+        let t = tables();
+        let lg = DIRECT_LG + 1;
+        let w = Fr::root_of_unity_of_order(lg).unwrap();
+        let mut roots = vec![Fr::ONE; 1 << (lg - 1)];
+        for i in 1..roots.len() {
+            roots[i] = roots[i - 1] * w;
+        }
+        let mut x = 0x9e37_79b9_u32;
+        for ord in [1, DIRECT_LG, lg] {
+            for j in 0..200u32 {
+                x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                let e = match j {
+                    0 => 0,
+                    1 => 1 << (ord - 1), // -1
+                    _ => x >> (32 - ord),
+                };
+                let ex = e << (MAX_LG - ord);
+                for inv in [false, true] {
+                    let want = emu_pow(&t, if inv { T_INV_LO } else { T_FWD_LO }, ex);
+                    let got = emu::roots_twiddle(&roots, lg, inv, ex);
+                    assert_eq!(got, want, "ord {ord} e {e} inv {inv}");
+                }
+            }
+        }
+    }
+
+    /// Which order of roots table a plan asks for: the largest store-side twiddle order above
+    /// DIRECT_LG, under the cap.
+    #[test]
+    fn roots_order_of_plans() {
+        use crate::Order::*;
+        let fwd = |lg| plan_split(lg, Transform::Forward, Natural, BitReversed, false, None).passes;
+        assert_eq!(roots_order(&fwd(19), MAX_LG), 0);
+        assert_eq!(roots_order(&fwd(20), MAX_LG), 20);
+        assert_eq!(roots_order(&fwd(24), MAX_LG), 24);
+        assert_eq!(roots_order(&fwd(26), MAX_LG), 26);
+        assert_eq!(
+            roots_order(&fwd(26), 25),
+            0,
+            "only the first pass is above 19"
+        );
+        let h = |lg| {
+            let (a, b, c) = quotient_plan_split(lg, false, None);
+            roots_order(&[a, b, c].concat(), MAX_LG)
+        };
+        assert_eq!(
+            h(24),
+            25,
+            "the half-root coset's odd twiddles are of order 2N"
+        );
+        assert_eq!(h(27), 28);
+        assert_eq!(roots_cap_from(None), MAX_LG);
+        assert_eq!(roots_cap_from(Some("0")), 0);
+        assert_eq!(roots_cap_from(Some(" 24 ")), 24);
+        assert_eq!(roots_cap_from(Some("40")), MAX_LG);
+        assert_eq!(roots_cap_from(Some("x")), MAX_LG);
     }
 
     fn emu_pow(t: &[Fr], off: usize, e: u32) -> Fr {

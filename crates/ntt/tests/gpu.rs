@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use cuzk_field::Fr;
 use cuzk_gpu::{Gpu, Stream};
-use cuzk_ntt::gpu::{KernelChoice, check_fits, device_tables, split_from_env};
+use cuzk_ntt::gpu::{KernelChoice, RootsCache, check_fits, device_tables, split_from_env};
 use cuzk_ntt::{Domain, NttError, Order, Transform};
 use proptest::prelude::*;
 use rand::SeedableRng;
@@ -231,7 +231,9 @@ fn quotient_case(g: &Gpu, lg: u32) {
                 g.vram().from_host(&b).unwrap(),
                 g.vram().from_host(&c).unwrap(),
             );
-            let with_all = budget.in_use();
+            // Held by callers (not the roots table, a cache that comes and goes).
+            let held = || budget.in_use() - budget.reclaimable();
+            let with_all = held();
             let one = da.reserved_bytes();
             match choice {
                 None => d.gpu_quotient(g, &stream, &mut da, db, dc),
@@ -247,7 +249,7 @@ fn quotient_case(g: &Gpu, lg: u32) {
                 ),
             }
             .unwrap();
-            assert_eq!(budget.in_use(), with_all - 2 * one, "b and c released");
+            assert_eq!(held(), with_all - 2 * one, "b and c released");
             stream.synchronize().unwrap();
             assert_eq!(da.to_vec().unwrap(), want, "2^{lg} device {choice:?}");
         }
@@ -507,6 +509,91 @@ fn gpu_split_override_matches_cpu() {
     }
 }
 
+/// The roots table: built from free bytes at the order a transform needs (a larger one
+/// replaces it, and serves smaller transforms), not built when the bytes are not free (the
+/// transform multiplies split-table values instead), given back to any request of the budget
+/// (after the kernels that read it: reclaimed while a 2^24 transform runs, the result is
+/// still right). Every result against the CPU.
+#[test]
+#[ignore = "gpu"]
+fn gpu_roots_table_is_a_cache() {
+    let g = gpu();
+    let budget = g.vram().budget().clone();
+    let cache = RootsCache::of(&g);
+    budget.reclaim_all();
+    assert_eq!(cache.order(), 0);
+    let (n, b, r) = (Order::Natural, Order::BitReversed, Transform::Inverse);
+    check(
+        &g,
+        &Domain::new(19).unwrap(),
+        &random(1 << 19, 1),
+        Transform::Forward,
+        n,
+        b,
+    );
+    assert_eq!(
+        cache.order(),
+        0,
+        "2^19's twiddles are all in the direct table"
+    );
+    check(
+        &g,
+        &Domain::new(20).unwrap(),
+        &random(1 << 20, 2),
+        Transform::Forward,
+        n,
+        b,
+    );
+    assert_eq!(cache.order(), 20);
+    let bytes = budget.reclaimable();
+    assert_eq!(bytes, 32 << 19);
+    check(&g, &Domain::new(22).unwrap(), &random(1 << 22, 3), r, b, n);
+    assert_eq!(cache.order(), 22);
+    check(
+        &g,
+        &Domain::new(21).unwrap(),
+        &random(1 << 21, 4),
+        Transform::CosetForward,
+        n,
+        n,
+    );
+    assert_eq!(cache.order(), 22, "the larger table serves 2^21");
+    // A request that needs its bytes takes them back.
+    let hog = budget
+        .try_acquire(budget.available() - (16 << 20))
+        .expect("hog");
+    assert_eq!(cache.order(), 0);
+    drop(hog);
+    // Without free bytes for it, no table: same results.
+    let hog = budget
+        .try_acquire(budget.available() - (160 << 20))
+        .expect("hog");
+    check(&g, &Domain::new(22).unwrap(), &random(1 << 22, 5), r, b, n);
+    assert_eq!(
+        cache.order(),
+        0,
+        "160 MiB left: 128 for the data, 64 for a table"
+    );
+    drop(hog);
+    // Given back while a transform that reads it runs.
+    let d = Domain::new(24).unwrap();
+    let x = random(1 << 24, 6);
+    let mut want = x.clone();
+    d.fft_in_place(&mut want).unwrap();
+    let stream = g.stream("roots").unwrap();
+    let mut dev = g.vram().from_host(&x).unwrap();
+    d.gpu_transform(&g, &stream, &mut dev, Transform::Forward, n, n)
+        .unwrap();
+    assert_eq!(cache.order(), 24);
+    budget.reclaim_all();
+    assert_eq!(cache.order(), 0);
+    stream.synchronize().unwrap();
+    assert!(
+        dev.to_vec().unwrap() == want,
+        "2^24 with the table reclaimed in flight"
+    );
+}
+
 /// Budget left for only some of the pipeline's allocations: the call fails cleanly and gives
 /// back exactly what it took.
 #[test]
@@ -519,6 +606,7 @@ fn gpu_alloc_failure_restores_budget() {
     let want = d.gpu_coset_quotient(&a, &b, &c).unwrap();
     device_tables(&g).unwrap(); // the per-device tables stay allocated: take them first
     let budget = g.vram().budget().clone();
+    budget.reclaim_all(); // a roots table of an earlier, larger transform
     let before = budget.in_use();
     let one = cuzk_gpu::Vram::bytes_for::<Fr>(n).unwrap();
     let mut failures = 0;
@@ -635,6 +723,9 @@ fn gpu_bench_ntt() {
     }
     if let Some(v) = std::env::var_os("CUZK_NTT_SPLIT") {
         println!("CUZK_NTT_SPLIT={v:?} (default rows of that size use this pass split)");
+    }
+    if let Some(v) = std::env::var_os("CUZK_NTT_ROOTS_LG") {
+        println!("CUZK_NTT_ROOTS_LG={v:?} (cap on the roots table's order; 0: none)");
     }
     if let Some(v) = std::env::var_os("CUZK_NTT_SPECIALIZED") {
         println!("CUZK_NTT_SPECIALIZED={v:?} (=0: default rows use the generic radix-4 kernel)");

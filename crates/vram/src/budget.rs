@@ -128,6 +128,15 @@ impl Budget {
             }
         }
     }
+    /// Has every registered cache give back its idle bytes (e.g. before comparing what the
+    /// callers hold with an earlier count).
+    pub fn reclaim_all(&self) {
+        for r in self.reclaimers() {
+            if r.reclaimable() > 0 {
+                r.reclaim();
+            }
+        }
+    }
     /// True if both handles refer to the same budget.
     pub fn same_as(&self, other: &Budget) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
@@ -523,6 +532,16 @@ mod tests {
         drop(k2);
         assert_eq!((b.reclaimable(), b.in_use()), (0, 0));
         let _all = b.try_acquire(100).unwrap();
+    }
+
+    #[test]
+    fn reclaim_all_empties_every_cache() {
+        let b = Budget::new("device", 100);
+        let (k1, k2) = (kept(&b, 30), kept(&b, 40));
+        let held = b.try_acquire(10).unwrap();
+        b.reclaim_all();
+        assert_eq!((k1.reclaimable(), k2.reclaimable()), (0, 0));
+        assert_eq!((b.in_use(), held.bytes()), (10, 10));
     }
 
     #[test]

@@ -72,7 +72,7 @@ static void launch(uint32_t gx, uint32_t gy, uint32_t bx, const std::function<vo
 
 // The specialized radix-4 kernel for a pass's flags (mirror of specialized_name in
 // crates/gpu/src/ntt.rs), counted per name: every variant must run at least once.
-typedef void (*pass_fn)(fr_t*, fr_t*, fr_t*, const fr_t*, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t);
+typedef void (*pass_fn)(fr_t*, fr_t*, fr_t*, const fr_t*, const fr_t*, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t);
 struct spec_t { const char* name; pass_fn f; uint64_t runs; };
 static spec_t g_spec[] = {
     {"cuzk_ntt_pass4", cuzk_ntt_pass4, 0},
@@ -149,16 +149,16 @@ static void run_passes(const case_t& c, fr_t* const ps[3], uint32_t batch, const
             spec_t& sp = specialized(flags);
             sp.runs++;
             launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
-                   [&] { sp.f(d, d1, d2, tables, lg_n, s0, k, lg_c, flags); });
+                   [&] { sp.f(d, d1, d2, tables, nullptr, lg_n, s0, k, lg_c, flags); });
         } else if (r4 == 2)
             launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 3),
-                   [&] { cuzk_ntt_pass_wide(d, d1, d2, tables, lg_n, s0, k, lg_c, flags); });
+                   [&] { cuzk_ntt_pass_wide(d, d1, d2, tables, nullptr, lg_n, s0, k, lg_c, flags); });
         else if (r4)
             launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
-                   [&] { cuzk_ntt_pass4(d, d1, d2, tables, lg_n, s0, k, lg_c, flags); });
+                   [&] { cuzk_ntt_pass4(d, d1, d2, tables, nullptr, lg_n, s0, k, lg_c, flags); });
         else
             launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 1),
-                   [&] { cuzk_ntt_pass(d, d1, d2, tables, lg_n, s0, k, lg_c, flags); });
+                   [&] { cuzk_ntt_pass(d, d1, d2, tables, nullptr, lg_n, s0, k, lg_c, flags); });
     }
 }
 static void run(const case_t& c, fr_t* d, const fr_t* tables)
@@ -278,10 +278,10 @@ int main(int argc, char** argv)
             spec_t& sp = specialized(flags);
             sp.runs++;
             launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
-                   [&] { cuzk_ntt_pass4(a.data(), poly_at(a.data(), 1, lg_n), poly_at(a.data(), 2, lg_n), tables,
+                   [&] { cuzk_ntt_pass4(a.data(), poly_at(a.data(), 1, lg_n), poly_at(a.data(), 2, lg_n), tables, nullptr,
                                         lg_n, s0, k, lg_c, flags); });
             launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
-                   [&] { sp.f(b.data(), poly_at(b.data(), 1, lg_n), poly_at(b.data(), 2, lg_n), tables, lg_n, s0,
+                   [&] { sp.f(b.data(), poly_at(b.data(), 1, lg_n), poly_at(b.data(), 2, lg_n), tables, nullptr, lg_n, s0,
                               k, lg_c, flags); });
             const bool ok = memcmp(a.data(), b.data(), 32 * a.size()) == 0;
             if (!ok) printf("sweep 2^%u s0 %u k %u lg_c %u flags %#x %s: MISMATCH\n", lg_n, s0, k, lg_c, flags, sp.name);
@@ -302,10 +302,10 @@ int main(int argc, char** argv)
             spec_t& sp = specialized(flags);
             sp.runs++;
             launch(1u << (lg_n - k - lg_c), batch, 1u << (k + lg_c - 2),
-                   [&] { cuzk_ntt_pass4(a.data(), poly_at(a.data(), 1, lg_n), poly_at(a.data(), 2, lg_n), tables,
+                   [&] { cuzk_ntt_pass4(a.data(), poly_at(a.data(), 1, lg_n), poly_at(a.data(), 2, lg_n), tables, nullptr,
                                         lg_n, s0, k, lg_c, flags); });
             launch(1u << (lg_n - k - lg_c), batch, 1u << (k + lg_c - 2),
-                   [&] { sp.f(b.data(), poly_at(b.data(), 1, lg_n), poly_at(b.data(), 2, lg_n), tables, lg_n, s0,
+                   [&] { sp.f(b.data(), poly_at(b.data(), 1, lg_n), poly_at(b.data(), 2, lg_n), tables, nullptr, lg_n, s0,
                               k, lg_c, flags); });
             const bool ok = memcmp(a.data(), b.data(), 32 * a.size()) == 0;
             if (!ok) printf("fold sweep k %u flags %#x %s: MISMATCH\n", k, flags, sp.name);
