@@ -155,8 +155,10 @@ impl RootsCache {
         self.lock().as_ref().map_or(0, |e| e.lg)
     }
 
-    /// A table of order at least `lg` for launches on `stream`, built if there is none that
-    /// large and the budget has the bytes free; `None` (no table) otherwise, or for `lg == 0`.
+    /// A table for launches on `stream`: one of order `lg` or more if held, else one of order
+    /// `lg` built if the budget has the bytes free (counting a smaller held table's, which it
+    /// replaces), else the smaller one (it serves the twiddles of order up to its own; the
+    /// kernels take the rest from the split tables), else `None`; `None` for `lg == 0`.
     fn take<'s>(
         self: &Arc<Self>,
         gpu: &Gpu,
@@ -167,22 +169,30 @@ impl RootsCache {
         if lg == 0 {
             return Ok(None);
         }
-        let held = {
-            let e = self.lock();
-            e.as_ref()
-                .filter(|e| e.lg >= lg)
-                .map(|e| (e.table.clone(), e.lg, stream.wait(&e.ready)))
-        };
-        if let Some((table, lg, waited)) = held {
-            let u = self.use_of(gpu, stream, table, lg)?;
-            waited?;
-            return Ok(Some(u));
-        }
-        // None large enough: a smaller one is given back first (its bytes count as free).
-        self.reclaim();
         let len = k::roots_len(lg);
-        if gpu.vram().budget().free() < Vram::bytes_for::<Fr>(len)? {
-            return Ok(None);
+        let need = Vram::bytes_for::<Fr>(len)?;
+        // The held table, its order, the wait for it on `stream`, and whether replacing it
+        // would give back its bytes (no other transform holds it).
+        let held = self.lock().as_ref().map(|e| {
+            let idle = Arc::strong_count(&e.table) == 1;
+            let idle_bytes = if idle { e.table.reserved_bytes() } else { 0 };
+            (e.table.clone(), e.lg, stream.wait(&e.ready), idle_bytes)
+        });
+        let free = gpu.vram().budget().free();
+        match held {
+            Some((table, held_lg, waited, idle_bytes))
+                if held_lg >= lg || free + idle_bytes < need =>
+            {
+                let u = self.use_of(gpu, stream, table, held_lg)?;
+                waited?;
+                return Ok(Some(u));
+            }
+            Some(h) => {
+                drop(h); // replaced by a larger one: its bytes count as free
+                self.reclaim();
+            }
+            None if free < need => return Ok(None),
+            None => {}
         }
         let Ok(mut table) = gpu.vram().alloc::<Fr>(len) else {
             return Ok(None); // taken meanwhile: run without

@@ -510,10 +510,11 @@ fn gpu_split_override_matches_cpu() {
 }
 
 /// The roots table: built from free bytes at the order a transform needs (a larger one
-/// replaces it, and serves smaller transforms), not built when the bytes are not free (the
-/// transform multiplies split-table values instead), given back to any request of the budget
-/// (after the kernels that read it: reclaimed while a 2^24 transform runs, the result is
-/// still right). Every result against the CPU.
+/// replaces it, and serves smaller transforms; a smaller one serves where a larger does not
+/// fit), not built when the bytes are not free (the transform multiplies split-table values
+/// instead), given back to any request of the budget (after the kernels that read it:
+/// reclaimed while a 2^24 transform runs, the result is still right). Every result against
+/// the CPU.
 #[test]
 #[ignore = "gpu"]
 fn gpu_roots_table_is_a_cache() {
@@ -564,20 +565,26 @@ fn gpu_roots_table_is_a_cache() {
         .expect("hog");
     assert_eq!(cache.order(), 0);
     drop(hog);
-    // Without free bytes for it, no table: same results.
+    // Without the free bytes for a larger one, a smaller one held serves (the twiddles above
+    // its order from the split tables); without any, none is built. Same results.
+    check(&g, &Domain::new(20).unwrap(), &random(1 << 20, 5), r, b, n);
+    assert_eq!(cache.order(), 20);
     let hog = budget
-        .try_acquire(budget.available() - (160 << 20))
+        .try_acquire(budget.free() - (140 << 20))
         .expect("hog");
-    check(&g, &Domain::new(22).unwrap(), &random(1 << 22, 5), r, b, n);
+    check(&g, &Domain::new(22).unwrap(), &random(1 << 22, 6), r, b, n);
     assert_eq!(
         cache.order(),
-        0,
-        "160 MiB left: 128 for the data, 64 for a table"
+        20,
+        "12 MiB free beside 128 for the data: 16 held + 12 < 64"
     );
+    budget.reclaim_all();
+    check(&g, &Domain::new(22).unwrap(), &random(1 << 22, 7), r, b, n);
+    assert_eq!(cache.order(), 0, "28 MiB free beside the data, 64 needed");
     drop(hog);
     // Given back while a transform that reads it runs.
     let d = Domain::new(24).unwrap();
-    let x = random(1 << 24, 6);
+    let x = random(1 << 24, 8);
     let mut want = x.clone();
     d.fft_in_place(&mut want).unwrap();
     let stream = g.stream("roots").unwrap();
