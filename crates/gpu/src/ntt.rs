@@ -190,18 +190,24 @@ impl<T: Pod> std::fmt::Debug for Twiddles<'_, T> {
     }
 }
 
+/// A roots table of `len` elements has order `lg` in [`ROOTS_LG`].
+fn check_roots(kernel: &str, len: usize, lg: u32) -> Result<()> {
+    if !ROOTS_LG.contains(&lg) || len != roots_len(lg) {
+        return Err(invalid(
+            kernel,
+            format!("roots table of {len} elements for order 2^{lg}"),
+        ));
+    }
+    Ok(())
+}
+
 impl<T: Pod> Twiddles<'_, T> {
     fn check(&self, kernel: &str) -> Result<()> {
         check_tables(kernel, self.tables)?;
-        if let Some((r, lg)) = self.roots
-            && (!ROOTS_LG.contains(&lg) || r.len() != roots_len(lg))
-        {
-            return Err(invalid(
-                kernel,
-                format!("roots table of {} elements for order 2^{lg}", r.len()),
-            ));
+        match self.roots {
+            Some((r, lg)) => check_roots(kernel, r.len(), lg),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// The kernel's `roots` argument and the flag bits naming its order.
@@ -223,12 +229,7 @@ pub fn roots<T: Pod>(
     const K: &str = "cuzk_ntt_roots";
     check_elem::<T>(K)?;
     check_tables(K, tables)?;
-    if !ROOTS_LG.contains(&lg) || out.len() != roots_len(lg) {
-        return Err(invalid(
-            K,
-            format!("{} elements for a roots table of order 2^{lg}", out.len()),
-        ));
-    }
+    check_roots(K, out.len(), lg)?;
     let cfg = LaunchConfig {
         grid: ((roots_len(lg) / 256).min(1 << 16) as u32, 1, 1),
         block: (256, 1, 1),

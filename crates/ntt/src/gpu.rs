@@ -87,6 +87,15 @@ struct RootsEntry {
 }
 
 impl RootsEntry {
+    /// Bytes freeing this table would give back: none while a transform holds it.
+    fn idle_bytes(&self) -> u64 {
+        if Arc::strong_count(&self.table) == 1 {
+            self.table.reserved_bytes()
+        } else {
+            0
+        }
+    }
+
     /// Waits for every use, then frees the table (unless a user still holds it: that user
     /// waits for its own launches before letting go, see [`RootsUse`]).
     fn retire(self) {
@@ -110,11 +119,7 @@ impl std::fmt::Debug for RootsCache {
 
 impl Reclaim for RootsCache {
     fn reclaimable(&self) -> u64 {
-        // Held by a transform that is launching: not freed by dropping the cache's handle.
-        self.lock()
-            .as_ref()
-            .filter(|e| Arc::strong_count(&e.table) == 1)
-            .map_or(0, |e| e.table.reserved_bytes())
+        self.lock().as_ref().map_or(0, RootsEntry::idle_bytes)
     }
     fn reclaim(&self) {
         let taken = self.lock().take();
@@ -174,8 +179,7 @@ impl RootsCache {
         // The held table, its order, the wait for it on `stream`, and whether replacing it
         // would give back its bytes (no other transform holds it).
         let held = self.lock().as_ref().map(|e| {
-            let idle = Arc::strong_count(&e.table) == 1;
-            let idle_bytes = if idle { e.table.reserved_bytes() } else { 0 };
+            let idle_bytes = e.idle_bytes(); // before the clone below holds it
             (e.table.clone(), e.lg, stream.wait(&e.ready), idle_bytes)
         });
         let free = gpu.vram().budget().free();

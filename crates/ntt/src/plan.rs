@@ -133,7 +133,7 @@ pub(crate) fn roots_order(passes: &[Pass], cap: u32) -> u32 {
         .iter()
         .filter(|p| p.flags & F_TWIDDLE != 0 && p.flags & F_TW_FOLD == 0)
         .map(|p| {
-            let (tk, tr) = ((p.flags >> TW_K_SHIFT) & 15, (p.flags >> TW_R_SHIFT) & 31);
+            let (tk, tr) = tw_fields(p.flags);
             tk + tr + u32::from(p.flags & (F_ODD_ROW | F_ODD_COL) != 0)
         })
         .filter(|&ord| ord > DIRECT_LG && ord <= cap)
@@ -177,6 +177,10 @@ pub(crate) const fn tw_geometry(k: u32, r: u32) -> u32 {
     (k << TW_K_SHIFT) | (r << TW_R_SHIFT)
 }
 pub(crate) const TW_FIELDS: u32 = tw_geometry(15, 31);
+/// (k, r) of the [`tw_geometry`] fields of `flags`.
+pub(crate) const fn tw_fields(flags: u32) -> (u32, u32) {
+    ((flags >> TW_K_SHIFT) & 15, (flags >> TW_R_SHIFT) & 31)
+}
 /// Every bit that describes an inter-pass twiddle.
 const TW_BITS: u32 = F_TWIDDLE | F_ODD_ROW | F_ODD_COL | F_TW_INV | F_TW_FOLD | TW_FIELDS;
 
@@ -913,7 +917,7 @@ pub(crate) mod emu {
                     let mut x = tile[e as usize];
                     if flags & F_TWIDDLE != 0 {
                         // The inter-pass twiddle of the pass geometry (tk, tr) at pos.
-                        let (tk, tr) = ((flags >> TW_K_SHIFT) & 15, (flags >> TW_R_SHIFT) & 31);
+                        let (tk, tr) = tw_fields(flags);
                         assert!(tk + tr <= lg_n, "twiddle geometry inside the polynomial");
                         let (row_t, col_t) = ((pos >> tr) & ((1 << tk) - 1), pos & ((1 << tr) - 1));
                         if flags & F_TW_FOLD != 0 {
