@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use bytemuck::Pod;
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, sys};
-use cuzk_vram::{BudgetConfig, CudaBackend, DeviceBuffer, MemInfo, Vram};
+use cuzk_vram::{Budget, BudgetConfig, CudaBackend, DeviceBuffer, MemInfo, Vram};
 use parking_lot::Mutex;
 
 use crate::error::{GpuError, Result, cuda};
@@ -40,7 +40,10 @@ pub(crate) struct GpuInner {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) info: DeviceInfo,
     pub(crate) vram: Vram,
-    pub(crate) modules: ModuleCache,
+    /// Shared by the logical devices split from one GPU (see [`Gpu::split`]).
+    pub(crate) modules: Arc<ModuleCache>,
+    /// Unique per (logical) device of this process.
+    pub(crate) id: usize,
 }
 
 impl fmt::Debug for Gpu {
@@ -137,7 +140,8 @@ impl Gpu {
                 ctx,
                 info,
                 vram,
-                modules: ModuleCache::default(),
+                modules: Arc::default(),
+                id: next_device_id(),
             }),
         };
         reg.insert(ordinal, g.clone());
@@ -146,6 +150,44 @@ impl Gpu {
 
     pub fn info(&self) -> &DeviceInfo {
         &self.inner.info
+    }
+
+    /// Splits this device into `parts` logical devices, each with an equal share of the
+    /// device budget (see [`Gpu::logical`]).
+    pub fn split(&self, parts: usize) -> Vec<Gpu> {
+        let share = self.inner.vram.budget().total() / parts.max(1) as u64;
+        (0..parts.max(1)).map(|_| self.logical(share)).collect()
+    }
+
+    /// A logical device over this one with a budget of its own of `budget` bytes (at most this
+    /// device's): it shares the context, the loaded kernels and the pinned budget, so several
+    /// engines or tests can share one GPU without sharing a device budget. The caller keeps
+    /// the logical budgets within the physical one.
+    pub fn logical(&self, budget: u64) -> Gpu {
+        let budget = budget.min(self.inner.vram.budget().total());
+        let vram = Vram::with_budgets(
+            self.inner.vram.backend().clone(),
+            Budget::new("device", budget),
+            self.inner.vram.host_budget().clone(),
+        );
+        Gpu {
+            inner: Arc::new(GpuInner {
+                ctx: self.inner.ctx.clone(),
+                info: DeviceInfo {
+                    budget,
+                    ..self.inner.info.clone()
+                },
+                vram,
+                modules: self.inner.modules.clone(),
+                id: next_device_id(),
+            }),
+        }
+    }
+
+    /// Identifies this (logical) device for per-device caches: equal for clones, distinct for
+    /// the parts of a [`Gpu::split`].
+    pub fn id(&self) -> usize {
+        self.inner.id
     }
     pub fn ordinal(&self) -> usize {
         self.inner.info.ordinal
@@ -216,6 +258,11 @@ impl Gpu {
             .synchronize()
             .map_err(cuda("cuCtxSynchronize"))
     }
+}
+
+fn next_device_id() -> usize {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// A named CUDA stream.

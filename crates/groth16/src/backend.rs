@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
 use cuzk_ntt::Domain;
-use cuzk_vram::PinnedBuffer;
+use cuzk_vram::{DeviceBuffer, PinnedBuffer, Reservation, Vram, VramError};
 
 use crate::keys::ProvingKey;
 use crate::timing::timed;
@@ -172,6 +172,100 @@ pub(crate) fn run_witness_msms<C>(
     Ok(out)
 }
 
+/// Device bytes one proof of a key needs besides the key's resident points, so that an
+/// engine can admit jobs before anything is allocated: the witness and the evaluations are
+/// staged (copied ahead) into reservations the engine takes, and `lock` is the most any device
+/// phase allocates while it runs (MSM scratch and small buffers). A host-only backend needs no
+/// `lock` bytes; it still reports the staged sizes so admission is tested on the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StagingNeeds {
+    pub witness: u64,
+    pub evaluations: u64,
+    pub lock: u64,
+}
+
+impl StagingNeeds {
+    /// The staged sizes of a proof with `num_variables` and a domain of `n`, and no lock bytes.
+    pub fn nominal(num_variables: usize, n: usize) -> Result<Self, VramError> {
+        Ok(Self {
+            witness: Vram::bytes_for::<Fr>(num_variables)?,
+            evaluations: 3 * Vram::bytes_for::<Fr>(n)?,
+            lock: 0,
+        })
+    }
+}
+
+/// A proof's witness where its MSMs read it: on the device, or (host backends) the caller's
+/// slice. Holds the reservation it was staged into until dropped.
+#[derive(Debug)]
+pub struct StagedWitness {
+    pub(crate) device: Option<DeviceBuffer<Fr>>,
+    pub(crate) _room: Reservation,
+}
+
+/// A proof's a, b, c where the quotient reads them. Holds its reservation until dropped.
+#[derive(Debug)]
+pub struct StagedEvaluations {
+    pub(crate) data: StagedData,
+    pub(crate) _room: Reservation,
+}
+
+#[derive(Debug)]
+pub(crate) enum StagedData {
+    Host(Evaluations),
+    Device([DeviceBuffer<Fr>; 3]),
+}
+
+/// One witness MSM's result: G1 for A, B and L, G2 for B in G2.
+#[derive(Debug, Clone, Copy)]
+pub enum MsmValue {
+    G1(G1Projective),
+    G2(G2Projective),
+}
+
+impl WitnessMsms {
+    /// Stores the result of the MSM over `query` (the group must match the query).
+    pub fn set(&mut self, query: Query, value: MsmValue, took: Duration) -> Result<(), String> {
+        match (query, value) {
+            (Query::A, MsmValue::G1(p)) => (self.a, self.time_a) = (p, took),
+            (Query::BG1, MsmValue::G1(p)) => (self.b_g1, self.time_b_g1) = (p, took),
+            (Query::L, MsmValue::G1(p)) => (self.l, self.time_l) = (p, took),
+            (Query::BG2, MsmValue::G2(p)) => (self.b_g2, self.time_b_g2) = (p, took),
+            (q, _) => return Err(format!("MSM {q} is not a witness MSM of that group")),
+        }
+        Ok(())
+    }
+}
+
+/// The witness MSMs in the order they run, each with its offset into the witness (L runs over
+/// the private part, after `num_public + 1`).
+pub fn witness_msm_order(num_public: usize) -> [(Query, usize); 4] {
+    [
+        (Query::A, 0),
+        (Query::BG1, 0),
+        (Query::BG2, 0),
+        (Query::L, num_public + 1),
+    ]
+}
+
+/// One witness MSM on the host over `z[offset..]`, through `backend`'s host MSMs.
+pub(crate) fn host_witness_msm<B: ProverBackend + ?Sized>(
+    backend: &B,
+    pk: &ProvingKey,
+    z: &[Fr],
+    query: Query,
+    offset: usize,
+) -> Result<MsmValue, BackendError> {
+    let scalars = z.get(offset..).unwrap_or_default();
+    Ok(match query {
+        Query::BG2 => MsmValue::G2(backend.msm_g2(query, &pk.b_g2_query, scalars)?),
+        Query::A => MsmValue::G1(backend.msm_g1(query, &pk.a_query, scalars)?),
+        Query::BG1 => MsmValue::G1(backend.msm_g1(query, &pk.b_g1_query, scalars)?),
+        Query::L => MsmValue::G1(backend.msm_g1(query, &pk.l_query, scalars)?),
+        Query::H => return Err(BackendError::new(backend.name(), "H is not a witness MSM")),
+    })
+}
+
 /// What the prover needs from an engine. Every implementation must return exactly what
 /// [`CpuBackend`] returns (the GPU one is checked bit for bit against it).
 pub trait ProverBackend: Send + Sync + fmt::Debug {
@@ -259,6 +353,66 @@ pub trait ProverBackend: Send + Sync + fmt::Debug {
             quotient,
             msm,
         })
+    }
+
+    /// What one proof of `pk` (domain `n`) needs on the device besides the resident points.
+    fn staging_needs(&self, pk: &ProvingKey, n: usize) -> Result<StagingNeeds, BackendError> {
+        StagingNeeds::nominal(pk.num_variables(), n).map_err(|e| BackendError::new(self.name(), e))
+    }
+
+    /// Copies the witness to where the witness MSMs read it, into `room` (at least
+    /// [`StagingNeeds::witness`] bytes of the device budget, taken by the caller). Runs outside
+    /// any lock the MSMs hold, so it can overlap another proof's kernels.
+    fn stage_witness(&self, z: &[Fr], room: Reservation) -> Result<StagedWitness, BackendError> {
+        let _ = z;
+        Ok(StagedWitness {
+            device: None,
+            _room: room,
+        })
+    }
+
+    /// One witness MSM (`query` of [`witness_msm_order`]) over the staged witness from `offset`;
+    /// `z` is the same witness on the host.
+    fn staged_msm(
+        &self,
+        pk: &ProvingKey,
+        z: &[Fr],
+        staged: &StagedWitness,
+        query: Query,
+        offset: usize,
+    ) -> Result<MsmValue, BackendError> {
+        let _ = staged;
+        host_witness_msm(self, pk, z, query, offset)
+    }
+
+    /// Copies a, b, c to where the quotient reads them, into `room` (at least
+    /// [`StagingNeeds::evaluations`] bytes); host buffers lent by
+    /// [`Self::evaluation_buffers`] go back to the backend. Runs outside the MSMs' lock.
+    fn stage_evaluations(
+        &self,
+        abc: Evaluations,
+        room: Reservation,
+    ) -> Result<StagedEvaluations, BackendError> {
+        Ok(StagedEvaluations {
+            data: StagedData::Host(abc),
+            _room: room,
+        })
+    }
+
+    /// The quotient H from staged evaluations, then its MSM over `h_query`.
+    fn staged_quotient_msm(
+        &self,
+        domain: &Domain,
+        abc: StagedEvaluations,
+        h_query: &[G1Affine],
+    ) -> Result<QuotientMsm, BackendError> {
+        match abc.data {
+            StagedData::Host(abc) => self.quotient_msm(domain, abc, h_query),
+            StagedData::Device(_) => Err(BackendError::new(
+                self.name(),
+                "device-staged evaluations given to a host backend",
+            )),
+        }
     }
 
     /// `Σ scalars[i] · points[i]` in G1 over the key query `query`; lengths are equal (the

@@ -33,8 +33,8 @@ use cuzk_ntt::Domain;
 use rayon::prelude::*;
 
 use crate::backend::{
-    BackendError, Evaluations, HostVec, ProverBackend, Query, QuotientMsm, WitnessMsms,
-    run_witness_msms,
+    BackendError, Evaluations, HostVec, MsmValue, ProverBackend, Query, QuotientMsm, StagedData,
+    StagedEvaluations, StagedWitness, StagingNeeds, WitnessMsms, run_witness_msms,
 };
 use crate::keys::ProvingKey;
 use crate::timing::timed;
@@ -148,7 +148,9 @@ fn point_bytes(q: Query, len: usize) -> Result<u64, VramError> {
 }
 
 impl MemoryPlan {
-    /// The plan for a domain of `n` and the given query lengths within `room` bytes.
+    /// The plan of a one-shot proof for a domain of `n` and the given query lengths within
+    /// `room` bytes: the witness and a, b, c are allocated inside the proof's phases, so the
+    /// work room covers them.
     pub fn new(
         n: usize,
         lens: &[(Query, usize)],
@@ -166,49 +168,100 @@ impl MemoryPlan {
             .unwrap_or(0);
         let witness = Vram::bytes_for::<Fr>(witness_len)?;
         let h = Vram::bytes_for::<Fr>(n)?;
-        let mut queries = Vec::with_capacity(lens.len());
+        let queries = Self::query_plans(lens, sm_count)?;
         let mut work = quotient;
         let mut witness_work = 0u64;
-        for &(query, len) in lens {
-            let group = if query == Query::BG2 {
-                Group::G2
-            } else {
-                Group::G1
-            };
-            let run = msm_run_bytes(group, len, sm_count)?;
-            let held = if query == Query::H { h } else { witness };
-            work = work.max(run + held);
-            if query != Query::H {
-                witness_work = witness_work.max(run + held);
+        for qp in &queries {
+            let held = if qp.query == Query::H { h } else { witness };
+            work = work.max(qp.run_bytes + held);
+            if qp.query != Query::H {
+                witness_work = witness_work.max(qp.run_bytes + held);
             }
-            queries.push(QueryPlan {
-                query,
-                len,
-                point_bytes: point_bytes(query, len)?,
-                run_bytes: run,
-                resident: false,
-            });
         }
-        let mut used = work;
+        let mut plan = Self {
+            room,
+            quotient_bytes: quotient,
+            work_bytes: work,
+            overlap_upload: false,
+            queries,
+        };
+        let used = plan.place();
+        plan.overlap_upload = used
+            .saturating_sub(work)
+            .saturating_add(work.max(witness_work + quotient))
+            <= room;
+        Ok(plan)
+    }
+
+    /// The plan of an engine that stages each proof's witness and a, b, c into reservations of
+    /// its own: the work room is the most one device phase allocates ([`Self::lock_bytes`])
+    /// plus `staging` bytes left for the staged data of the proofs in flight.
+    pub fn staged(
+        n: usize,
+        lens: &[(Query, usize)],
+        room: u64,
+        sm_count: usize,
+        staging: u64,
+    ) -> Result<Self, VramError> {
+        let mut plan = Self {
+            room,
+            quotient_bytes: quotient_bytes(n)?,
+            work_bytes: 0,
+            overlap_upload: false,
+            queries: Self::query_plans(lens, sm_count)?,
+        };
+        plan.work_bytes = plan.lock_bytes().saturating_add(staging);
+        plan.place();
+        Ok(plan)
+    }
+
+    /// The most one device phase of a staged proof allocates: one MSM's run (its scalars,
+    /// scratch and small buffers), or the quotient's slack.
+    pub fn lock_bytes(&self) -> u64 {
+        self.queries
+            .iter()
+            .map(|q| q.run_bytes)
+            .max()
+            .unwrap_or(0)
+            .max(SLACK)
+    }
+
+    fn query_plans(lens: &[(Query, usize)], sm_count: usize) -> Result<Vec<QueryPlan>, VramError> {
+        lens.iter()
+            .map(|&(query, len)| {
+                let group = if query == Query::BG2 {
+                    Group::G2
+                } else {
+                    Group::G1
+                };
+                Ok(QueryPlan {
+                    query,
+                    len,
+                    point_bytes: point_bytes(query, len)?,
+                    run_bytes: msm_run_bytes(group, len, sm_count)?,
+                    resident: false,
+                })
+            })
+            .collect()
+    }
+
+    /// Makes queries resident in priority order while they fit beside the work room; returns
+    /// the bytes used.
+    fn place(&mut self) -> u64 {
+        let mut used = self.work_bytes;
         for q in PRIORITY {
-            for qp in queries.iter_mut().filter(|p| p.query == q && p.len > 0) {
-                if used.saturating_add(qp.point_bytes) <= room {
+            for qp in self
+                .queries
+                .iter_mut()
+                .filter(|p| p.query == q && p.len > 0)
+            {
+                if used.saturating_add(qp.point_bytes) <= self.room {
                     used += qp.point_bytes;
                     qp.resident = true;
                 }
             }
         }
-        let overlap_upload = used
-            .saturating_sub(work)
-            .saturating_add(work.max(witness_work + quotient))
-            <= room;
-        Ok(Self {
-            room,
-            quotient_bytes: quotient,
-            work_bytes: work,
-            overlap_upload,
-            queries,
-        })
+        used
     }
 
     pub fn resident_bytes(&self) -> u64 {
@@ -299,21 +352,24 @@ struct State {
     g1: [Option<Ctx<G1Affine>>; 4],
     g2: Option<Ctx<G2Affine>>,
     plan: Option<MemoryPlan>,
-    /// Two page-locked slots through which the witness is copied to the device, and the
-    /// threads that fill them: its own pool, because the global one is busy with the
-    /// witness map while the witness uploads (measured: 114 ms for 2^24 through the global
-    /// pool, the length of the witness map).
-    staging: Option<(Staging<Fr>, rayon::ThreadPool)>,
 }
+
+/// Two page-locked slots through which a witness is copied to the device, and the threads that
+/// fill them: its own pool, because the global one is busy with the witness map while the
+/// witness uploads (measured: 114 ms for 2^24 through the global pool, the length of the
+/// witness map). Its own lock, so that staging a witness never waits for running MSMs.
+type Uploader = Option<(Staging<Fr>, rayon::ThreadPool)>;
 
 /// What the quotient's upload needs while the witness MSMs hold [`State`] (locked only
 /// briefly, and never while waiting for the state lock).
 #[derive(Default)]
 struct Side {
     squeeze: Option<(Phase, u64)>,
-    /// Page-locked a, b, c, lent to the prover for the witness map and returned by the
-    /// quotient (absent while lent).
-    abc_host: Vec<PinnedBuffer<Fr>>,
+    /// Sets of page-locked a, b, c, lent to the prover for the witness map and returned by
+    /// the quotient's upload (absent while lent).
+    abc_host: Vec<[PinnedBuffer<Fr>; 3]>,
+    /// How many sets [`Side::abc_host`] keeps (one per proof that can be in flight).
+    abc_sets: usize,
     /// The plan leaves room to upload a, b, c while the witness MSMs run.
     overlap_upload: bool,
 }
@@ -368,6 +424,16 @@ fn g1_points(pk: &ProvingKey, q: Query) -> &[G1Affine] {
     }
 }
 
+/// Every query of `pk` with its length, G1 first.
+fn query_lens(pk: &ProvingKey) -> Vec<(Query, usize)> {
+    let mut lens: Vec<(Query, usize)> = G1_QUERIES
+        .iter()
+        .map(|&q| (q, g1_points(pk, q).len()))
+        .collect();
+    lens.push((Query::BG2, pk.b_g2_query.len()));
+    lens
+}
+
 fn g1_index(q: Query) -> Option<usize> {
     G1_QUERIES.iter().position(|&x| x == q)
 }
@@ -377,6 +443,7 @@ pub struct GpuBackend {
     gpu: Gpu,
     state: Mutex<State>,
     side: Mutex<Side>,
+    uploader: Mutex<Uploader>,
 }
 
 impl fmt::Debug for GpuBackend {
@@ -397,7 +464,11 @@ impl GpuBackend {
         Self {
             gpu,
             state: Mutex::new(State::default()),
-            side: Mutex::new(Side::default()),
+            side: Mutex::new(Side {
+                abc_sets: 1,
+                ..Side::default()
+            }),
+            uploader: Mutex::new(None),
         }
     }
 
@@ -448,7 +519,8 @@ impl GpuBackend {
         st.g1 = Default::default();
         st.g2 = None;
         st.plan = None;
-        st.staging = None;
+        drop(st);
+        *self.uploader.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.side().abc_host.clear();
     }
 
@@ -547,30 +619,37 @@ impl GpuBackend {
         .map_err(|e| fail(phase, e))
     }
 
-    /// The witness on the device, copied through two kept page-locked slots (a parallel copy
-    /// into one overlaps the DMA from the other; a plain pageable copy if pinning fails).
-    fn upload_witness(&self, st: &mut State, z: &[Fr]) -> Result<DeviceBuffer<Fr>, BackendError> {
+    /// The witness on the device, in a buffer allocated from `room` (from the budget when
+    /// `None`), copied through two kept page-locked slots (a parallel copy into one overlaps
+    /// the DMA from the other; a plain pageable copy if pinning fails).
+    fn upload_witness(
+        &self,
+        z: &[Fr],
+        room: Option<&mut Reservation>,
+    ) -> Result<DeviceBuffer<Fr>, BackendError> {
         let phase = Phase::Upload;
         let _hold = self.squeeze(phase)?;
-        let mut dz = self
-            .gpu
-            .vram()
-            .alloc::<Fr>(z.len())
-            .map_err(|e| fail(phase, e))?;
-        if st.staging.is_none() {
+        let vram = self.gpu.vram();
+        let mut dz = match room {
+            Some(r) => vram.alloc_in::<Fr>(r, z.len()),
+            None => vram.alloc::<Fr>(z.len()),
+        }
+        .map_err(|e| fail(phase, e))?;
+        let mut uploader = self.uploader.lock().unwrap_or_else(|p| p.into_inner());
+        if uploader.is_none() {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(STAGING_THREADS)
                 .thread_name(|i| format!("cuzk-staging-{i}"))
                 .build();
             match (Staging::new(&self.gpu, STAGING_SLOT), pool) {
-                (Ok(s), Ok(p)) => st.staging = Some((s, p)),
+                (Ok(s), Ok(p)) => *uploader = Some((s, p)),
                 (Err(e), _) => {
                     tracing::warn!(error = %e, "no pinned witness staging; pageable upload")
                 }
                 (_, Err(e)) => tracing::warn!(error = %e, "no staging threads; pageable upload"),
             }
         }
-        match st.staging.as_mut() {
+        match uploader.as_mut() {
             Some((staging, pool)) => {
                 let stream = self
                     .gpu
@@ -591,6 +670,67 @@ impl GpuBackend {
             None => dz.copy_from_host(z).map_err(|e| fail(phase, e))?,
         }
         Ok(dz)
+    }
+
+    /// Copies a, b, c into `dev` on a copy stream and waits for the copies; the pinned
+    /// buffers go back to the pool. Returns the copy time.
+    fn upload_evaluations(
+        &self,
+        dev: &mut [DeviceBuffer<Fr>; 3],
+        abc: Evaluations,
+    ) -> Result<Duration, BackendError> {
+        let phase = Phase::Quotient;
+        let stream = self
+            .gpu
+            .stream("groth16-upload")
+            .map_err(|e| fail(phase, e))?;
+        let (up, upload) = timed("upload_abc", || -> Result<(), VramError> {
+            for (d, h) in dev.iter_mut().zip([&abc.a, &abc.b, &abc.c]) {
+                d.copy_from_host_on(h, stream.cuda())?; // waits for the copy
+            }
+            Ok(())
+        });
+        self.recycle(abc);
+        up.map_err(|e| fail(phase, e))?;
+        Ok(upload)
+    }
+
+    /// Returns lent pinned evaluation buffers to the pool (the pool keeps `abc_sets` sets).
+    fn recycle(&self, abc: Evaluations) {
+        if let (HostVec::Pinned(a), HostVec::Pinned(b), HostVec::Pinned(c)) = (abc.a, abc.b, abc.c)
+        {
+            let mut side = self.side();
+            if side.abc_host.len() < side.abc_sets {
+                side.abc_host.push([a, b, c]);
+            }
+        }
+    }
+
+    /// Keeps up to `sets` sets of pinned evaluation buffers between proofs (one per proof an
+    /// engine runs at once; default 1).
+    pub fn set_evaluation_sets(&self, sets: usize) {
+        let mut side = self.side();
+        side.abc_sets = sets.max(1);
+        let keep = side.abc_sets;
+        side.abc_host.truncate(keep);
+    }
+
+    /// Loads `pk`'s points for an engine that stages each proof's data itself: the plan
+    /// ([`MemoryPlan::staged`]) keeps `staging` bytes free beside the resident points and the
+    /// lock room. Returns the plan.
+    pub fn load_staged(
+        &self,
+        pk: &ProvingKey,
+        n: usize,
+        staging: u64,
+    ) -> Result<MemoryPlan, BackendError> {
+        let phase = Phase::Prepare;
+        let mut st = self.lock();
+        let room = self.gpu.vram().budget().available() + st.resident_bytes();
+        let plan = MemoryPlan::staged(n, &query_lens(pk), room, self.sm_count(), staging)
+            .map_err(|e| fail(phase, e))?;
+        self.load_plan(&mut st, pk, plan.clone(), phase)?;
+        Ok(plan)
     }
 
     /// Drops resident key points, least valuable first, until `need` bytes are free; the
@@ -658,26 +798,69 @@ impl GpuBackend {
         let Ok::<[DeviceBuffer<Fr>; 3], _>(mut dev) = bufs.try_into() else {
             return Err(fail(phase, "allocation returned a wrong number of buffers"));
         };
-        let stream = self
-            .gpu
-            .stream("groth16-upload")
-            .map_err(|e| fail(phase, e))?;
-        let (up, upload) = timed("upload_abc", || -> Result<(), VramError> {
-            for (d, h) in dev.iter_mut().zip([&abc.a, &abc.b, &abc.c]) {
-                d.copy_from_host_on(h, stream.cuda())?;
-            }
-            Ok(())
-        });
-        let mut side = self.side();
-        for v in [abc.a, abc.b, abc.c] {
-            // Keep one set (a concurrent proof may have been lent another).
-            if let (HostVec::Pinned(p), true) = (v, side.abc_host.len() < 3) {
-                side.abc_host.push(p);
+        let upload = self.upload_evaluations(&mut dev, abc);
+        drop(st);
+        Ok((dev, upload?))
+    }
+
+    /// Makes `pk`'s queries resident or streamed as `plan` says, keeping contexts that
+    /// already hold the same points in the same way.
+    fn load_plan(
+        &self,
+        st: &mut State,
+        pk: &ProvingKey,
+        plan: MemoryPlan,
+        phase: Phase,
+    ) -> Result<(), BackendError> {
+        let g1_points = |q: Query| g1_points(pk, q);
+        if !plan.fits() {
+            tracing::warn!(
+                room = plan.room,
+                work = plan.work_bytes,
+                "the device budget is below what one phase needs; the proof may fail"
+            );
+        }
+        // Drop what is stale or changes residency first, so its memory is free for the rest.
+        for (i, &q) in G1_QUERIES.iter().enumerate() {
+            let keep = st.g1[i].as_ref().is_some_and(|c| {
+                c.id == KeyId::of(g1_points(q)) && c.msm.is_resident() == plan.is_resident(q)
+            });
+            if !keep {
+                st.g1[i] = None;
             }
         }
-        drop((side, st));
-        up.map_err(|e| fail(phase, e))?;
-        Ok((dev, upload))
+        let keep = st.g2.as_ref().is_some_and(|c| {
+            c.id == KeyId::of(&pk.b_g2_query) && c.msm.is_resident() == plan.is_resident(Query::BG2)
+        });
+        if !keep {
+            st.g2 = None;
+        }
+        for q in PRIORITY {
+            if q == Query::BG2 {
+                if st.g2.is_none() && !pk.b_g2_query.is_empty() {
+                    st.g2 = Some(Ctx::load(
+                        &self.gpu,
+                        &pk.b_g2_query,
+                        plan.is_resident(q),
+                        phase,
+                    )?);
+                }
+            } else if let Some(i) = g1_index(q) {
+                let points = g1_points(q);
+                if st.g1[i].is_none() && !points.is_empty() {
+                    st.g1[i] = Some(Ctx::load(&self.gpu, points, plan.is_resident(q), phase)?);
+                }
+            }
+        }
+        tracing::info!(
+            resident_bytes = st.resident_bytes(),
+            work_bytes = plan.work_bytes,
+            room = plan.room,
+            "gpu memory plan"
+        );
+        self.side().overlap_upload = plan.overlap_upload;
+        st.plan = Some(plan);
+        Ok(())
     }
 
     /// H's coefficients on the device (in the a buffer); `b` and `c` are freed on the way.
@@ -740,88 +923,39 @@ impl ProverBackend for GpuBackend {
         let phase = Phase::Prepare;
         let mut st = self.lock();
         let _hold = self.squeeze(phase)?;
-        let g1_points = |q: Query| g1_points(pk, q);
-        let mut lens: Vec<(Query, usize)> = G1_QUERIES
-            .iter()
-            .map(|&q| (q, g1_points(q).len()))
-            .collect();
-        lens.push((Query::BG2, pk.b_g2_query.len()));
         let room = self.gpu.vram().budget().available() + st.resident_bytes();
-        let plan = MemoryPlan::new(domain_size, &lens, room, self.sm_count())
+        let plan = MemoryPlan::new(domain_size, &query_lens(pk), room, self.sm_count())
             .map_err(|e| fail(phase, e))?;
-        if !plan.fits() {
-            tracing::warn!(
-                room = plan.room,
-                work = plan.work_bytes,
-                "the device budget is below what one phase needs; the proof may fail"
-            );
-        }
-        // Drop what is stale or changes residency first, so its memory is free for the rest.
-        for (i, &q) in G1_QUERIES.iter().enumerate() {
-            let keep = st.g1[i].as_ref().is_some_and(|c| {
-                c.id == KeyId::of(g1_points(q)) && c.msm.is_resident() == plan.is_resident(q)
-            });
-            if !keep {
-                st.g1[i] = None;
-            }
-        }
-        let keep = st.g2.as_ref().is_some_and(|c| {
-            c.id == KeyId::of(&pk.b_g2_query) && c.msm.is_resident() == plan.is_resident(Query::BG2)
-        });
-        if !keep {
-            st.g2 = None;
-        }
-        for q in PRIORITY {
-            if q == Query::BG2 {
-                if st.g2.is_none() && !pk.b_g2_query.is_empty() {
-                    st.g2 = Some(Ctx::load(
-                        &self.gpu,
-                        &pk.b_g2_query,
-                        plan.is_resident(q),
-                        phase,
-                    )?);
-                }
-            } else if let Some(i) = g1_index(q) {
-                let points = g1_points(q);
-                if st.g1[i].is_none() && !points.is_empty() {
-                    st.g1[i] = Some(Ctx::load(&self.gpu, points, plan.is_resident(q), phase)?);
-                }
-            }
-        }
-        tracing::info!(
-            resident_bytes = st.resident_bytes(),
-            work_bytes = plan.work_bytes,
-            room = plan.room,
-            "gpu memory plan"
-        );
-        self.side().overlap_upload = plan.overlap_upload;
-        st.plan = Some(plan);
-        Ok(())
+        self.load_plan(&mut st, pk, plan, phase)
     }
 
     fn evaluation_buffers(&self, n: usize) -> Result<Evaluations, BackendError> {
         let mut side = self.side();
-        if side.abc_host.len() != 3 || side.abc_host.iter().any(|p| p.len() != n) {
-            side.abc_host.clear(); // free stale buffers before taking new ones
-            for _ in 0..3 {
-                match self.gpu.vram().pinned::<Fr>(n) {
-                    Ok(p) => side.abc_host.push(p),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "no pinned memory for a, b, c; pageable");
-                        side.abc_host.clear();
-                        break;
-                    }
-                }
+        side.abc_host.retain(|set| set[0].len() == n); // free stale sizes before new ones
+        let set = match side.abc_host.pop() {
+            Some(set) => Some(set),
+            None => {
+                drop(side);
+                let vram = self.gpu.vram();
+                let set =
+                    (|| Ok::<_, VramError>([vram.pinned(n)?, vram.pinned(n)?, vram.pinned(n)?]))();
+                set.map_err(
+                    |e| tracing::warn!(error = %e, "no pinned memory for a, b, c; pageable"),
+                )
+                .ok()
             }
-        }
-        let mut host = std::mem::take(&mut side.abc_host)
-            .into_iter()
-            .map(HostVec::Pinned);
-        let mut next = || host.next().unwrap_or_else(|| HostVec::zeros(n));
-        Ok(Evaluations {
-            a: next(),
-            b: next(),
-            c: next(),
+        };
+        Ok(match set {
+            Some([a, b, c]) => Evaluations {
+                a: HostVec::Pinned(a),
+                b: HostVec::Pinned(b),
+                c: HostVec::Pinned(c),
+            },
+            None => Evaluations {
+                a: HostVec::zeros(n),
+                b: HostVec::zeros(n),
+                c: HostVec::zeros(n),
+            },
         })
     }
 
@@ -842,7 +976,7 @@ impl ProverBackend for GpuBackend {
         staged: &dyn Fn(),
     ) -> Result<WitnessMsms, BackendError> {
         let mut st = self.lock();
-        let (dz, upload) = timed("upload_witness", || self.upload_witness(&mut st, z));
+        let (dz, upload) = timed("upload_witness", || self.upload_witness(z, None));
         let dz = dz?;
         staged();
         let on_device = |at| Scalars::Device(&dz, at);
@@ -872,6 +1006,105 @@ impl ProverBackend for GpuBackend {
         Ok(QuotientMsm {
             h: r?,
             upload,
+            quotient,
+            msm,
+        })
+    }
+
+    fn staging_needs(&self, pk: &ProvingKey, n: usize) -> Result<StagingNeeds, BackendError> {
+        let phase = Phase::Prepare;
+        let plan = MemoryPlan::staged(n, &query_lens(pk), 0, self.sm_count(), 0)
+            .map_err(|e| fail(phase, e))?;
+        let needs = StagingNeeds::nominal(pk.num_variables(), n).map_err(|e| fail(phase, e))?;
+        Ok(StagingNeeds {
+            lock: plan.lock_bytes(),
+            ..needs
+        })
+    }
+
+    fn stage_witness(
+        &self,
+        z: &[Fr],
+        mut room: Reservation,
+    ) -> Result<StagedWitness, BackendError> {
+        let dz = self.upload_witness(z, Some(&mut room))?;
+        Ok(StagedWitness {
+            device: Some(dz),
+            _room: room,
+        })
+    }
+
+    fn staged_msm(
+        &self,
+        pk: &ProvingKey,
+        _z: &[Fr],
+        staged: &StagedWitness,
+        query: Query,
+        offset: usize,
+    ) -> Result<MsmValue, BackendError> {
+        let phase = Phase::Msm(query);
+        let Some(dz) = &staged.device else {
+            return Err(fail(phase, "the witness was not staged on this device"));
+        };
+        let scalars = Scalars::Device(dz, offset);
+        let mut st = self.lock();
+        match query {
+            Query::BG2 => self
+                .run(&mut st, query, &pk.b_g2_query, scalars, g2_slot)
+                .map(MsmValue::G2),
+            Query::H => Err(fail(phase, "H is not a witness MSM")),
+            q => self
+                .run(&mut st, q, g1_points(pk, q), scalars, g1_slot)
+                .map(MsmValue::G1),
+        }
+    }
+
+    fn stage_evaluations(
+        &self,
+        abc: Evaluations,
+        mut room: Reservation,
+    ) -> Result<StagedEvaluations, BackendError> {
+        let phase = Phase::Quotient;
+        let n = abc.a.len();
+        if abc.b.len() != n || abc.c.len() != n {
+            return Err(fail(phase, "a, b, c differ in length"));
+        }
+        let vram = self.gpu.vram();
+        let mut alloc = || {
+            vram.alloc_in::<Fr>(&mut room, n)
+                .map_err(|e| fail(phase, e))
+        };
+        let mut dev = [alloc()?, alloc()?, alloc()?];
+        self.upload_evaluations(&mut dev, abc)?;
+        Ok(StagedEvaluations {
+            data: StagedData::Device(dev),
+            _room: room,
+        })
+    }
+
+    fn staged_quotient_msm(
+        &self,
+        domain: &Domain,
+        abc: StagedEvaluations,
+        h_query: &[G1Affine],
+    ) -> Result<QuotientMsm, BackendError> {
+        let phase = Phase::Quotient;
+        let StagedEvaluations { data, _room } = abc;
+        let dev = match data {
+            StagedData::Device(dev) => dev,
+            StagedData::Host(abc) => return self.quotient_msm(domain, abc, h_query),
+        };
+        if dev.iter().any(|d| d.len() != domain.size()) {
+            return Err(fail(phase, "staged evaluations are not of the domain size"));
+        }
+        let mut st = self.lock();
+        let (h, quotient) = self.device_quotient(domain, dev)?;
+        let (r, msm) = timed("msm_h", || {
+            self.run(&mut st, Query::H, h_query, Scalars::Device(&h, 0), g1_slot)
+        });
+        Ok(QuotientMsm {
+            h: r?,
+            upload: Duration::ZERO,
             quotient,
             msm,
         })

@@ -26,17 +26,20 @@ pub mod prover;
 pub mod r1cs;
 pub mod setup;
 pub mod setup_gpu;
+pub mod sim;
 mod timing;
 pub mod verifier;
 
 pub use backend::{
-    BackendChoice, BackendError, CpuBackend, Evaluations, GpuUnavailable, HostVec, ProverBackend,
-    Query, QuotientMsm, WitnessMsms, select_backend,
+    BackendChoice, BackendError, CpuBackend, Evaluations, GpuUnavailable, HostVec, MsmValue,
+    ProverBackend, Query, QuotientMsm, StagedEvaluations, StagedWitness, StagingNeeds, WitnessMsms,
+    select_backend, witness_msm_order,
 };
 pub use gpu::GpuBackend;
 pub use keys::{PreparedVerifyingKey, Proof, ProvingKey, VerifyingKey};
 pub use prover::{
-    ProofTimings, ProveError, create_proof, create_proof_with_backend, create_proof_with_randomness,
+    ProofTimings, ProveError, assemble, check_inputs, create_proof, create_proof_with_backend,
+    create_proof_with_randomness, witness_map,
 };
 pub use r1cs::{
     LinearCombination, R1cs, R1csBuilder, R1csError, SparseMatrix, Variable, Witness, WitnessError,
@@ -44,6 +47,7 @@ pub use r1cs::{
 pub use setup::{
     SetupError, SetupTimings, ToxicWaste, generate_parameters, generate_parameters_with_toxic_waste,
 };
+pub use sim::SimBackend;
 pub use verifier::{VerifyError, prepare_verifying_key, verify_proof};
 
 pub use cuzk_field::Fr;

@@ -14,11 +14,11 @@
 use core::fmt;
 use std::time::{Duration, Instant};
 
-use cuzk_field::{Fr, G1Projective, G2Projective};
+use cuzk_field::{Fr, G1Projective};
 use cuzk_ntt::{Domain, NttError};
 use rand_core::RngCore;
 
-use crate::backend::{BackendError, CpuBackend, ProverBackend};
+use crate::backend::{BackendError, CpuBackend, Evaluations, ProverBackend, WitnessMsms};
 use crate::keys::{Proof, ProvingKey};
 use crate::r1cs::{R1cs, Witness, WitnessError};
 use crate::timing::timed;
@@ -119,6 +119,31 @@ pub fn create_proof_with_randomness(
     create_proof_with_backend(&CpuBackend, pk, r1cs, witness, r, s).map(|(p, _)| p)
 }
 
+/// The checks every proof starts with: the witness fits the circuit and the key was made for
+/// it. Returns the QAP domain.
+pub fn check_inputs(pk: &ProvingKey, r1cs: &R1cs, witness: &Witness) -> Result<Domain, ProveError> {
+    r1cs.check_witness(witness)?;
+    let domain = Domain::for_size(r1cs.num_constraints())?;
+    check_key(pk, r1cs, domain.size())?;
+    Ok(domain)
+}
+
+/// The witness map: a, b, c = A·z, B·z, C·z over the domain into `abc` (zero past the rows),
+/// checking every constraint on the way.
+pub fn witness_map(r1cs: &R1cs, z: &[Fr], abc: &mut Evaluations) -> Result<(), WitnessError> {
+    let rows = r1cs.num_constraints();
+    for v in [&mut abc.a, &mut abc.b, &mut abc.c] {
+        if v.len() < rows {
+            return Err(WitnessError::OutputLength {
+                expected: rows,
+                found: v.len(),
+            });
+        }
+        v[rows..].fill(Fr::ZERO);
+    }
+    r1cs.evaluate_into(z, &mut abc.a, &mut abc.b, &mut abc.c)
+}
+
 /// Checks that the key was made for this circuit's shape.
 fn check_key(pk: &ProvingKey, r1cs: &R1cs, n: usize) -> Result<(), ProveError> {
     let m = r1cs.num_variables();
@@ -160,10 +185,8 @@ pub fn create_proof_with_backend(
     )
     .entered();
     let start = Instant::now();
-    r1cs.check_witness(witness)?;
-    let domain = Domain::for_size(r1cs.num_constraints())?;
+    let domain = check_inputs(pk, r1cs, witness)?;
     let n = domain.size();
-    check_key(pk, r1cs, n)?;
     let z = witness.assignment();
     let mut t = ProofTimings::default();
 
@@ -194,13 +217,7 @@ pub fn create_proof_with_backend(
         // Wait until the backend has copied the witness (or has given up: the sender is
         // dropped when the thread ends), so the copy does not compete with the witness map.
         let _ = staged.recv();
-        let evaluated = timed("witness_map", || {
-            let rows = r1cs.num_constraints();
-            for v in [&mut abc.a, &mut abc.b, &mut abc.c] {
-                v[rows..].fill(Fr::ZERO);
-            }
-            r1cs.evaluate_into(z, &mut abc.a, &mut abc.b, &mut abc.c)
-        });
+        let evaluated = timed("witness_map", || witness_map(r1cs, z, &mut abc));
         let msms = msms
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -221,31 +238,20 @@ pub fn create_proof_with_backend(
     t.quotient = q.quotient;
     t.msm_h = q.msm;
 
-    let (proof, d) = timed("assembly", || {
-        assemble(pk, r, s, msms.a, msms.b_g1, msms.b_g2, q.h, msms.l)
-    });
+    let (proof, d) = timed("assembly", || assemble(pk, r, s, &msms, q.h));
     t.assembly = d;
     t.total = start.elapsed();
     tracing::info!(total_ms = t.total.as_secs_f64() * 1e3, "proof done");
     Ok((proof, t))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn assemble(
-    pk: &ProvingKey,
-    r: Fr,
-    s: Fr,
-    msm_a: G1Projective,
-    msm_b_g1: G1Projective,
-    msm_b_g2: G2Projective,
-    msm_h: G1Projective,
-    msm_l: G1Projective,
-) -> Proof {
+/// The proof from the MSM results and the blinding scalars r, s (see the module docs).
+pub fn assemble(pk: &ProvingKey, r: Fr, s: Fr, msms: &WitnessMsms, msm_h: G1Projective) -> Proof {
     let delta_g1 = pk.delta_g1.to_projective();
-    let a = pk.vk.alpha_g1.to_projective() + msm_a + delta_g1 * r;
-    let b_g2 = pk.vk.beta_g2.to_projective() + msm_b_g2 + pk.vk.delta_g2.to_projective() * s;
-    let b_g1 = pk.beta_g1.to_projective() + msm_b_g1 + delta_g1 * s;
-    let c = msm_l + msm_h + a * s + b_g1 * r - delta_g1 * (r * s);
+    let a = pk.vk.alpha_g1.to_projective() + msms.a + delta_g1 * r;
+    let b_g2 = pk.vk.beta_g2.to_projective() + msms.b_g2 + pk.vk.delta_g2.to_projective() * s;
+    let b_g1 = pk.beta_g1.to_projective() + msms.b_g1 + delta_g1 * s;
+    let c = msms.l + msm_h + a * s + b_g1 * r - delta_g1 * (r * s);
     Proof {
         a: a.to_affine(),
         b: b_g2.to_affine(),

@@ -179,6 +179,85 @@ fn gpu_proofs_match_cpu_on_random_small_circuits() {
         .unwrap();
 }
 
+/// A proof through the staged steps an engine drives (witness and a, b, c staged into
+/// reservations of the device budget, one MSM at a time), with r, s fixed.
+fn prove_staged(b: &GpuBackend, f: &Fixture, r: Fr, s: Fr) -> Proof {
+    let domain = cuzk_groth16::check_inputs(&f.pk, &f.r1cs, &f.witness).unwrap();
+    let n = domain.size();
+    let needs = b.staging_needs(&f.pk, n).unwrap();
+    b.load_staged(&f.pk, n, needs.witness + needs.evaluations)
+        .unwrap();
+    let vram = b.gpu().vram();
+    let z = f.witness.assignment();
+    let staged = b
+        .stage_witness(z, vram.reserve(needs.witness).unwrap())
+        .unwrap();
+    let mut msms = cuzk_groth16::WitnessMsms::default();
+    for (q, offset) in cuzk_groth16::witness_msm_order(f.r1cs.num_public()) {
+        let v = b.staged_msm(&f.pk, z, &staged, q, offset).unwrap();
+        msms.set(q, v, Duration::ZERO).unwrap();
+    }
+    drop(staged);
+    let mut abc = b.evaluation_buffers(n).unwrap();
+    cuzk_groth16::witness_map(&f.r1cs, z, &mut abc).unwrap();
+    let abc = b
+        .stage_evaluations(abc, vram.reserve(needs.evaluations).unwrap())
+        .unwrap();
+    let q = b.staged_quotient_msm(&domain, abc, &f.pk.h_query).unwrap();
+    cuzk_groth16::assemble(&f.pk, r, s, &msms, q.h)
+}
+
+#[test]
+#[ignore = "gpu"]
+fn gpu_staged_steps_match_cpu_and_return_the_budget() {
+    let _l = serial();
+    started();
+    let b = GpuBackend::new(gpu());
+    let budget = b.gpu().vram().budget().clone();
+    // Per-device tables made by the first quotient stay for the process: measure after one.
+    let warm = fixture(10, 70, 77, false);
+    let (r, s) = rs(77);
+    prove_staged(&b, &warm, r, s);
+    b.release();
+    budget.reclaim_all();
+    let idle = budget.in_use();
+    let mut runner = TestRunner::new(Config {
+        cases: 6,
+        ..Config::default()
+    });
+    runner
+        .run(
+            &(4u32..=16, 0usize..6, 0u32..=100, any::<u64>()),
+            |(log, public, pct, seed)| {
+                let mut rng = ChaCha20Rng::seed_from_u64(seed);
+                let (r1cs, witness) = demo::circuit_with(log, public, pct, &mut rng).unwrap();
+                let (pk, _) =
+                    generate_parameters_with_toxic_waste(&r1cs, &ToxicWaste::random(&mut rng))
+                        .unwrap();
+                let f = Fixture {
+                    r1cs,
+                    witness,
+                    pk,
+                    setup: Duration::ZERO,
+                    setup_on: "cpu",
+                };
+                let (r, s) = rs(seed);
+                let staged = prove_staged(&b, &f, r, s);
+                let cpu = create_proof_with_randomness(&f.pk, &f.r1cs, &f.witness, r, s).unwrap();
+                prop_assert_eq!(staged, cpu, "2^{} {} public {}%", log, public, pct);
+                Ok(())
+            },
+        )
+        .unwrap();
+    b.release();
+    budget.reclaim_all();
+    assert_eq!(
+        budget.in_use(),
+        idle,
+        "staged buffers and key points all returned"
+    );
+}
+
 #[test]
 #[ignore = "gpu"]
 fn gpu_tampered_witness_is_rejected_and_new_keys_are_never_stale() {

@@ -59,11 +59,11 @@ pub fn device_tables(gpu: &Gpu) -> Result<Arc<DeviceBuffer<Fr>>, NttError> {
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|p| p.into_inner());
-    if let Some(t) = cache.get(&gpu.ordinal()) {
+    if let Some(t) = cache.get(&gpu.id()) {
         return Ok(t.clone());
     }
     let t = Arc::new(gpu.vram().from_host(&plan::tables())?);
-    cache.insert(gpu.ordinal(), t.clone());
+    cache.insert(gpu.id(), t.clone());
     Ok(t)
 }
 
@@ -143,7 +143,7 @@ impl RootsCache {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         caches
-            .entry(gpu.ordinal())
+            .entry(gpu.id())
             .or_insert_with(|| {
                 let c = Arc::new(RootsCache {
                     entry: Mutex::new(None),

@@ -1,0 +1,67 @@
+//! Engine configuration.
+
+use cuzk_groth16::BackendChoice;
+use cuzk_vram::BudgetConfig;
+
+const GIB: u64 = 1 << 30;
+
+/// How an [`crate::Engine`] is set up. `Default` is what a user gets with no settings: every
+/// GPU of the host (the CPU when there is none), two workers per device, self-check on.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Which prover: the GPUs when present (auto), the CPU, or the GPUs only.
+    pub backend: BackendChoice,
+    /// GPU ordinals to use; `None`: all of them.
+    pub gpus: Option<Vec<usize>>,
+    /// Splits each physical device into this many logical devices, each with an equal share
+    /// of its budget (tests of multi-device scheduling on one GPU or on the CPU).
+    pub split: usize,
+    /// GPU workers per device. Memory admission makes any number safe; more than two rarely
+    /// helps, since one proof's CPU phases already overlap another's device phases.
+    pub workers_per_device: usize,
+    /// Device budgets of the GPUs (`CUZK_VRAM_LIMIT` and the margins; `CUZK_PINNED_LIMIT`).
+    pub vram: BudgetConfig,
+    /// Simulated device memory of the CPU backend (per device before any split).
+    pub cpu_device_memory: u64,
+    /// Host memory the engine may charge to keys, circuits and jobs in flight; `None`: the
+    /// physical RAM less a margin (the larger of 4 GiB and 10%).
+    pub host_memory: Option<u64>,
+    /// Verify every proof with the pairing check before returning it.
+    pub self_check: bool,
+    /// Spans kept for [`crate::Engine::timeline`].
+    pub timeline_spans: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            backend: BackendChoice::Auto,
+            gpus: None,
+            split: 1,
+            workers_per_device: 2,
+            vram: BudgetConfig::default(),
+            cpu_device_memory: 16 * GIB,
+            host_memory: None,
+            self_check: true,
+            timeline_spans: 200_000,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// The defaults with the device budgets read from the environment (`CUZK_VRAM_LIMIT`, ...).
+    pub fn from_env() -> Result<Self, cuzk_vram::VramError> {
+        Ok(Self {
+            vram: BudgetConfig::from_env()?,
+            ..Self::default()
+        })
+    }
+
+    /// The host memory budget: the configured one, or physical RAM less a margin.
+    pub fn host_budget(&self) -> u64 {
+        self.host_memory.unwrap_or_else(|| {
+            let ram = cuzk_vram::physical_ram().unwrap_or(16 * GIB);
+            ram.saturating_sub((ram / 10).max(4 * GIB)).max(GIB)
+        })
+    }
+}

@@ -1,0 +1,329 @@
+//! Jobs: what a caller submits, the handle it awaits, polls or cancels, and what comes back.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use cuzk_groth16::{Fr, Proof, Witness};
+use parking_lot::{Condvar, Mutex};
+
+/// Three levels; FIFO within a level. A waiting higher-priority job gets the next GPU slot, and
+/// a running lower-priority job yields the GPU lock at its next phase boundary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum Priority {
+    Low,
+    #[default]
+    Normal,
+    High,
+}
+
+impl Priority {
+    pub const ALL: [Priority; 3] = [Priority::High, Priority::Normal, Priority::Low];
+
+    /// 0 is served first.
+    pub(crate) fn rank(self) -> u8 {
+        match self {
+            Priority::High => 0,
+            Priority::Normal => 1,
+            Priority::Low => 2,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Priority::High => "high",
+            Priority::Normal => "normal",
+            Priority::Low => "low",
+        }
+    }
+}
+
+impl std::str::FromStr for Priority {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "high" => Ok(Self::High),
+            "normal" => Ok(Self::Normal),
+            "low" => Ok(Self::Low),
+            _ => Err(format!(
+                "unknown priority {s:?} (expected high, normal or low)"
+            )),
+        }
+    }
+}
+
+/// Where a job's witness is.
+#[derive(Debug, Clone)]
+pub enum WitnessSource {
+    Memory(Arc<Witness>),
+    /// A cuzk witness file, read by the worker (charged to the host budget while in flight).
+    File(PathBuf),
+}
+
+/// A proof to make.
+#[derive(Debug, Clone)]
+pub struct JobSpec {
+    pub key: String,
+    pub witness: WitnessSource,
+    pub priority: Priority,
+    /// Run only on this engine device (index into [`crate::Engine::devices`]).
+    pub device: Option<usize>,
+}
+
+impl JobSpec {
+    pub fn new(key: impl Into<String>, witness: WitnessSource) -> Self {
+        Self {
+            key: key.into(),
+            witness,
+            priority: Priority::Normal,
+            device: None,
+        }
+    }
+
+    pub fn priority(mut self, p: Priority) -> Self {
+        self.priority = p;
+        self
+    }
+
+    pub fn on_device(mut self, d: usize) -> Self {
+        self.device = Some(d);
+        self
+    }
+}
+
+pub type JobId = u64;
+
+/// Why a job produced no proof. Each names what failed; the other jobs are unaffected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JobError {
+    #[error("cancelled")]
+    Cancelled,
+    #[error("unknown key {0:?}")]
+    UnknownKey(String),
+    #[error("no device can run this job: {0}")]
+    NoDevice(String),
+    #[error("witness: {0}")]
+    Witness(String),
+    #[error("{phase}: {message}")]
+    Failed {
+        phase: &'static str,
+        message: String,
+    },
+    #[error("the proof failed its self-check (pairing verification): {0}")]
+    SelfCheck(String),
+    #[error("the engine is shutting down")]
+    Shutdown,
+}
+
+/// One phase of a job: a CPU step, a copy to the device, or a device step under the GPU lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SpanKind {
+    Cpu,
+    Copy,
+    Device,
+    /// Waiting for the GPU lock or for staging room.
+    Wait,
+}
+
+impl SpanKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            SpanKind::Cpu => "cpu",
+            SpanKind::Copy => "copy",
+            SpanKind::Device => "device",
+            SpanKind::Wait => "wait",
+        }
+    }
+}
+
+/// A phase's interval, in seconds since the engine started.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Span {
+    pub job: JobId,
+    pub device: usize,
+    pub worker: usize,
+    pub phase: &'static str,
+    pub kind: SpanKind,
+    pub start: f64,
+    pub end: f64,
+}
+
+/// Where a job's time went.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobTimings {
+    /// Submit until a worker took it.
+    pub queue_wait: Duration,
+    /// Waiting for the GPU lock, summed over its device phases.
+    pub lock_wait: Duration,
+    /// Holding the GPU lock, summed.
+    pub lock_hold: Duration,
+    /// Waiting for staging room or host memory.
+    pub memory_wait: Duration,
+    /// Worker start to result.
+    pub run: Duration,
+    /// Every phase, in order.
+    pub spans: Vec<Span>,
+}
+
+impl JobTimings {
+    /// Seconds of the phase named `phase` (summed if it ran more than once).
+    pub fn phase(&self, phase: &str) -> Duration {
+        Duration::from_secs_f64(
+            self.spans
+                .iter()
+                .filter(|s| s.phase == phase)
+                .map(|s| s.end - s.start)
+                .sum(),
+        )
+    }
+}
+
+/// A finished job.
+#[derive(Debug, Clone)]
+pub struct JobOutput {
+    pub id: JobId,
+    pub proof: Proof,
+    pub public_inputs: Vec<Fr>,
+    pub device: usize,
+    pub worker: usize,
+    pub timings: JobTimings,
+}
+
+/// What a job is doing now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobStatus {
+    Queued,
+    Running {
+        device: usize,
+        worker: usize,
+        phase: &'static str,
+    },
+    Done,
+    Failed(JobError),
+    Cancelled,
+}
+
+pub(crate) enum JobState {
+    Queued,
+    Running {
+        device: usize,
+        worker: usize,
+        phase: &'static str,
+    },
+    Finished(Result<JobOutput, JobError>),
+}
+
+pub(crate) struct JobShared {
+    pub(crate) id: JobId,
+    pub(crate) spec: JobSpec,
+    pub(crate) seq: u64,
+    pub(crate) submitted: Instant,
+    pub(crate) cancel: AtomicBool,
+    pub(crate) state: Mutex<JobState>,
+    pub(crate) cond: Condvar,
+}
+
+impl JobShared {
+    pub(crate) fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn finish(&self, r: Result<JobOutput, JobError>) {
+        *self.state.lock() = JobState::Finished(r);
+        self.cond.notify_all();
+    }
+
+    pub(crate) fn set_phase(&self, p: &'static str) {
+        if let JobState::Running { phase, .. } = &mut *self.state.lock() {
+            *phase = p;
+        }
+    }
+}
+
+/// A submitted job: await it, poll it, or cancel it. Cheap to clone.
+#[derive(Clone)]
+pub struct JobHandle {
+    pub(crate) shared: Arc<JobShared>,
+    pub(crate) engine: std::sync::Weak<crate::engine::Inner>,
+}
+
+impl std::fmt::Debug for JobHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobHandle")
+            .field("id", &self.shared.id)
+            .field("status", &self.status())
+            .finish()
+    }
+}
+
+impl JobHandle {
+    pub fn id(&self) -> JobId {
+        self.shared.id
+    }
+
+    pub fn priority(&self) -> Priority {
+        self.shared.spec.priority
+    }
+
+    pub fn status(&self) -> JobStatus {
+        match &*self.shared.state.lock() {
+            JobState::Queued => JobStatus::Queued,
+            JobState::Running {
+                device,
+                worker,
+                phase,
+            } => JobStatus::Running {
+                device: *device,
+                worker: *worker,
+                phase,
+            },
+            JobState::Finished(Ok(_)) => JobStatus::Done,
+            JobState::Finished(Err(JobError::Cancelled)) => JobStatus::Cancelled,
+            JobState::Finished(Err(e)) => JobStatus::Failed(e.clone()),
+        }
+    }
+
+    /// The result, once finished (without waiting).
+    pub fn poll(&self) -> Option<Result<JobOutput, JobError>> {
+        match &*self.shared.state.lock() {
+            JobState::Finished(r) => Some(r.clone()),
+            _ => None,
+        }
+    }
+
+    /// Waits for the result (for ever with `None`); `None` back means the timeout passed.
+    pub fn wait(&self, timeout: Option<Duration>) -> Option<Result<JobOutput, JobError>> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut s = self.shared.state.lock();
+        loop {
+            if let JobState::Finished(r) = &*s {
+                return Some(r.clone());
+            }
+            match deadline {
+                None => self.shared.cond.wait(&mut s),
+                Some(d) => {
+                    if self.shared.cond.wait_until(&mut s, d).timed_out() {
+                        return match &*s {
+                            JobState::Finished(r) => Some(r.clone()),
+                            _ => None,
+                        };
+                    }
+                }
+            }
+        }
+    }
+
+    /// Cancels the job: a queued job ends at once, a running one at its next phase boundary
+    /// (every byte it held is returned either way). False if it had already finished.
+    pub fn cancel(&self) -> bool {
+        if matches!(&*self.shared.state.lock(), JobState::Finished(_)) {
+            return false;
+        }
+        self.shared.cancel.store(true, Ordering::Relaxed);
+        if let Some(engine) = self.engine.upgrade() {
+            engine.dequeue_cancelled(&self.shared);
+        }
+        true
+    }
+}

@@ -1,0 +1,512 @@
+//! The engine on the CPU backend with simulated device memories: every job completes and
+//! verifies under any workers x concurrency x budget, budgets end where they started, priority
+//! order, preemption at phase boundaries, cancellation, injected allocation failures and bad
+//! witnesses fail their job alone.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cuzk_groth16::{Fr, ProvingKey, R1cs, Witness, generate_parameters_with_toxic_waste};
+use cuzk_scheduler::{
+    Engine, EngineConfig, EngineError, JobError, JobHandle, JobSpec, JobStatus, KeySource,
+    Priority, SpanKind, WitnessSource,
+};
+use cuzk_vram::{Budget, FakeBackend, Faults, Vram};
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+
+const KIB: u64 = 1 << 10;
+const MIB: u64 = 1 << 20;
+const WAIT: Option<Duration> = Some(Duration::from_secs(300));
+
+struct Circuit {
+    pk: Arc<ProvingKey>,
+    r1cs: Arc<R1cs>,
+    witness: Arc<Witness>,
+}
+
+fn circuit(log: u32, seed: u64) -> Circuit {
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let (r1cs, witness) = cuzk_groth16::demo::circuit(log, 2, &mut rng).unwrap();
+    let (pk, _) =
+        generate_parameters_with_toxic_waste(&r1cs, &cuzk_groth16::ToxicWaste::random(&mut rng))
+            .unwrap();
+    Circuit {
+        pk: Arc::new(pk),
+        r1cs: Arc::new(r1cs),
+        witness: Arc::new(witness),
+    }
+}
+
+fn key(c: &Circuit) -> KeySource {
+    KeySource::Memory {
+        pk: c.pk.clone(),
+        r1cs: c.r1cs.clone(),
+    }
+}
+
+/// Staged bytes of one proof: (witness, evaluations).
+fn staged_bytes(c: &Circuit) -> (u64, u64) {
+    let n = c.pk.domain_size() as u64;
+    (c.r1cs.num_variables() as u64 * 32, 3 * n * 32)
+}
+
+fn memories(count: usize, device: u64) -> (Vec<Vram>, Vec<Arc<FakeBackend>>) {
+    let pinned = Budget::new("host", 256 * MIB);
+    (0..count)
+        .map(|_| {
+            let fake = Arc::new(FakeBackend::new(device));
+            let vram =
+                Vram::with_budgets(fake.clone(), Budget::new("device", device), pinned.clone());
+            (vram, fake)
+        })
+        .unzip()
+}
+
+fn config(workers: usize) -> EngineConfig {
+    EngineConfig {
+        workers_per_device: workers,
+        host_memory: Some(4 << 30),
+        ..EngineConfig::default()
+    }
+}
+
+fn memory(c: &Circuit) -> WitnessSource {
+    WitnessSource::Memory(c.witness.clone())
+}
+
+fn verify(c: &Circuit, h: &JobHandle) -> cuzk_scheduler::JobOutput {
+    let out = h.wait(WAIT).expect("job finished").expect("job succeeded");
+    let pvk = cuzk_groth16::prepare_verifying_key(&c.pk.vk);
+    cuzk_groth16::verify_proof(&pvk, &out.proof, &out.public_inputs).expect("proof verifies");
+    out
+}
+
+/// Every device budget, staging gate and the host gate are back at their idle level.
+fn assert_idle(engine: &Engine, host_idle: u64) {
+    let st = engine.status();
+    for d in &st.devices {
+        assert_eq!(d.budget_in_use, 0, "device {} budget", d.name);
+        assert_eq!(d.staging_in_use, 0, "device {} staging", d.name);
+        assert_eq!(d.pinned_in_use, 0, "device {} pinned", d.name);
+        assert!(d.workers.iter().all(|w| w.job.is_none()));
+    }
+    assert_eq!(st.host_in_use, host_idle, "host memory");
+    assert_eq!(st.running, 0);
+}
+
+#[test]
+fn grid_every_job_completes_and_every_budget_returns() {
+    let c = circuit(8, 1);
+    let (zb, eb) = staged_bytes(&c);
+    // small: one proof's largest staged buffer; medium: a witness and evaluations at once.
+    let budgets = [
+        ("small", eb.max(zb)),
+        ("medium", eb + zb),
+        ("large", 64 * MIB),
+    ];
+    for workers in [1, 2, 4] {
+        for concurrency in [1, 3, 8] {
+            for (name, budget) in budgets {
+                let (mems, _) = memories(2, budget);
+                let engine = Engine::on_cpu(config(workers), mems).unwrap();
+                engine.load_key("k", key(&c), None).unwrap();
+                let host_idle = engine.status().host_in_use;
+                let proofs = concurrency + 2;
+                let mut live: Vec<JobHandle> = Vec::new();
+                let mut done = 0;
+                for _ in 0..proofs {
+                    if live.len() == concurrency {
+                        verify(&c, &live.remove(0));
+                        done += 1;
+                    }
+                    live.push(engine.submit(JobSpec::new("k", memory(&c))).unwrap());
+                }
+                for h in live.drain(..) {
+                    verify(&c, &h);
+                    done += 1;
+                }
+                assert_eq!(done, proofs);
+                let st = engine.status();
+                assert_eq!(st.counters.completed, proofs as u64);
+                assert_eq!(st.counters.failed, 0, "{workers} x {concurrency} x {name}");
+                for d in &st.devices {
+                    assert!(d.budget_peak <= d.budget_total, "peak within the budget");
+                }
+                assert_idle(&engine, host_idle);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_budget_below_one_proof_is_refused_at_load() {
+    let c = circuit(8, 2);
+    let (zb, eb) = staged_bytes(&c);
+    let (mems, _) = memories(1, eb.max(zb) - 1);
+    let engine = Engine::on_cpu(config(1), mems).unwrap();
+    let err = engine.load_key("k", key(&c), None).unwrap_err();
+    assert!(matches!(err, EngineError::NoRoom { .. }), "{err}");
+    assert!(err.to_string().contains("cannot hold one proof"), "{err}");
+    assert!(matches!(
+        engine.submit(JobSpec::new("k", memory(&c))),
+        Err(JobError::UnknownKey(_))
+    ));
+}
+
+#[test]
+fn priorities_are_served_in_order_fifo_within_a_level() {
+    let big = circuit(12, 3);
+    let c = circuit(8, 4);
+    let (mems, _) = memories(1, 64 * MIB);
+    let engine = Engine::on_cpu(config(1), mems).unwrap();
+    engine.load_key("big", key(&big), None).unwrap();
+    engine.load_key("k", key(&c), None).unwrap();
+    let blocker = engine.submit(JobSpec::new("big", memory(&big))).unwrap();
+    while blocker.status() == JobStatus::Queued {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let order = [
+        Priority::Low,
+        Priority::Normal,
+        Priority::High,
+        Priority::Normal,
+        Priority::High,
+        Priority::Low,
+    ];
+    let handles: Vec<_> = order
+        .iter()
+        .map(|&p| {
+            engine
+                .submit(JobSpec::new("k", memory(&c)).priority(p))
+                .unwrap()
+        })
+        .collect();
+    verify(&big, &blocker);
+    let mut finished: Vec<(f64, usize)> = handles
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (verify(&c, h).timings.spans.last().unwrap().end, i))
+        .collect();
+    finished.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let got: Vec<usize> = finished.into_iter().map(|(_, i)| i).collect();
+    assert_eq!(
+        got,
+        vec![2, 4, 1, 3, 0, 5],
+        "high, then normal, then low, FIFO within"
+    );
+}
+
+#[test]
+fn a_running_low_priority_job_yields_the_gpu_lock_at_a_phase_boundary() {
+    let big = circuit(14, 5);
+    let (mems, _) = memories(1, 256 * MIB);
+    let engine = Engine::on_cpu(config(2), mems).unwrap();
+    engine.load_key("big", key(&big), None).unwrap();
+    let low = engine
+        .submit(JobSpec::new("big", memory(&big)).priority(Priority::Low))
+        .unwrap();
+    while !matches!(low.status(), JobStatus::Running { phase: "MSM A", .. }) {
+        assert!(
+            low.poll().is_none(),
+            "{:?}",
+            low.poll().map(|r| r.map(|o| o.timings))
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let high = engine
+        .submit(JobSpec::new("big", memory(&big)).priority(Priority::High))
+        .unwrap();
+    let (low, high) = (verify(&big, &low), verify(&big, &high));
+    let start = |o: &cuzk_scheduler::JobOutput, phase: &str| {
+        o.timings
+            .spans
+            .iter()
+            .find(|s| s.phase == phase)
+            .unwrap()
+            .start
+    };
+    assert!(
+        start(&high, "MSM A") < start(&low, "MSM L"),
+        "the high-priority job's MSMs start before the low one's last witness MSM"
+    );
+    // Device phases never overlap: one GPU lock.
+    let mut dev: Vec<_> = engine
+        .timeline()
+        .into_iter()
+        .filter(|s| s.kind == SpanKind::Device)
+        .collect();
+    dev.sort_by(|a, b| a.start.total_cmp(&b.start));
+    for w in dev.windows(2) {
+        assert!(
+            w[1].start >= w[0].end - 1e-9,
+            "{:?} overlaps {:?}",
+            w[0],
+            w[1]
+        );
+    }
+}
+
+#[test]
+fn cancel_takes_a_queued_job_out_at_once_and_stops_a_running_one() {
+    let big = circuit(14, 6);
+    let (mems, _) = memories(1, 256 * MIB);
+    let engine = Engine::on_cpu(config(1), mems).unwrap();
+    engine.load_key("big", key(&big), None).unwrap();
+    let host_idle = engine.status().host_in_use;
+    let running = engine.submit(JobSpec::new("big", memory(&big))).unwrap();
+    let queued = engine.submit(JobSpec::new("big", memory(&big))).unwrap();
+    assert!(queued.cancel());
+    assert_eq!(
+        queued.status(),
+        JobStatus::Cancelled,
+        "a queued job ends at once"
+    );
+    assert!(matches!(
+        queued.wait(Some(Duration::ZERO)),
+        Some(Err(JobError::Cancelled))
+    ));
+    while !matches!(
+        running.status(),
+        JobStatus::Running {
+            phase: "MSM B (G1)",
+            ..
+        }
+    ) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(running.cancel());
+    assert!(matches!(running.wait(WAIT), Some(Err(JobError::Cancelled))));
+    assert_eq!(running.status(), JobStatus::Cancelled);
+    assert!(!running.cancel(), "a finished job cannot be cancelled");
+    while engine.status().running > 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_idle(&engine, host_idle);
+    assert_eq!(engine.status().counters.cancelled, 2);
+    verify(
+        &big,
+        &engine.submit(JobSpec::new("big", memory(&big))).unwrap(),
+    );
+}
+
+#[test]
+fn a_failure_at_every_device_allocation_fails_that_job_alone() {
+    let c = circuit(8, 7);
+    let (mems, fakes) = memories(1, 64 * MIB);
+    let engine = Engine::on_cpu(config(1), mems).unwrap();
+    engine.load_key("k", key(&c), None).unwrap();
+    let host_idle = engine.status().host_in_use;
+    let fake = &fakes[0];
+    let before = fake.counts().device_alloc_calls;
+    verify(&c, &engine.submit(JobSpec::new("k", memory(&c))).unwrap());
+    let per_job = fake.counts().device_alloc_calls - before;
+    assert!(
+        per_job >= 4,
+        "a job stages z and a, b, c: {per_job} allocations"
+    );
+    for k in 1..=per_job {
+        let at = fake.counts().device_alloc_calls + k;
+        fake.set_faults(Faults {
+            fail_device_alloc_at: Some(at),
+            ..Faults::default()
+        });
+        let bad = engine.submit(JobSpec::new("k", memory(&c))).unwrap();
+        let err = bad.wait(WAIT).unwrap().unwrap_err();
+        assert!(
+            matches!(&err, JobError::Failed { phase, message } if phase.starts_with("upload") && message.contains("OUT_OF_MEMORY")),
+            "allocation {k}: {err}"
+        );
+        fake.set_faults(Faults::default());
+        assert_idle(&engine, host_idle);
+        assert_eq!(fake.counts().device_allocs, 0, "every device buffer freed");
+        verify(&c, &engine.submit(JobSpec::new("k", memory(&c))).unwrap());
+    }
+    // Pinned memory failing only costs the pinned buffers: the job runs from the heap.
+    fake.set_faults(Faults {
+        fail_pinned_alloc: true,
+        ..Faults::default()
+    });
+    verify(&c, &engine.submit(JobSpec::new("k", memory(&c))).unwrap());
+}
+
+#[test]
+fn a_bad_witness_fails_alone_and_bad_requests_fail_at_submit() {
+    let c = circuit(8, 8);
+    let (mems, _) = memories(2, 64 * MIB);
+    let engine = Engine::on_cpu(config(2), mems).unwrap();
+    engine.load_key("k", key(&c), Some(&[0])).unwrap();
+    let mut bad = (*c.witness).clone();
+    let last = bad.len() - 1;
+    bad.set(last, bad.assignment()[last] + Fr::ONE).unwrap();
+    let mut handles: Vec<_> = (0..3)
+        .map(|_| engine.submit(JobSpec::new("k", memory(&c))).unwrap())
+        .collect();
+    let bad = engine
+        .submit(JobSpec::new("k", WitnessSource::Memory(Arc::new(bad))))
+        .unwrap();
+    handles.extend((0..3).map(|_| engine.submit(JobSpec::new("k", memory(&c))).unwrap()));
+    let err = bad.wait(WAIT).unwrap().unwrap_err();
+    assert!(
+        matches!(&err, JobError::Witness(m) if m.contains("constraint")),
+        "{err}"
+    );
+    for h in &handles {
+        assert_eq!(
+            verify(&c, h).device,
+            0,
+            "the key is loaded on device 0 only"
+        );
+    }
+    assert!(matches!(
+        engine.submit(JobSpec::new("nope", memory(&c))),
+        Err(JobError::UnknownKey(k)) if k == "nope"
+    ));
+    assert!(matches!(
+        engine.submit(JobSpec::new("k", memory(&c)).on_device(1)),
+        Err(JobError::NoDevice(_))
+    ));
+    let short = Witness::new(c.witness.public_inputs(), &[Fr::ONE]);
+    assert!(matches!(
+        engine.submit(JobSpec::new("k", WitnessSource::Memory(Arc::new(short)))),
+        Err(JobError::Witness(_))
+    ));
+    assert!(matches!(
+        engine.load_key("k", key(&c), None),
+        Err(EngineError::KeyExists(_))
+    ));
+    let other = circuit(9, 9);
+    let err = engine
+        .load_key(
+            "mixed",
+            KeySource::Memory {
+                pk: other.pk.clone(),
+                r1cs: c.r1cs.clone(),
+            },
+            None,
+        )
+        .unwrap_err();
+    assert!(matches!(err, EngineError::Mismatch { .. }), "{err}");
+}
+
+#[test]
+fn pinned_jobs_run_on_their_device_and_keys_load_from_files() {
+    let c = circuit(8, 10);
+    let dir = std::env::temp_dir().join(format!("cuzk-engine-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (pk, r1cs, wit) = (dir.join("k.pk"), dir.join("c.r1cs"), dir.join("w.wit"));
+    let write =
+        |p: &std::path::Path,
+         f: &dyn Fn(&mut std::fs::File) -> Result<(), cuzk_groth16::io::FormatError>| {
+            f(&mut std::fs::File::create(p).unwrap()).unwrap()
+        };
+    write(&pk, &|f| cuzk_groth16::io::write_proving_key(f, &c.pk));
+    write(&r1cs, &|f| cuzk_groth16::io::write_r1cs(f, &c.r1cs));
+    write(&wit, &|f| cuzk_groth16::io::write_witness(f, &c.witness));
+    let engine = Engine::on_cpu(
+        EngineConfig {
+            split: 2,
+            ..config(1)
+        },
+        memories(3, 64 * MIB).0,
+    )
+    .unwrap();
+    engine
+        .load_key(
+            "k",
+            KeySource::Files {
+                pk: pk.clone(),
+                r1cs: r1cs.clone(),
+            },
+            None,
+        )
+        .unwrap();
+    for d in [2, 0, 1] {
+        let h = engine
+            .submit(JobSpec::new("k", WitnessSource::File(wit.clone())).on_device(d))
+            .unwrap();
+        assert_eq!(verify(&c, &h).device, d);
+    }
+    let missing = engine
+        .submit(JobSpec::new(
+            "k",
+            WitnessSource::File(dir.join("missing.wit")),
+        ))
+        .unwrap();
+    assert!(
+        matches!(missing.wait(WAIT), Some(Err(JobError::Witness(m))) if m.contains("missing.wit"))
+    );
+    std::fs::write(dir.join("bad.pk"), b"not a key").unwrap();
+    let err = engine
+        .load_key(
+            "bad",
+            KeySource::Files {
+                pk: dir.join("bad.pk"),
+                r1cs,
+            },
+            None,
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("bad.pk"), "{err}");
+    engine.unload_key("k").unwrap();
+    assert!(matches!(
+        engine.unload_key("k"),
+        Err(EngineError::UnknownKey(_))
+    ));
+    assert_idle(&engine, 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_small_host_budget_makes_jobs_wait_not_fail() {
+    let c = circuit(8, 11);
+    let (zb, eb) = staged_bytes(&c);
+    let (mems, _) = memories(1, 64 * MIB);
+    // Room for the key and one job's host buffers, with eight jobs queued.
+    let probe = Engine::on_cpu(config(1), memories(1, 64 * MIB).0).unwrap();
+    probe.load_key("k", key(&c), None).unwrap();
+    let key_bytes = probe.status().host_in_use;
+    drop(probe);
+    let engine = Engine::on_cpu(
+        EngineConfig {
+            host_memory: Some(key_bytes + zb + eb + KIB),
+            ..config(4)
+        },
+        mems,
+    )
+    .unwrap();
+    engine.load_key("k", key(&c), None).unwrap();
+    let handles: Vec<_> = (0..8)
+        .map(|_| engine.submit(JobSpec::new("k", memory(&c))).unwrap())
+        .collect();
+    for h in &handles {
+        verify(&c, h);
+    }
+    let waited = handles
+        .iter()
+        .filter(|h| h.poll().unwrap().unwrap().timings.memory_wait > Duration::ZERO);
+    assert!(waited.count() > 0);
+    assert_idle(&engine, key_bytes);
+}
+
+#[test]
+fn shutdown_drains_then_cancels_and_refuses_new_work() {
+    let big = circuit(14, 12);
+    let (mems, _) = memories(1, 256 * MIB);
+    let engine = Engine::on_cpu(config(1), mems).unwrap();
+    engine.load_key("big", key(&big), None).unwrap();
+    let handles: Vec<_> = (0..3)
+        .map(|_| engine.submit(JobSpec::new("big", memory(&big))).unwrap())
+        .collect();
+    while handles[0].status() == JobStatus::Queued {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    engine.shutdown(Duration::ZERO);
+    for h in &handles {
+        let r = h.wait(Some(Duration::ZERO)).expect("finished by shutdown");
+        assert!(
+            matches!(r, Err(JobError::Cancelled | JobError::Shutdown)),
+            "{r:?}"
+        );
+    }
+}

@@ -1,0 +1,186 @@
+//! The engine on a GPU: the dual-worker 16 GiB scenario that once went out of memory, and the
+//! grid of workers x jobs in flight x VRAM caps. Every proof is verified (the engine's
+//! self-check and again here); no job may fail. Need an NVIDIA GPU and panic without one; CPU
+//! CI reports them as ignored. `CUZK_ENGINE_TEST_LOG=K` runs both at 2^K (default 24 and 26).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cuzk_gpu::Gpu;
+use cuzk_groth16::{ProvingKey, R1cs, ToxicWaste, Witness, demo, setup_gpu};
+use cuzk_scheduler::{
+    Engine, EngineConfig, JobHandle, JobOutput, JobSpec, KeySource, SpanKind, WitnessSource,
+};
+use cuzk_vram::BudgetConfig;
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+
+const GIB: u64 = 1 << 30;
+
+struct Fixture {
+    pk: Arc<ProvingKey>,
+    r1cs: Arc<R1cs>,
+    witness: Arc<Witness>,
+}
+
+fn log_or(default: u32) -> u32 {
+    std::env::var("CUZK_ENGINE_TEST_LOG")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A realistic circuit (75% bit constraints) and its key, made on the GPU.
+fn fixture(log: u32) -> Fixture {
+    let gpu = Gpu::first().expect("gpu_* tests need an NVIDIA GPU");
+    let mut rng = ChaCha20Rng::seed_from_u64(u64::from(log));
+    let t = Instant::now();
+    let (r1cs, witness) = demo::circuit_with(log, 4, 75, &mut rng).unwrap();
+    let (pk, _) =
+        setup_gpu::generate_parameters_gpu(&gpu, &r1cs, &ToxicWaste::random(&mut rng)).unwrap();
+    println!(
+        "2^{log}: circuit and key in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    Fixture {
+        pk: Arc::new(pk),
+        r1cs: Arc::new(r1cs),
+        witness: Arc::new(witness),
+    }
+}
+
+fn engine(workers: usize, cap: Option<u64>) -> Engine {
+    Engine::new(EngineConfig {
+        backend: cuzk_groth16::BackendChoice::Gpu,
+        gpus: Some(vec![0]),
+        workers_per_device: workers,
+        vram: BudgetConfig {
+            vram_limit: cap,
+            ..BudgetConfig::default()
+        },
+        ..EngineConfig::default()
+    })
+    .expect("a GPU engine")
+}
+
+/// Runs `proofs` jobs keeping `concurrency` in flight; every one must succeed and verify.
+fn run(engine: &Engine, f: &Fixture, proofs: usize, concurrency: usize) -> (Vec<JobOutput>, f64) {
+    let pvk = cuzk_groth16::prepare_verifying_key(&f.pk.vk);
+    let start = Instant::now();
+    let mut live: std::collections::VecDeque<JobHandle> = Default::default();
+    let mut out = Vec::new();
+    let finish = |h: JobHandle, out: &mut Vec<JobOutput>| {
+        let o = h
+            .wait(Some(Duration::from_secs(600)))
+            .expect("job finished")
+            .unwrap_or_else(|e| panic!("job {} failed: {e}", h.id()));
+        cuzk_groth16::verify_proof(&pvk, &o.proof, &o.public_inputs).expect("proof verifies");
+        out.push(o);
+    };
+    for _ in 0..proofs {
+        if live.len() == concurrency {
+            finish(live.pop_front().unwrap(), &mut out);
+        }
+        let spec = JobSpec::new("k", WitnessSource::Memory(f.witness.clone()));
+        live.push_back(engine.submit(spec).expect("submit"));
+    }
+    while let Some(h) = live.pop_front() {
+        finish(h, &mut out);
+    }
+    (out, start.elapsed().as_secs_f64())
+}
+
+fn load(engine: &Engine, f: &Fixture) {
+    engine
+        .load_key(
+            "k",
+            KeySource::Memory {
+                pk: f.pk.clone(),
+                r1cs: f.r1cs.clone(),
+            },
+            None,
+        )
+        .expect("key loads");
+}
+
+/// Whether some copy of one worker overlaps some device phase of another.
+fn uploads_overlap_kernels(engine: &Engine) -> bool {
+    let t = engine.timeline();
+    t.iter().filter(|s| s.kind == SpanKind::Copy).any(|c| {
+        t.iter().any(|d| {
+            d.kind == SpanKind::Device && d.worker != c.worker && d.start < c.end && c.start < d.end
+        })
+    })
+}
+
+fn report(label: &str, engine: &Engine, out: &[JobOutput], wall: f64) {
+    let st = engine.status();
+    let d = &st.devices[0];
+    let mut lat: Vec<f64> = out
+        .iter()
+        .map(|o| (o.timings.queue_wait + o.timings.run).as_secs_f64())
+        .collect();
+    lat.sort_by(f64::total_cmp);
+    println!(
+        "{label}: {} proofs in {wall:.2} s = {:.2} proofs/s, p50 {:.0} ms, GPU busy {:.0}%, peak {:.1} GiB of {:.1} GiB budget",
+        out.len(),
+        out.len() as f64 / wall,
+        lat[lat.len() / 2] * 1e3,
+        100.0 * d.busy_seconds / wall,
+        d.budget_peak as f64 / GIB as f64,
+        d.budget_total as f64 / GIB as f64,
+    );
+}
+
+#[test]
+#[ignore = "gpu"]
+fn gpu_engine_two_workers_three_jobs_in_16_gib() {
+    let log = log_or(26);
+    let f = fixture(log);
+    let engine = engine(2, Some(16 * GIB));
+    load(&engine, &f);
+    let (out, wall) = run(&engine, &f, 5, 3);
+    report(
+        &format!("2^{log} 16 GiB 2 workers x 3"),
+        &engine,
+        &out,
+        wall,
+    );
+    let st = engine.status();
+    let d = &st.devices[0];
+    assert!(d.budget_total <= 16 * GIB);
+    assert!(d.budget_peak <= d.budget_total);
+    assert_eq!(st.counters.failed, 0);
+    assert_eq!(st.counters.completed, 5);
+    assert!(
+        uploads_overlap_kernels(&engine),
+        "one worker's uploads overlap the other's kernels"
+    );
+    assert_eq!(d.staging_in_use, 0, "staged data all returned");
+    let workers: std::collections::BTreeSet<_> = out.iter().map(|o| o.worker).collect();
+    assert_eq!(workers.len(), 2, "both workers proved");
+}
+
+#[test]
+#[ignore = "gpu"]
+fn gpu_engine_grid_of_workers_jobs_and_caps() {
+    let log = log_or(24);
+    let f = fixture(log);
+    for cap in [Some(16 * GIB), Some(40 * GIB), None] {
+        for workers in [1, 2, 3] {
+            for concurrency in [1, 3, 6] {
+                let engine = engine(workers, cap);
+                load(&engine, &f);
+                let (out, wall) = run(&engine, &f, concurrency + 2, concurrency);
+                let label = format!(
+                    "2^{log} cap {} workers {workers} x {concurrency}",
+                    cap.map_or("none".into(), |c| format!("{} GiB", c / GIB))
+                );
+                report(&label, &engine, &out, wall);
+                let st = engine.status();
+                assert_eq!(st.counters.failed, 0, "{label}");
+                assert_eq!(st.devices[0].staging_in_use, 0, "{label}");
+            }
+        }
+    }
+}
