@@ -7,6 +7,8 @@
 
 #![forbid(unsafe_code)]
 
+mod bench;
+
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -46,8 +48,9 @@ enum Command {
     },
     /// List the GPUs and the VRAM budget the prover would use.
     Devices,
-    /// Time repeated proofs of a demo circuit: setup, one warm-up, N proofs (each verified),
-    /// a per-phase table of medians, peak VRAM and peak host memory.
+    /// Time proofs of a demo circuit through the proving engine: setup, a warm-up, then N
+    /// proofs with J in flight (each verified), a per-phase table of medians, throughput,
+    /// latency, the GPU's busy share, peak VRAM and peak host memory.
     Bench {
         #[arg(long, value_parser = clap::value_parser!(u32).range(4..=28))]
         log_constraints: u32,
@@ -60,6 +63,15 @@ enum Command {
         public_inputs: usize,
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// GPU workers per device.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+        workers: u32,
+        /// Proofs in flight at once.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+        concurrency: u32,
+        /// Split each device into this many logical devices, each with an equal budget share.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+        split: u32,
     },
     /// Write a demo circuit and a satisfying witness to files.
     Circuit {
@@ -140,14 +152,20 @@ fn run(command: Command, choice: BackendChoice) -> Result<()> {
             proofs,
             public_inputs,
             seed,
-        } => bench(
+            workers,
+            concurrency,
+            split,
+        } => bench::run(bench::Args {
             log_constraints,
             boolean_percent,
-            proofs as usize,
+            proofs: proofs as usize,
             public_inputs,
             seed,
+            workers: workers as usize,
+            concurrency: concurrency as usize,
+            split: split as usize,
             choice,
-        ),
+        }),
         Command::Circuit {
             log_constraints,
             public_inputs,
@@ -194,6 +212,13 @@ fn run(command: Command, choice: BackendChoice) -> Result<()> {
             let w = read_file(&witness, io::read_witness)?;
             let backend = backend(choice)?;
             let (p, timings) = prove(&*backend, &key, &circuit, &w, &mut rand::rngs::OsRng)?;
+            // Self-check: a proof that does not verify is never written.
+            cuzk_groth16::verify_proof(
+                &cuzk_groth16::prepare_verifying_key(&key.vk),
+                &p,
+                w.public_inputs(),
+            )
+            .context("the proof failed its self-check (pairing verification); not written")?;
             write_file(&proof, |f| io::write_proof(f, &p))?;
             if let Some(path) = public_out {
                 write_file(&path, |f| {
@@ -291,75 +316,10 @@ fn prove(
     )?)
 }
 
-fn bench(
-    log_constraints: u32,
-    boolean_percent: u32,
-    proofs: usize,
-    public_inputs: usize,
-    seed: u64,
-    choice: BackendChoice,
-) -> Result<()> {
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    let backend = backend(choice)?;
-    println!(
-        "cuzk bench: 2^{log_constraints} constraints, {boolean_percent}% boolean, {proofs} proofs, backend: {}",
-        backend.describe()
-    );
-    let (circuit, witness) = cuzk_groth16::demo::circuit_with(
-        log_constraints,
-        public_inputs,
-        boolean_percent,
-        &mut rng,
-    )?;
-    let tw = cuzk_groth16::ToxicWaste::random(&mut rng);
-    let start = Instant::now();
-    // The GPU makes the key when the GPU proves (same key as the CPU setup).
-    let (pk, setup_where) = if backend.name() == "gpu" {
-        let gpu = cuzk_gpu::Gpu::first()?;
-        let (pk, _) = cuzk_groth16::setup_gpu::generate_parameters_gpu(&gpu, &circuit, &tw)?;
-        (pk, "gpu")
-    } else {
-        let (pk, _) = cuzk_groth16::generate_parameters_with_toxic_waste(&circuit, &tw)?;
-        (pk, "cpu")
-    };
-    let setup = start.elapsed();
-    let pvk = cuzk_groth16::prepare_verifying_key(&pk.vk);
-    let mut runs = Vec::with_capacity(proofs);
-    for i in 0..=proofs {
-        let (proof, t) = prove(&*backend, &pk, &circuit, &witness, &mut rng)?;
-        cuzk_groth16::verify_proof(&pvk, &proof, witness.public_inputs())
-            .with_context(|| format!("proof {i} does not verify"))?;
-        if i > 0 {
-            runs.push(t); // proof 0 is the warm-up
-        }
-    }
-    let rows = runs[0].rows().map(|(name, _)| name);
-    let medians = rows.iter().enumerate().map(|(i, &name)| {
-        let mut v: Vec<Duration> = runs.iter().map(|t| t.rows()[i].1).collect();
-        v.sort();
-        (name, v[v.len() / 2])
-    });
-    print_table(&format!("prove (median of {proofs})"), medians);
-    println!(
-        "\nsetup ({setup_where})              {:>12.1} ms",
-        ms(setup)
-    );
-    match backend.device_peak() {
-        Some(b) => println!("peak VRAM (budget)        {:>12.1} MiB", b as f64 / MIB),
-        None => println!("peak VRAM (budget)                  n/a (CPU)"),
-    }
-    match peak_host_bytes() {
-        Some(b) => println!("peak host memory (VmHWM)  {:>12.1} MiB", b as f64 / MIB),
-        None => println!("peak host memory (VmHWM)            n/a"),
-    }
-    println!("all {} proofs verified", proofs + 1);
-    Ok(())
-}
-
-const MIB: f64 = (1u64 << 20) as f64;
+pub(crate) const MIB: f64 = (1u64 << 20) as f64;
 
 /// Peak resident set of this process (VmHWM in /proc/self/status), in bytes.
-fn peak_host_bytes() -> Option<u64> {
+pub(crate) fn peak_host_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
@@ -370,14 +330,14 @@ fn print_proof_timings(timings: &ProofTimings) {
     print_table("prove", timings.rows());
 }
 
-fn print_table(title: &str, rows: impl IntoIterator<Item = (&'static str, Duration)>) {
+pub(crate) fn print_table(title: &str, rows: impl IntoIterator<Item = (&'static str, Duration)>) {
     println!("\n{title:<24} {:>12}", "ms");
     for (name, d) in rows {
         println!("  {name:<22} {:>12.1}", ms(d));
     }
 }
 
-fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
