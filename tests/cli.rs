@@ -244,13 +244,42 @@ fn bench_on_the_cpu_prints_medians_and_verifies_every_proof() {
         "0",
     ]);
     for want in [
-        "backend: cpu",
+        "device 0: cpu",
         "median of 2",
-        "MSM H (G1)",
-        "quotient H",
+        "MSM H",
+        "quotient",
+        "p95",
+        "proofs/s",
+        "GPU-bound limit",
         "setup (cpu)",
         "peak host memory",
-        "all 3 proofs verified",
+        "all 3 proofs verified (0 failed",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in:\n{out}");
+    }
+}
+
+#[test]
+fn bench_runs_workers_and_jobs_in_flight_on_logical_devices() {
+    let out = ok(&[
+        "--backend",
+        "cpu",
+        "bench",
+        "--log-constraints",
+        "7",
+        "--proofs",
+        "6",
+        "--workers",
+        "2",
+        "--concurrency",
+        "3",
+        "--split",
+        "2",
+    ]);
+    for want in [
+        "device 1: cpu.1",
+        "3 in flight",
+        "all 10 proofs verified (0 failed",
     ] {
         assert!(out.contains(want), "missing {want:?} in:\n{out}");
     }

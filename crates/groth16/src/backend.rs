@@ -125,6 +125,24 @@ pub struct Evaluations {
     pub c: HostVec,
 }
 
+impl Evaluations {
+    /// A set of three pinned buffers, or (without one) `n` zeros each on the heap.
+    pub fn pinned_or_heap(set: Option<[PinnedBuffer<Fr>; 3]>, n: usize) -> Self {
+        match set {
+            Some([a, b, c]) => Self {
+                a: HostVec::Pinned(a),
+                b: HostVec::Pinned(b),
+                c: HostVec::Pinned(c),
+            },
+            None => Self {
+                a: HostVec::zeros(n),
+                b: HostVec::zeros(n),
+                c: HostVec::zeros(n),
+            },
+        }
+    }
+}
+
 /// Results of the witness MSMs with their wall-clock times.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WitnessMsms {
@@ -293,11 +311,7 @@ pub trait ProverBackend: Send + Sync + fmt::Debug {
     /// unspecified: the prover overwrites every entry). The GPU backend lends pinned buffers
     /// it keeps between proofs and takes them back in [`Self::quotient`].
     fn evaluation_buffers(&self, n: usize) -> Result<Evaluations, BackendError> {
-        Ok(Evaluations {
-            a: HostVec::zeros(n),
-            b: HostVec::zeros(n),
-            c: HostVec::zeros(n),
-        })
+        Ok(Evaluations::pinned_or_heap(None, n))
     }
 
     /// The coefficients of H = (A·B − C)/Z (length n; the top one is zero for a satisfied

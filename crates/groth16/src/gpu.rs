@@ -945,18 +945,7 @@ impl ProverBackend for GpuBackend {
                 .ok()
             }
         };
-        Ok(match set {
-            Some([a, b, c]) => Evaluations {
-                a: HostVec::Pinned(a),
-                b: HostVec::Pinned(b),
-                c: HostVec::Pinned(c),
-            },
-            None => Evaluations {
-                a: HostVec::zeros(n),
-                b: HostVec::zeros(n),
-                c: HostVec::zeros(n),
-            },
-        })
+        Ok(Evaluations::pinned_or_heap(set, n))
     }
 
     fn quotient(&self, domain: &Domain, abc: Evaluations) -> Result<Vec<Fr>, BackendError> {

@@ -8,8 +8,8 @@ use cuzk_ntt::Domain;
 use cuzk_vram::{DeviceBuffer, PinnedBuffer, Reservation, Vram};
 
 use crate::backend::{
-    BackendError, CpuBackend, Evaluations, HostVec, MsmValue, ProverBackend, Query, QuotientMsm,
-    StagedData, StagedEvaluations, StagedWitness, host_witness_msm,
+    BackendError, CpuBackend, Evaluations, MsmValue, ProverBackend, Query, QuotientMsm, StagedData,
+    StagedEvaluations, StagedWitness, host_witness_msm,
 };
 use crate::keys::ProvingKey;
 
@@ -74,18 +74,7 @@ impl ProverBackend for SimBackend {
                 self.vram.pinned(n).ok()?,
             ])
         };
-        Ok(match pinned() {
-            Some([a, b, c]) => Evaluations {
-                a: HostVec::Pinned(a),
-                b: HostVec::Pinned(b),
-                c: HostVec::Pinned(c),
-            },
-            None => Evaluations {
-                a: HostVec::zeros(n),
-                b: HostVec::zeros(n),
-                c: HostVec::zeros(n),
-            },
-        })
+        Ok(Evaluations::pinned_or_heap(pinned(), n))
     }
 
     fn quotient(&self, domain: &Domain, abc: Evaluations) -> Result<Vec<Fr>, BackendError> {
