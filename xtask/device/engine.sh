@@ -14,7 +14,7 @@ step() { # name, command...
     "$@" >"$out/$name.log" 2>&1
     local rc=$? t1=$(date +%s.%N)
     tail -n 40 "$out/$name.log"
-    rows+=("$(printf '%-34s rc=%-3s %6.1f s' "$name" "$rc" "$(echo "$t1 - $t0" | bc)")")
+    rows+=("$(awk -v n="$name" -v r="$rc" -v a="$t0" -v b="$t1" 'BEGIN{printf "%-34s rc=%-3s %6.1f s", n, r, b-a}')")
 }
 nvidia-smi -L
 "$B/cuzk" devices
