@@ -1,0 +1,267 @@
+//! Parallel decoding of point arrays and the selectable point checks.
+
+use std::sync::Mutex;
+
+use cuzk_field::{DecodeError, Fp, Fp2, G1Affine, G2Affine};
+use rayon::prelude::*;
+
+use crate::FormatError;
+
+/// How much of each point a reader verifies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PointChecks {
+    /// Canonical coordinates, on the curve, in the prime-order subgroup: for files of unknown
+    /// origin. The subgroup check dominates and runs on every core.
+    Full,
+    /// Canonical coordinates and on the curve only; instead of the subgroup checks the whole
+    /// file must hash to this digest (as Filecoin checks its parameters against published
+    /// digests). The hash runs beside the parallel decoding.
+    TrustedDigest(crate::Digest),
+}
+
+/// A curve point type the readers can decode in bulk.
+pub(crate) trait Point: Copy + Send + Sync + Default + PartialEq {
+    /// Bytes of the zcash uncompressed encoding.
+    const UNCOMPRESSED: usize;
+    /// Bytes of the little-endian Montgomery (iden3/snarkjs) encoding.
+    const LEM: usize;
+    fn decode_uncompressed(bytes: &[u8]) -> Result<Self, DecodeError>;
+    fn decode_lem(bytes: &[u8]) -> Result<Self, DecodeError>;
+    fn encode_uncompressed(&self, out: &mut Vec<u8>);
+    fn encode_lem(&self, out: &mut Vec<u8>);
+    fn in_subgroup(&self) -> bool;
+    fn identity_point(&self) -> bool;
+}
+
+/// A coordinate (Fp) in iden3's little-endian Montgomery form: x·2^384 mod q.
+fn fp_from_lem(b: &[u8]) -> Result<Fp, DecodeError> {
+    let mut limbs = [0u64; 6];
+    for (l, c) in limbs.iter_mut().zip(b.chunks_exact(8)) {
+        *l = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+    }
+    Fp::from_montgomery(limbs).ok_or(DecodeError::NonCanonical)
+}
+
+fn fp_to_lem(x: &Fp, out: &mut Vec<u8>) {
+    for l in x.to_montgomery() {
+        out.extend_from_slice(&l.to_le_bytes());
+    }
+}
+
+impl Point for G1Affine {
+    const UNCOMPRESSED: usize = 96;
+    const LEM: usize = 96;
+    fn decode_uncompressed(bytes: &[u8]) -> Result<Self, DecodeError> {
+        G1Affine::from_uncompressed_unchecked(bytes.try_into().expect("96 bytes"))
+    }
+    fn decode_lem(b: &[u8]) -> Result<Self, DecodeError> {
+        let (x, y) = (fp_from_lem(&b[..48])?, fp_from_lem(&b[48..96])?);
+        // iden3 writes the identity as (0, 0), as blst stores it.
+        if x.is_zero() && y.is_zero() {
+            return Ok(G1Affine::identity());
+        }
+        let p = G1Affine::from_xy_unchecked(x, y);
+        if p.is_on_curve() {
+            Ok(p)
+        } else {
+            Err(DecodeError::NotOnCurve)
+        }
+    }
+    fn encode_uncompressed(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_uncompressed());
+    }
+    fn encode_lem(&self, out: &mut Vec<u8>) {
+        if self.is_identity() {
+            out.extend_from_slice(&[0u8; 96]);
+        } else {
+            fp_to_lem(&self.x(), out);
+            fp_to_lem(&self.y(), out);
+        }
+    }
+    fn in_subgroup(&self) -> bool {
+        self.is_torsion_free()
+    }
+    fn identity_point(&self) -> bool {
+        self.is_identity()
+    }
+}
+
+impl Point for G2Affine {
+    const UNCOMPRESSED: usize = 192;
+    const LEM: usize = 192;
+    fn decode_uncompressed(bytes: &[u8]) -> Result<Self, DecodeError> {
+        G2Affine::from_uncompressed_unchecked(bytes.try_into().expect("192 bytes"))
+    }
+    fn decode_lem(b: &[u8]) -> Result<Self, DecodeError> {
+        let c = |i: usize| fp_from_lem(&b[i * 48..(i + 1) * 48]);
+        let (x, y) = (Fp2::new(c(0)?, c(1)?), Fp2::new(c(2)?, c(3)?));
+        if x.is_zero() && y.is_zero() {
+            return Ok(G2Affine::identity());
+        }
+        let p = G2Affine::from_xy_unchecked(x, y);
+        if p.is_on_curve() {
+            Ok(p)
+        } else {
+            Err(DecodeError::NotOnCurve)
+        }
+    }
+    fn encode_uncompressed(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_uncompressed());
+    }
+    fn encode_lem(&self, out: &mut Vec<u8>) {
+        if self.is_identity() {
+            out.extend_from_slice(&[0u8; 192]);
+        } else {
+            let (x, y) = (self.x(), self.y());
+            for c in [x.c0(), x.c1(), y.c0(), y.c1()] {
+                fp_to_lem(&c, out);
+            }
+        }
+    }
+    fn in_subgroup(&self) -> bool {
+        self.is_torsion_free()
+    }
+    fn identity_point(&self) -> bool {
+        self.is_identity()
+    }
+}
+
+/// Which encoding an array uses.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Encoding {
+    /// zcash uncompressed, big-endian (bellperson).
+    Uncompressed,
+    /// iden3 little-endian Montgomery (zkey).
+    Lem,
+}
+
+/// What a point array may hold.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ArraySpec<'a> {
+    pub(crate) file: &'a str,
+    pub(crate) field: &'a str,
+    pub(crate) encoding: Encoding,
+    /// Refuse the identity (bellperson never writes it into its queries).
+    pub(crate) reject_identity: bool,
+    /// Run the subgroup check on every point.
+    pub(crate) subgroup: bool,
+}
+
+/// Decodes `bytes` (a whole number of encodings) into a new vector, in parallel.
+pub(crate) fn decode_array<P: Point>(
+    bytes: &[u8],
+    spec: ArraySpec<'_>,
+) -> Result<Vec<P>, FormatError> {
+    let mut out = Vec::new();
+    decode_into(bytes, spec, &mut out)?;
+    Ok(out)
+}
+
+/// Decodes `bytes` (a whole number of encodings) in parallel, appending straight into `out`
+/// (no intermediate copy); on failure names the lowest failing index, counted from the start
+/// of `bytes`.
+pub(crate) fn decode_into<P: Point>(
+    bytes: &[u8],
+    spec: ArraySpec<'_>,
+    out: &mut Vec<P>,
+) -> Result<(), FormatError> {
+    let size = match spec.encoding {
+        Encoding::Uncompressed => P::UNCOMPRESSED,
+        Encoding::Lem => P::LEM,
+    };
+    debug_assert_eq!(bytes.len() % size, 0);
+    // The lowest failing index and why; points past a failure are still decoded (cheaper than
+    // cancelling), their values discarded.
+    let first: Mutex<Option<(usize, Option<DecodeError>)>> = Mutex::new(None);
+    let record = |i: usize, e: Option<DecodeError>| {
+        let mut g = first.lock().unwrap_or_else(|p| p.into_inner());
+        if g.as_ref().is_none_or(|(j, _)| i < *j) {
+            *g = Some((i, e));
+        }
+    };
+    let iter = bytes
+        .par_chunks_exact(size)
+        .with_min_len(256)
+        .enumerate()
+        .map(|(i, chunk)| {
+            let decoded = match spec.encoding {
+                Encoding::Uncompressed => P::decode_uncompressed(chunk),
+                Encoding::Lem => P::decode_lem(chunk),
+            };
+            match decoded {
+                Ok(p) if spec.reject_identity && p.identity_point() => {
+                    record(i, None);
+                    P::default()
+                }
+                Ok(p) if spec.subgroup && !p.in_subgroup() => {
+                    record(i, Some(DecodeError::NotInSubgroup));
+                    P::default()
+                }
+                Ok(p) => p,
+                Err(e) => {
+                    record(i, Some(e));
+                    P::default()
+                }
+            }
+        });
+    out.par_extend(iter);
+    match first.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        None => Ok(()),
+        Some((index, None)) => Err(FormatError::IdentityPoint {
+            file: spec.file.to_string(),
+            field: spec.field.to_string(),
+            index,
+        }),
+        Some((index, Some(source))) => Err(FormatError::BadPoint {
+            file: spec.file.to_string(),
+            field: spec.field.to_string(),
+            index,
+            source,
+        }),
+    }
+}
+
+/// One point, fully checked (keys' fixed elements: always all checks).
+pub(crate) fn decode_one<P: Point>(
+    bytes: &[u8],
+    file: &str,
+    field: &str,
+    encoding: Encoding,
+) -> Result<P, FormatError> {
+    let spec = ArraySpec {
+        file,
+        field,
+        encoding,
+        reject_identity: false,
+        subgroup: true,
+    };
+    Ok(decode_array::<P>(bytes, spec)?[0])
+}
+
+/// Writes points in the given encoding, encoded in parallel a block at a time (the output
+/// is streamed: no copy of the whole array is made).
+pub(crate) fn write_array<P: Point>(
+    points: &[P],
+    encoding: Encoding,
+    out: &mut impl std::io::Write,
+) -> std::io::Result<()> {
+    for block in points.chunks(1 << 16) {
+        let parts: Vec<Vec<u8>> = block
+            .par_chunks(1 << 10)
+            .map(|chunk| {
+                let mut v = Vec::with_capacity(chunk.len() * P::UNCOMPRESSED);
+                for p in chunk {
+                    match encoding {
+                        Encoding::Uncompressed => p.encode_uncompressed(&mut v),
+                        Encoding::Lem => p.encode_lem(&mut v),
+                    }
+                }
+                v
+            })
+            .collect();
+        for p in parts {
+            out.write_all(&p)?;
+        }
+    }
+    Ok(())
+}
