@@ -151,6 +151,8 @@ fn spec<'a>(file: &'a str, field: &'a str, subgroup: bool) -> ArraySpec<'a> {
         // bellperson's reader refuses the identity in every query and in ic.
         reject_identity: true,
         subgroup,
+        // Trusted files (no subgroup checks) are vouched for by their digest.
+        on_curve: subgroup,
     }
 }
 
@@ -180,8 +182,8 @@ fn read_queries(src: &mut impl Source, subgroup: bool) -> Result<BpParameters, F
 impl BpParameters {
     /// Streams a parameters file (any size: blocks are decoded in parallel as they are read,
     /// and only the decoded points are kept). With [`PointChecks::TrustedDigest`] the file is
-    /// hashed beside the decoding and the subgroup checks are skipped (coordinates are still
-    /// checked canonical and on the curve).
+    /// hashed beside the decoding and only the coordinates are checked (canonical): the digest
+    /// vouches for the rest, and the curve and subgroup checks are skipped.
     pub fn read(path: &Path, checks: &PointChecks) -> Result<Self, FormatError> {
         let digest = match checks {
             PointChecks::Full => None,

@@ -13,9 +13,10 @@ pub enum PointChecks {
     /// Canonical coordinates, on the curve, in the prime-order subgroup: for files of unknown
     /// origin. The subgroup check dominates and runs on every core.
     Full,
-    /// Canonical coordinates and on the curve only; instead of the subgroup checks the whole
-    /// file must hash to this digest (as Filecoin checks its parameters against published
-    /// digests). The hash runs beside the parallel decoding.
+    /// Instead of the point checks the whole file must hash to this digest (as Filecoin checks
+    /// its parameters against published digests); the hash runs beside the parallel decoding.
+    /// bellperson parameters are then checked for canonical coordinates only; zkeys (small)
+    /// keep the curve check.
     TrustedDigest(crate::Digest),
 }
 
@@ -26,6 +27,8 @@ pub(crate) trait Point: Copy + Send + Sync + Default + PartialEq {
     /// Bytes of the little-endian Montgomery (iden3/snarkjs) encoding.
     const LEM: usize;
     fn decode_uncompressed(bytes: &[u8]) -> Result<Self, DecodeError>;
+    /// Canonical coordinates only, no curve equation: for files vouched for by a digest.
+    fn decode_uncompressed_trusted(bytes: &[u8]) -> Result<Self, DecodeError>;
     fn decode_lem(bytes: &[u8]) -> Result<Self, DecodeError>;
     fn encode_uncompressed(&self, out: &mut Vec<u8>);
     fn encode_lem(&self, out: &mut Vec<u8>);
@@ -48,11 +51,40 @@ fn fp_to_lem(x: &Fp, out: &mut Vec<u8>) {
     }
 }
 
+/// A big-endian coordinate; the flag bits of the first byte must already be clear.
+fn fp_be(b: &[u8]) -> Result<Fp, DecodeError> {
+    Fp::from_bytes_be(b.try_into().expect("48 bytes")).map_err(|_| DecodeError::BadEncoding)
+}
+
+/// The zcash flags of an uncompressed encoding: `Ok(true)` for the identity, an error for a
+/// compressed or malformed one.
+fn uncompressed_identity(b: &[u8]) -> Result<bool, DecodeError> {
+    let flags = b[0] >> 5;
+    if flags & 0b101 != 0 {
+        return Err(DecodeError::BadEncoding);
+    }
+    if flags & 0b010 != 0 {
+        return if b[0] & 0x1f == 0 && b[1..].iter().all(|&x| x == 0) {
+            Ok(true)
+        } else {
+            Err(DecodeError::BadEncoding)
+        };
+    }
+    Ok(false)
+}
+
 impl Point for G1Affine {
     const UNCOMPRESSED: usize = 96;
     const LEM: usize = 96;
     fn decode_uncompressed(bytes: &[u8]) -> Result<Self, DecodeError> {
         G1Affine::from_uncompressed_unchecked(bytes.try_into().expect("96 bytes"))
+    }
+    fn decode_uncompressed_trusted(b: &[u8]) -> Result<Self, DecodeError> {
+        if uncompressed_identity(b)? {
+            return Ok(G1Affine::identity());
+        }
+        let c = |i: usize| fp_be(&b[i * 48..(i + 1) * 48]);
+        Ok(G1Affine::from_xy_unchecked(c(0)?, c(1)?))
     }
     fn decode_lem(b: &[u8]) -> Result<Self, DecodeError> {
         let (x, y) = (fp_from_lem(&b[..48])?, fp_from_lem(&b[48..96])?);
@@ -91,6 +123,17 @@ impl Point for G2Affine {
     const LEM: usize = 192;
     fn decode_uncompressed(bytes: &[u8]) -> Result<Self, DecodeError> {
         G2Affine::from_uncompressed_unchecked(bytes.try_into().expect("192 bytes"))
+    }
+    fn decode_uncompressed_trusted(b: &[u8]) -> Result<Self, DecodeError> {
+        if uncompressed_identity(b)? {
+            return Ok(G2Affine::identity());
+        }
+        // zcash order: x.c1, x.c0, y.c1, y.c0.
+        let c = |i: usize| fp_be(&b[i * 48..(i + 1) * 48]);
+        Ok(G2Affine::from_xy_unchecked(
+            Fp2::new(c(1)?, c(0)?),
+            Fp2::new(c(3)?, c(2)?),
+        ))
     }
     fn decode_lem(b: &[u8]) -> Result<Self, DecodeError> {
         let c = |i: usize| fp_from_lem(&b[i * 48..(i + 1) * 48]);
@@ -145,6 +188,8 @@ pub(crate) struct ArraySpec<'a> {
     pub(crate) reject_identity: bool,
     /// Run the subgroup check on every point.
     pub(crate) subgroup: bool,
+    /// Check the curve equation (off only for files vouched for by a digest).
+    pub(crate) on_curve: bool,
 }
 
 /// Decodes `bytes` (a whole number of encodings) into a new vector, in parallel.
@@ -185,7 +230,8 @@ pub(crate) fn decode_into<P: Point>(
         .enumerate()
         .map(|(i, chunk)| {
             let decoded = match spec.encoding {
-                Encoding::Uncompressed => P::decode_uncompressed(chunk),
+                Encoding::Uncompressed if spec.on_curve => P::decode_uncompressed(chunk),
+                Encoding::Uncompressed => P::decode_uncompressed_trusted(chunk),
                 Encoding::Lem => P::decode_lem(chunk),
             };
             match decoded {
@@ -234,6 +280,7 @@ pub(crate) fn decode_one<P: Point>(
         encoding,
         reject_identity: false,
         subgroup: true,
+        on_curve: true,
     };
     Ok(decode_array::<P>(bytes, spec)?[0])
 }

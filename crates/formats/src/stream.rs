@@ -145,7 +145,7 @@ impl BlockStream {
         size: usize,
         spec: ArraySpec<'_>,
     ) -> Result<Vec<P>, FormatError> {
-        let bytes = count.checked_mul(size).unwrap_or(usize::MAX);
+        let bytes = count.saturating_mul(size);
         let left = (self.total as usize).saturating_sub(self.position());
         if bytes > left {
             // Refuse before allocating: a corrupt length must not reserve gigabytes.

@@ -135,6 +135,7 @@ impl Zkey {
             encoding: Encoding::Lem,
             reject_identity: false,
             subgroup,
+            on_curve: true,
         };
         let arr = |id: u32, name: &'static str, count: usize, size: usize| {
             bin.sized_section(id, name, (count * size) as u64)
