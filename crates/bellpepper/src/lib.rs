@@ -64,6 +64,24 @@ pub enum BellpepperError {
     },
 }
 
+/// Namespaces only name things for debugging: both systems ignore them.
+macro_rules! no_namespaces {
+    () => {
+        fn push_namespace<NR, N>(&mut self, _: N)
+        where
+            NR: Into<String>,
+            N: FnOnce() -> NR,
+        {
+        }
+
+        fn pop_namespace(&mut self) {}
+
+        fn get_root(&mut self) -> &mut Self::Root {
+            self
+        }
+    };
+}
+
 fn var(v: BpVariable) -> Variable {
     match v.get_unchecked() {
         Index::Input(0) => Variable::One,
@@ -155,18 +173,7 @@ impl ConstraintSystem<Scalar> for SynthesisCs {
         self.builder.enforce(ta, tb, tc);
     }
 
-    fn push_namespace<NR, N>(&mut self, _: N)
-    where
-        NR: Into<String>,
-        N: FnOnce() -> NR,
-    {
-    }
-
-    fn pop_namespace(&mut self) {}
-
-    fn get_root(&mut self) -> &mut Self::Root {
-        self
-    }
+    no_namespaces!();
 }
 
 /// A `ConstraintSystem` that only computes the assignment (bellperson's inputs-then-aux
@@ -233,18 +240,7 @@ impl ConstraintSystem<Scalar> for WitnessCs {
     {
     }
 
-    fn push_namespace<NR, N>(&mut self, _: N)
-    where
-        NR: Into<String>,
-        N: FnOnce() -> NR,
-    {
-    }
-
-    fn pop_namespace(&mut self) {}
-
-    fn get_root(&mut self) -> &mut Self::Root {
-        self
-    }
+    no_namespaces!();
 
     fn is_witness_generator(&self) -> bool {
         true
@@ -259,23 +255,15 @@ impl ConstraintSystem<Scalar> for WitnessCs {
     }
 
     fn allocate_empty(&mut self, aux_n: usize, inputs_n: usize) -> (&mut [Scalar], &mut [Scalar]) {
-        let a0 = self.aux.len();
-        self.aux.resize(a0 + aux_n, Scalar::from(0u64));
-        let i0 = self.inputs.len();
-        self.inputs.resize(i0 + inputs_n, Scalar::from(0u64));
-        (&mut self.aux[a0..], &mut self.inputs[i0..])
+        (grow(&mut self.aux, aux_n), grow(&mut self.inputs, inputs_n))
     }
 
     fn allocate_empty_inputs(&mut self, n: usize) -> &mut [Scalar] {
-        let i0 = self.inputs.len();
-        self.inputs.resize(i0 + n, Scalar::from(0u64));
-        &mut self.inputs[i0..]
+        grow(&mut self.inputs, n)
     }
 
     fn allocate_empty_aux(&mut self, n: usize) -> &mut [Scalar] {
-        let a0 = self.aux.len();
-        self.aux.resize(a0 + n, Scalar::from(0u64));
-        &mut self.aux[a0..]
+        grow(&mut self.aux, n)
     }
 
     fn inputs_slice(&self) -> &[Scalar] {
@@ -285,6 +273,13 @@ impl ConstraintSystem<Scalar> for WitnessCs {
     fn aux_slice(&self) -> &[Scalar] {
         &self.aux
     }
+}
+
+/// `n` new zeros at the end of `v`, for a gadget to fill.
+fn grow(v: &mut Vec<Scalar>, n: usize) -> &mut [Scalar] {
+    let start = v.len();
+    v.resize(start + n, Scalar::from(0u64));
+    &mut v[start..]
 }
 
 /// Full synthesis: cuzk's system and witness for one circuit instance.

@@ -144,28 +144,27 @@ impl BinWriter {
 
 /// Checks an `n8, prime` pair against BLS12-381's scalar field r.
 pub(crate) fn check_fr_prime(c: &mut Cursor<'_>, field: &str) -> Result<(), FormatError> {
-    let n8 = c.u32_le(&format!("{field} size"))?;
-    let found = c.take(n8 as usize, field)?;
-    if n8 as usize != Fr::BYTES || found != modulus_le(&Fr::MODULUS) {
-        return Err(FormatError::WrongCurve {
-            file: c.file.into(),
-            field: field.into(),
-            which: "scalar field r",
-            found: format!("{n8}-byte prime 0x{}", hex_be(found)),
-        });
-    }
-    Ok(())
+    check_prime(c, field, &Fr::MODULUS, "scalar field r")
 }
 
 /// Checks an `n8, prime` pair against BLS12-381's base field q.
 pub(crate) fn check_fp_prime(c: &mut Cursor<'_>, field: &str) -> Result<(), FormatError> {
+    check_prime(c, field, &Fp::MODULUS, "base field q")
+}
+
+fn check_prime(
+    c: &mut Cursor<'_>,
+    field: &str,
+    modulus: &[u64],
+    which: &'static str,
+) -> Result<(), FormatError> {
     let n8 = c.u32_le(&format!("{field} size"))?;
     let found = c.take(n8 as usize, field)?;
-    if n8 as usize != Fp::BYTES || found != modulus_le(&Fp::MODULUS) {
+    if n8 as usize != modulus.len() * 8 || found != modulus_le(modulus) {
         return Err(FormatError::WrongCurve {
             file: c.file.into(),
             field: field.into(),
-            which: "base field q",
+            which,
             found: format!("{n8}-byte prime 0x{}", hex_be(found)),
         });
     }

@@ -20,20 +20,62 @@ pub enum PointChecks {
     TrustedDigest(crate::Digest),
 }
 
-/// A curve point type the readers can decode in bulk.
+/// A curve point type the readers can decode in bulk, described by its coordinates as Fp
+/// elements (x then y; each Fp2 as c0 then c1), from which every encoding is derived.
 pub(crate) trait Point: Copy + Send + Sync + Default + PartialEq {
-    /// Bytes of the zcash uncompressed encoding.
-    const UNCOMPRESSED: usize;
-    /// Bytes of the little-endian Montgomery (iden3/snarkjs) encoding.
-    const LEM: usize;
-    fn decode_uncompressed(bytes: &[u8]) -> Result<Self, DecodeError>;
-    /// Canonical coordinates only, no curve equation: for files vouched for by a digest.
-    fn decode_uncompressed_trusted(bytes: &[u8]) -> Result<Self, DecodeError>;
-    fn decode_lem(bytes: &[u8]) -> Result<Self, DecodeError>;
-    fn encode_uncompressed(&self, out: &mut Vec<u8>);
-    fn encode_lem(&self, out: &mut Vec<u8>);
-    fn in_subgroup(&self) -> bool;
+    /// Fp elements per point: 2 (G1) or 4 (G2).
+    const FPS: usize;
+    /// Where the zcash encoding puts each of [`Self::FPS`]: it writes an Fp2 as c1 then c0.
+    const ZCASH_ORDER: &'static [usize];
+    const UNCOMPRESSED: usize = 48 * Self::FPS;
+    const LEM: usize = 48 * Self::FPS;
+    fn from_fps_unchecked(fps: &[Fp]) -> Self;
+    fn to_fps(&self) -> [Fp; 4];
     fn identity_point(&self) -> bool;
+    fn on_curve(&self) -> bool;
+    fn in_subgroup(&self) -> bool;
+    /// zcash uncompressed, canonical and on the curve (cuzk-field's decoder).
+    fn decode_uncompressed(bytes: &[u8]) -> Result<Self, DecodeError>;
+    fn encode_uncompressed(&self, out: &mut Vec<u8>);
+
+    /// Canonical coordinates only, no curve equation: for files vouched for by a digest.
+    fn decode_uncompressed_trusted(b: &[u8]) -> Result<Self, DecodeError> {
+        if uncompressed_identity(b)? {
+            return Ok(Self::default());
+        }
+        let mut fps = [Fp::ZERO; 4];
+        for (k, &at) in Self::ZCASH_ORDER.iter().enumerate() {
+            fps[at] = fp_be(&b[k * 48..(k + 1) * 48])?;
+        }
+        Ok(Self::from_fps_unchecked(&fps[..Self::FPS]))
+    }
+
+    /// iden3's little-endian Montgomery coordinates, the identity all zeros (as blst stores it).
+    fn decode_lem(b: &[u8]) -> Result<Self, DecodeError> {
+        let mut fps = [Fp::ZERO; 4];
+        for (k, fp) in fps.iter_mut().take(Self::FPS).enumerate() {
+            *fp = fp_from_lem(&b[k * 48..(k + 1) * 48])?;
+        }
+        if fps.iter().all(Fp::is_zero) {
+            return Ok(Self::default());
+        }
+        let p = Self::from_fps_unchecked(&fps[..Self::FPS]);
+        if p.on_curve() {
+            Ok(p)
+        } else {
+            Err(DecodeError::NotOnCurve)
+        }
+    }
+
+    fn encode_lem(&self, out: &mut Vec<u8>) {
+        if self.identity_point() {
+            out.extend(std::iter::repeat_n(0u8, Self::LEM));
+        } else {
+            for fp in &self.to_fps()[..Self::FPS] {
+                fp_to_lem(fp, out);
+            }
+        }
+    }
 }
 
 /// A coordinate (Fp) in iden3's little-endian Montgomery form: x·2^384 mod q.
@@ -73,100 +115,49 @@ fn uncompressed_identity(b: &[u8]) -> Result<bool, DecodeError> {
     Ok(false)
 }
 
+macro_rules! point_common {
+    ($t:ty, $n:literal) => {
+        fn identity_point(&self) -> bool {
+            self.is_identity()
+        }
+        fn on_curve(&self) -> bool {
+            self.is_on_curve()
+        }
+        fn in_subgroup(&self) -> bool {
+            self.is_torsion_free()
+        }
+        fn decode_uncompressed(bytes: &[u8]) -> Result<Self, DecodeError> {
+            <$t>::from_uncompressed_unchecked(bytes.try_into().expect(concat!($n, " bytes")))
+        }
+        fn encode_uncompressed(&self, out: &mut Vec<u8>) {
+            out.extend_from_slice(&self.to_uncompressed());
+        }
+    };
+}
+
 impl Point for G1Affine {
-    const UNCOMPRESSED: usize = 96;
-    const LEM: usize = 96;
-    fn decode_uncompressed(bytes: &[u8]) -> Result<Self, DecodeError> {
-        G1Affine::from_uncompressed_unchecked(bytes.try_into().expect("96 bytes"))
+    const FPS: usize = 2;
+    const ZCASH_ORDER: &'static [usize] = &[0, 1];
+    fn from_fps_unchecked(f: &[Fp]) -> Self {
+        G1Affine::from_xy_unchecked(f[0], f[1])
     }
-    fn decode_uncompressed_trusted(b: &[u8]) -> Result<Self, DecodeError> {
-        if uncompressed_identity(b)? {
-            return Ok(G1Affine::identity());
-        }
-        let c = |i: usize| fp_be(&b[i * 48..(i + 1) * 48]);
-        Ok(G1Affine::from_xy_unchecked(c(0)?, c(1)?))
+    fn to_fps(&self) -> [Fp; 4] {
+        [self.x(), self.y(), Fp::ZERO, Fp::ZERO]
     }
-    fn decode_lem(b: &[u8]) -> Result<Self, DecodeError> {
-        let (x, y) = (fp_from_lem(&b[..48])?, fp_from_lem(&b[48..96])?);
-        // iden3 writes the identity as (0, 0), as blst stores it.
-        if x.is_zero() && y.is_zero() {
-            return Ok(G1Affine::identity());
-        }
-        let p = G1Affine::from_xy_unchecked(x, y);
-        if p.is_on_curve() {
-            Ok(p)
-        } else {
-            Err(DecodeError::NotOnCurve)
-        }
-    }
-    fn encode_uncompressed(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_uncompressed());
-    }
-    fn encode_lem(&self, out: &mut Vec<u8>) {
-        if self.is_identity() {
-            out.extend_from_slice(&[0u8; 96]);
-        } else {
-            fp_to_lem(&self.x(), out);
-            fp_to_lem(&self.y(), out);
-        }
-    }
-    fn in_subgroup(&self) -> bool {
-        self.is_torsion_free()
-    }
-    fn identity_point(&self) -> bool {
-        self.is_identity()
-    }
+    point_common!(G1Affine, "96");
 }
 
 impl Point for G2Affine {
-    const UNCOMPRESSED: usize = 192;
-    const LEM: usize = 192;
-    fn decode_uncompressed(bytes: &[u8]) -> Result<Self, DecodeError> {
-        G2Affine::from_uncompressed_unchecked(bytes.try_into().expect("192 bytes"))
+    const FPS: usize = 4;
+    const ZCASH_ORDER: &'static [usize] = &[1, 0, 3, 2];
+    fn from_fps_unchecked(f: &[Fp]) -> Self {
+        G2Affine::from_xy_unchecked(Fp2::new(f[0], f[1]), Fp2::new(f[2], f[3]))
     }
-    fn decode_uncompressed_trusted(b: &[u8]) -> Result<Self, DecodeError> {
-        if uncompressed_identity(b)? {
-            return Ok(G2Affine::identity());
-        }
-        // zcash order: x.c1, x.c0, y.c1, y.c0.
-        let c = |i: usize| fp_be(&b[i * 48..(i + 1) * 48]);
-        Ok(G2Affine::from_xy_unchecked(
-            Fp2::new(c(1)?, c(0)?),
-            Fp2::new(c(3)?, c(2)?),
-        ))
+    fn to_fps(&self) -> [Fp; 4] {
+        let (x, y) = (self.x(), self.y());
+        [x.c0(), x.c1(), y.c0(), y.c1()]
     }
-    fn decode_lem(b: &[u8]) -> Result<Self, DecodeError> {
-        let c = |i: usize| fp_from_lem(&b[i * 48..(i + 1) * 48]);
-        let (x, y) = (Fp2::new(c(0)?, c(1)?), Fp2::new(c(2)?, c(3)?));
-        if x.is_zero() && y.is_zero() {
-            return Ok(G2Affine::identity());
-        }
-        let p = G2Affine::from_xy_unchecked(x, y);
-        if p.is_on_curve() {
-            Ok(p)
-        } else {
-            Err(DecodeError::NotOnCurve)
-        }
-    }
-    fn encode_uncompressed(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_uncompressed());
-    }
-    fn encode_lem(&self, out: &mut Vec<u8>) {
-        if self.is_identity() {
-            out.extend_from_slice(&[0u8; 192]);
-        } else {
-            let (x, y) = (self.x(), self.y());
-            for c in [x.c0(), x.c1(), y.c0(), y.c1()] {
-                fp_to_lem(&c, out);
-            }
-        }
-    }
-    fn in_subgroup(&self) -> bool {
-        self.is_torsion_free()
-    }
-    fn identity_point(&self) -> bool {
-        self.is_identity()
-    }
+    point_common!(G2Affine, "192");
 }
 
 /// Which encoding an array uses.

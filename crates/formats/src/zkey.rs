@@ -23,13 +23,13 @@ use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
 use cuzk_groth16::{Proof, VerifyingKey};
 use rayon::prelude::*;
 
-use crate::FormatError;
 use crate::cursor::Cursor;
 use crate::iden3::{BinFile, BinWriter, CircomR1cs, check_fp_prime, check_fr_prime, put_prime};
 use crate::ntt::SnarkjsDomain;
 use crate::points::{
     ArraySpec, Encoding, Point, PointChecks, decode_array, decode_one, write_array,
 };
+use crate::{BpVerifyingKey, FormatError};
 
 /// One entry of section 4: `matrix` 0 is A, 1 is B.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,13 +46,9 @@ pub struct Zkey {
     pub n_vars: usize,
     pub n_public: usize,
     pub domain_size: usize,
-    pub alpha_g1: G1Affine,
-    pub beta_g1: G1Affine,
-    pub beta_g2: G2Affine,
-    pub gamma_g2: G2Affine,
-    pub delta_g1: G1Affine,
-    pub delta_g2: G2Affine,
-    pub ic: Vec<G1Affine>,
+    /// alpha1, beta1, beta2, gamma2, delta1, delta2 and IC: the seven elements of bellperson's
+    /// `VerifyingKey`, in the same order.
+    pub vk: BpVerifyingKey,
     pub coefs: Vec<ZkeyCoef>,
     pub a: Vec<G1Affine>,
     pub b1: Vec<G1Affine>,
@@ -188,13 +184,15 @@ impl Zkey {
             n_vars,
             n_public,
             domain_size,
-            alpha_g1,
-            beta_g1,
-            beta_g2,
-            gamma_g2,
-            delta_g1,
-            delta_g2,
-            ic,
+            vk: BpVerifyingKey {
+                alpha_g1,
+                beta_g1,
+                beta_g2,
+                gamma_g2,
+                delta_g1,
+                delta_g2,
+                ic,
+            },
             coefs,
             a,
             b1,
@@ -216,12 +214,13 @@ impl Zkey {
         for v in [self.n_vars, self.n_public, self.domain_size] {
             h.extend_from_slice(&(v as u32).to_le_bytes());
         }
-        self.alpha_g1.encode_lem(&mut h);
-        self.beta_g1.encode_lem(&mut h);
-        self.beta_g2.encode_lem(&mut h);
-        self.gamma_g2.encode_lem(&mut h);
-        self.delta_g1.encode_lem(&mut h);
-        self.delta_g2.encode_lem(&mut h);
+        let vk = &self.vk;
+        vk.alpha_g1.encode_lem(&mut h);
+        vk.beta_g1.encode_lem(&mut h);
+        vk.beta_g2.encode_lem(&mut h);
+        vk.gamma_g2.encode_lem(&mut h);
+        vk.delta_g1.encode_lem(&mut h);
+        vk.delta_g2.encode_lem(&mut h);
         w.section(2, &h);
         let r2 = r_squared();
         let mut c = Vec::with_capacity(4 + self.coefs.len() * 44);
@@ -238,7 +237,7 @@ impl Zkey {
             write_array(pts, Encoding::Lem, &mut v).expect("writing to a Vec cannot fail");
             v
         };
-        w.section(3, &lem(&self.ic));
+        w.section(3, &lem(&self.vk.ic));
         w.section(5, &lem(&self.a));
         w.section(6, &lem(&self.b1));
         let mut b2 = Vec::with_capacity(self.b2.len() * 192);
@@ -258,13 +257,7 @@ impl Zkey {
 
     /// cuzk's verifying key (the same pairing equation as snarkjs's verifier).
     pub fn verifying_key(&self) -> VerifyingKey {
-        VerifyingKey {
-            alpha_g1: self.alpha_g1,
-            beta_g2: self.beta_g2,
-            gamma_g2: self.gamma_g2,
-            delta_g2: self.delta_g2,
-            ic: self.ic.clone(),
-        }
+        self.vk.to_cuzk()
     }
 
     /// Checks that this key was made for `r1cs` (what `snarkjs zkey new` derives from it).
@@ -369,11 +362,11 @@ impl Zkey {
             file: file.into(),
             reason: format!("MSM B2: {e}"),
         })?;
-        let delta1: G1Projective = self.delta_g1.to_projective();
-        let pi_a = ma + self.alpha_g1.to_projective() + delta1 * r;
-        let pi_b: G2Projective =
-            mb2 + self.beta_g2.to_projective() + self.delta_g2.to_projective() * s;
-        let pib1 = mb1 + self.beta_g1.to_projective() + delta1 * s;
+        let vk = &self.vk;
+        let delta1: G1Projective = vk.delta_g1.to_projective();
+        let pi_a = ma + vk.alpha_g1.to_projective() + delta1 * r;
+        let pi_b: G2Projective = mb2 + vk.beta_g2.to_projective() + vk.delta_g2.to_projective() * s;
+        let pib1 = mb1 + vk.beta_g1.to_projective() + delta1 * s;
         let pi_c = mc + mh + pi_a * s + pib1 * r - delta1 * (r * s);
         Ok(Proof {
             a: pi_a.to_affine(),
