@@ -185,11 +185,24 @@ impl BpParameters {
     /// hashed beside the decoding and only the coordinates are checked (canonical): the digest
     /// vouches for the rest, and the curve and subgroup checks are skipped.
     pub fn read(path: &Path, checks: &PointChecks) -> Result<Self, FormatError> {
+        Self::read_blocks(path, checks, None)
+    }
+
+    /// [`Self::read`] with a chosen block size (tests make records straddle blocks).
+    #[doc(hidden)]
+    pub fn read_blocks(
+        path: &Path,
+        checks: &PointChecks,
+        block: Option<usize>,
+    ) -> Result<Self, FormatError> {
         let digest = match checks {
             PointChecks::Full => None,
             PointChecks::TrustedDigest(d) => Some(d.clone()),
         };
-        let mut s = BlockStream::open(path, digest)?;
+        let mut s = match block {
+            Some(b) => BlockStream::open_with_block(path, digest, b)?,
+            None => BlockStream::open(path, digest)?,
+        };
         let parsed = read_queries(&mut s, matches!(checks, PointChecks::Full));
         match parsed {
             Ok(p) => {

@@ -50,6 +50,16 @@ pub(crate) struct BlockStream {
 impl BlockStream {
     /// Opens `path` and starts the reader (and, with a digest, the hasher) thread.
     pub(crate) fn open(path: &Path, digest: Option<Digest>) -> Result<Self, FormatError> {
+        Self::open_with_block(path, digest, BLOCK)
+    }
+
+    /// As [`Self::open`] with blocks of `block` bytes (tests use odd sizes so records
+    /// straddle blocks).
+    pub(crate) fn open_with_block(
+        path: &Path,
+        digest: Option<Digest>,
+        block: usize,
+    ) -> Result<Self, FormatError> {
         let file_name = path.display().to_string();
         let mut f = File::open(path).map_err(|e| FormatError::io(path, e))?;
         let total = f.metadata().map_err(|e| FormatError::io(path, e))?.len();
@@ -65,7 +75,7 @@ impl BlockStream {
             }
             None => (None, None),
         };
-        let reader = std::thread::spawn(move || read_blocks(&mut f, tx, hash_tx));
+        let reader = std::thread::spawn(move || read_blocks(&mut f, block.max(1), tx, hash_tx));
         Ok(Self {
             file: file_name,
             rx,
@@ -229,12 +239,17 @@ fn reindex(e: FormatError, before: usize) -> FormatError {
     }
 }
 
-fn read_blocks(f: &mut File, tx: SyncSender<Msg>, hash_tx: Option<SyncSender<Arc<Block>>>) {
+fn read_blocks(
+    f: &mut File,
+    block_size: usize,
+    tx: SyncSender<Msg>,
+    hash_tx: Option<SyncSender<Arc<Block>>>,
+) {
     let (pool_tx, pool_rx) = channel::<Vec<u8>>();
     loop {
-        let mut buf = pool_rx.try_recv().unwrap_or_else(|_| vec![0u8; BLOCK]);
+        let mut buf = pool_rx.try_recv().unwrap_or_else(|_| vec![0u8; block_size]);
         let mut len = 0;
-        while len < BLOCK {
+        while len < block_size {
             match f.read(&mut buf[len..]) {
                 Ok(0) => break,
                 Ok(k) => len += k,

@@ -153,6 +153,12 @@ fn corrupt_parameters_get_named_errors() {
         matches!(&e, FormatError::BadPoint { field, index: 1, .. } if field == "l"),
         "{e}"
     );
+    std::fs::write(&path, &bad).unwrap();
+    let e = BpParameters::read_blocks(&path, &full, Some(333)).unwrap_err();
+    assert!(
+        matches!(&e, FormatError::BadPoint { field, index: 1, .. } if field == "l"),
+        "small blocks: {e}"
+    );
     // The identity in a (bellperson never writes it).
     let a_start = l_start + bp.l.len() * 96 + 4;
     let mut ident = bytes.clone();
