@@ -283,6 +283,40 @@ impl Zkey {
         Ok(())
     }
 
+    /// Checks that the fields agree with each other (a parsed key always does; one built by
+    /// hand may not), so that proving cannot index out of range.
+    pub fn check_shape(&self, file: &str) -> Result<(), FormatError> {
+        let key = "the zkey";
+        let private = self.n_vars.checked_sub(self.n_public + 1).ok_or_else(|| {
+            FormatError::invalid(key, "nPublic", "more public signals than variables")
+        })?;
+        let sizes = [
+            ("IC", self.n_public + 1, self.vk.ic.len()),
+            ("A", self.n_vars, self.a.len()),
+            ("B1", self.n_vars, self.b1.len()),
+            ("B2", self.n_vars, self.b2.len()),
+            ("C", private, self.c.len()),
+            ("H", self.domain_size, self.h.len()),
+        ];
+        for (field, expected, found) in sizes {
+            if expected != found {
+                return Err(FormatError::mismatch(key, file, field, expected, found));
+            }
+        }
+        if let Some((i, _)) = self.coefs.iter().enumerate().find(|(_, k)| {
+            k.matrix > 1
+                || k.constraint as usize >= self.domain_size
+                || k.signal as usize >= self.n_vars
+        }) {
+            return Err(FormatError::invalid(
+                key,
+                format!("coefficients[{i}]"),
+                "out of range",
+            ));
+        }
+        Ok(())
+    }
+
     /// A proof for `witness` (all nVars wire values, the one first) with blinding r, s.
     /// The witness is not checked against the constraints here (snarkjs does not either): an
     /// unsatisfying witness gives a proof that does not verify. `file` names the witness.
@@ -303,6 +337,7 @@ impl Zkey {
                 "wire 0 must be the constant one",
             ));
         }
+        self.check_shape(file)?;
         let n = self.domain_size;
         let domain =
             SnarkjsDomain::new(n.trailing_zeros()).map_err(|reason| FormatError::Prove {

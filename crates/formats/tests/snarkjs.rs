@@ -180,6 +180,22 @@ fn corrupt_files_get_their_errors(f: &Fixture, zkey: &Zkey) {
         e.to_string().contains("other.r1cs") && e.to_string().contains("nVars"),
         "{e}"
     );
+    // A key assembled by hand with inconsistent fields is refused before proving.
+    let mut bad = zkey.clone();
+    bad.coefs[0].signal = u32::MAX;
+    let e = bad
+        .prove(&w.values, Fr::ONE, Fr::ONE, "chain.wtns")
+        .unwrap_err();
+    assert!(e.to_string().contains("coefficients[0]"), "{e}");
+    let mut bad = zkey.clone();
+    bad.c.pop();
+    let e = bad
+        .prove(&w.values, Fr::ONE, Fr::ONE, "chain.wtns")
+        .unwrap_err();
+    assert!(
+        matches!(&e, FormatError::Mismatch { field, .. } if field == "C"),
+        "{e}"
+    );
     // JSON: a proof on another curve, a non-field public input.
     let e = snarkjs::proof_from_json("p.json", r#"{"pi_a":[],"curve":"bn128"}"#).unwrap_err();
     assert!(matches!(e, FormatError::WrongCurve { .. }), "{e}");
