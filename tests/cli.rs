@@ -290,3 +290,166 @@ fn demo_names_its_backend() {
     let out = ok(&["--backend", "cpu", "demo", "--log-constraints", "6"]);
     assert!(out.contains("backend: cpu"), "{out}");
 }
+
+#[path = "../crates/formats/tests/support/snarkjs_tools.rs"]
+mod snarkjs_tools;
+
+/// A cuzk key converted to bellperson's layout proves through `--pk` (format detected, and
+/// forced, fully checked and trusted by digest) and verifies with bellperson's verifying key.
+#[test]
+fn bellperson_parameters_prove_and_verify_through_the_cli() {
+    use cuzk_formats::{BpParameters, BpVerifyingKey, Digest, to_hex};
+    let f = Files::new("bellperson");
+    f.prove(8, 3);
+    let pk = cuzk_groth16::io::read_proving_key(fs::File::open(f.path("key.pk")).unwrap())
+        .expect("cuzk key");
+    let params = f.path("bp.params");
+    BpParameters::from_proving_key(&pk)
+        .unwrap()
+        .write_file(Path::new(&params))
+        .unwrap();
+    fs::write(
+        f.path("bp.vk"),
+        BpVerifyingKey::from_proving_key(&pk).to_bytes(),
+    )
+    .unwrap();
+    let sha = to_hex(&Digest::Sha256([0; 32]).compute_like(&fs::read(&params).unwrap()));
+    let verify = |proof: &str| {
+        ok(&[
+            "verify",
+            "--vk",
+            &f.path("bp.vk"),
+            "--proof",
+            proof,
+            "--public",
+            &f.path("public.wit"),
+        ])
+    };
+    let mut args = f.prove_args(&params, &f.path("w.wit"), &f.path("p1.bp"));
+    ok(&strs(&args));
+    assert_eq!(
+        fs::read(f.path("p1.bp")).unwrap().len(),
+        192,
+        "bellperson's proof encoding"
+    );
+    assert!(verify(&f.path("p1.bp")).contains("proof verifies"));
+    args = f.prove_args(&params, &f.path("w.wit"), &f.path("p2.bp"));
+    args.extend(["--pk-format", "bellperson", "--pk-digest"].map(String::from));
+    args.push(format!("sha256:{sha}"));
+    ok(&strs(&args));
+    assert!(verify(&f.path("p2.bp")).contains("proof verifies"));
+    // A wrong digest is refused, naming the file.
+    let last = args.len() - 1;
+    args[last] = format!("sha256:{}", "00".repeat(32));
+    let err = fails(&strs(&args));
+    assert!(err.contains("digest") && err.contains("bp.params"), "{err}");
+    // Parameters of another circuit are refused.
+    ok(&strs(&f.circuit_args(9, 4, "c.r1cs", "w9.wit")));
+    let err = fails(&strs(&f.prove_args(
+        &params,
+        &f.path("w9.wit"),
+        &f.path("p3.bp"),
+    )));
+    assert!(err.contains("does not match"), "{err}");
+}
+
+/// `cuzk prove --zkey --wtns` makes a proof snarkjs accepts; `cuzk verify` takes snarkjs's
+/// `verification_key.json`, `proof.json` and `public.json`.
+#[test]
+fn snarkjs_files_prove_and_verify_through_the_cli() {
+    let fx = snarkjs_tools::fixture();
+    let p = |n: &str| fx.path(n).to_str().expect("utf-8 path").to_owned();
+    ok(&[
+        "prove",
+        "--zkey",
+        &p("chain.zkey"),
+        "--wtns",
+        &p("chain.wtns"),
+        "--proof",
+        &p("cuzk_proof.json"),
+        "--public",
+        &p("cuzk_public.json"),
+    ]);
+    let out = fx.snarkjs(&[
+        "groth16",
+        "verify",
+        "vk.json",
+        "cuzk_public.json",
+        "cuzk_proof.json",
+    ]);
+    assert!(out.contains("OK!"), "snarkjs verify: {out}");
+    fx.snarkjs(&[
+        "groth16",
+        "prove",
+        "chain.zkey",
+        "chain.wtns",
+        "proof.json",
+        "public.json",
+    ]);
+    let out = ok(&[
+        "verify",
+        "--vk",
+        &p("vk.json"),
+        "--proof",
+        &p("proof.json"),
+        "--public",
+        &p("public.json"),
+    ]);
+    assert!(out.contains("proof verifies"), "{out}");
+    let out = ok(&[
+        "verify",
+        "--vk",
+        &p("vk.json"),
+        "--proof",
+        &p("cuzk_proof.json"),
+        "--public",
+        &p("cuzk_public.json"),
+    ]);
+    assert!(out.contains("proof verifies"), "{out}");
+    // Other public inputs do not verify.
+    fs::write(fx.path("wrong.json"), r#"["1", "11"]"#).unwrap();
+    let err = fails(&[
+        "verify",
+        "--vk",
+        &p("vk.json"),
+        "--proof",
+        &p("proof.json"),
+        "--public",
+        &p("wrong.json"),
+    ]);
+    assert!(err.contains("does not verify"), "{err}");
+    // cuzk's own setup and prover take the circom r1cs and wtns.
+    ok(&[
+        "setup",
+        "--r1cs",
+        &p("chain.r1cs"),
+        "--pk",
+        &p("c.pk"),
+        "--vk",
+        &p("c.vk"),
+    ]);
+    ok(&[
+        "prove",
+        "--r1cs",
+        &p("chain.r1cs"),
+        "--pk",
+        &p("c.pk"),
+        "--wtns",
+        &p("chain.wtns"),
+        "--proof",
+        &p("c.proof"),
+        "--public",
+        &p("c_public.json"),
+    ]);
+    let out = ok(&[
+        "verify",
+        "--vk",
+        &p("c.vk"),
+        "--proof",
+        &p("c.proof"),
+        "--public",
+        &p("c_public.json"),
+    ]);
+    assert!(out.contains("proof verifies"), "{out}");
+    let _ = fs::remove_dir_all(&fx.dir);
+}

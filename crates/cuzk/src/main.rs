@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod formats_cli;
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
@@ -95,30 +96,14 @@ enum Command {
         #[arg(long)]
         vk: PathBuf,
     },
-    /// Prove that a witness satisfies a circuit.
-    Prove {
-        #[arg(long)]
-        r1cs: PathBuf,
-        #[arg(long)]
-        pk: PathBuf,
-        #[arg(long)]
-        witness: PathBuf,
-        #[arg(long)]
-        proof: PathBuf,
-        /// Also write the public inputs (a witness file with no private part), for `verify`.
-        #[arg(long)]
-        public_out: Option<PathBuf>,
-    },
-    /// Check a proof against a verifying key and public inputs; exits non-zero if it fails.
-    Verify {
-        #[arg(long)]
-        vk: PathBuf,
-        #[arg(long)]
-        proof: PathBuf,
-        /// A witness file; only its public inputs are read.
-        #[arg(long)]
-        public: PathBuf,
-    },
+    /// Prove that a witness satisfies a circuit: cuzk or bellperson keys (`--pk-format`),
+    /// cuzk or circom circuits and witnesses, or a snarkjs `--zkey` with a `--wtns`.
+    Prove(formats_cli::ProveArgs),
+    /// Check a proof against a verifying key and public inputs (cuzk, bellperson or snarkjs
+    /// files); exits non-zero if it fails.
+    Verify(formats_cli::VerifyArgs),
+    /// Time loading a generated bellperson parameters file: trusted by digest and fully checked.
+    BenchParams(formats_cli::BenchParamsArgs),
 }
 
 fn main() {
@@ -190,7 +175,7 @@ fn run(command: Command, choice: BackendChoice) -> Result<()> {
             Ok(())
         }
         Command::Setup { r1cs, pk, vk } => {
-            let circuit = read_file(&r1cs, io::read_r1cs)?;
+            let circuit = formats_cli::read_circuit(&r1cs)?;
             let (key, timings) = cuzk_groth16::generate_parameters_with_toxic_waste(
                 &circuit,
                 &cuzk_groth16::ToxicWaste::random(&mut rand::rngs::OsRng),
@@ -200,48 +185,9 @@ fn run(command: Command, choice: BackendChoice) -> Result<()> {
             print_table("setup", timings.rows());
             Ok(())
         }
-        Command::Prove {
-            r1cs,
-            pk,
-            witness,
-            proof,
-            public_out,
-        } => {
-            let circuit = read_file(&r1cs, io::read_r1cs)?;
-            let key = read_file(&pk, io::read_proving_key)?;
-            let w = read_file(&witness, io::read_witness)?;
-            let backend = backend(choice)?;
-            let (p, timings) = prove(&*backend, &key, &circuit, &w, &mut rand::rngs::OsRng)?;
-            // Self-check: a proof that does not verify is never written.
-            cuzk_groth16::verify_proof(
-                &cuzk_groth16::prepare_verifying_key(&key.vk),
-                &p,
-                w.public_inputs(),
-            )
-            .context("the proof failed its self-check (pairing verification); not written")?;
-            write_file(&proof, |f| io::write_proof(f, &p))?;
-            if let Some(path) = public_out {
-                write_file(&path, |f| {
-                    io::write_witness(f, &Witness::new(w.public_inputs(), &[]))
-                })?;
-            }
-            print_proof_timings(&timings);
-            Ok(())
-        }
-        Command::Verify { vk, proof, public } => {
-            let key = read_file(&vk, io::read_verifying_key)?;
-            let p = read_file(&proof, io::read_proof)?;
-            let inputs = read_file(&public, io::read_witness)?;
-            let start = Instant::now();
-            cuzk_groth16::verify_proof(
-                &cuzk_groth16::prepare_verifying_key(&key),
-                &p,
-                inputs.public_inputs(),
-            )
-            .context("proof does not verify")?;
-            println!("proof verifies ({:.1} ms)", ms(start.elapsed()));
-            Ok(())
-        }
+        Command::Prove(args) => formats_cli::prove(args, choice),
+        Command::Verify(args) => formats_cli::verify(args),
+        Command::BenchParams(args) => formats_cli::bench_params(args),
     }
 }
 

@@ -1,0 +1,329 @@
+//! bellpepper circuits proven by cuzk.
+//!
+//! [`synthesize`] runs any `bellpepper_core::Circuit<blstrs::Scalar>` against
+//! [`SynthesisCs`], a `ConstraintSystem` that builds cuzk's [`R1cs`] and [`Witness`] exactly as
+//! bellperson's prover and parameter generator see the circuit:
+//! - the same variable order: the one (bellperson's `Input(0)`), the inputs in `alloc_input`
+//!   order, then the aux variables in `alloc` order — cuzk's columns 0, `1..=num_public`, rest;
+//! - the same rows: the circuit's constraints in `enforce` order, then bellperson's
+//!   `input_i · 0 = 0` for every input i, the one included, which are cuzk's instance rows
+//!   (A = {i: 1}, B = C = {}); so the domain size and every query match bellperson's;
+//! - the same densities: a term enters a row when its merged coefficient is non-zero, as
+//!   bellperson's density trackers count it, so `cuzk_formats::BpParameters::into_proving_key`
+//!   maps bellperson's filtered queries onto this R1cs.
+//!
+//! [`CompiledCircuit`] keeps the system of one synthesis; later proofs of the same circuit run
+//! [`CompiledCircuit::witness`], a witness-only synthesis ([`WitnessCs`]: no linear combination
+//! is built, the `enforce` closures are never called), and the prover's sparse matrix-vector
+//! product A·z, B·z, C·z does the rest.
+//!
+//! Scalars cross the boundary as blst's own Montgomery limbs (`blstrs::Scalar` and cuzk's `Fr`
+//! both wrap `blst_fr`), so conversion is a copy.
+
+#![forbid(unsafe_code)]
+
+pub mod sha256_circuit;
+
+use bellpepper_core::{
+    Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable as BpVariable,
+};
+use blstrs::Scalar;
+use cuzk_field::Fr;
+use cuzk_groth16::{R1cs, R1csBuilder, R1csError, Variable, Witness};
+
+/// blstrs's scalar as cuzk's (same Montgomery limbs).
+pub fn fr_from_scalar(s: &Scalar) -> Fr {
+    let raw: blst::blst_fr = (*s).into();
+    Fr::from_montgomery(raw.l).expect("a blstrs scalar is reduced")
+}
+
+/// cuzk's scalar as blstrs's.
+pub fn scalar_from_fr(f: &Fr) -> Scalar {
+    Scalar::from(blst::blst_fr {
+        l: f.to_montgomery(),
+    })
+}
+
+/// Why a circuit could not be turned into a system and a witness.
+#[derive(Debug, thiserror::Error)]
+pub enum BellpepperError {
+    #[error("synthesis failed: {0}")]
+    Synthesis(#[from] SynthesisError),
+    #[error("the synthesized system is invalid: {0}")]
+    R1cs(#[from] R1csError),
+    #[error("witness rejected: {0}")]
+    Witness(#[from] cuzk_groth16::WitnessError),
+    #[error(
+        "witness-only synthesis allocated {found_inputs} inputs and {found_aux} aux variables; the compiled circuit has {inputs} and {aux}: not the same circuit"
+    )]
+    ShapeChanged {
+        inputs: usize,
+        aux: usize,
+        found_inputs: usize,
+        found_aux: usize,
+    },
+}
+
+/// Namespaces only name things for debugging: both systems ignore them.
+macro_rules! no_namespaces {
+    () => {
+        fn push_namespace<NR, N>(&mut self, _: N)
+        where
+            NR: Into<String>,
+            N: FnOnce() -> NR,
+        {
+        }
+
+        fn pop_namespace(&mut self) {}
+
+        fn get_root(&mut self) -> &mut Self::Root {
+            self
+        }
+    };
+}
+
+fn var(v: BpVariable) -> Variable {
+    match v.get_unchecked() {
+        Index::Input(0) => Variable::One,
+        Index::Input(i) => Variable::Public((i - 1) as u32),
+        Index::Aux(i) => Variable::Private(i as u32),
+    }
+}
+
+/// A `ConstraintSystem` that records constraints and assignments into an [`R1csBuilder`].
+#[derive(Debug)]
+pub struct SynthesisCs {
+    builder: R1csBuilder,
+    terms: [Vec<(Variable, Fr)>; 3],
+}
+
+impl Default for SynthesisCs {
+    fn default() -> Self {
+        Self {
+            builder: R1csBuilder::new(),
+            terms: Default::default(),
+        }
+    }
+}
+
+impl SynthesisCs {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The system (with the instance rows appended) and its assignment.
+    pub fn finish(self) -> Result<(R1cs, Witness), BellpepperError> {
+        Ok(self.builder.build()?)
+    }
+
+    fn lc_terms(lc: &LinearCombination<Scalar>, out: &mut Vec<(Variable, Fr)>) {
+        out.clear();
+        // bellpepper merges repeated variables; bellperson's trackers skip zero coefficients.
+        for (v, c) in lc.iter() {
+            let c = fr_from_scalar(c);
+            if !c.is_zero() {
+                out.push((var(v), c));
+            }
+        }
+    }
+}
+
+impl ConstraintSystem<Scalar> for SynthesisCs {
+    type Root = Self;
+
+    fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<BpVariable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        let v = self.builder.alloc_private(fr_from_scalar(&f()?));
+        match v {
+            Variable::Private(i) => Ok(BpVariable::new_unchecked(Index::Aux(i as usize))),
+            _ => Err(SynthesisError::Unsatisfiable),
+        }
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<BpVariable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        let v = self.builder.alloc_public(fr_from_scalar(&f()?));
+        match v {
+            // bellperson's Input(0) is the one: public input i is Input(i + 1).
+            Variable::Public(i) => Ok(BpVariable::new_unchecked(Index::Input(i as usize + 1))),
+            _ => Err(SynthesisError::Unsatisfiable),
+        }
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+        let [ta, tb, tc] = &mut self.terms;
+        Self::lc_terms(&a(LinearCombination::zero()), ta);
+        Self::lc_terms(&b(LinearCombination::zero()), tb);
+        Self::lc_terms(&c(LinearCombination::zero()), tc);
+        self.builder.enforce(ta, tb, tc);
+    }
+
+    no_namespaces!();
+}
+
+/// A `ConstraintSystem` that only computes the assignment (bellperson's inputs-then-aux
+/// layout), never calling the `enforce` closures.
+#[derive(Debug)]
+pub struct WitnessCs {
+    /// The one, then the inputs.
+    inputs: Vec<Scalar>,
+    aux: Vec<Scalar>,
+}
+
+impl Default for WitnessCs {
+    fn default() -> Self {
+        Self {
+            inputs: vec![Scalar::from(1u64)],
+            aux: Vec::new(),
+        }
+    }
+}
+
+impl WitnessCs {
+    pub fn with_capacity(inputs: usize, aux: usize) -> Self {
+        let mut v = Vec::with_capacity(inputs + 1);
+        v.push(Scalar::from(1u64));
+        Self {
+            inputs: v,
+            aux: Vec::with_capacity(aux),
+        }
+    }
+}
+
+impl ConstraintSystem<Scalar> for WitnessCs {
+    type Root = Self;
+
+    fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<BpVariable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.aux.push(f()?);
+        Ok(BpVariable::new_unchecked(Index::Aux(self.aux.len() - 1)))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<BpVariable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.inputs.push(f()?);
+        Ok(BpVariable::new_unchecked(Index::Input(
+            self.inputs.len() - 1,
+        )))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, _: LA, _: LB, _: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+    }
+
+    no_namespaces!();
+
+    fn is_witness_generator(&self) -> bool {
+        true
+    }
+
+    fn extend_inputs(&mut self, new_inputs: &[Scalar]) {
+        self.inputs.extend_from_slice(new_inputs);
+    }
+
+    fn extend_aux(&mut self, new_aux: &[Scalar]) {
+        self.aux.extend_from_slice(new_aux);
+    }
+
+    fn allocate_empty(&mut self, aux_n: usize, inputs_n: usize) -> (&mut [Scalar], &mut [Scalar]) {
+        (grow(&mut self.aux, aux_n), grow(&mut self.inputs, inputs_n))
+    }
+
+    fn allocate_empty_inputs(&mut self, n: usize) -> &mut [Scalar] {
+        grow(&mut self.inputs, n)
+    }
+
+    fn allocate_empty_aux(&mut self, n: usize) -> &mut [Scalar] {
+        grow(&mut self.aux, n)
+    }
+
+    fn inputs_slice(&self) -> &[Scalar] {
+        &self.inputs
+    }
+
+    fn aux_slice(&self) -> &[Scalar] {
+        &self.aux
+    }
+}
+
+/// `n` new zeros at the end of `v`, for a gadget to fill.
+fn grow(v: &mut Vec<Scalar>, n: usize) -> &mut [Scalar] {
+    let start = v.len();
+    v.resize(start + n, Scalar::from(0u64));
+    &mut v[start..]
+}
+
+/// Full synthesis: cuzk's system and witness for one circuit instance.
+pub fn synthesize<C: Circuit<Scalar>>(circuit: C) -> Result<(R1cs, Witness), BellpepperError> {
+    let mut cs = SynthesisCs::new();
+    circuit.synthesize(&mut cs)?;
+    cs.finish()
+}
+
+/// A circuit's constraint system, synthesized once and kept for its later proofs.
+#[derive(Debug, Clone)]
+pub struct CompiledCircuit {
+    pub r1cs: R1cs,
+}
+
+impl CompiledCircuit {
+    /// Synthesizes `circuit` fully; returns the kept system and this instance's witness.
+    pub fn compile<C: Circuit<Scalar>>(circuit: C) -> Result<(Self, Witness), BellpepperError> {
+        let (r1cs, w) = synthesize(circuit)?;
+        Ok((Self { r1cs }, w))
+    }
+
+    /// The witness of another instance of the same circuit, by witness-only synthesis. The
+    /// constraints are not checked here: the prover's evaluation of A·z, B·z, C·z checks every
+    /// row and names the first one that fails.
+    pub fn witness<C: Circuit<Scalar>>(&self, circuit: C) -> Result<Witness, BellpepperError> {
+        let inputs = self.r1cs.num_public();
+        let aux = self.r1cs.num_private();
+        let mut cs = WitnessCs::with_capacity(inputs, aux);
+        circuit.synthesize(&mut cs)?;
+        if cs.inputs.len() != inputs + 1 || cs.aux.len() != aux {
+            return Err(BellpepperError::ShapeChanged {
+                inputs,
+                aux,
+                found_inputs: cs.inputs.len() - 1,
+                found_aux: cs.aux.len(),
+            });
+        }
+        let z: Vec<Fr> = cs
+            .inputs
+            .iter()
+            .chain(&cs.aux)
+            .map(fr_from_scalar)
+            .collect();
+        Ok(Witness::from_assignment(inputs, z)?)
+    }
+}
