@@ -25,7 +25,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
-use cuzk_gpu::msm::{Curve, Staging};
+use cuzk_gpu::msm::Curve;
+use cuzk_gpu::transfer::Staging;
 use cuzk_gpu::{DeviceBuffer, Gpu, GpuError, PinnedBuffer, Reservation, Vram, VramError};
 use cuzk_msm::gpu::{GpuMsm, Plan};
 use cuzk_msm::{Group, MsmError, MsmPoint};
@@ -91,143 +92,9 @@ fn fail(phase: Phase, e: impl Into<Box<dyn Error + Send + Sync>>) -> BackendErro
     )
 }
 
-/// How one key query is held.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QueryPlan {
-    pub query: Query,
-    pub len: usize,
-    /// Device bytes of the points when resident.
-    pub point_bytes: u64,
-    /// Device bytes one MSM over the query needs besides the points (scalars, scratch).
-    pub run_bytes: u64,
-    pub resident: bool,
-}
-
-/// What a proof needs on the device and which key queries stay resident (module docs).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemoryPlan {
-    /// Device bytes available to the plan: the free budget plus what this backend holds.
-    pub room: u64,
-    /// The quotient's three vectors of n Fr (and slack).
-    pub quotient_bytes: u64,
-    /// The largest transient need of any phase (the quotient; the witness on the device with
-    /// one witness MSM's run; H on the device with the H MSM's run); kept free beside the
-    /// resident points.
-    pub work_bytes: u64,
-    /// Whether a, b, c can be uploaded while the witness MSMs run (their vectors fit beside
-    /// the resident points and the largest witness MSM).
-    pub overlap_upload: bool,
-    pub queries: Vec<QueryPlan>,
-}
-
-/// Device bytes of the quotient pipeline for a domain of `n`.
-pub fn quotient_bytes(n: usize) -> Result<u64, VramError> {
-    Ok(3 * Vram::bytes_for::<Fr>(n)? + SLACK)
-}
-
-/// Device bytes of one resident MSM over `len` points besides the points themselves.
-pub fn msm_run_bytes(group: Group, len: usize, sm_count: usize) -> Result<u64, VramError> {
-    if len == 0 {
-        return Ok(0);
-    }
-    let curve = match group {
-        Group::G1 => Curve::G1,
-        Group::G2 => Curve::G2,
-    };
-    let plan = Plan::new(len, len, None, sm_count);
-    Ok(Vram::bytes_for::<Fr>(len)? + plan.scratch_bytes(curve) + SLACK)
-}
-
-/// What a resident context over the query's `len` points holds (points and identity bits).
-fn point_bytes(q: Query, len: usize) -> Result<u64, VramError> {
-    if q == Query::BG2 {
-        GpuMsm::<G2Affine>::resident_bytes_for(len, 1)
-    } else {
-        GpuMsm::<G1Affine>::resident_bytes_for(len, 1)
-    }
-}
-
-impl MemoryPlan {
-    /// The plan for a domain of `n` and the given query lengths within `room` bytes.
-    pub fn new(
-        n: usize,
-        lens: &[(Query, usize)],
-        room: u64,
-        sm_count: usize,
-    ) -> Result<Self, VramError> {
-        let quotient = quotient_bytes(n)?;
-        // The witness (scalars of A, B, L) stays on the device through its four MSMs, and H
-        // (n coefficients) through its MSM.
-        let witness_len = lens
-            .iter()
-            .filter(|(q, _)| *q != Query::H)
-            .map(|&(_, len)| len)
-            .max()
-            .unwrap_or(0);
-        let witness = Vram::bytes_for::<Fr>(witness_len)?;
-        let h = Vram::bytes_for::<Fr>(n)?;
-        let mut queries = Vec::with_capacity(lens.len());
-        let mut work = quotient;
-        let mut witness_work = 0u64;
-        for &(query, len) in lens {
-            let group = if query == Query::BG2 {
-                Group::G2
-            } else {
-                Group::G1
-            };
-            let run = msm_run_bytes(group, len, sm_count)?;
-            let held = if query == Query::H { h } else { witness };
-            work = work.max(run + held);
-            if query != Query::H {
-                witness_work = witness_work.max(run + held);
-            }
-            queries.push(QueryPlan {
-                query,
-                len,
-                point_bytes: point_bytes(query, len)?,
-                run_bytes: run,
-                resident: false,
-            });
-        }
-        let mut used = work;
-        for q in PRIORITY {
-            for qp in queries.iter_mut().filter(|p| p.query == q && p.len > 0) {
-                if used.saturating_add(qp.point_bytes) <= room {
-                    used += qp.point_bytes;
-                    qp.resident = true;
-                }
-            }
-        }
-        let overlap_upload = used
-            .saturating_sub(work)
-            .saturating_add(work.max(witness_work + quotient))
-            <= room;
-        Ok(Self {
-            room,
-            quotient_bytes: quotient,
-            work_bytes: work,
-            overlap_upload,
-            queries,
-        })
-    }
-
-    pub fn resident_bytes(&self) -> u64 {
-        self.queries
-            .iter()
-            .filter(|q| q.resident)
-            .map(|q| q.point_bytes)
-            .sum()
-    }
-
-    /// Whether the plan is expected to run within its room (else some phase will fail).
-    pub fn fits(&self) -> bool {
-        self.resident_bytes().saturating_add(self.work_bytes) <= self.room
-    }
-
-    pub fn is_resident(&self, q: Query) -> bool {
-        self.queries.iter().any(|p| p.query == q && p.resident)
-    }
-}
+mod memory;
+use memory::point_bytes;
+pub use memory::{MemoryPlan, QueryPlan, msm_run_bytes, quotient_bytes};
 
 /// Which points a context holds: address, length and three sample points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,7 +19,8 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 use cuzk_field::Fr;
-use cuzk_gpu::msm::{self as k, Accumulate, Curve, ResultRing, Staging, Windows};
+use cuzk_gpu::msm::{self as k, Curve, Windows};
+use cuzk_gpu::transfer::{ResultRing, Staging, with_uploads};
 use cuzk_gpu::{
     DeviceBuffer, Event, Gpu, GpuError, PinnedBuffer, Reclaim, Stream, Vram, VramError,
 };
@@ -43,44 +44,10 @@ pub const MAX_WINDOW_BITS: u32 = 22;
 /// Largest window the cost model picks (beyond it the buckets outgrow what accumulation saves,
 /// by the model; measured rows of [`MEASURED_WINDOWS`] may go up to [`MAX_WINDOW_BITS`]).
 const MODEL_MAX_WINDOW_BITS: u32 = 20;
-/// Environment variable fixing the window bits of every new context (2..=22; ignored if it
-/// does not parse). [`GpuMsm::with_window_bits`] overrides it.
-pub const WINDOW_ENV: &str = "CUZK_MSM_WINDOW";
-/// Environment variable choosing the counting sort of every new context: `atomic` (the
-/// previous per-key histogram + scan + atomic scatter, a fallback); anything else or unset:
-/// the binned sort ([`Sort::Bins`]).
-pub const SORT_ENV: &str = "CUZK_MSM_SORT";
 /// Entries a sort bin should hold on average (the shared-memory tile holds `SORT_TILE` =
 /// 8192, so a typical bin fits with room for its random spread).
 const SORT_BIN_TARGET: f64 = 4096.0;
 
-/// Counting sort of the (scalar, window) entries by bucket key (kernels/msm/sort.cuh).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Sort {
-    /// Bins of 2^F keys (histogram and scatter on the bins, a shared-memory sort per bin).
-    #[default]
-    Bins,
-    /// One global atomic per entry on its key's cursor (histogram, scan of every key, scatter).
-    Atomic,
-}
-
-impl Sort {
-    /// Parses `bins` / `atomic` (the `CUZK_MSM_SORT` values).
-    pub fn parse(s: &str) -> Option<Self> {
-        match s.trim() {
-            "bins" => Some(Self::Bins),
-            "atomic" => Some(Self::Atomic),
-            _ => None,
-        }
-    }
-}
-
-fn env_sort() -> Sort {
-    std::env::var(SORT_ENV)
-        .ok()
-        .and_then(|v| Sort::parse(&v))
-        .unwrap_or_default()
-}
 /// Host scalars of at least this many elements are staged through pinned memory.
 const STAGE_MIN: usize = 1 << 16;
 /// Elements per pinned staging slot (16 MiB of scalars).
@@ -88,687 +55,17 @@ const STAGE_SLOT: usize = 1 << 19;
 /// Elements per task of the parallel copy into a staging slot (1 MiB).
 const STAGE_TASK: usize = 1 << 15;
 
-/// Best window bits measured on the GPU: one row per line, `(group, from, c)`: c holds for a
-/// general-scalar count (scalars neither 0 nor 1) m with `from <= log2 m` up to the group's
-/// next row; below a group's first row (or for a group with no rows) the cost model
-/// ([`Plan::model_window`]) decides. Rows are sorted by `from` within a group.
-///
-/// `gpu_bench_msm_windows` (crates/msm/tests/gpu.rs) times every candidate c at n = 2^16..2^26
-/// with full-width and 70% 0/1 scalars (general ≈ 0.3 n) and prints the replacement rows
-/// (`msm_window_row` lines: each measured point's best c from the midpoint to the previous
-/// measured point). To update, paste those lines here, or change one row's c.
-///
-/// Rows measured on an H200 (2026-11-30, GPU run 1, `gpu_bench_msm_windows`, median of 3,
-/// full-width and 70% 0/1 scalars), as the bench proposed them. Caveat: run 1 still had the
-/// single-block scan (20 ms at nkeys = 6.8 M, c = 20; 1.5 ms at c = 16), which penalised large
-/// c; with the multi-block scan c = 20 is predicted to win again at 2^24 full-width (see
-/// crates/msm/PERF-NOTES.md, "Run 1"). Re-measure with `CUZK_MSM_WINDOWS_LOGS=22,24,26`.
-pub const MEASURED_WINDOWS: &[(Group, f64, u32)] = &[
-    (Group::G1, 13.26, 10), // H200 2026-11-30 run 1: best at log2 general 14.26
-    (Group::G1, 15.13, 10), // H200 2026-11-30 run 1: best at log2 general 16.00
-    (Group::G1, 16.13, 10), // H200 2026-11-30 run 1: best at log2 general 16.26
-    (Group::G1, 17.13, 12), // H200 2026-11-30 run 1: best at log2 general 18.00
-    (Group::G1, 18.13, 13), // H200 2026-11-30 run 1: best at log2 general 18.26
-    (Group::G1, 19.13, 16), // H200 2026-11-30 run 1: best at log2 general 20.00
-    (Group::G1, 20.13, 16), // H200 2026-11-30 run 1: best at log2 general 20.26
-    (Group::G1, 21.13, 16), // H200 2026-11-30 run 1: best at log2 general 22.00
-    (Group::G1, 22.13, 16), // H200 2026-11-30 run 1: best at log2 general 22.26
-    (Group::G1, 23.13, 20), // H200 2026-11-30 run 4 (device-wide scan): 136.8 ms vs 144.2 at c = 16
-    (Group::G1, 24.13, 20), // H200 2026-11-30 run 1: best at log2 general 24.26
-    (Group::G1, 25.13, 20), // H200 2026-11-30 run 1: best at log2 general 26.00
-    (Group::G2, 13.26, 10), // H200 2026-11-30 run 1: best at log2 general 14.26
-    (Group::G2, 15.13, 10), // H200 2026-11-30 run 1: best at log2 general 16.00
-    (Group::G2, 16.13, 10), // H200 2026-11-30 run 1: best at log2 general 16.26
-    (Group::G2, 17.13, 14), // H200 2026-11-30 run 1: best at log2 general 18.00
-    (Group::G2, 18.13, 13), // H200 2026-11-30 run 1: best at log2 general 18.26
-    (Group::G2, 19.13, 16), // H200 2026-11-30 run 1: best at log2 general 20.00
-    (Group::G2, 20.13, 16), // H200 2026-11-30 run 1: best at log2 general 20.26
-    (Group::G2, 21.13, 16), // H200 2026-11-30 run 1: best at log2 general 22.00
-    (Group::G2, 22.13, 16), // H200 2026-11-30 run 1: best at log2 general 22.26
-    (Group::G2, 23.13, 20), // H200 2026-11-30 run 4 (device-wide scan): 365.5 ms vs 370.4 at c = 16
-];
+mod plan;
+mod profile;
+mod scratch;
+#[cfg(test)]
+mod tests;
 
-/// The window of `table` for `m` general scalars of `group` (see [`MEASURED_WINDOWS`]).
-fn table_window(table: &[(Group, f64, u32)], group: Group, m: usize) -> Option<u32> {
-    let l = (m.max(1) as f64).log2();
-    table
-        .iter()
-        .filter(|r| r.0 == group && r.1 <= l)
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|r| r.2.clamp(2, MAX_WINDOW_BITS))
-}
-
-/// Every window a plan of `group` may choose for at most `general` general scalars, each with
-/// the largest general count (<= `general`) it may be chosen for (a plan's scratch grows with
-/// the general count at a fixed window). Over-approximates where exactness does not matter.
-fn reachable_windows(group: Group, general: usize) -> Vec<(u32, usize)> {
-    let rows: Vec<&(Group, f64, u32)> = MEASURED_WINDOWS.iter().filter(|r| r.0 == group).collect();
-    let pow2 = |l: f64| 2f64.powf(l).ceil().min(usize::MAX as f64) as usize;
-    let mut out = Vec::new();
-    // Below the first row the model decides; it is monotone in m, so its windows there are
-    // model(1) ..= model(top) (each bounded with m = top).
-    let top = rows.first().map_or(general, |r| general.min(pow2(r.1)));
-    for c in Plan::model_window(1)..=Plan::model_window(top.max(1)) {
-        out.push((c, top));
-    }
-    for (i, r) in rows.iter().enumerate() {
-        if (general.max(1) as f64).log2() < r.1 {
-            break; // no general count <= `general` reaches this row
-        }
-        let hi = rows
-            .get(i + 1)
-            .map_or(general, |next| general.min(pow2(next.1)));
-        out.push((r.2.clamp(2, MAX_WINDOW_BITS), hi));
-    }
-    out
-}
-
-fn group_of(cv: Curve) -> Group {
-    match cv {
-        Curve::G1 => Group::G1,
-        Curve::G2 => Group::G2,
-    }
-}
-
-/// Environment variable choosing the G1 accumulation kernel of every new context: `pair`
-/// (default), `occ4` or `regular` (see [`Accumulate`]); ignored if it does not parse.
-pub const ACCUMULATE_ENV: &str = "CUZK_MSM_ACCUMULATE";
-
-fn env_accumulate() -> Accumulate {
-    std::env::var(ACCUMULATE_ENV)
-        .ok()
-        .and_then(|v| Accumulate::parse(&v))
-        .unwrap_or_default()
-}
-
-fn env_window() -> Option<u32> {
-    std::env::var(WINDOW_ENV)
-        .ok()?
-        .trim()
-        .parse::<u32>()
-        .ok()
-        .filter(|c| (2..=MAX_WINDOW_BITS).contains(c))
-}
-
-fn curve<P: MsmPoint>() -> Curve {
-    match P::GROUP {
-        Group::G1 => Curve::G1,
-        Group::G2 => Curve::G2,
-    }
-}
-
-/// Words of the identity bits of `len` resident points (at least one: no empty buffers).
-fn identity_words(len: usize) -> usize {
-    len.div_ceil(32).max(1)
-}
-
-/// Full waves of level-0 accumulation threads for large MSMs (while slices keep >= 256
-/// entries): more, shorter slices, so that blocks finishing early are replaced. With one wave
-/// the G1 kernel ran its last stretch with warp slots empty (ncu: 3.27 of 4 warps per scheduler). H200 run
-/// 18, kept scratch: G1 accumulation at 2^24 94.6 ms (1 wave) / 92.4 (2) / 91.0 (4) / 90.1
-/// (8), at 2^26 372.2 / 361.5 / 354.9 / 351.3, merge 0.43 -> 0.88 ms at 8; G2 2^24 302.7 /
-/// 298.7 / 299.3.
-const fn acc_waves(cv: Curve) -> usize {
-    match cv {
-        Curve::G1 => 8,
-        Curve::G2 => 2,
-    }
-}
-
-/// XYZZ points per chunk of the precomputation of point copies (its scratch: 192 MiB for G1,
-/// 384 MiB for G2).
-const PRECOMPUTE_CHUNK: usize = 1 << 20;
-
-/// Sizes of one Pippenger batch, all derived from (number of general scalars, window bits,
-/// precomputed point copies).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Plan {
-    /// Window bits c; signed digits, so 2^(c-1) buckets per window.
-    pub c: u32,
-    pub nwin: usize,
-    /// Bucket sets: `nwin` unfolded, ⌈nwin / copies⌉ over precomputed copies (window w uses
-    /// set w mod sets and point copy w / sets; [`Windows`]). "Window" in the bucket fields
-    /// below means bucket set.
-    pub sets: usize,
-    /// Point copies the windows use (1 unfolded).
-    pub copies: usize,
-    pub buckets_per_window: usize,
-    /// Threads of the level-0 accumulation.
-    pub threads: usize,
-    /// Buckets per thread in the bucket reduction.
-    pub group: usize,
-    /// Room for sorted entries (general scalars × windows).
-    pub sorted_cap: usize,
-    /// Threads of the ones pass.
-    pub ones_threads: usize,
-    /// Fine bits F of the binned sort: bins of 2^F keys, ~[`SORT_BIN_TARGET`] entries each.
-    pub sort_fine_bits: u32,
-    /// Fine bits of the top window's bins (<= F: its digits span fewer keys, each fuller).
-    pub sort_top_fine_bits: u32,
-    /// Sizing plans ([`Self::new`]) only: per curve (G1, G2), the largest scratch of any plan a
-    /// run may use; [`Self::scratch_bytes`] never reports less. Zero for a run's own plan.
-    bound: [u64; 2],
-}
-
-impl Plan {
-    /// Window bits for `m` general G1 scalars: the measured table ([`MEASURED_WINDOWS`]),
-    /// the cost model where the table has no row.
-    pub fn choose_window(m: usize) -> u32 {
-        Self::choose_window_for(Group::G1, m)
-    }
-
-    /// Window bits for `m` general scalars of `group`: [`MEASURED_WINDOWS`], else the model.
-    pub fn choose_window_for(group: Group, m: usize) -> u32 {
-        table_window(MEASURED_WINDOWS, group, m).unwrap_or_else(|| Self::model_window(m))
-    }
-
-    /// Chooses c by a cost model in units of one mixed addition: `m · nwin` for accumulation
-    /// plus `2.6 · nwin · 2^(c-1)` for the bucket reduction (two full additions per bucket).
-    pub fn model_window(m: usize) -> u32 {
-        let m = m.max(1) as f64;
-        (2..=MODEL_MAX_WINDOW_BITS)
-            .min_by(|&a, &b| {
-                let cost = |c: u32| {
-                    let nwin = 256u32.div_ceil(c) as f64;
-                    m * nwin + 2.6 * nwin * (1u64 << (c - 1)) as f64
-                };
-                cost(a).total_cmp(&cost(b))
-            })
-            .expect("non-empty range")
-    }
-
-    /// Sizing plan for `n` points with at most `general` general scalars: the G1 window
-    /// choice with 256 resident threads per SM, whose [`Self::scratch_bytes`] is, for either
-    /// curve, an upper bound of the scratch of every plan a resident run over them may use:
-    /// any general count <= `general` (the window table need not be monotone, and G2's rows
-    /// differ from G1's), either accumulation kernel, and the window `c` if given, else the
-    /// table/model windows plus `CUZK_MSM_WINDOW` if set. What an MSM runs is
-    /// [`Self::for_curve`] / [`Self::for_variant`].
-    pub fn new(general: usize, n: usize, c: Option<u32>, sm_count: usize) -> Self {
-        let mut plan =
-            Self::with_residency(general, n, c, 1, sm_count, THREADS_PER_SM, 1, Group::G1);
-        for (i, cv) in [Curve::G1, Curve::G2].into_iter().enumerate() {
-            let mut cands = match c {
-                Some(c) => vec![(c, general)],
-                None => reachable_windows(group_of(cv), general),
-            };
-            if let (None, Some(e)) = (c, env_window()) {
-                cands.push((e, general));
-            }
-            for (cw, m) in cands {
-                for acc in Accumulate::ALL {
-                    let p = Self::for_variant(m, n, Some(cw), sm_count, cv, acc);
-                    plan.bound[i] = plan.bound[i].max(p.scratch_bytes(cv));
-                }
-            }
-        }
-        plan
-    }
-
-    /// Plan for a curve: the accumulation gets one full wave of the threads its kernel keeps
-    /// resident per SM.
-    pub fn for_curve(general: usize, n: usize, c: Option<u32>, sm_count: usize, cv: Curve) -> Self {
-        Self::for_variant(general, n, c, sm_count, cv, Accumulate::Regular)
-    }
-
-    /// As [`Self::for_curve`] for the accumulation kernel `acc`.
-    pub fn for_variant(
-        general: usize,
-        n: usize,
-        c: Option<u32>,
-        sm_count: usize,
-        cv: Curve,
-        acc: Accumulate,
-    ) -> Self {
-        Self::with_residency(
-            general,
-            n,
-            c,
-            1,
-            sm_count,
-            acc.resident_threads_per_sm(cv),
-            acc_waves(cv),
-            group_of(cv),
-        )
-    }
-
-    /// As [`Self::for_variant`] at window `c` over `copies` precomputed copies of the `n`
-    /// points (a request beyond what the windows need uses fewer: [`Windows::folded`]).
-    pub fn folded(
-        general: usize,
-        n: usize,
-        c: u32,
-        copies: usize,
-        sm_count: usize,
-        cv: Curve,
-        acc: Accumulate,
-    ) -> Self {
-        Self::with_residency(
-            general,
-            n,
-            Some(c),
-            copies,
-            sm_count,
-            acc.resident_threads_per_sm(cv),
-            acc_waves(cv),
-            group_of(cv),
-        )
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn with_residency(
-        general: usize,
-        n: usize,
-        c: Option<u32>,
-        copies: usize,
-        sm_count: usize,
-        acc_threads_per_sm: usize,
-        acc_waves: usize,
-        group: Group,
-    ) -> Self {
-        let c = c
-            .unwrap_or_else(|| Self::choose_window_for(group, general))
-            .clamp(2, MAX_WINDOW_BITS);
-        let win = Windows::folded(c, copies, n);
-        let nwin = win.nwin as usize;
-        let sets = win.sets as usize;
-        let buckets_per_window = 1usize << (c - 1);
-        let wave = sm_count.max(1) * THREADS_PER_SM;
-        let acc_wave = sm_count.max(1) * acc_threads_per_sm.max(1);
-        let entries = general * nwin;
-        // One wave at ~16 entries per slice or more; the extra waves only while slices keep
-        // >= 256 entries (at 2^20, 8 waves of 31-entry slices cost more in partials than
-        // they saved: H200 run 19, kept scratch 10.90 -> 11.29 ms).
-        let threads = (entries / 16)
-            .min(acc_wave)
-            .max((entries / 256).min(acc_wave * acc_waves.max(1)))
-            .max(1);
-        // The bucket reduction fills one wave with the groups that have work: ⌈B / L⌉ per
-        // set below the top one, ⌈reach / L⌉ in the top set (unfolded, canonical scalars reach
-        // only the top window's first `top_window_keys(c)` keys: 29678 of 2^19 at c = 20; its
-        // later groups are empty and finish at once; folded, every set is full). The last
-        // group of a set may be shorter. More than one wave ran its last part-empty, and a
-        // power-of-two group count left up to half of the wave idle (2^24: 2048 of 2599).
-        let b = buckets_per_window;
-        let reach = win.top_set_keys().clamp(1, b);
-        let busy = |per: usize| {
-            let l = b.div_ceil(per);
-            (sets - 1) * b.div_ceil(l) + reach.div_ceil(l)
-        };
-        let mut per_win = (wave * b / ((sets - 1) * b + reach)).clamp(1, b);
-        while per_win > 1 && busy(per_win) > wave {
-            per_win -= 1;
-        }
-        let group = b.div_ceil(per_win);
-        let sort_fine_bits = Self::fine_bits(&win, general, n);
-        Self {
-            c,
-            nwin,
-            sets,
-            copies: win.copies(),
-            buckets_per_window,
-            threads,
-            group,
-            sorted_cap: entries.max(1),
-            ones_threads: n.div_ceil(64).clamp(1, acc_wave),
-            sort_fine_bits,
-            sort_top_fine_bits: Self::top_fine_bits(&win, sort_fine_bits),
-            bound: [0; 2],
-        }
-    }
-
-    /// Largest F (within what the kernels accept for the entries' point indices) with about
-    /// `per_key · 2^F <= SORT_BIN_TARGET` entries per bin; a full set has `per_key` ~
-    /// general · (windows per set) / 2^(c-1) entries per key. Folded, the indices span the
-    /// copies (one more bit at 2 copies) and the keys are fuller: both make F smaller.
-    fn fine_bits(win: &Windows, general: usize, n: usize) -> u32 {
-        let per_key = general.max(1) as f64 * f64::from(win.nwin)
-            / (f64::from(win.sets) * (1u64 << (win.c - 1)) as f64);
-        let max = k::max_fine_bits(win.index_bound(n), win.c);
-        (0..=max)
-            .rev()
-            .find(|&f| per_key * (1u64 << f) as f64 <= SORT_BIN_TARGET)
-            .unwrap_or(0)
-    }
-
-    /// F less log2 of how much fuller the top set's keys are (2^(c-1) keys, only
-    /// [`Windows::top_set_keys`] reachable): e.g. 4 less at c = 20 unfolded; F when folded.
-    fn top_fine_bits(win: &Windows, fine_bits: u32) -> u32 {
-        let b = 1usize << (win.c - 1);
-        let reach = win.top_set_keys();
-        let shift = (0..win.c)
-            .take_while(|&s| reach << s <= b)
-            .last()
-            .unwrap_or(0);
-        fine_bits.saturating_sub(shift)
-    }
-
-    /// The digit mapping of the sort kernels for `n` scalars (copy stride `n` when folded).
-    pub fn windows(&self, n: usize) -> Windows {
-        Windows::folded(self.c, self.copies, n)
-    }
-
-    /// Bins of the binned sort.
-    pub fn sort_bins(&self) -> usize {
-        k::sort_bins(
-            self.c,
-            self.sets as u32,
-            self.sort_fine_bits,
-            self.sort_top_fine_bits,
-        )
-    }
-
-    pub fn nkeys(&self) -> usize {
-        self.sets * self.buckets_per_window
-    }
-
-    fn groups(&self) -> usize {
-        self.buckets_per_window.div_ceil(self.group)
-    }
-
-    fn level1(&self) -> usize {
-        2 * (2 * self.threads).div_ceil(FAN_IN)
-    }
-
-    /// Device bytes of the scratch buffers (see [`Scratch`]).
-    pub fn scratch_bytes(&self, curve: Curve) -> u64 {
-        let x = (curve.xyzz_words() * 8) as u64;
-        let u = 4u64;
-        let nk = self.nkeys() as u64;
-        // 256-byte rounding per buffer, generously
-        let round = 16 * 256;
-        let own = u * (3 * nk + 1)
-            + u * (self.sort_bins() as u64 + 2)
-            + u * self.sorted_cap as u64
-            + x * (nk + 1)
-            + (u + x) * (2 * self.threads + self.level1()) as u64
-            + x * (self.sets * self.groups() + self.ones_threads) as u64
-            + (curve.jacobian_bytes() as u64) * (self.sets as u64 + 1)
-            + round;
-        let bound = match curve {
-            Curve::G1 => self.bound[0],
-            Curve::G2 => self.bound[1],
-        };
-        own.max(bound)
-    }
-}
-
-/// Device buffers of one batch; allocated together so that a failure frees them all.
-struct Scratch<P: MsmPoint> {
-    counts: DeviceBuffer<u32>,
-    offsets: DeviceBuffer<u32>,
-    cursors: DeviceBuffer<u32>,
-    sorted: DeviceBuffer<u32>,
-    /// Binned sort: bin offsets (nbins + 1) and the oversized-bin flag.
-    bins: DeviceBuffer<u32>,
-    buckets: DeviceBuffer<u64>,
-    keys_a: DeviceBuffer<u32>,
-    pts_a: DeviceBuffer<u64>,
-    keys_b: DeviceBuffer<u32>,
-    pts_b: DeviceBuffer<u64>,
-    reduced: DeviceBuffer<u64>,
-    ones: DeviceBuffer<u64>,
-    /// Window sums then the ones sum, Jacobian, for the host.
-    out: DeviceBuffer<P::Projective>,
-}
-
-impl<P: MsmPoint> Scratch<P> {
-    /// Element counts of the buffers, in field order.
-    fn lens(plan: &Plan) -> [usize; 13] {
-        let w = curve::<P>().xyzz_words();
-        let nk = plan.nkeys();
-        [
-            nk,
-            nk + 1,
-            nk,
-            plan.sorted_cap,
-            plan.sort_bins() + 2,
-            (nk + 1) * w,
-            2 * plan.threads,
-            2 * plan.threads * w,
-            plan.level1(),
-            plan.level1() * w,
-            plan.sets * plan.groups() * w,
-            plan.ones_threads * w,
-            plan.sets + 1,
-        ]
-    }
-
-    fn new(gpu: &Gpu, plan: &Plan) -> Result<Self, MsmError> {
-        let v = gpu.vram();
-        let l = Self::lens(plan);
-        Ok(Self {
-            counts: v.alloc(l[0])?,
-            offsets: v.alloc(l[1])?,
-            cursors: v.alloc(l[2])?,
-            sorted: v.alloc(l[3])?,
-            bins: v.alloc(l[4])?,
-            buckets: v.alloc(l[5])?,
-            keys_a: v.alloc(l[6])?,
-            pts_a: v.alloc(l[7])?,
-            keys_b: v.alloc(l[8])?,
-            pts_b: v.alloc(l[9])?,
-            reduced: v.alloc(l[10])?,
-            ones: v.alloc(l[11])?,
-            out: v.alloc(l[12])?,
-        })
-    }
-
-    /// Whether every buffer is at least as large as `plan` needs. Every launch wrapper takes
-    /// its sizes from the plan and only checks buffers are large enough, and every buffer is
-    /// zeroed or fully written before it is read, so a larger cached scratch is equivalent.
-    fn fits(&self, plan: &Plan) -> bool {
-        let have = [
-            self.counts.len(),
-            self.offsets.len(),
-            self.cursors.len(),
-            self.sorted.len(),
-            self.bins.len(),
-            self.buckets.len(),
-            self.keys_a.len(),
-            self.pts_a.len(),
-            self.keys_b.len(),
-            self.pts_b.len(),
-            self.reduced.len(),
-            self.ones.len(),
-            self.out.len(),
-        ];
-        have.iter().zip(Self::lens(plan)).all(|(&h, w)| h >= w)
-    }
-}
-
-/// Buffers a context may keep between MSMs (see [`GpuMsm::keep_scratch`]); the pinned
-/// staging slots for host scalars are kept in any case (host memory, 32 MiB at most).
-struct Cache<P: MsmPoint> {
-    canon: Option<DeviceBuffer<Fr>>,
-    counters: Option<DeviceBuffer<u32>>,
-    scratch: Option<Scratch<P>>,
-    staging: Option<Staging<Fr>>,
-}
-
-impl<P: MsmPoint> Cache<P> {
-    /// Device bytes held (the staging slots are host memory).
-    fn device_bytes(&self) -> u64 {
-        let mut b = self.canon.as_ref().map_or(0, |x| x.reserved_bytes());
-        b += self.counters.as_ref().map_or(0, |x| x.reserved_bytes());
-        if let Some(s) = &self.scratch {
-            b += s.counts.reserved_bytes()
-                + s.offsets.reserved_bytes()
-                + s.cursors.reserved_bytes()
-                + s.sorted.reserved_bytes()
-                + s.bins.reserved_bytes()
-                + s.buckets.reserved_bytes()
-                + s.keys_a.reserved_bytes()
-                + s.pts_a.reserved_bytes()
-                + s.keys_b.reserved_bytes()
-                + s.pts_b.reserved_bytes()
-                + s.reduced.reserved_bytes()
-                + s.ones.reserved_bytes()
-                + s.out.reserved_bytes();
-        }
-        b
-    }
-}
-
-/// A context's cache, registered with the device budget: the device buffers it keeps between
-/// calls count as available budget and are freed when a request needs them, so a kept
-/// scratch never makes another allocation fail or wait. A call in progress has taken the
-/// buffers out, so only idle ones are ever reclaimed.
-struct KeptCache<P: MsmPoint>(Mutex<Cache<P>>);
-
-impl<P: MsmPoint> KeptCache<P> {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Cache<P>> {
-        // A panic while holding the lock leaves only buffers behind: still usable.
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl<P: MsmPoint> Reclaim for KeptCache<P> {
-    fn reclaimable(&self) -> u64 {
-        self.lock().device_bytes()
-    }
-    fn reclaim(&self) {
-        let mut c = self.lock();
-        let taken = (c.canon.take(), c.counters.take(), c.scratch.take());
-        drop(c);
-        drop(taken); // freed outside the lock
-    }
-}
-
-impl<P: MsmPoint> Default for Cache<P> {
-    fn default() -> Self {
-        Self {
-            canon: None,
-            counters: None,
-            scratch: None,
-            staging: None,
-        }
-    }
-}
-
-/// Device times (CUDA events on the compute stream) of the phases of one resident MSM, plus
-/// host-side times; from [`GpuMsm::msm_device_profiled`]. All in milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct MsmProfile {
-    pub n: usize,
-    /// Scalars neither 0 nor 1 (sorted into buckets) and scalars equal to 1.
-    pub general: usize,
-    pub ones: usize,
-    pub c: u32,
-    pub nwin: usize,
-    /// Bucket sets (`nwin` unless the run used precomputed copies).
-    pub sets: usize,
-    /// The counting sort that ran.
-    pub sort: Sort,
-    /// Host time allocating canon, counters and scratch (about 0 with a kept scratch).
-    pub alloc_ms: f64,
-    /// Host time of the scalar upload ([`GpuMsm::msm_profiled`] only).
-    pub upload_ms: f64,
-    /// Montgomery → canonical and counting (device).
-    pub prepare_ms: f64,
-    /// Host time from the end of prepare to the first batch kernel being enqueued (counts read
-    /// back, plan, scratch allocation): device idle.
-    pub gap_ms: f64,
-    /// Zeroing the per-key counts ([`Sort::Atomic`]; the binned sort zeroes its bin counts in
-    /// `histogram_ms`).
-    pub zero_ms: f64,
-    /// Per-key histogram ([`Sort::Atomic`]) or bin histogram ([`Sort::Bins`]).
-    pub histogram_ms: f64,
-    /// Scan of the per-key or per-bin counts.
-    pub scan_ms: f64,
-    /// Per-key scatter, or the scatter into the bins.
-    pub scatter_ms: f64,
-    /// [`Sort::Bins`] only: the per-bin shared-memory sort plus the pass for oversized bins.
-    pub fine_ms: f64,
-    /// Bucket accumulation, level 0.
-    pub accumulate_ms: f64,
-    /// Merge levels of the boundary partials.
-    pub merge_ms: f64,
-    pub reduce_ms: f64,
-    /// Tree sums of the reduced groups and conversion of the window sums.
-    pub window_sums_ms: f64,
-    /// Sum of the points with scalar one.
-    pub ones_ms: f64,
-    /// Device time from the start of prepare to the end of the last kernel (gap included).
-    pub device_ms: f64,
-    /// Host wall-clock time of the whole call, including the final combine.
-    pub total_ms: f64,
-}
-
-impl MsmProfile {
-    /// Histogram, scan, scatter(s) and the zeroing before them: the counting sort.
-    pub fn sort_ms(&self) -> f64 {
-        self.zero_ms + self.histogram_ms + self.scan_ms + self.scatter_ms + self.fine_ms
-    }
-}
-
-impl std::fmt::Display for MsmProfile {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "n={} general={} ones={} c={} nwin={} sets={} total={:.2} device={:.2} alloc={:.2} \
-             upload={:.2} prepare={:.2} gap={:.2} sort={:.2} ({:?}: zero={:.2} histogram={:.2} scan={:.2} \
-             scatter={:.2} fine={:.2}) accumulate={:.2} merge={:.2} reduce={:.2} window_sums={:.2} ones={:.2}",
-            self.n,
-            self.general,
-            self.ones,
-            self.c,
-            self.nwin,
-            self.sets,
-            self.total_ms,
-            self.device_ms,
-            self.alloc_ms,
-            self.upload_ms,
-            self.prepare_ms,
-            self.gap_ms,
-            self.sort_ms(),
-            self.sort,
-            self.zero_ms,
-            self.histogram_ms,
-            self.scan_ms,
-            self.scatter_ms,
-            self.fine_ms,
-            self.accumulate_ms,
-            self.merge_ms,
-            self.reduce_ms,
-            self.window_sums_ms,
-            self.ones_ms,
-        )
-    }
-}
-
-/// Event marks of a profiled MSM, in order: prepare start/end, batch start, after the memsets,
-/// histogram, scan, scatter, fine sort (binned sort only; else right after the scatter),
-/// accumulate, merge, reduce, window sums, ones.
-const MARKS: usize = 13;
-const M_BATCH: usize = 2;
-
-struct Marks {
-    ev: Vec<Event>,
-    alloc: std::time::Duration,
-    upload: std::time::Duration,
-    /// The plan's (general, ones, c, nwin, sets), set once the batch is planned.
-    stats: Option<(usize, usize, u32, usize, usize)>,
-}
-
-impl Marks {
-    fn new(gpu: &Gpu) -> Result<Self, GpuError> {
-        Ok(Self {
-            ev: (0..MARKS).map(|_| gpu.event()).collect::<Result<_, _>>()?,
-            alloc: std::time::Duration::ZERO,
-            upload: std::time::Duration::ZERO,
-            stats: None,
-        })
-    }
-}
-
-/// Records mark `i` on `s` when profiling.
-fn mark(marks: Option<&Marks>, s: &Stream, i: usize) -> Result<(), GpuError> {
-    match marks {
-        Some(m) => s.record(&m.ev[i]),
-        None => Ok(()),
-    }
-}
+use plan::*;
+pub use plan::{MEASURED_WINDOWS, Plan};
+pub use profile::MsmProfile;
+use profile::*;
+use scratch::*;
 
 enum Points<P: MsmPoint> {
     /// The points, then any precomputed copies ([`Precomputed`]), each `len` points.
@@ -827,8 +124,6 @@ pub struct GpuMsm<P: MsmPoint> {
     chunk_len: Option<usize>,
     vram_limit: Option<u64>,
     keep_scratch: bool,
-    acc: Accumulate,
-    sort: Sort,
     cache: Arc<KeptCache<P>>,
     /// Resident points: which are the identity (one bit each, made at construction); their
     /// scalars are treated as zero, so they are never sorted or added.
@@ -845,8 +140,6 @@ impl<P: MsmPoint> std::fmt::Debug for GpuMsm<P> {
             .field("resident", &self.is_resident())
             .field("window_bits", &self.window_bits)
             .field("keep_scratch", &self.keep_scratch)
-            .field("accumulate", &self.acc)
-            .field("sort", &self.sort)
             .field("precomputed", &self.precomputed)
             .finish()
     }
@@ -879,8 +172,6 @@ impl<P: MsmPoint> GpuMsm<P> {
             chunk_len: None,
             vram_limit: None,
             keep_scratch: true,
-            acc: env_accumulate(),
-            sort: env_sort(),
             cache,
             identity,
             precomputed: None,
@@ -930,7 +221,7 @@ impl<P: MsmPoint> GpuMsm<P> {
         let (v, cv) = (gpu.vram(), curve::<P>());
         let mut buf = v.alloc::<P>(n * copies)?;
         let stream = gpu.stream("msm-precompute")?;
-        k::with_uploads(gpu, &stream, points, |up| up.upload(0, n, &mut buf))?;
+        with_uploads(gpu, &stream, points, |up| up.upload(0, n, &mut buf))?;
         let t = Instant::now();
         if copies > 1 {
             let mut tmp = v.alloc::<u64>(n.min(PRECOMPUTE_CHUNK) * cv.xyzz_words())?;
@@ -1004,19 +295,7 @@ impl<P: MsmPoint> GpuMsm<P> {
         self
     }
 
-    /// Chooses the G1 accumulation kernel (overrides `CUZK_MSM_ACCUMULATE`; G2 has one).
-    pub fn with_accumulate(mut self, acc: Accumulate) -> Self {
-        self.acc = acc;
-        self
-    }
-
     /// As [`Self::with_window_bits`] on an existing context (`None`: the table/model choice).
-    /// Selects the counting sort (default: [`SORT_ENV`], else [`Sort::Bins`]).
-    pub fn with_sort(mut self, sort: Sort) -> Self {
-        self.sort = sort;
-        self
-    }
-
     pub fn set_window_bits(&mut self, c: Option<u32>) {
         self.window_bits = c.map(|c| c.clamp(2, MAX_WINDOW_BITS));
     }
@@ -1190,12 +469,10 @@ impl<P: MsmPoint> GpuMsm<P> {
             c: stats.2,
             nwin: stats.3,
             sets: stats.4,
-            sort: self.sort,
             alloc_ms: marks.alloc.as_secs_f64() * 1e3,
             upload_ms: marks.upload.as_secs_f64() * 1e3,
             prepare_ms: e(0, 1)?,
             gap_ms: e(1, 2)?,
-            zero_ms: e(2, 3)?,
             histogram_ms: e(3, 4)?,
             scan_ms: e(4, 5)?,
             scatter_ms: e(5, 6)?,
@@ -1242,10 +519,10 @@ impl<P: MsmPoint> GpuMsm<P> {
     /// copies when it picks their window, else unfolded (over the points, copy 0).
     fn plan(&self, general: usize, n: usize) -> Plan {
         let (sm, cv) = (self.sm_count(), curve::<P>());
-        let plan = Plan::for_variant(general, n, self.window_bits, sm, cv, self.acc);
+        let plan = Plan::for_curve(general, n, self.window_bits, sm, cv);
         match self.precomputed {
             Some(p) if p.c == plan.c && p.copies > 1 => {
-                Plan::folded(general, n, p.c, p.copies, sm, cv, self.acc)
+                Plan::folded(general, n, p.c, p.copies, sm, cv)
             }
             _ => plan,
         }
@@ -1449,43 +726,28 @@ impl<P: MsmPoint> GpuMsm<P> {
         mark(marks, s, M_BATCH)?;
         if windows {
             let (win, nk) = (plan.windows(n), plan.nkeys());
-            match self.sort {
-                Sort::Bins => {
-                    mark(marks, s, 3)?;
-                    // marks 4, 5, 6 after the bin histogram, scan and scatter
-                    k::bin_sort(
-                        g,
-                        s,
-                        canon,
-                        n,
-                        &win,
-                        plan.sort_fine_bits,
-                        plan.sort_top_fine_bits,
-                        &mut sc.counts,
-                        &mut sc.bins,
-                        &mut sc.cursors,
-                        &mut sc.sorted,
-                        &mut sc.offsets,
-                        |i| mark(marks, s, 3 + i as usize),
-                    )?;
-                }
-                Sort::Atomic => {
-                    sc.counts.fill_bytes_async(0, s.cuda())?;
-                    mark(marks, s, 3)?;
-                    k::histogram(g, s, canon, n, &win, &mut sc.counts)?;
-                    mark(marks, s, 4)?;
-                    k::scan(g, s, &sc.counts, nk, &mut sc.offsets, &mut sc.cursors)?;
-                    mark(marks, s, 5)?;
-                    k::scatter(g, s, canon, n, &win, &mut sc.cursors, &mut sc.sorted)?;
-                    mark(marks, s, 6)?;
-                }
-            }
+            mark(marks, s, 3)?;
+            // marks 4, 5, 6 after the bin histogram, scan and scatter
+            k::bin_sort(
+                g,
+                s,
+                canon,
+                n,
+                &win,
+                plan.sort_fine_bits,
+                plan.sort_top_fine_bits,
+                &mut sc.counts,
+                &mut sc.bins,
+                &mut sc.cursors,
+                &mut sc.sorted,
+                &mut sc.offsets,
+                |i| mark(marks, s, 3 + i as usize),
+            )?;
             mark(marks, s, 7)?;
             k::accumulate(
                 g,
                 s,
                 cv,
-                self.acc,
                 pts,
                 win.index_bound(n),
                 &sc.sorted,
@@ -1635,8 +897,8 @@ impl<P: MsmPoint> GpuMsm<P> {
             Source::Device(..) => &[],
         };
         let nchunks = n.div_ceil(chunk);
-        k::with_uploads(g, &self.copy, &host[..], |up_pts| {
-            k::with_uploads(g, &self.copy, host_scalars, |up_sc| {
+        with_uploads(g, &self.copy, &host[..], |up_pts| {
+            with_uploads(g, &self.copy, host_scalars, |up_sc| {
                 for i in 0..nchunks {
                     let b = i % 2;
                     let (start, len) = (i * chunk, chunk.min(n - i * chunk));
@@ -1719,277 +981,4 @@ pub fn msm<P: MsmPoint>(
         });
     }
     GpuMsm::new(gpu, points)?.msm(scalars)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn window_choice_grows_with_n() {
-        let cs: Vec<u32> = [1usize << 10, 1 << 16, 1 << 20, 1 << 24]
-            .iter()
-            .map(|&m| Plan::model_window(m))
-            .collect();
-        assert!(cs.windows(2).all(|w| w[0] <= w[1]), "{cs:?}");
-        assert_eq!(Plan::model_window(1 << 20), 16);
-        assert!(cs[3] >= 18, "{cs:?}");
-        for g in [Group::G1, Group::G2] {
-            let cs: Vec<u32> = (0..=27)
-                .map(|l| Plan::choose_window_for(g, 1 << l))
-                .collect();
-            assert!(
-                cs.iter().all(|c| (2..=MAX_WINDOW_BITS).contains(c)),
-                "{cs:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn window_table_is_well_formed() {
-        for g in [Group::G1, Group::G2] {
-            let rows: Vec<_> = MEASURED_WINDOWS.iter().filter(|r| r.0 == g).collect();
-            assert!(
-                rows.windows(2).all(|w| w[0].1 < w[1].1),
-                "{g:?} rows must be sorted by log2"
-            );
-            assert!(
-                rows.iter()
-                    .all(|r| (2..=MAX_WINDOW_BITS).contains(&r.2) && r.1 >= 0.0 && r.1 <= 32.0),
-                "{g:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn window_table_lookup() {
-        let t = [
-            (Group::G1, 16.00, 13),
-            (Group::G1, 19.00, 17),
-            (Group::G1, 23.00, 21),
-        ];
-        assert_eq!(
-            table_window(&t, Group::G1, (1 << 16) - 1),
-            None,
-            "below: model"
-        );
-        assert_eq!(table_window(&t, Group::G1, 1 << 16), Some(13));
-        assert_eq!(table_window(&t, Group::G1, (1 << 19) - 1), Some(13));
-        assert_eq!(table_window(&t, Group::G1, 1 << 19), Some(17));
-        assert_eq!(table_window(&t, Group::G1, 1 << 22), Some(17));
-        assert_eq!(
-            table_window(&t, Group::G1, 1 << 27),
-            Some(21),
-            "clamped above"
-        );
-        assert_eq!(table_window(&t, Group::G2, 1 << 20), None, "no rows: model");
-        assert_eq!(table_window(&t, Group::G1, 0), None);
-    }
-
-    #[test]
-    fn plan_sizes_are_consistent() {
-        // One wave of groups with work (the top window's groups past its reachable keys
-        // have none), nearly all of it used (up to the rounding of the group length).
-        for lg in [20, 24] {
-            let p = Plan::new(1 << lg, 1 << lg, None, 132);
-            let reach = k::top_window_keys(p.c);
-            let busy = (p.nwin - 1) * p.groups() + reach.div_ceil(p.group);
-            assert!(busy <= 132 * THREADS_PER_SM, "2^{lg}: {busy}");
-            assert!(busy > 132 * THREADS_PER_SM * 95 / 100, "2^{lg}: {busy}");
-        }
-        let p = Plan::new(1 << 20, 1 << 20, None, 132);
-        assert!(p.nwin * p.c as usize >= 256);
-        assert!(p.group >= 1 && p.group <= p.buckets_per_window);
-        assert!(
-            (p.groups() - 1) * p.group < p.buckets_per_window,
-            "no empty group"
-        );
-        assert!(p.threads >= 1 && p.threads <= 132 * THREADS_PER_SM);
-        let tiny = Plan::new(0, 3, None, 132);
-        assert_eq!(tiny.threads, 1);
-        assert!(tiny.sorted_cap >= 1);
-    }
-
-    /// Level-0 threads: one wave while slices are short, up to `acc_waves` waves of slices of
-    /// at least 256 entries for large MSMs.
-    #[test]
-    fn accumulation_waves_only_for_long_slices() {
-        let (sm, acc) = (132, Accumulate::Paired);
-        let wave = |cv| sm * acc.resident_threads_per_sm(cv);
-        let threads = |n: usize, cv| Plan::for_variant(n, n, None, sm, cv, acc).threads;
-        assert_eq!(threads(1 << 20, Curve::G1), wave(Curve::G1));
-        assert_eq!(threads(1 << 24, Curve::G1), 8 * wave(Curve::G1));
-        assert_eq!(threads(1 << 26, Curve::G1), 8 * wave(Curve::G1));
-        assert_eq!(threads(1 << 24, Curve::G2), 2 * wave(Curve::G2));
-        let p = Plan::for_variant(1 << 22, 1 << 22, None, sm, Curve::G1, acc);
-        assert!(p.threads > wave(Curve::G1) && p.threads < 8 * wave(Curve::G1));
-        assert!(p.sorted_cap / p.threads >= 256);
-        let small = Plan::for_variant(100, 100, None, sm, Curve::G1, acc);
-        assert_eq!(small.threads, 100 * small.nwin / 16);
-    }
-
-    /// What groth16 reserves per MSM (`Plan::new(len, len, None, sm).scratch_bytes(curve)`)
-    /// bounds what a resident run allocates for every general count, curve and kernel.
-    #[test]
-    fn sizing_plan_bounds_every_run() {
-        let scratch_lens_bytes = |p: &Plan, cv: Curve| -> u64 {
-            let w = cv.xyzz_words();
-            let nk = p.nkeys();
-            let b = |elems: usize, size: usize| ((elems * size) as u64).div_ceil(256) * 256;
-            b(nk, 4)
-                + b(nk + 1, 4)
-                + b(nk, 4)
-                + b(p.sorted_cap, 4)
-                + b(p.sort_bins() + 2, 4)
-                + b((nk + 1) * w, 8)
-                + b(2 * p.threads, 4)
-                + b(2 * p.threads * w, 8)
-                + b(p.level1(), 4)
-                + b(p.level1() * w, 8)
-                + b(p.sets * p.groups() * w, 8)
-                + b(p.ones_threads * w, 8)
-                + b(p.sets + 1, cv.jacobian_bytes())
-        };
-        for sm in [132usize, 108, 46] {
-            for log in [0u32, 10, 14, 17, 18, 19, 20, 22, 23, 24, 25, 26, 27] {
-                let n = 1usize << log;
-                let sizing = Plan::new(n, n, None, sm);
-                // general counts: powers of two, every table boundary +- 1, and n
-                let mut gs: Vec<usize> = (0..=log).map(|l| 1usize << l).collect();
-                for r in MEASURED_WINDOWS {
-                    let b = 2f64.powf(r.1) as usize;
-                    gs.extend([b.saturating_sub(1), b, b + 1]);
-                }
-                gs.extend((1..64).map(|i| n / 64 * i));
-                gs.retain(|&g| g <= n);
-                for cv in [Curve::G1, Curve::G2] {
-                    for acc in Accumulate::ALL {
-                        for &g in &gs {
-                            let run = Plan::for_variant(g, n, None, sm, cv, acc);
-                            assert!(run.scratch_bytes(cv) >= scratch_lens_bytes(&run, cv));
-                            assert!(
-                                sizing.scratch_bytes(cv) >= run.scratch_bytes(cv),
-                                "{cv:?} {acc:?} sm {sm} n 2^{log} general {g}: sizing {} < run {} (c = {})",
-                                sizing.scratch_bytes(cv),
-                                run.scratch_bytes(cv),
-                                run.c
-                            );
-                        }
-                    }
-                }
-                // a fixed window is bounded too
-                let fixed = Plan::new(n, n, Some(22), sm);
-                for cv in [Curve::G1, Curve::G2] {
-                    let run = Plan::for_variant(n / 3, n, Some(22), sm, cv, Accumulate::Paired);
-                    assert!(fixed.scratch_bytes(cv) >= run.scratch_bytes(cv));
-                }
-            }
-        }
-    }
-
-    /// The binned sort's fine bits: ~4K entries per bin for full windows, within what the
-    /// kernels accept (F <= c - 1, <= 10, F + index bits <= 31).
-    #[test]
-    fn sort_fine_bits() {
-        let f = |general: usize, n: usize, c: u32| {
-            Plan::for_curve(general, n, Some(c), 132, Curve::G1).sort_fine_bits
-        };
-        assert_eq!(f(1 << 24, 1 << 24, 20), 7); // 32 entries per key, bins of 4096
-        assert_eq!(f(1 << 26, 1 << 26, 20), 5); // 128 per key
-        assert_eq!(f(1 << 20, 1 << 20, 16), 7);
-        assert_eq!(f(1 << 27, 1 << 27, 16), 0); // 4096 per key: one key per bin
-        assert_eq!(f(1 << 27, 1 << 27, 22), 4); // 27 index bits leave 4 for the fine key
-        assert_eq!(f(10, 1 << 20, 4), 3); // capped by c - 1
-        // the top window at c = 20 reaches 0x73ee of 2^19 keys: bins of 2^(7-4)
-        assert_eq!(k::top_window_keys(20), 0x73ee);
-        let p = Plan::for_curve(1 << 24, 1 << 24, Some(20), 132, Curve::G1);
-        assert_eq!(p.sort_top_fine_bits, 3);
-        assert_eq!(k::top_window_keys(16), 0x73ee); // bits 240..256 again: nearly full
-        assert_eq!(k::top_window_keys(13), 0xe7 + 1); // bits 247..256
-        for log in 0..=27u32 {
-            for c in 2..=MAX_WINDOW_BITS {
-                let n = 1usize << log;
-                let p = Plan::for_curve(n, n, Some(c), 132, Curve::G1);
-                let (fb, ft) = (p.sort_fine_bits, p.sort_top_fine_bits);
-                assert!(fb < c && fb <= k::SORT_MAX_FINE_BITS && fb + k::index_bits(n) <= 31);
-                assert!(ft <= fb);
-                let b = p.buckets_per_window;
-                assert_eq!(
-                    p.sort_bins(),
-                    (p.nwin - 1) * (b >> fb) + (b >> ft),
-                    "c {c} n 2^{log}"
-                );
-            }
-        }
-    }
-
-    /// Plans over precomputed copies: h = ⌈nwin / m⌉ full bucket sets (no reduced top set),
-    /// fine bits within the kernels' bounds for indices spanning the copies, ~4K entries per
-    /// bin, and the reduction's wave filled by the sets.
-    #[test]
-    fn folded_plans() {
-        let (sm, acc) = (132, Accumulate::Paired);
-        let n = 1usize << 24;
-        let p = Plan::folded(n, n, 20, 2, sm, Curve::G1, acc);
-        assert_eq!((p.nwin, p.sets, p.copies), (13, 7, 2));
-        assert_eq!(p.nkeys(), 7 << 19);
-        // 13/7 windows per set: ~59 entries per key, bins of 2^6 keys; Ft = F (full sets)
-        assert_eq!((p.sort_fine_bits, p.sort_top_fine_bits), (6, 6));
-        assert_eq!(p.sort_bins(), 7 << 13);
-        assert_eq!(p.windows(n), Windows::folded(20, 2, n));
-        assert_eq!(p.windows(n).index_bound(n), 2 * n);
-        // the same sort and accumulation work as unfolded, fewer buckets
-        let u = Plan::for_variant(n, n, Some(20), sm, Curve::G1, acc);
-        assert_eq!((u.sets, u.copies), (13, 1));
-        assert_eq!((p.sorted_cap, p.threads), (u.sorted_cap, u.threads));
-        let busy = p.sets * p.groups();
-        assert!(busy <= sm * THREADS_PER_SM && busy > sm * THREADS_PER_SM * 95 / 100);
-        assert!(
-            u.nwin * u.groups() > busy,
-            "unfolded: more groups (with empty ones)"
-        );
-        // full folding: one set of 13 windows
-        let full = Plan::folded(n, n, 20, 13, sm, Curve::G2, acc);
-        assert_eq!(
-            (full.sets, full.copies, full.sort_top_fine_bits),
-            (1, 13, full.sort_fine_bits)
-        );
-        // 2^26 at 2 copies: indices need 27 bits, F <= 4
-        let p26 = Plan::folded(1 << 26, 1 << 26, 20, 2, sm, Curve::G1, acc);
-        assert_eq!(k::index_bits(p26.windows(1 << 26).index_bound(1 << 26)), 27);
-        assert_eq!(p26.sort_fine_bits, 4);
-        for log in 0..=24u32 {
-            for c in 2..=MAX_WINDOW_BITS {
-                for m in [2usize, 3, 7, 200] {
-                    let n = (1usize << log) + 3;
-                    let p = Plan::folded(n, n, c, m, sm, Curve::G1, acc);
-                    let win = p.windows(n);
-                    let bound = win.index_bound(n);
-                    if !win.indices_fit(n) {
-                        continue; // rejected by the constructor (indices carry a sign bit)
-                    }
-                    assert_eq!((win.sets as usize, win.copies()), (p.sets, p.copies));
-                    assert!(p.copies <= m && p.copies * p.sets >= p.nwin);
-                    let (fb, ft) = (p.sort_fine_bits, p.sort_top_fine_bits);
-                    assert!(fb <= k::max_fine_bits(bound, c), "c {c} m {m} n 2^{log}");
-                    assert!(fb + k::index_bits(bound) <= 31 && fb < c);
-                    if p.sets < p.nwin {
-                        assert_eq!(ft, fb, "folded sets are full: c {c} m {m}");
-                    }
-                    let b = p.buckets_per_window;
-                    assert_eq!(p.sort_bins(), (p.sets - 1) * (b >> fb) + (b >> ft));
-                    assert!(p.group >= 1 && (p.groups() - 1) * p.group < p.buckets_per_window);
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn combine_is_horner() {
-        use cuzk_field::{G1Affine, G1Projective};
-        let g = G1Projective::generator();
-        // windows [g, 2g] with c = 3: g + 8 · 2g = 17 g
-        let got = combine::<G1Affine>(&[g, g.double()], 3);
-        assert_eq!(got, g * Fr::from_u64(17));
-    }
 }
