@@ -17,13 +17,7 @@ fn random(n: usize, seed: u64) -> Vec<Fr> {
 }
 
 fn cpu(d: &Domain, v: &mut [Fr], t: Transform) {
-    match t {
-        Transform::Forward => d.fft_in_place(v),
-        Transform::Inverse => d.ifft_in_place(v),
-        Transform::CosetForward => d.coset_fft_in_place(v),
-        Transform::CosetInverse => d.coset_ifft_in_place(v),
-    }
-    .unwrap()
+    d.transform_in_place(v, t).unwrap()
 }
 
 fn reorder(v: &mut [Fr], order: Order, d: &Domain) {

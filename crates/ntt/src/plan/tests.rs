@@ -73,13 +73,7 @@ fn random(n: usize, seed: u64) -> Vec<Fr> {
 }
 
 fn cpu(d: &Domain, v: &mut [Fr], t: Transform) {
-    match t {
-        Transform::Forward => d.fft_in_place(v),
-        Transform::Inverse => d.ifft_in_place(v),
-        Transform::CosetForward => d.coset_fft_in_place(v),
-        Transform::CosetInverse => d.coset_ifft_in_place(v),
-    }
-    .unwrap()
+    d.transform_in_place(v, t).unwrap()
 }
 
 fn reorder(v: &[Fr], order: Order, lg_n: u32) -> Vec<Fr> {
