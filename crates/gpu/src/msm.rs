@@ -345,9 +345,9 @@ fn check_windows(kernel: &str, win: &Windows, n: usize) -> Result<usize> {
 }
 
 mod sort;
-pub use sort::*;
 #[cfg(test)]
 use sort::hist_counters;
+pub use sort::*;
 
 /// Level 0 of the bucket accumulation: `nthreads` equal slices of the `offsets[nkeys]` sorted
 /// entries; writes `2 · nthreads` partials and the buckets of runs inside a slice.
