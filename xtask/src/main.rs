@@ -556,10 +556,11 @@ fn bundle() -> Result<()> {
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .collect();
     if !wanted.is_empty() {
+        // Every executable (harness-less benches too: looked up by name below).
         let benches = build_executables(
             &["bench", "--workspace", "--no-run", "--target-dir", &td],
             &envs,
-            true,
+            false,
         )?;
         let by_name: BTreeMap<&str, &Artifact> =
             benches.iter().map(|a| (a.name.as_str(), a)).collect();
