@@ -1,27 +1,22 @@
 // Host run of the NTT CUDA sources (kernels/ntt.cu, unchanged) without a GPU: g++ with the
 // field's PTX emulation (CUZK_HOST_EMU), one std::thread per CUDA thread of a block, a
-// std::barrier for __syncthreads, blocks run one after another. Test vectors (table buffer,
+// sleeping barrier for __syncthreads, blocks run one after another (kernels/host_emu/cuda_host.h). Test vectors (table buffer,
 // plan, input, CPU result) come from cuzk-ntt: see run.sh. Checks bit-exact equality.
 #define CUZK_HOST_EMU 1
-#include <barrier>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <functional>
 #include <sstream>
 #include <string>
-#include <thread>
-#include <vector>
+
+// ptx.cuh first: its host-emulation block defines __device__, __align__ and friends.
+#include "ff/ptx.cuh"
+#include "../../host_emu/cuda_host.h"
 
 struct uint4 { uint32_t x, y, z, w; };
 inline uint4 make_uint4(uint32_t x, uint32_t y, uint32_t z, uint32_t w) { return {x, y, z, w}; }
-struct dim3_t { uint32_t x = 0, y = 0, z = 0; };
-static thread_local dim3_t threadIdx, blockIdx;
-static dim3_t blockDim, gridDim;
-static std::barrier<>* g_bar = nullptr;
-inline void __syncthreads() { g_bar->arrive_and_wait(); }
 inline uint4 __ldg(const uint4* p) { return *p; }
 inline uint32_t __brev(uint32_t x)
 {
@@ -33,9 +28,7 @@ namespace cuzk { namespace ntt {
 alignas(16) uint4 smem[2 * 1024];   // the dynamic shared memory of one block (<= 32 KiB)
 } }
 #define __global__
-#define __forceinline__ inline
 #define __launch_bounds__(...)
-#define __shared__ static
 #define __host__
 #include "../../ntt.cu"
 
@@ -54,28 +47,6 @@ static std::vector<uint8_t> slurp(const std::string& p)
     std::ifstream f(p, std::ios::binary);
     if (!f) { fprintf(stderr, "cannot read %s\n", p.c_str()); exit(2); }
     return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), {});
-}
-
-// Runs body for every block of grid (gx, gy) with bx threads per block.
-static void launch(uint32_t gx, uint32_t gy, uint32_t bx, const std::function<void()>& body)
-{
-    std::barrier<> bar(bx);
-    g_bar = &bar;
-    blockDim = {bx, 1, 1};
-    gridDim = {gx, gy, 1};
-    std::vector<std::thread> th;
-    for (uint32_t t = 0; t < bx; t++) {
-        th.emplace_back([&, t] {
-            threadIdx = {t, 0, 0};
-            for (uint32_t y = 0; y < gy; y++)
-                for (uint32_t x = 0; x < gx; x++) {
-                    blockIdx = {x, y, 0};
-                    body();
-                    bar.arrive_and_wait();   // block boundary (kernels may return early)
-                }
-        });
-    }
-    for (auto& t : th) t.join();
 }
 
 // The specialized radix-4 kernel for a pass's flags (mirror of specialized_name in
@@ -113,9 +84,9 @@ static spec_t* specialized(uint32_t flags)
 static void permute(fr_t* d, uint32_t lg_n, uint32_t batch)
 {
     if (lg_n >= 10)
-        launch(1u << (lg_n - 10), batch, 256, [&] { cuzk_ntt_bit_reverse_tiled(d, lg_n); });
+        launch_grid(1u << (lg_n - 10), batch, 256, [&] { cuzk_ntt_bit_reverse_tiled(d, lg_n); });
     else
-        launch(4, batch, 32, [&] { cuzk_ntt_bit_reverse(d, lg_n); });
+        launch_grid(4, batch, 32, [&] { cuzk_ntt_bit_reverse(d, lg_n); });
 }
 
 // Parses "id lg_n batch pre post np (r4 s0 k lg_c flags)*" and runs it on d; r4: 0 radix-2,
@@ -156,10 +127,10 @@ static void run_passes(const case_t& c, fr_t* const ps[3], uint32_t batch, const
             spec_t* sp = specialized(flags);
             if (!sp) { fprintf(stderr, "no kernel for flags %#x\n", flags); exit(2); }
             sp->runs++;
-            launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
+            launch_grid(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
                    [&] { sp->f(d, d1, d2, tables, nullptr, lg_n, s0, k, lg_c, flags); });
         } else
-            launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 1),
+            launch_grid(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 1),
                    [&] { cuzk_ntt_pass(d, d1, d2, tables, nullptr, lg_n, s0, k, lg_c, flags); });
     }
 }
@@ -215,10 +186,10 @@ int main(int argc, char** argv)
                 if (tiled && lg_n < 10) continue;
                 auto& x = tiled ? a : a2;
                 if (tiled)
-                    launch(1u << (lg_n - 10), 1, 256,
+                    launch_grid(1u << (lg_n - 10), 1, 256,
                            [&] { cuzk_ntt_quotient_bitrev_tiled(x.data(), b.data(), c.data(), tables, lg_n, fold); });
                 else
-                    launch((n + 255) / 256 < 4 ? (n + 255) / 256 : 4, 1, 256,
+                    launch_grid((n + 255) / 256 < 4 ? (n + 255) / 256 : 4, 1, 256,
                            [&] { cuzk_ntt_quotient_bitrev(x.data(), b.data(), c.data(), tables, lg_n, fold); });
                 run(back, x.data(), tables);
                 const bool ok1 = ok && memcmp(x.data(), want.data(), 32 * want.size()) == 0;
@@ -280,10 +251,10 @@ int main(int argc, char** argv)
             if (!sp) continue;   // no launch has these flags
             auto a = x, b = x;
             sp->runs++;
-            launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
+            launch_grid(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
                    [&] { pass4_generic(a.data(), poly_at(a.data(), 1, lg_n), poly_at(a.data(), 2, lg_n), tables, nullptr,
                                        lg_n, s0, k, lg_c, flags); });
-            launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
+            launch_grid(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
                    [&] { sp->f(b.data(), poly_at(b.data(), 1, lg_n), poly_at(b.data(), 2, lg_n), tables, nullptr, lg_n, s0,
                                k, lg_c, flags); });
             const bool ok = memcmp(a.data(), b.data(), 32 * a.size()) == 0;
@@ -304,10 +275,10 @@ int main(int argc, char** argv)
             auto a = x, b = x;
             spec_t* sp = specialized(flags);
             sp->runs++;
-            launch(1u << (lg_n - k - lg_c), batch, 1u << (k + lg_c - 2),
+            launch_grid(1u << (lg_n - k - lg_c), batch, 1u << (k + lg_c - 2),
                    [&] { pass4_generic(a.data(), poly_at(a.data(), 1, lg_n), poly_at(a.data(), 2, lg_n), tables, nullptr,
                                        lg_n, s0, k, lg_c, flags); });
-            launch(1u << (lg_n - k - lg_c), batch, 1u << (k + lg_c - 2),
+            launch_grid(1u << (lg_n - k - lg_c), batch, 1u << (k + lg_c - 2),
                    [&] { sp->f(b.data(), poly_at(b.data(), 1, lg_n), poly_at(b.data(), 2, lg_n), tables, nullptr, lg_n, s0,
                                k, lg_c, flags); });
             const bool ok = memcmp(a.data(), b.data(), 32 * a.size()) == 0;
