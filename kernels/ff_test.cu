@@ -174,12 +174,11 @@ MUL_BENCH(fp2_mul_bench, fp2_t, FP2_BENCH_CHAINS)
 // fp2 c2 192 (c1 would spill 8 B); split c1 138, split c2 180, split c3 250.
 MUL_BENCH(fr_mul_bench_c2, fr_t, 2)
 MUL_BENCH(fr_mul_bench_c8, fr_t, 8)
-// Fr's default is mul_lo_special since run 1 (fr_mul_bench*, was fr_mul_bench_lo*); the generic
-// CIOS row for A/B, suffix _generic
+// Fr's default is mul_lo_special; the generic CIOS row for A/B, suffix _generic
 MUL_BENCH_(fr_mul_bench_generic, fr_t, FR_BENCH_CHAINS, VAR_GENERIC)
 MUL_BENCH_(fr_mul_bench_generic_c2, fr_t, 2, VAR_GENERIC)
-// Fp: operator* is the Karatsuba product since run 13 (2 chains: 27.3-27.4 G/s there, as
-// fp_mul_bench_karas_c2, the split half products); other chain counts, and the CIOS rows the curve code uses, suffix _generic
+// Fp: operator* is the Karatsuba product; other chain counts, and the CIOS rows the curve code
+// uses, suffix _generic
 MUL_BENCH(fp_mul_bench_c1, fp_t, 1)
 MUL_BENCH(fp_mul_bench_c4, fp_t, 4)
 MUL_BENCH_(fp_mul_bench_generic, fp_t, 4, VAR_GENERIC)

@@ -1,4 +1,4 @@
-// cuzk: MSM kernels (see msm/pippenger.cuh for the pipeline). Launched through the safe wrappers
+// cuzk: MSM kernels (see msm/pippenger.cuh for the pipeline). Launched through the checked wrappers
 // in crates/gpu/src/msm.rs; G1 kernels end in _g1 (Fp coordinates), G2 in _g2 (Fp2).
 #include "msm/pippenger.cuh"
 #include "ec/batch_affine.cuh"
@@ -12,16 +12,8 @@ msm_prepare(const fr_t* in, fr_t* out, uint32_t n, uint32_t* counters, const uin
     msm::prepare(in, out, n, counters, skip, skip_at);
 }
 
-// Per-key atomic sort (fallback: CUZK_MSM_SORT=atomic): histogram, scan, scatter.
-extern "C" __global__ void __launch_bounds__(256)
-msm_histogram(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t sets, uint32_t stride,
-              uint32_t* counts)
-{
-    msm::histogram(canon, n, c, nwin, {sets, stride}, counts);
-}
-
 // Scan (three launches, see msm::scan_tile_sums): grid ceil(len / 512) x 512 threads, then one
-// block of 1024, then ceil(len / 512) x 512 again. Block sizes are fixed (must match msm.rs).
+// block of 1024, then ceil(len / 512) x 512 again (block sizes: cuzk_shared.h).
 extern "C" __global__ void __launch_bounds__(msm::SCAN_TILE)
 msm_scan_tile_sums(const uint32_t* __restrict__ counts, uint32_t len, uint32_t* cursors)
 {
@@ -40,15 +32,8 @@ msm_scan_tiles(const uint32_t* __restrict__ counts, uint32_t len, uint32_t* offs
     msm::scan_tiles(counts, len, offsets, cursors);
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-msm_scatter(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t sets, uint32_t stride,
-            uint32_t* cursors, uint32_t* __restrict__ sorted, uint32_t cap)
-{
-    msm::scatter(canon, n, c, nwin, {sets, stride}, cursors, sorted, cap);
-}
-
-// Binned sort (default; msm/sort.cuh): histogram of bins, scan (above), coarse scatter, one
-// block of 256 per bin (fixed: must match msm.rs), oversized bins. sets, stride: the window
+// Binned sort (msm/sort.cuh): histogram of bins, scan (above), coarse scatter, one
+// block of 256 per bin (cuzk_shared.h), oversized bins. sets, stride: the window
 // folding of sort.cuh fold_t (the histograms need only the keys: no stride).
 extern "C" __global__ void __launch_bounds__(256)
 msm_sort_bin_histogram(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t sets,
@@ -58,7 +43,7 @@ msm_sort_bin_histogram(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, u
 }
 
 // Shared-memory histogram: 512 threads, two blocks per SM (up to SORT_HIST_SMEM_BYTES each).
-extern "C" __global__ void __launch_bounds__(512, 2)
+extern "C" __global__ void __launch_bounds__(CUZK_MSM_BIN_HIST_THREADS, CUZK_MSM_BIN_HIST_BLOCKS_PER_SM)
 msm_sort_bin_histogram_smem(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t sets,
                             uint32_t F, uint32_t Ft, uint32_t spg, uint32_t ncnt, uint32_t chunk,
                             uint32_t* bin_counts, uint32_t* flag)
@@ -91,15 +76,20 @@ msm_sort_oversize(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32
     msm::sort_oversize(canon, n, c, nwin, {sets, stride}, F, Ft, bin_counts, flag, cursors, sorted, cap);
 }
 
-#define MSM_POINT_KERNELS(G, F, TPB, ACC_MINB)                                                           \
-    extern "C" __global__ void __launch_bounds__(TPB, ACC_MINB)                                          \
+// Level-0 bucket accumulation; PAIRED: the mixed addition as out-of-line calls of two
+// interleaved Fp products (G1 only).
+#define MSM_ACCUMULATE_KERNEL(G, F, TPB, MINB, PAIRED)                                                   \
+    extern "C" __global__ void __launch_bounds__(TPB, MINB)                                              \
     msm_accumulate_##G(const affine_t<F>* __restrict__ points, uint32_t npoints,                         \
                        const uint32_t* __restrict__ sorted, uint32_t cap,                                \
                        const uint32_t* __restrict__ offsets, uint32_t nkeys, uint32_t nthreads,          \
                        uint32_t* pkeys, xyzz_t<F>* ppts, xyzz_t<F>* buckets)                             \
     {                                                                                                    \
-        msm::accumulate<F>(points, npoints, sorted, cap, offsets, nkeys, nthreads, pkeys, ppts, buckets); \
-    }                                                                                                    \
+        msm::accumulate<F, PAIRED>(points, npoints, sorted, cap, offsets, nkeys, nthreads, pkeys, ppts,  \
+                                   buckets);                                                             \
+    }
+
+#define MSM_POINT_KERNELS(G, F, TPB)                                                                     \
     extern "C" __global__ void __launch_bounds__(256)                                                    \
     msm_identity_bits_##G(const affine_t<F>* __restrict__ points, uint32_t n, uint32_t* __restrict__ bits)  \
     {                                                                                                    \
@@ -146,45 +136,22 @@ msm_sort_oversize(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32
         msm::to_jacobian<F>(in, stride, nseg, out, out_base);                                            \
     }
 
-// G1: 128-thread blocks, accumulate capped at 168 registers (3 blocks = 12 warps per SM; at
-// 172 registers only 8 warps fit). Threads per SM must match crates/msm/src/gpu.rs.
-MSM_POINT_KERNELS(g1, fp_t, 128, 3)
-// Occupancy variant of msm_accumulate_g1, chosen at run time (cuzk_gpu::msm::Accumulate::
-// Occupancy4, CUZK_MSM_ACCUMULATE=occ4): 4 blocks of 128 = 16 warps/SM at 128 registers
-// (ptxas: 42 B spill stores, 100 B loads) against 12 warps at 168. Measured, not assumed.
-extern "C" __global__ void __launch_bounds__(128, 4)
-msm_accumulate_g1_occ4(const affine_t<fp_t>* __restrict__ points, uint32_t npoints,
-                       const uint32_t* __restrict__ sorted, uint32_t cap,
-                       const uint32_t* __restrict__ offsets, uint32_t nkeys, uint32_t nthreads,
-                       uint32_t* pkeys, xyzz_t<fp_t>* ppts, xyzz_t<fp_t>* buckets)
-{
-    msm::accumulate<fp_t>(points, npoints, sorted, cap, offsets, nkeys, nthreads, pkeys, ppts, buckets);
-}
-
-// Paired variant of msm_accumulate_g1, the default (Accumulate::Paired, CUZK_MSM_ACCUMULATE=pair):
-// the mixed addition as five out-of-line calls of two interleaved Fp products (ec/ec_field.cuh
-// ec_mul2), 4 blocks of 128. H200 run 10: accumulation 94.3 vs 97.2 ms (occ4) at 2^24, 372.4 vs
-// 397.4 at 2^26; the 3-block build (168 registers) measured 95.2 / 373.8.
-extern "C" __global__ void __launch_bounds__(128, 4)
-msm_accumulate_g1_pair(const affine_t<fp_t>* __restrict__ points, uint32_t npoints,
-                       const uint32_t* __restrict__ sorted, uint32_t cap,
-                       const uint32_t* __restrict__ offsets, uint32_t nkeys, uint32_t nthreads,
-                       uint32_t* pkeys, xyzz_t<fp_t>* ppts, xyzz_t<fp_t>* buckets)
-{
-    msm::accumulate<fp_t, true>(points, npoints, sorted, cap, offsets, nkeys, nthreads, pkeys, ppts, buckets);
-}
+// G1: 128-thread blocks; the accumulation runs the paired products (ec/ec_field.cuh ec_mul2),
+// 4 blocks of 128 per SM at 128 registers (crates/msm/PERF-NOTES.md: faster than the inline
+// addition at 3 or 4 blocks). Block and blocks per SM: cuzk_shared.h.
+MSM_POINT_KERNELS(g1, fp_t, CUZK_MSM_POINT_THREADS)
+MSM_ACCUMULATE_KERNEL(g1, fp_t, CUZK_MSM_POINT_THREADS, CUZK_MSM_G1_ACC_BLOCKS_PER_SM, true)
 
 // G2: an XYZZ point alone is 96 registers; 255 registers with 2 blocks of 128 per SM.
-MSM_POINT_KERNELS(g2, fp2_t, 128, 2)
+MSM_POINT_KERNELS(g2, fp2_t, CUZK_MSM_POINT_THREADS)
+MSM_ACCUMULATE_KERNEL(g2, fp2_t, CUZK_MSM_POINT_THREADS, CUZK_MSM_G2_ACC_BLOCKS_PER_SM, false)
 
 // cuzk: allow-spills msm_accumulate_g2 Fp2 XYZZ acc + affine point + loop state exceed 255 registers around the out-of-line Fp2 calls
 // cuzk: allow-spills msm_ones_g2 same as msm_accumulate_g2 (XYZZ + affine live across Fp2 calls)
-// cuzk: allow-spills msm_accumulate_g1 26 B at the 168-register cap (3 blocks/SM); loop state, L1-resident; revert to (128, 2) + 256 threads/SM if slower
-// cuzk: allow-spills msm_accumulate_g1_occ4 ~42 B at the 128-register cap (4 blocks/SM); the default until H200 run 10
-// cuzk: allow-spills msm_accumulate_g1_pair ~250 B at the 128-register cap: the out-of-line paired products save the caller's registers they use (callee-saved); the default, picked by measurement
+// cuzk: allow-spills msm_accumulate_g1 ~250 B at the 128-register cap: the out-of-line paired products save the caller's registers they use (callee-saved); picked by measurement
 // cuzk: allow-spills msm_bucket_reduce_g1 120-236 B: three XYZZ points live in the g*L ladder (parking acc in global made G2 worse); runs once per MSM
 // cuzk: allow-spills msm_to_jacobian_g2 8 bytes around the out-of-line Fp2 call; runs on nwin + 1 points only
-// cuzk: allow-spills msm_bucket_reduce_g2 ~7-10 KB: three G2 XYZZ points live in the g*L ladder; once per MSM (3.2 ms of 366 at 2^24, H200 run 4)
+// cuzk: allow-spills msm_bucket_reduce_g2 ~7-10 KB: three G2 XYZZ points live in the g*L ladder; once per MSM (~1% of a G2 2^24 MSM)
 // cuzk: allow-spills msm_merge_g2 ~0.8 KB: two G2 XYZZ partials per merge step; ~1 ms per MSM
 // cuzk: allow-spills msm_sum_halves_g2 104-316 B: two G2 XYZZ points across the out-of-line Fp2 calls; runs on the window sums only
 // cuzk: allow-spills msm_double_g2 ~150 B around the out-of-line Fp2 calls of the doubling (255 registers); runs once per precomputed copy (setup, not per MSM)

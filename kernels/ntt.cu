@@ -6,7 +6,9 @@
 using namespace cuzk;
 using namespace cuzk::ntt;
 
-// One radix-2^k pass (see ntt::pass); grid (2^(lg_n-k-lg_c), batch), 2^(k+lg_c-1) threads.
+// One radix-2^k pass with radix-2 stages (see ntt::pass): the one-bit pass of a size-2
+// transform (every larger pass has k >= 2 and runs radix-4 below); grid (2^(lg_n-k-lg_c),
+// batch), 2^(k+lg_c-1) threads.
 // `roots` is the roots table of flags' ROOTS_LG field (unread when the field is 0).
 // Every pass kernel takes the polynomials' bases as (data, data1, data2) (ntt::poly_base): one
 // contiguous batch (data1 = data + 2^lg_n, data2 = data + 2 * 2^lg_n) or up to three separate
@@ -19,35 +21,21 @@ cuzk_ntt_pass(fr_t* __restrict__ data, fr_t* __restrict__ data1, fr_t* __restric
     pass<2>(data, data1, data2, tables, roots, lg_n, s0, k, lg_c, flags);
 }
 
-// The same pass with radix-4 steps (ntt::pass<4>, needs k >= 2): grid as above,
-// 2^(k+lg_c-2) threads holding four elements each. cuzk_ntt_pass4 is the generic kernel: every
-// flag set, 2 resident blocks of 256 threads per SM (up to 128 registers, no spills on sm_90).
-// It is the fallback for flag sets with no specialized kernel (none the plans produce, e.g. both
-// pre- and post-scaling) and runs every radix-4 pass under CUZK_NTT_SPECIALIZED=0 (A/B runs,
-// debugging).
-extern "C" __global__ void __launch_bounds__(MAX_THREADS / 2, 2)
-cuzk_ntt_pass4(fr_t* __restrict__ data, fr_t* __restrict__ data1, fr_t* __restrict__ data2,
-               const fr_t* __restrict__ tables, const fr_t* __restrict__ roots, uint32_t lg_n, uint32_t s0,
-               uint32_t k, uint32_t lg_c, uint32_t flags)
-{
-    pass<4>(data, data1, data2, tables, roots, lg_n, s0, k, lg_c, flags);
-}
-
-// The radix-4 pass specialized at compile time (ntt::pass<4, false, SP_ON | SPEC>), the
-// default: each holds only the code for one flag set (2k-6k SASS instructions on sm_90 instead
-// of the generic kernel's 24k); same launch shape, arguments and results as cuzk_ntt_pass4.
-// Named cuzk_ntt_pass4_{dif,dit}[_tw][_pre|_post]; the ten that plans use (a pass with the
-// store-side twiddle, F_TWIDDLE, is never the last of its transform, so never post-scales). Built for 4 resident blocks
-// of 256 threads per SM (64 registers, 8 warps per scheduler): the passes are latency-bound,
-// and 4 blocks measured 6-9% faster than 2 on an H200 (crates/ntt/PERF-NOTES.md, session 6);
-// the DIF kernels spill a little at that cap (the allow-spills lines at the end).
+// The pass with radix-4 steps (ntt::pass<4, SP_ON | SPEC>, needs k >= 2): grid as above,
+// 2^(k+lg_c-2) threads holding four elements each, specialized at compile time for one flag set
+// (2k-6k SASS instructions on sm_90 instead of a generic build's 24k). Named
+// cuzk_ntt_pass4_{dif,dit}[_tw][_pre|_post]; the ten that plans use (a pass with the store-side
+// twiddle, F_TWIDDLE, is never the last of its transform, so never post-scales). Built for 4
+// resident blocks of 256 threads per SM (64 registers, 8 warps per scheduler): the passes are
+// latency-bound, and 4 blocks beat 2 (crates/ntt/PERF-NOTES.md, session 6); the DIF kernels
+// spill a little at that cap (the allow-spills lines at the end).
 #define CUZK_NTT_PASS4_SPEC(NAME, SPEC)                                                            \
     extern "C" __global__ void __launch_bounds__(MAX_THREADS / 2, 4)                               \
     NAME(fr_t* __restrict__ data, fr_t* __restrict__ data1, fr_t* __restrict__ data2,              \
          const fr_t* __restrict__ tables, const fr_t* __restrict__ roots, uint32_t lg_n, uint32_t s0, \
          uint32_t k, uint32_t lg_c, uint32_t flags)                                                \
     {                                                                                              \
-        pass<4, false, SP_ON | (SPEC)>(data, data1, data2, tables, roots, lg_n, s0, k, lg_c, flags); \
+        pass<4, SP_ON | (SPEC)>(data, data1, data2, tables, roots, lg_n, s0, k, lg_c, flags);        \
     }
 CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dif, 0)
 CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dif_pre, SP_PRE)
@@ -60,18 +48,6 @@ CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dit_post, SP_DIT | SP_POST)
 CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dit_tw, SP_DIT | SP_TW)
 CUZK_NTT_PASS4_SPEC(cuzk_ntt_pass4_dit_tw_pre, SP_DIT | SP_TW | SP_PRE)
 #undef CUZK_NTT_PASS4_SPEC
-
-// The opt-in wide pass (ntt::pass<8, true>, CUZK_NTT_WIDE=1): tiles of up to 2^WIDE_TILE_LG
-// elements (32 << (k + lg_c) bytes of dynamic shared memory, above the 48 KiB default: the
-// launcher raises the function's limit), grid as above, 2^(k+lg_c-3) threads holding eight
-// elements each. Needs 2 <= k, 3 <= k + lg_c <= WIDE_TILE_LG.
-extern "C" __global__ void __launch_bounds__(WIDE_THREADS, 1)
-cuzk_ntt_pass_wide(fr_t* __restrict__ data, fr_t* __restrict__ data1, fr_t* __restrict__ data2,
-                   const fr_t* __restrict__ tables, const fr_t* __restrict__ roots, uint32_t lg_n,
-                   uint32_t s0, uint32_t k, uint32_t lg_c, uint32_t flags)
-{
-    pass<8, true>(data, data1, data2, tables, roots, lg_n, s0, k, lg_c, flags);
-}
 
 // The roots table of order D = lg (ntt::ROOTS_LG): roots[i] = w_(2^lg)^i = W^(i << (MAX_LG - lg))
 // for i < 2^(lg-1), from the split tables. Grid-stride; needs DIRECT_LG < lg <= MAX_LG.

@@ -38,8 +38,8 @@ struct fr_params {
     static constexpr int bits = 255;
     // p[0] = 1, p[1] = 2^32 - 1: mont_t::mul_lo_special turns those two products into adds
     static constexpr uint32_t mod0 = 0x00000001, mod1 = 0xffffffff;
-    // operator* uses it (run 1, H200: fr_mul_bench_lo 60.9-61.1 vs generic 57.1 G mul/s,
-    // bit-identical results); false restores the generic row everywhere (NTT, setup, MSM)
+    // operator* uses it: faster than the generic row, bit-identical (kernels/ff/PERF-NOTES.md);
+    // false restores the generic row everywhere (NTT, setup, MSM)
     static constexpr bool mul_lo_special = true;
     static constexpr bool mul_karatsuba = false;
     static CUZK_DEV uint32_t mod(int i) { return FR_MOD[i]; }
@@ -52,10 +52,9 @@ struct fp_params {
     static constexpr int bits = 381;
     static constexpr bool mul_lo_special = false;
     // operator* is the Karatsuba product with even/odd-split half products (mul_karatsuba):
-    // the fastest Fp multiply on its own (H200 run 13: 27.3-27.8 G/s at every bench shape, the
-    // CIOS rows 26.0-26.4). The curve formulas do not use it: ec/ec_field.cuh gives them the CIOS
-    // rows, which fit the MSM kernels' register caps (Karatsuba there: G1 2^24 accumulation 111.9
-    // vs 95.4 ms, run 13; inlined, 154 vs 132 ms, run 6).
+    // the fastest Fp multiply on its own. The curve formulas do not use it: ec/ec_field.cuh gives
+    // them the CIOS rows, which fit the MSM kernels' register caps (Karatsuba there measured
+    // slower: kernels/ff/PERF-NOTES.md).
     static constexpr bool mul_karatsuba = true;
     static CUZK_DEV uint32_t mod(int i) { return FP_MOD[i]; }
     static CUZK_DEV uint32_t m0() { return FP_M0; }

@@ -49,26 +49,20 @@ struct __align__(16) fp2x_t {
     // multiply by (1 + u): (c0 - c1) + (c0 + c1) u
     CUZK_DEV fp2x_t mul_by_1_plus_u() const { return {c0 - c1, c0 + c1}; }
 
-    // SPLIT: wide products with F::mul_wide_split (no register copies, more live registers)
-    template <bool SPLIT>
-    static CUZK_DEV void wide_(uint32_t w[2 * n], const F& a, const F& b)
-    {
-        if constexpr (SPLIT) F::mul_wide_split(w, a, b);
-        else F::mul_wide(w, a, b);
-    }
-    template <bool SPLIT>
+    // Wide products with F::mul_wide_split (no register copies, more live registers).
+    static CUZK_DEV void wide_(uint32_t w[2 * n], const F& a, const F& b) { F::mul_wide_split(w, a, b); }
     static CUZK_DEV fp2x_t mul_(const fp2x_t& a, const fp2x_t& b)
     {
         uint32_t s[2 * n], w0[2 * n], w1[2 * n];
         // s = (a0 + a1)(b0 + b1); each sum < 2p < 2^(32n)
-        wide_<SPLIT>(s, F::add_nored(a.c0, a.c1), F::add_nored(b.c0, b.c1));
-        wide_<SPLIT>(w0, a.c0, b.c0);
+        wide_(s, F::add_nored(a.c0, a.c1), F::add_nored(b.c0, b.c1));
+        wide_(w0, a.c0, b.c0);
         // s -= a0 b0 (no borrow: s >= a0b0 + a1b1)
         s[0] = ptx::sub_cc(s[0], w0[0]);
 #pragma unroll
         for (int i = 1; i < 2 * n - 1; i++) s[i] = ptx::subc_cc(s[i], w0[i]);
         s[2 * n - 1] = ptx::subc(s[2 * n - 1], w0[2 * n - 1]);
-        wide_<SPLIT>(w1, a.c1, b.c1);
+        wide_(w1, a.c1, b.c1);
         s[0] = ptx::sub_cc(s[0], w1[0]);
 #pragma unroll
         for (int i = 1; i < 2 * n - 1; i++) s[i] = ptx::subc_cc(s[i], w1[i]);
@@ -87,17 +81,10 @@ struct __align__(16) fp2x_t {
         r.c1 = F::redc_wide(s);
         return r;
     }
-    // Default: the split wide products (H200 run 1: fp2_mul_bench_split 9.2-10.1 G/s against
-    // 8.7-9.1 for mul_wide). CUZK_FP2_MUL_WIDE (a -D define) restores mul_wide.
-#ifdef CUZK_FP2_MUL_WIDE
-    friend CUZK_DEV fp2x_t operator*(const fp2x_t& a, const fp2x_t& b) { return mul_<false>(a, b); }
-#else
-    friend CUZK_DEV fp2x_t operator*(const fp2x_t& a, const fp2x_t& b) { return mul_<true>(a, b); }
-#endif
-    // wide products without register copies (see mont_t::mul_wide_split); = operator* by default
-    static CUZK_DEV fp2x_t mul_split(const fp2x_t& a, const fp2x_t& b) { return mul_<true>(a, b); }
-    // the previous default (mul_wide: fewer live registers)
-    static CUZK_DEV fp2x_t mul_wide_copy(const fp2x_t& a, const fp2x_t& b) { return mul_<false>(a, b); }
+    // The split wide products (faster than mul_wide's fewer live registers: PERF-NOTES).
+    friend CUZK_DEV fp2x_t operator*(const fp2x_t& a, const fp2x_t& b) { return mul_(a, b); }
+    // = operator* (the name the field benches' `_split` rows use)
+    static CUZK_DEV fp2x_t mul_split(const fp2x_t& a, const fp2x_t& b) { return mul_(a, b); }
     CUZK_DEV fp2x_t& operator*=(const fp2x_t& b) { return *this = *this * b; }
 
     CUZK_DEV fp2x_t sqr() const

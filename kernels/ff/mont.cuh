@@ -285,8 +285,8 @@ struct __align__(16) mont_t {
 
     // ---- wide product, even/odd split: w[0..2n) = a * b (any a, b < 2^(32n)) -------------------
     // Same result as mul_wide, no register copies in SASS, but 2n-1 more live registers at the end
-    // (the O array): Fp2's three wide products then need ~119 live registers instead of ~96, which
-    // makes the 255-register G2 MSM kernels spill; so Fp2 uses it only via fp2x_t::mul_split.
+    // (the O array): Fp2's three wide products then need ~119 live registers instead of ~96;
+    // fp2x_t's product uses it all the same, measured faster (kernels/ff/PERF-NOTES.md).
     // Even/odd split (as operator*): the (lo, hi) pair of a_k*b_i lands at limbs i+k, i+k+1; it
     // goes to E (E[j] at limb j) when i+k is even and to O (O[j] at limb j+1) when i+k is odd, so
     // every pair is an aligned register pair (one IMAD.WIDE, no MOVs). Row i adds two chains of
@@ -328,7 +328,7 @@ struct __align__(16) mont_t {
         d[h - 1] = ptx::subc(d[h - 1], neg);
     }
     // The half products with mul_wide_split_limbs (no MOVs; the plain-row half products measured
-    // slower: H200 run 13, 26.0-26.8 G/s against 27.3-27.8).
+    // slower).
     static CUZK_DEV void mul_wide_karatsuba(uint32_t w[2 * n], const mont_t& a, const mont_t& b)
     {
         constexpr int h = n / 2;

@@ -9,12 +9,8 @@
 //                 key in `sorted`, offsets[key] = exclusive prefix of the per-key counts. With
 //                 precomputed copies of the points (sort.cuh fold_t) window w uses bucket set
 //                 w mod sets and copy w / sets; "window" in steps 5-10 then means bucket set.
-//                 Default: the binned sort of msm/sort.cuh (bins of 2^F keys, then a shared-
-//                 memory sort per bin). Fallback (CUZK_MSM_SORT=atomic), below:
-//  2. histogram   count entries per key (global atomics)
-//  3. scan        exclusive prefix sum of the counts -> offsets (and a copy used as cursors):
-//                 three launches, reduce-then-scan over tiles of 512 counts
-//  4. scatter     counting sort: sorted[cursor[key]++] = point index | sign << 31
+//                 The binned sort of msm/sort.cuh: bins of 2^F keys (histogram, scan of
+//                 msm/scan.cuh, scatter), then a shared-memory sort per bin.
 //  5. accumulate  each thread takes an equal slice of the sorted entries (perfect balance even
 //                 when all scalars share a bucket) and sums runs of equal key with XYZZ mixed
 //                 additions; runs strictly inside its slice are written to their bucket (owned:
@@ -45,7 +41,7 @@ namespace msm {
 static constexpr int CNT_GENERAL = 0;
 static constexpr int CNT_ONES = 1;
 
-// Scalar digits (is_general, digit_key, ...) and the binned sort (default steps 2-4): sort.cuh.
+// Scalar digits (is_general, digit_key, ...) and the binned sort (steps 2-4): sort.cuh.
 
 // 0. Once per point set: bits[i / 32] bit i % 32 = points[i] is the identity (one ballot per
 // warp; the grid-stride step is a multiple of 32, so whole warps run each round).
@@ -87,26 +83,6 @@ __device__ __forceinline__ void prepare(const fr_t* in, fr_t* out, uint32_t n, u
         if (general) atomicAdd(&counters[CNT_GENERAL], general);
         if (ones) atomicAdd(&counters[CNT_ONES], ones);
     }
-}
-
-// 2. counts[key] += 1 for every non-zero digit of every general scalar.
-__device__ __forceinline__ void histogram(const fr_t* canon, uint32_t n, uint32_t c, uint32_t nwin, fold_t f,
-                                          uint32_t* counts)
-{
-    for_each_digit(canon, n, c, nwin, f,
-                   [&](uint32_t, uint32_t, uint32_t key, bool) { atomicAdd(&counts[key], 1u); });
-}
-
-// 3. Exclusive scan: msm/scan.cuh.
-
-// 4. Counting-sort scatter (order inside a bucket is arbitrary: addition commutes).
-__device__ __forceinline__ void scatter(const fr_t* canon, uint32_t n, uint32_t c, uint32_t nwin, fold_t f,
-                                        uint32_t* cursors, uint32_t* sorted, uint32_t cap)
-{
-    for_each_digit(canon, n, c, nwin, f, [&](uint32_t idx, uint32_t, uint32_t key, bool neg) {
-        const uint32_t pos = atomicAdd(&cursors[key], 1u);
-        if (pos < cap) sorted[pos] = idx | (neg ? SIGN_BIT : 0u);   // cap: memory safety only
-    });
 }
 
 // Largest k in [0, nkeys) with offsets[k] <= pos < offsets[k+1] (pos < offsets[nkeys]).

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "../cuzk_shared.h"
+
 namespace cuzk {
 namespace msm {
 
@@ -16,8 +18,8 @@ namespace msm {
 //   scan_tiles      block b: base = cursors[b * SCAN_TILE] (read before any write of the
 //                   block), offsets[i] = cursors[i] = base + exclusive prefix within the tile
 // Only __syncthreads and shared memory (no shuffles), so the host emulation can run it.
-static constexpr uint32_t SCAN_TILE = 512;        // threads of scan_tile_sums / scan_tiles
-static constexpr uint32_t SCAN_TOP_THREADS = 1024; // threads of scan_tile_bases
+static constexpr uint32_t SCAN_TILE = CUZK_MSM_SCAN_TILE;                // threads of scan_tile_sums / scan_tiles
+static constexpr uint32_t SCAN_TOP_THREADS = CUZK_MSM_SCAN_TOP_THREADS;  // threads of scan_tile_bases
 
 // Inclusive scan of v over the block (sh: blockDim.x words); every thread gets its prefix and,
 // on return, sh[blockDim.x - 1] is the block total (all threads may read it).

@@ -2,7 +2,7 @@
 // msm/pippenger.cuh). No field code: templated on the scalar type S (fr_t on the device: 8 u32
 // limbs in s.v[], canonical, s.is_zero()), so kernels/msm/host_emu can run it on the host.
 //
-// Binned sort (the default; the old per-key atomic sort stays in pippenger.cuh):
+// Binned sort:
 //   bins of 2^F consecutive keys (fine key = the low F bits), except in the top window: 2^Ft
 //   keys, Ft <= F (bin_map). The host (crates/msm/src/gpu.rs) picks F for ~4K entries in a
 //   typical bin and Ft for the top window's smaller digit range (scalars < r: e.g. at c = 20 only
@@ -13,7 +13,7 @@
 //                          same counts through per-block 16-bit shared counters (large n)
 //   b. scan                (msm/scan.cuh) bin_counts -> bin_off[0..=nbins] and bin cursors
 //   c. sort_bin_scatter    sorted[bin_cur[bin]++] = entry | fine << idxbits: one atomic per
-//                          entry on nbins cursors (L2-resident, vs nkeys for the old scatter) and
+//                          entry on nbins cursors (L2-resident, not one per key) and
 //                          stores to nbins write fronts (~32 B each, L2-resident, so partial
 //                          sectors merge in L2 instead of going to DRAM one word at a time)
 //   d. sort_fine           block per bin, in place: a bin of at most SORT_TILE entries goes to
@@ -24,8 +24,8 @@
 //                          only counted: offsets and cursors of its keys are written, flag[0]
 //                          records the lowest window with such a bin
 //   e. sort_oversize       only if flag[0] != 0: recomputes the digits of every scalar and puts
-//                          the entries of oversized bins at cursors[key]++ (global atomics, as
-//                          the old scatter, but only for those keys); their regions are not read
+//                          the entries of oversized bins at cursors[key]++ (global atomics,
+//                          only for those keys); their regions are not read
 //                          again after d, so the overwrite in place is safe.
 // entry = point index | sign << 31; the index fits idxbits bits (every index < 2^idxbits) and
 // the host keeps F + idxbits <= 31, so the fine key travels in the entry itself (no side array).
@@ -46,9 +46,9 @@ namespace cuzk {
 namespace msm {
 
 static constexpr uint32_t SIGN_BIT = 0x80000000u;
-static constexpr uint32_t SORT_TILE = 8192;          // entries of a bin sorted in shared memory
-static constexpr uint32_t SORT_MAX_FINE_BITS = 10;   // 2^F shared counters per bin
-static constexpr uint32_t SORT_FINE_THREADS = 256;   // threads of sort_fine (must match msm.rs)
+static constexpr uint32_t SORT_TILE = CUZK_MSM_BIN_TILE;                    // entries of a bin sorted in shared memory
+static constexpr uint32_t SORT_MAX_FINE_BITS = CUZK_MSM_BIN_MAX_FINE_BITS;  // 2^F shared counters per bin
+static constexpr uint32_t SORT_FINE_THREADS = CUZK_MSM_BIN_FINE_THREADS;    // threads of sort_fine
 static constexpr uint32_t SORT_BATCH = 4;            // windows whose atomics are issued together
 
 // Windows -> bucket sets and point copies (see above).

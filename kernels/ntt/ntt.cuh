@@ -30,68 +30,70 @@
 // constants into to_coset's first twiddle (F_TW_FOLD, T_HTW) where its pass has k <= INT_LG.
 #pragma once
 
+#include "cuzk_shared.h"
 #include "ff/bls12_381.cuh"
 
 namespace cuzk {
 namespace ntt {
 
-// ---- table layout (mirrored in crates/gpu/src/ntt.rs) ------------------------------------------
-constexpr uint32_t SPLIT_BITS = 14;
-constexpr uint32_t SPLIT = 1u << SPLIT_BITS;                 // 16384
-constexpr uint32_t MAX_LG = 28;
-constexpr uint32_t INT_LG = 10;                              // internal table: w_1024
-constexpr uint32_t INT_LEN = 1u << (INT_LG - 1);             // 512
-constexpr uint32_t T_FWD_LO = 0;
-constexpr uint32_t T_FWD_HI = T_FWD_LO + SPLIT;
-constexpr uint32_t T_INV_LO = T_FWD_HI + SPLIT;
-constexpr uint32_t T_INV_HI = T_INV_LO + SPLIT;
-constexpr uint32_t T_G_LO = T_INV_HI + SPLIT;                // g^i
-constexpr uint32_t T_G_HI = T_G_LO + SPLIT;
-constexpr uint32_t T_GI_LO = T_G_HI + SPLIT;                 // g^-i
-constexpr uint32_t T_GI_HI = T_GI_LO + SPLIT;
-constexpr uint32_t T_FWD_INT = T_GI_HI + SPLIT;              // w_1024^q
-constexpr uint32_t T_INV_INT = T_FWD_INT + INT_LEN;          // w_1024^-q
-constexpr uint32_t T_NINV = T_INV_INT + INT_LEN;             // 1/2^L, L = 0..28
+// ---- table layout (values: cuzk_shared.h, shared with Rust) ---------------------------------------
+constexpr uint32_t SPLIT_BITS = CUZK_NTT_SPLIT_BITS;
+constexpr uint32_t SPLIT = CUZK_NTT_SPLIT;  // 16384
+constexpr uint32_t MAX_LG = CUZK_NTT_MAX_LG;
+constexpr uint32_t INT_LG = CUZK_NTT_INT_LG;  // internal table: w_1024
+constexpr uint32_t INT_LEN = CUZK_NTT_INT_LEN;  // 512
+constexpr uint32_t T_FWD_LO = CUZK_NTT_T_FWD_LO;
+constexpr uint32_t T_FWD_HI = CUZK_NTT_T_FWD_HI;
+constexpr uint32_t T_INV_LO = CUZK_NTT_T_INV_LO;
+constexpr uint32_t T_INV_HI = CUZK_NTT_T_INV_HI;
+constexpr uint32_t T_G_LO = CUZK_NTT_T_G_LO;  // g^i
+constexpr uint32_t T_G_HI = CUZK_NTT_T_G_HI;
+constexpr uint32_t T_GI_LO = CUZK_NTT_T_GI_LO;  // g^-i
+constexpr uint32_t T_GI_HI = CUZK_NTT_T_GI_HI;
+constexpr uint32_t T_FWD_INT = CUZK_NTT_T_FWD_INT;  // w_1024^q
+constexpr uint32_t T_INV_INT = CUZK_NTT_T_INV_INT;  // w_1024^-q
+constexpr uint32_t T_NINV = CUZK_NTT_T_NINV;  // 1/2^L, L = 0..28
 // The H pipeline's quotient constants (cuzk_ntt_quotient_bitrev*): its inputs are n times the
 // coset evaluations (no 1/n anywhere before it) and back runs unscaled, so the kernel writes
 // (a*b - n*c) * K_L with T_HN[L] = 2^L and T_HK[L] = 1/(Z * n^3): Z = s^n - 1 = -2 on the
 // half-root coset s = w_2n (L <= 27), Z = g^n - 1 on the g coset (L = 28, MAX_LG).
-constexpr uint32_t T_HK = T_NINV + MAX_LG + 1;
-constexpr uint32_t T_HN = T_HK + MAX_LG + 1;
+constexpr uint32_t T_HK = CUZK_NTT_T_HK;
+constexpr uint32_t T_HN = CUZK_NTT_T_HN;
 // Direct inter-pass twiddle tables: w_(2^DIRECT_LG)^i = W^(i << (MAX_LG - DIRECT_LG)), i < 2^DIRECT_LG.
 // A twiddle that is a power of w_(2^ord), ord <= DIRECT_LG (the second pass at 2^24..2^28,
 // also with the half-root coset's odd exponents: ord = m_lg + 1 = 19 at 2^27), reads one load
 // instead of the split-table product (one multiplication less).
-constexpr uint32_t DIRECT_LG = 19;
-constexpr uint32_t DIRECT_N = 1u << DIRECT_LG;               // 524288 (16 MiB each)
-constexpr uint32_t T_FWD_DIR = T_HN + MAX_LG + 1;
-constexpr uint32_t T_INV_DIR = T_FWD_DIR + DIRECT_N;
+constexpr uint32_t DIRECT_LG = CUZK_NTT_DIRECT_LG;
+constexpr uint32_t DIRECT_N = CUZK_NTT_DIRECT_N;  // 524288 (16 MiB each)
+constexpr uint32_t T_FWD_DIR = CUZK_NTT_T_FWD_DIR;
+constexpr uint32_t T_INV_DIR = CUZK_NTT_T_INV_DIR;
 // Per-size scaled HI tables for the fused coset scaling with 1/n: for each L = 0..MAX_LG,
 // HI_GN_L[h] = g^(h * 2^14) / 2^L (and g^-1 in HI_GIN_L), h < max(1, 2^(L-14)), at offset
 // gn_off(L); g^(+-i)/n = LO[i & 0x3fff] * HI_GN_L[i >> 14]: 2 multiplications instead of 3.
 __host__ __device__ constexpr uint32_t gn_off(uint32_t L) { return L <= 15 ? L : (1u << (L - 14)) + 13; }
-constexpr uint32_t GN_LEN = gn_off(MAX_LG + 1);              // 2^15 + 13
-constexpr uint32_t T_GN_HI = T_INV_DIR + DIRECT_N;
-constexpr uint32_t T_GIN_HI = T_GN_HI + GN_LEN;
+constexpr uint32_t GN_LEN = CUZK_NTT_GN_LEN;
+static_assert(gn_off(MAX_LG + 1) == GN_LEN, "cuzk_shared.h GN_LEN is gn_off(MAX_LG + 1)");
+constexpr uint32_t T_GN_HI = CUZK_NTT_T_GN_HI;
+constexpr uint32_t T_GIN_HI = CUZK_NTT_T_GIN_HI;
 // The H pipeline's quotient constants folded into to_coset's first twiddle (half-root coset,
 // L <= MAX_LG - 1; F_TW_FOLD): for each L and polynomial y of the H launch (0 = a, 1 = b, 2 =
 // c), HTW[L][y][j] = s_y * w_(2^(INT_LG+1))^j, j < 2^INT_LG, with s_a = K_L, s_b = 1, s_c = n * K_L
 // (at offset T_HTW + ((3 * L + y) << INT_LG)). to_coset is linear, so a's and c's coset values
 // come out times K_L and n * K_L and the quotient writes a * b - c (one multiplication).
-constexpr uint32_t HTW_LEN = 3u * MAX_LG << INT_LG;
-constexpr uint32_t T_HTW = T_GIN_HI + GN_LEN;
-constexpr uint32_t T_LEN = T_HTW + HTW_LEN;
+constexpr uint32_t HTW_LEN = CUZK_NTT_HTW_LEN;
+constexpr uint32_t T_HTW = CUZK_NTT_T_HTW;
+constexpr uint32_t T_LEN = CUZK_NTT_T_LEN;
 
-// ---- pass flags (mirrored in crates/gpu/src/ntt.rs) ---------------------------------------------
-constexpr uint32_t F_DIT = 1u << 0;          // Cooley-Tukey pass (else Gentleman-Sande)
-constexpr uint32_t F_INVERSE = 1u << 1;      // use w^-1
-constexpr uint32_t F_TWIDDLE = 1u << 2;      // inter-pass twiddle (not on the last DIF pass)
-constexpr uint32_t F_PRE_G = 1u << 3;        // load: x *= g^idx
-constexpr uint32_t F_PRE_GI = 1u << 4;       // load: x *= g^-idx
-constexpr uint32_t F_PRE_NINV = 1u << 5;     // load: x *= 1/n
-constexpr uint32_t F_POST_G = 1u << 6;       // store: x *= g^idx
-constexpr uint32_t F_POST_GI = 1u << 7;      // store: x *= g^-idx
-constexpr uint32_t F_POST_NINV = 1u << 8;    // store: x *= 1/n
+// ---- pass flags (values: cuzk_shared.h) --------------------------------------------------------------
+constexpr uint32_t F_DIT = CUZK_NTT_F_DIT;  // Cooley-Tukey pass (else Gentleman-Sande)
+constexpr uint32_t F_INVERSE = CUZK_NTT_F_INVERSE;  // use w^-1
+constexpr uint32_t F_TWIDDLE = CUZK_NTT_F_TWIDDLE;  // inter-pass twiddle (not on the last DIF pass)
+constexpr uint32_t F_PRE_G = CUZK_NTT_F_PRE_G;  // load: x *= g^idx
+constexpr uint32_t F_PRE_GI = CUZK_NTT_F_PRE_GI;  // load: x *= g^-idx
+constexpr uint32_t F_PRE_NINV = CUZK_NTT_F_PRE_NINV;  // load: x *= 1/n
+constexpr uint32_t F_POST_G = CUZK_NTT_F_POST_G;  // store: x *= g^idx
+constexpr uint32_t F_POST_GI = CUZK_NTT_F_POST_GI;  // store: x *= g^-idx
+constexpr uint32_t F_POST_NINV = CUZK_NTT_F_POST_NINV;  // store: x *= 1/n
 // The half-root coset s = w_2N (the H pipeline, lg_n <= 27; crates/ntt/PERF-NOTES.md session 8):
 // with F_ODD_ROW and/or F_ODD_COL the inter-pass twiddle (F_TWIDDLE) of element (row, col) is
 // w_2M^e, M = 2^m_lg, e = 2 * col * bitrev(row, k) + (F_ODD_ROW ? bitrev(row, k) : 0)
@@ -99,9 +101,9 @@ constexpr uint32_t F_POST_NINV = 1u << 8;    // store: x *= 1/n
 // pass (the R = 0 pass included, col = 0 there) gets its twiddle with F_ODD_ROW is the forward
 // transform of x_i * s^i; the inverse DIT whose last pass (s0 = 0) gets its twiddle with
 // F_ODD_COL and has F_POST_ROW multiplies the inverse transform's output i by s^-i (unscaled).
-constexpr uint32_t F_ODD_ROW = 1u << 9;
-constexpr uint32_t F_ODD_COL = 1u << 10;
-constexpr uint32_t F_POST_ROW = 1u << 11;    // DIT store: x *= w_(2^(k+1))^(+-row), row of the tile (DIF: ignored)
+constexpr uint32_t F_ODD_ROW = CUZK_NTT_F_ODD_ROW;
+constexpr uint32_t F_ODD_COL = CUZK_NTT_F_ODD_COL;
+constexpr uint32_t F_POST_ROW = CUZK_NTT_F_POST_ROW;  // DIT store: x *= w_(2^(k+1))^(+-row), row of the tile (DIF: ignored)
 // F_TWIDDLE is applied at the store, for the pass geometry in the fields TW_K (bits 16..19) and
 // TW_R (bits 20..24): the element at position pos of its polynomial is (row, col) = ((pos >> TW_R)
 // mod 2^TW_K, pos mod 2^TW_R) of a pass of TW_K bits with TW_R column bits (m_lg = TW_K + TW_R)
@@ -109,14 +111,14 @@ constexpr uint32_t F_POST_ROW = 1u << 11;    // DIT store: x *= w_(2^(k+1))^(+-r
 // w^-1 with F_TW_INV. A DIF pass gives its own geometry (k, R); a DIT pass that of the next DIT
 // pass (the twiddle its input needs: k', R' = R + k); the H pipeline's to_coeffs' last pass
 // (inverse DIF) that of to_coset's first pass (forward DIT, same k, R = 0, F_ODD_ROW).
-constexpr uint32_t F_TW_INV = 1u << 12;
+constexpr uint32_t F_TW_INV = CUZK_NTT_F_TW_INV;
 // With F_TWIDDLE (the H pipeline's to_coeffs' last store: geometry (tk <= INT_LG, 0), F_ODD_ROW,
 // forward, lg_n <= MAX_LG - 1, grid.y = 3): the twiddle w_(2^(tk+1))^bitrev(row) is read from
 // T_HTW, pre-scaled for polynomial blockIdx.y (the quotient constants, see T_HTW).
-constexpr uint32_t F_TW_FOLD = 1u << 13;
-constexpr uint32_t F_ALL = (1u << 14) - 1;
-constexpr uint32_t TW_K_SHIFT = 16;
-constexpr uint32_t TW_R_SHIFT = 20;
+constexpr uint32_t F_TW_FOLD = CUZK_NTT_F_TW_FOLD;
+constexpr uint32_t F_ALL = CUZK_NTT_F_ALL;
+constexpr uint32_t TW_K_SHIFT = CUZK_NTT_TW_K_SHIFT;
+constexpr uint32_t TW_R_SHIFT = CUZK_NTT_TW_R_SHIFT;
 __host__ __device__ constexpr uint32_t tw_geometry(uint32_t k, uint32_t r) { return (k << TW_K_SHIFT) | (r << TW_R_SHIFT); }
 constexpr uint32_t TW_FIELDS = tw_geometry(15, 31);
 // The roots table (the pass kernels' `roots` argument; 0 = none): ROOTS_LG = D (bits 25..29) says
@@ -125,18 +127,11 @@ constexpr uint32_t TW_FIELDS = tw_geometry(15, 31);
 // ord <= D is then one load from it (DRAM: 2^(D+4) bytes) instead of the split product, one
 // multiplication less per element in the passes whose twiddles are not in the direct table
 // (the first DIF / last DIT pass from 2^20; crates/ntt/PERF-NOTES.md, session 11).
-constexpr uint32_t ROOTS_SHIFT = 25;
+constexpr uint32_t ROOTS_SHIFT = CUZK_NTT_ROOTS_SHIFT;
 constexpr uint32_t ROOTS_FIELD = 31u << ROOTS_SHIFT;
 
-constexpr uint32_t TILE_LG = 10;             // elements per tile <= 1024, threads <= 512
+constexpr uint32_t TILE_LG = CUZK_NTT_TILE_LG;  // elements per tile <= 1024, threads <= 512
 constexpr uint32_t MAX_THREADS = 1u << (TILE_LG - 1);
-// The opt-in wide pass (cuzk_ntt_pass_wide, CUZK_NTT_WIDE=1): tiles of up to 2^12 elements
-// (128 KiB of dynamic shared memory, one block per SM), eight elements per thread (two radix-4
-// groups per step, one after the other), k <= 12: 2^24 in two passes (12+12). Internal
-// twiddles of half-size h >= 2^INT_LG (the top two stages of k = 11, 12) come from the direct
-// table: w_(2h)^j = w_(2^DIRECT_LG)^(j << (DIRECT_LG - 1 - lg_h)).
-constexpr uint32_t WIDE_TILE_LG = 12;
-constexpr uint32_t WIDE_THREADS = 1u << (WIDE_TILE_LG - 3);
 
 __device__ __forceinline__ uint32_t bitrev(uint32_t x, uint32_t bits)
 {
@@ -318,23 +313,16 @@ __device__ __forceinline__ void bfly_dit(fr_t& x, fr_t& y, const fr_t* w, bool o
     x = s;
 }
 
-// Where w_(2h)^j (h = 2^lg_h) lives: the internal table w_1024^(j << (9 - lg_h)) for
-// lg_h < INT_LG; only the wide kernel has lg_h >= INT_LG: direct table
-// w_(2^DIRECT_LG)^(j << (DIRECT_LG - 1 - lg_h)).
-template <bool WIDE>
-__device__ __forceinline__ const fr_t* int_tw(const fr_t* itw, const fr_t* dtw, uint32_t lg_h, uint32_t j)
+// Where w_(2h)^j (h = 2^lg_h < 2^INT_LG) lives: the internal table w_1024^(j << (9 - lg_h)).
+__device__ __forceinline__ const fr_t* int_tw(const fr_t* itw, uint32_t lg_h, uint32_t j)
 {
-    if constexpr (WIDE) {
-        if (lg_h >= INT_LG) return dtw + (j << (DIRECT_LG - 1 - lg_h));
-    }
     return itw + (j << (INT_LG - 1 - lg_h));
 }
 
-// Compile-time specialization of a pass (SPEC != 0; the default radix-4 kernels,
-// CUZK_NTT_SPECIALIZED=0 runs the generic one): the generic kernel inlines every optional
-// multiplication (pre/post scaling, inter-pass twiddle) and both butterfly directions behind
-// runtime branches, 354 KiB of SASS that thrashes the instruction cache; a specialized kernel
-// holds only the code its launch can run. SP_DIT fixes the direction (flags' F_DIT is then
+// Compile-time specialization of a pass (SPEC != 0; every radix-4 kernel): a generic build
+// inlines every optional multiplication (pre/post scaling, inter-pass twiddle) and both
+// butterfly directions behind runtime branches, 354 KiB of SASS that thrashes the instruction
+// cache; a specialized kernel holds only the code its launch can run. SP_DIT fixes the direction (flags' F_DIT is then
 // ignored); SP_PRE / SP_POST / SP_TW compile in the pre-scaling, the post-scaling, the
 // inter-pass twiddle (still applied only where flags ask for it, so a kernel with more compiled
 // in gives the same result). The launcher only picks a kernel whose compiled-in code covers the
@@ -380,11 +368,9 @@ __device__ __forceinline__ uint32_t tid_fresh() { return fresh_index<false>(); }
 // round trip and __syncthreads, two independent multiplications per stage; for odd k the top
 // stage runs alone (two butterflies per thread). Same butterflies, same twiddles, same order of
 // stages as EPT = 2: bit-identical results.
-// EPT = 8 (WIDE): the radix-4 steps of EPT = 4, each thread running groups t and t + nthr one
-// after the other; k + lg_c <= WIDE_TILE_LG, 2 <= k, 3 <= k + lg_c. Same butterflies, same results.
 // The host checks: 1 <= k (2 <= k for EPT = 4), k + lg_c <= TILE_LG, s0 + k <= lg_n <= MAX_LG,
 // lg_c <= R where R = lg_n - s0 - k > 0 (columns), k + lg_c <= lg_n where R = 0 (groups).
-template <uint32_t EPT, bool WIDE = false, uint32_t SPEC = 0>
+template <uint32_t EPT, uint32_t SPEC = 0>
 __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__ data1, fr_t* __restrict__ data2,
                                      const fr_t* __restrict__ tables, const fr_t* __restrict__ roots, uint32_t lg_n,
                                      uint32_t s0, uint32_t k, uint32_t lg_c, uint32_t flags)
@@ -491,15 +477,13 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
         // 0.25 fewer per element than pairing from the top and leaving h = 1 alone.
         const uint32_t steps = (k + 1) / 2;
         const bool odd = k & 1;
-        const fr_t* dtw = tables + (inv ? T_INV_DIR : T_FWD_DIR);
         for (uint32_t s = 0; s < steps; s++) {
             // lone: this step is the top stage alone; else lg_hi is the larger half-size of its pair.
             const bool lone = odd && s == (dit ? steps - 1 : 0);
             const uint32_t lg_hi = dit ? 2 * s + 1 : k - 1 - 2 * s + (odd ? 1 : 0);
-#pragma unroll 1
-            for (uint32_t rep = 0; rep < EPT / 4; rep++) {
+            {
             // Radix-4 group g of the tile: column cl, group q within the column.
-            const uint32_t g = t + rep * nthr;
+            const uint32_t g = t;
             const uint32_t cl = g & cmask, q = g >> lg_c;
             if (lone) {
                 // The top stage (h = 2^(k-1), k odd): butterflies j = q and q + 2^(k-2) of this
@@ -510,7 +494,7 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
                     const uint32_t j = q + (v << (k - 2));
                     const uint32_t e0 = (j << lg_c) | cl, e1 = e0 + ((1u << lg_top) << lg_c);
                     fr_t x = tile.get(e0), y = tile.get(e1);
-                    const fr_t* w = int_tw<WIDE>(itw, dtw, lg_top, j);
+                    const fr_t* w = int_tw(itw, lg_top, j);
                     if (dit) bfly_dit(x, y, w, false);
                     else bfly_dif(x, y, w, false);
                     tile.set(e0, x);
@@ -541,10 +525,10 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
                 fr_t x0 = tile.get(e0), x1 = tile.get(e0 + d), x2 = tile.get(e0 + 2 * d),
                      x3 = tile.get(e0 + 3 * d);
                 // Stage lg_hi (half 2hh): (x0, x2) at offset j, (x1, x3) at offset j + hh.
-                const fr_t* twa = int_tw<WIDE>(itw, dtw, lg_hi, j);
-                const fr_t* twb = int_tw<WIDE>(itw, dtw, lg_hi, j + hh);
+                const fr_t* twa = int_tw(itw, lg_hi, j);
+                const fr_t* twb = int_tw(itw, lg_hi, j + hh);
                 // Stage lg_lo (half hh): (x0, x1) and (x2, x3), both at offset j.
-                const fr_t* twc = int_tw<WIDE>(itw, dtw, lg_lo, j);
+                const fr_t* twc = int_tw(itw, lg_lo, j);
                 // j == 0 (always when lg_lo == 0): twc and twa are both w^0 = 1 (uniform
                 // branch: no loads, no multiplications); only twb = w_4^.. is multiplied.
                 const bool one = lg_lo == 0 || (remap && j == 0);
@@ -561,7 +545,7 @@ __device__ __forceinline__ void pass(fr_t* __restrict__ data, fr_t* __restrict__
                 }
                 // The address again from a fresh thread index (held across the butterflies, the
                 // remap's index math spilled at 64 registers).
-                const uint32_t e0s = first(tid_fresh() + rep * nthr);
+                const uint32_t e0s = first(tid_fresh());
                 tile.set(e0s, x0);
                 tile.set(e0s + d, x1);
                 tile.set(e0s + 2 * d, x2);

@@ -19,15 +19,17 @@ const USAGE: &str = "usage: cargo xtask <command>
                     fails on compile errors and on spills not allowed by
                     `// cuzk: allow-spills <kernel>` in the kernel sources
   codegen [--check] bindgen kernels/cuzk_shared.h -> crates/gpu/src/bindings.rs
-                    (--check: fail if the committed file is stale; needs libclang)
-  test [ARGS]       the CPU suite: cargo test --workspace [ARGS]
+                    (--check: fail if the committed file is stale); finds libclang, or
+                    installs the pinned PyPI wheel into .cuda/libclang
+  test [ARGS]       the CPU suite: kernels, the bindings check, cargo test --workspace [ARGS],
+                    and a check that the bench executables compile
   gpu-test          build and run only the GPU tests (#[ignore = \"gpu\"] fns named gpu_*);
                     fails without a GPU or if any listed GPU test did not run
   bundle            release, stripped GPU test/bench binaries + cuzk + run.sh in bundle/
                     (sm_90 + PTX only; must stay under 60 MiB)
 
 env: NVCC, CUDA_HOME, CUDA_PATH (nvcc location), CUZK_CUDA_ARCHS=sm_90 (fewer archs, faster),
-     CUZK_NO_CUDA=1 (build without kernels)";
+     CUZK_NO_CUDA=1 (build without kernels), LIBCLANG_PATH (libclang for codegen)";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -40,6 +42,8 @@ fn main() -> Result<()> {
         "setup-cuda" => setup_cuda(),
         "kernels" => kernels(),
         "codegen" => codegen(rest.iter().any(|a| a == "--check")),
+        // The bindgen run itself, in a child process whose LIBCLANG_PATH codegen chose.
+        BINDGEN_CHILD => bindgen_child(rest.iter().any(|a| a == "--check")),
         "test" => test(rest),
         "gpu-test" => gpu_test(),
         "bundle" => bundle(),
@@ -82,23 +86,7 @@ fn setup_cuda() -> Result<()> {
                 "no nvcc found; installing the pinned PyPI toolkit into {}",
                 nvcc::PIP_TARGET
             );
-            let py = if Command::new("python3").arg("--version").output().is_ok() {
-                "python3"
-            } else {
-                "python"
-            };
-            run(Command::new(py)
-                .current_dir(&root)
-                .args([
-                    "-m",
-                    "pip",
-                    "install",
-                    "--no-deps",
-                    "--upgrade",
-                    "--target",
-                    nvcc::PIP_TARGET,
-                ])
-                .args(nvcc::PIP_PACKAGES))?;
+            pip_install(&root, nvcc::PIP_TARGET, nvcc::PIP_PACKAGES)?;
             nvcc::find_nvcc(&root)
                 .map_err(|e| anyhow::anyhow!("nvcc still not found after install: {e}"))?
         }
@@ -219,8 +207,12 @@ fn kernels() -> Result<()> {
     Ok(())
 }
 
-/// The kernel cache build.rs uses with the default target dir (see nvcc::compile_cached).
+/// The kernel cache build.rs uses: `CUZK_KERNEL_CACHE`, else the one of the default target
+/// dir (see nvcc::compile_cached).
 fn cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CUZK_KERNEL_CACHE") {
+        return PathBuf::from(dir);
+    }
     std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| root().join("target"), PathBuf::from)
         .join("cuzk-kernel-cache")
@@ -246,8 +238,59 @@ fn kernel_sources(dir: &Path) -> Result<Vec<String>> {
 // ---------------------------------------------------------------- codegen
 
 const BINDINGS: &str = "crates/gpu/src/bindings.rs";
+const BINDGEN_CHILD: &str = "__bindgen";
+/// Exit status of the bindgen child when it cannot load libclang.
+const NO_LIBCLANG: i32 = 3;
+/// Where codegen installs libclang when the machine has none, relative to the repo root, and
+/// the pinned wheel (it ships libclang.so in clang/native/, like the pinned nvcc wheels).
+const LIBCLANG_TARGET: &str = ".cuda/libclang";
+const LIBCLANG_DIR: &str = ".cuda/libclang/clang/native";
+const LIBCLANG_WHEEL: &str = "libclang==18.1.1";
 
+/// Runs bindgen in a child process (bindgen loads libclang from `LIBCLANG_PATH` or the system
+/// paths); where no libclang is found, installs the pinned wheel and runs it again with
+/// `LIBCLANG_PATH` pointing there. Fails when the check cannot run.
 fn codegen(check: bool) -> Result<()> {
+    let root = root();
+    let installed = root.join(LIBCLANG_DIR);
+    let child = |libclang: Option<&Path>| -> Result<std::process::ExitStatus> {
+        let mut c = Command::new(std::env::current_exe()?);
+        c.arg(BINDGEN_CHILD).current_dir(&root);
+        if check {
+            c.arg("--check");
+        }
+        if let Some(dir) = libclang {
+            c.env("LIBCLANG_PATH", dir);
+        }
+        Ok(c.status()?)
+    };
+    let user_path = std::env::var_os("LIBCLANG_PATH").is_some();
+    let first = (!user_path && installed.is_dir()).then_some(installed.as_path());
+    let st = child(first)?;
+    if st.code() == Some(NO_LIBCLANG) && !user_path && first.is_none() {
+        eprintln!("no libclang found; installing the pinned PyPI wheel into {LIBCLANG_TARGET}");
+        pip_install(&root, LIBCLANG_TARGET, &[LIBCLANG_WHEEL])?;
+        ensure!(
+            installed.join("libclang.so").is_file(),
+            "{LIBCLANG_WHEEL} installed no {LIBCLANG_DIR}/libclang.so"
+        );
+        let st = child(Some(&installed))?;
+        ensure!(st.success(), "codegen failed with {LIBCLANG_DIR}: {st}");
+        return Ok(());
+    }
+    ensure!(
+        st.success(),
+        "codegen failed ({st}){}",
+        if st.code() == Some(NO_LIBCLANG) {
+            " : libclang could not be loaded (LIBCLANG_PATH, or remove it to use the pinned wheel)"
+        } else {
+            ""
+        }
+    );
+    Ok(())
+}
+
+fn bindgen_child(check: bool) -> Result<()> {
     let root = root();
     let header = root.join("kernels/cuzk_shared.h");
     let builder = bindgen::Builder::default()
@@ -257,10 +300,13 @@ fn codegen(check: bool) -> Result<()> {
         .derive_default(true)
         .derive_eq(true)
         .use_core();
-    // bindgen panics when it cannot dlopen libclang; turn that into an error.
+    // bindgen panics when it cannot dlopen libclang; the parent reads the exit status.
     let bindings =
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| builder.generate())) {
-            Err(_) => bail!("bindgen could not load libclang (apt install libclang-dev)"),
+            Err(_) => {
+                eprintln!("bindgen could not load libclang");
+                std::process::exit(NO_LIBCLANG)
+            }
             Ok(Err(e)) => bail!("bindgen failed on {}: {e}", header.display()),
             Ok(Ok(b)) => b,
         };
@@ -285,6 +331,27 @@ fn codegen(check: bool) -> Result<()> {
     Ok(())
 }
 
+/// `python3 -m pip install --no-deps --upgrade --target <target> <packages>` in the repo root.
+fn pip_install(root: &Path, target: &str, packages: &[&str]) -> Result<()> {
+    let py = if Command::new("python3").arg("--version").output().is_ok() {
+        "python3"
+    } else {
+        "python"
+    };
+    run(Command::new(py)
+        .current_dir(root)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--upgrade",
+            "--target",
+            target,
+        ])
+        .args(packages))
+}
+
 // ---------------------------------------------------------------- test / gpu-test
 
 /// The CPU suite, as CI runs it: make sure nvcc is there (so kernels compile and a kernel
@@ -296,16 +363,11 @@ fn test(extra: &[String]) -> Result<()> {
         // An explicit CUZK_NO_CUDA / NVCC choice: build without kernels.
         Err(e) => eprintln!("note: {e}; testing without kernels"),
     }
-    match codegen(true) {
-        Ok(()) => {}
-        // Only codegen needs libclang; a machine without it skips the check, loudly.
-        Err(e) if e.to_string().contains("libclang") => {
-            eprintln!("warning: bindings check skipped: {e}")
-        }
-        Err(e) => return Err(e),
-    }
+    codegen(true)?;
     // The test profile is optimized (opt-level 3 in the root Cargo.toml).
-    run(cargo().args(["test", "--workspace"]).args(extra))
+    run(cargo().args(["test", "--workspace"]).args(extra))?;
+    // The GPU bench executables run only on a GPU machine; here they must compile.
+    run(cargo().args(["check", "-p", "cuzk-benches", "--benches"]))
 }
 
 /// A test or bench executable built by cargo.
@@ -494,10 +556,11 @@ fn bundle() -> Result<()> {
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .collect();
     if !wanted.is_empty() {
+        // Every executable (harness-less benches too: looked up by name below).
         let benches = build_executables(
             &["bench", "--workspace", "--no-run", "--target-dir", &td],
             &envs,
-            true,
+            false,
         )?;
         let by_name: BTreeMap<&str, &Artifact> =
             benches.iter().map(|a| (a.name.as_str(), a)).collect();

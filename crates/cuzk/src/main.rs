@@ -211,6 +211,15 @@ fn demo(
         "cuzk demo: 2^{log_constraints} constraints, {public_inputs} public inputs, backend: {}",
         backend.describe()
     );
+    if backend.name() != "gpu"
+        && !cuzk_gpu::kernels_built()
+        && cuzk_gpu::device_count().is_ok_and(|n| n > 0)
+    {
+        println!(
+            "hint: this machine has a GPU but cuzk was built without kernels (no nvcc): run \
+             `cargo xtask setup-cuda`, then this command again, to prove on the GPU"
+        );
+    }
     let start = Instant::now();
     let (circuit, witness) = cuzk_groth16::demo::circuit(log_constraints, public_inputs, &mut rng)?;
     let make_circuit = start.elapsed();

@@ -80,7 +80,7 @@ fn registry() -> &'static Mutex<HashMap<usize, Gpu>> {
 impl Gpu {
     /// All devices, with the budget configuration from the environment (`CUZK_VRAM_LIMIT`, ...).
     pub fn all() -> Result<Vec<Gpu>> {
-        Self::all_with(&BudgetConfig::from_env()?)
+        Self::all_with(&crate::Config::get()?.budget)
     }
 
     /// All devices with an explicit budget configuration (used only for devices not yet
@@ -96,12 +96,12 @@ impl Gpu {
 
     /// The first device (ordinal 0).
     pub fn first() -> Result<Gpu> {
-        let cfg = BudgetConfig::from_env()?;
+        let cfg = &crate::Config::get()?.budget;
         if device_count()? == 0 {
             return Err(GpuError::NoDevice);
         }
         crate::module::require_kernels()?;
-        Self::open(0, &cfg)
+        Self::open(0, cfg)
     }
 
     /// Opens device `ordinal` (or returns the already-open one). Needs no kernels, so

@@ -6,6 +6,7 @@
 //! [`Vram`] budget; every launch checks its argument sizes against the kernel signature and
 //! checks the launch result.
 
+mod config;
 mod device;
 mod error;
 pub mod ff;
@@ -16,7 +17,9 @@ mod report;
 pub mod setup;
 pub mod shared;
 pub mod smoke;
+pub mod transfer;
 
+pub use config::Config;
 pub use cuzk_vram::{
     Budget, BudgetConfig, DeviceBuffer, MemInfo, PinnedBuffer, Reclaim, RegisteredHost,
     Reservation, Vram, VramError,

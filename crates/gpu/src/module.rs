@@ -271,7 +271,7 @@ impl Gpu {
             )
         }
         .map_err(cuda("cuLaunchKernel"))?;
-        if std::env::var_os("CUZK_SYNC_LAUNCHES").is_some_and(|v| v != "0") {
+        if crate::Config::get().is_ok_and(|c| c.sync_launches) {
             stream.synchronize().map_err(|e| match e {
                 GpuError::Cuda { name, .. } => GpuError::Cuda {
                     op: "kernel execution (CUZK_SYNC_LAUNCHES)",

@@ -16,8 +16,8 @@ fn gib(b: u64) -> String {
 /// no driver or no GPU. Never fails: errors become lines of the report.
 pub fn devices_report() -> String {
     let mut s = String::new();
-    let cfg = match BudgetConfig::from_env() {
-        Ok(c) => c,
+    let cfg = match crate::Config::get() {
+        Ok(c) => c.budget.clone(),
         Err(e) => {
             let _ = writeln!(s, "invalid budget configuration: {e}; using defaults");
             BudgetConfig::default()

@@ -216,3 +216,68 @@ mod tests {
         );
     }
 }
+
+/// A demo circuit with its witness and key, for tests and benches.
+#[derive(Debug)]
+pub struct Fixture {
+    pub r1cs: R1cs,
+    pub witness: Witness,
+    pub pk: crate::ProvingKey,
+    /// Time of the parameter generation, and where it ran (`"gpu"` or `"cpu"`).
+    pub setup: std::time::Duration,
+    pub setup_on: &'static str,
+}
+
+impl Fixture {
+    /// [`circuit_with`]`(log, 4, boolean_percent)` and its key from fresh toxic waste, all from
+    /// `seed`; the key made on `gpu` when given (the CPU setup, said on stdout, if that fails).
+    pub fn new(log: u32, boolean_percent: u32, seed: u64, gpu: Option<&cuzk_gpu::Gpu>) -> Self {
+        use rand_core::SeedableRng;
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+        let (r1cs, witness) =
+            circuit_with(log, 4, boolean_percent, &mut rng).expect("a demo circuit of this size");
+        let tw = crate::ToxicWaste::random(&mut rng);
+        if let Some(g) = gpu {
+            let t = std::time::Instant::now();
+            match crate::setup_gpu::generate_parameters_gpu(g, &r1cs, &tw) {
+                Ok((pk, _)) => {
+                    return Self {
+                        r1cs,
+                        witness,
+                        pk,
+                        setup: t.elapsed(),
+                        setup_on: "gpu",
+                    };
+                }
+                Err(e) => println!("2^{log}: GPU setup failed ({e}); using the CPU setup"),
+            }
+        }
+        let t = std::time::Instant::now();
+        let (pk, _) = crate::generate_parameters_with_toxic_waste(&r1cs, &tw)
+            .expect("parameters of a demo circuit");
+        Self {
+            r1cs,
+            witness,
+            pk,
+            setup: t.elapsed(),
+            setup_on: "cpu",
+        }
+    }
+
+    /// The proof randomness (r, s) of `seed`.
+    pub fn randomness(seed: u64) -> (Fr, Fr) {
+        use rand_core::SeedableRng;
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed ^ 0x5eed);
+        (Fr::random(&mut rng), Fr::random(&mut rng))
+    }
+
+    /// A proof on `backend` with the randomness of `seed`.
+    pub fn prove(
+        &self,
+        backend: &dyn crate::ProverBackend,
+        seed: u64,
+    ) -> Result<(crate::Proof, crate::ProofTimings), crate::ProveError> {
+        let (r, s) = Self::randomness(seed);
+        crate::create_proof_with_backend(backend, &self.pk, &self.r1cs, &self.witness, r, s)
+    }
+}

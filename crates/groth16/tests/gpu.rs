@@ -1,18 +1,19 @@
 //! GPU prover tests: GPU proof == CPU proof for the same r, s, proofs verify, memory plan,
-//! injected allocation failures, and the end-to-end bench (`gpu_bench_prove`, prints only).
+//! injected allocation failures (the end-to-end bench is `benches/benches/gpu_prove.rs`).
 //! Every test needs an NVIDIA GPU and panics without one; CPU CI reports them as ignored.
 //! Tests hold one lock: they measure and squeeze the device budget, shared by the process.
 
-use std::sync::{Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 use cuzk_field::Fr;
 use cuzk_gpu::Gpu;
+use cuzk_groth16::demo::Fixture;
 use cuzk_groth16::gpu::{GpuPhaseError, Phase};
 use cuzk_groth16::{
-    BackendChoice, GpuBackend, Proof, ProofTimings, ProveError, ProverBackend, ProvingKey, Query,
-    R1cs, ToxicWaste, Witness, create_proof_with_backend, create_proof_with_randomness, demo,
-    generate_parameters_with_toxic_waste, prepare_verifying_key, select_backend, verify_proof,
+    BackendChoice, GpuBackend, Proof, ProofTimings, ProveError, ProverBackend, Query, ToxicWaste,
+    create_proof_with_randomness, demo, generate_parameters_with_toxic_waste,
+    prepare_verifying_key, select_backend, verify_proof,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -30,61 +31,18 @@ fn serial() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// When the first test started (the bench skips its largest row if time is short).
-fn started() -> Instant {
-    static T: OnceLock<Instant> = OnceLock::new();
-    *T.get_or_init(Instant::now)
-}
-
 fn rs(seed: u64) -> (Fr, Fr) {
-    let mut rng = ChaCha20Rng::seed_from_u64(seed ^ 0x5eed);
-    (Fr::random(&mut rng), Fr::random(&mut rng))
+    Fixture::randomness(seed)
 }
 
-struct Fixture {
-    r1cs: R1cs,
-    witness: Witness,
-    pk: ProvingKey,
-    setup: Duration,
-    setup_on: &'static str,
-}
-
-/// A demo circuit and its key; the key on the GPU when `gpu_setup` (falls back to the CPU
-/// setup, and says so, if GPU setup fails).
+/// A demo circuit and its key; the key on the GPU when `gpu_setup`.
 fn fixture(log: u32, boolean_percent: u32, seed: u64, gpu_setup: bool) -> Fixture {
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    let (r1cs, witness) = demo::circuit_with(log, 4, boolean_percent, &mut rng).unwrap();
-    let tw = ToxicWaste::random(&mut rng);
-    let t = Instant::now();
-    if gpu_setup {
-        match cuzk_groth16::setup_gpu::generate_parameters_gpu(&gpu(), &r1cs, &tw) {
-            Ok((pk, _)) => {
-                return Fixture {
-                    r1cs,
-                    witness,
-                    pk,
-                    setup: t.elapsed(),
-                    setup_on: "gpu",
-                };
-            }
-            Err(e) => println!("2^{log}: GPU setup failed ({e}); using the CPU setup"),
-        }
-    }
-    let t = Instant::now();
-    let (pk, _) = generate_parameters_with_toxic_waste(&r1cs, &tw).unwrap();
-    Fixture {
-        r1cs,
-        witness,
-        pk,
-        setup: t.elapsed(),
-        setup_on: "cpu",
-    }
+    Fixture::new(log, boolean_percent, seed, gpu_setup.then(gpu).as_ref())
 }
 
-/// The 2^24 realistic fixture, shared by the 16 GiB test and the bench.
-fn fixture_24() -> &'static Fixture {
-    static F: OnceLock<Fixture> = OnceLock::new();
-    F.get_or_init(|| fixture(24, 70, 24, true))
+/// The 2^24 realistic fixture.
+fn fixture_24() -> Fixture {
+    fixture(24, 70, 24, true)
 }
 
 fn prove(
@@ -92,8 +50,7 @@ fn prove(
     f: &Fixture,
     seed: u64,
 ) -> Result<(Proof, ProofTimings), ProveError> {
-    let (r, s) = rs(seed);
-    create_proof_with_backend(b, &f.pk, &f.r1cs, &f.witness, r, s)
+    f.prove(b, seed)
 }
 
 fn verifies(f: &Fixture, p: &Proof) {
@@ -138,7 +95,6 @@ fn gpu_backend_selection_picks_the_gpu() {
 #[ignore = "gpu"]
 fn gpu_proofs_match_cpu_on_random_small_circuits() {
     let _l = serial();
-    started();
     let b = GpuBackend::new(gpu());
     let mut runner = TestRunner::new(Config {
         cases: 8,
@@ -316,7 +272,6 @@ fn gpu_tampered_witness_is_rejected_and_new_keys_are_never_stale() {
 #[ignore = "gpu"]
 fn gpu_proofs_2_20_and_2_22_verify_and_match_cpu() {
     let _l = serial();
-    started();
     for log in [20u32, 22] {
         let f = fixture(log, 70, log.into(), false);
         let b = GpuBackend::new(gpu());
@@ -346,8 +301,7 @@ fn gpu_proofs_2_20_and_2_22_verify_and_match_cpu() {
 #[ignore = "gpu"]
 fn gpu_proof_2_24_under_a_16_gib_budget() {
     let _l = serial();
-    started();
-    let f = fixture_24();
+    let f = &fixture_24();
     let vram = gpu().vram().clone();
     // The NTT tables stay on the device once uploaded: upload them before measuring.
     cuzk_ntt::gpu::device_tables(&gpu()).unwrap();
@@ -432,153 +386,4 @@ fn gpu_injected_allocation_failure_in_each_phase_restores_the_budget() {
     drop((small, hold));
     drop(b);
     assert_eq!(vram.budget().in_use(), before, "budget restored");
-}
-
-struct Row {
-    name: String,
-    setup: String,
-    total: Duration,
-    phases: Vec<(&'static str, Duration)>,
-    peak: u64,
-}
-
-fn medians(runs: &[ProofTimings]) -> Vec<(&'static str, Duration)> {
-    let names = runs[0].rows().map(|(n, _)| n);
-    names
-        .iter()
-        .enumerate()
-        .map(|(i, &n)| {
-            let mut v: Vec<Duration> = runs.iter().map(|t| t.rows()[i].1).collect();
-            v.sort();
-            (n, v[v.len() / 2])
-        })
-        .collect()
-}
-
-/// One warm-up and three proofs on `b`, each verified; the median row.
-fn bench_row(name: &str, b: &dyn ProverBackend, f: &Fixture) -> Row {
-    let mut runs = Vec::new();
-    for seed in 0..4u64 {
-        let (p, t) = prove(b, f, 100 + seed).expect("bench proof");
-        verifies(f, &p);
-        if seed > 0 {
-            runs.push(t);
-        }
-    }
-    let phases = medians(&runs);
-    let total = phases
-        .iter()
-        .find(|(n, _)| *n == "total")
-        .map_or(Duration::ZERO, |p| p.1);
-    let row = Row {
-        name: name.to_owned(),
-        setup: format!("{:.1} s ({})", f.setup.as_secs_f64(), f.setup_on),
-        total,
-        phases,
-        peak: gpu().vram().budget().peak(),
-    };
-    println!(
-        "\n{name}: setup {}, median prove {:.1} ms",
-        row.setup,
-        ms(total)
-    );
-    for (n, d) in &row.phases {
-        println!("  {n:<14} {:>9.1} ms", ms(*d));
-    }
-    row
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-#[test]
-#[ignore = "gpu"]
-fn gpu_bench_prove() {
-    let _l = serial();
-    started();
-    let g = gpu();
-    println!("device: {} ({} SMs)", g.info().name, g.info().sm_count);
-    let mut rows = Vec::new();
-
-    let f20 = fixture(20, 70, 200, false);
-    rows.push(bench_row(
-        "2^20 realistic, CPU",
-        &cuzk_groth16::CpuBackend,
-        &f20,
-    ));
-    rows.push(bench_row(
-        "2^20 realistic, GPU",
-        &GpuBackend::new(g.clone()),
-        &f20,
-    ));
-    drop(f20);
-
-    rows.push(bench_row(
-        "2^24 realistic (70% bits)",
-        &GpuBackend::new(g.clone()),
-        fixture_24(),
-    ));
-    {
-        let f = fixture(24, 0, 240, true);
-        rows.push(bench_row(
-            "2^24 full-width",
-            &GpuBackend::new(g.clone()),
-            &f,
-        ));
-    }
-    let ram = cuzk_vram::physical_ram();
-    let elapsed = started().elapsed();
-    if elapsed > Duration::from_secs(200) {
-        println!(
-            "\n2^26 realistic: skipped ({:.0} s into the run; time limit)",
-            elapsed.as_secs_f64()
-        );
-    } else if ram.is_some_and(|r| r < 100 * GIB) {
-        println!("\n2^26 realistic: skipped (host RAM {:?} < 100 GiB)", ram);
-    } else {
-        let f = fixture(26, 70, 260, true);
-        if f.setup_on == "gpu" {
-            rows.push(bench_row("2^26 realistic", &GpuBackend::new(g.clone()), &f));
-        } else {
-            println!("\n2^26 realistic: skipped (GPU setup unavailable)");
-        }
-    }
-
-    // (phase in ProofTimings::rows, column title)
-    let cols = [
-        ("witness map", "wmap"),
-        ("upload z", "up z"),
-        ("upload a,b,c", "up abc"),
-        ("quotient H", "H"),
-        ("MSM A (G1)", "A"),
-        ("MSM B (G1)", "B1"),
-        ("MSM B (G2)", "B2"),
-        ("MSM H (G1)", "Hmsm"),
-        ("MSM L (G1)", "L"),
-    ];
-    print!("\n{:<28} {:>14} {:>10}", "row", "setup", "prove ms");
-    for (_, title) in cols {
-        print!(" {title:>8}");
-    }
-    println!(" {:>9}", "peak GiB");
-    for r in &rows {
-        print!("{:<28} {:>14} {:>10.1}", r.name, r.setup, ms(r.total));
-        for (phase, _) in cols {
-            let d = r
-                .phases
-                .iter()
-                .find(|(p, _)| *p == phase)
-                .map_or(0.0, |p| ms(p.1));
-            print!(" {d:>8.1}");
-        }
-        println!(" {:>9.2}", r.peak as f64 / GIB as f64);
-    }
-    println!("(the witness map runs at the same time as the A, B and L MSMs)");
-    if let (Some(cpu), Some(gpu)) = (rows.first(), rows.get(1)) {
-        println!(
-            "CPU/GPU ratio at 2^20: {:.1}x (peak GiB is the process-wide budget peak so far)",
-            cpu.total.as_secs_f64() / gpu.total.as_secs_f64().max(1e-9)
-        );
-    }
 }

@@ -1,9 +1,53 @@
-//! Test and benchmark data: many distinct random points without a scalar multiplication each.
+//! Test and benchmark data: many distinct random points without a scalar multiplication each,
+//! and scalar vectors of the shapes MSMs meet.
 
+use cuzk_field::Fr;
 use rand_core::RngCore;
 use rayon::prelude::*;
 
 use crate::MsmPoint;
+
+/// The shape of a scalar vector ([`random_scalars`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScalarKind {
+    /// Uniform in Fr.
+    Random,
+    /// Below 2^12.
+    Small,
+    /// 50% zero, 40% one, 10% full width.
+    Sparse,
+    /// 0, 1, −1, 2 and full width, 20% each.
+    Edge,
+    /// 35% zero, 35% one, 30% full width (a Groth16 witness: general count ≈ 0.3 n).
+    Mostly01,
+}
+
+/// `n` scalars of `kind` from `rng`.
+pub fn random_scalars(n: usize, kind: ScalarKind, rng: &mut impl RngCore) -> Vec<Fr> {
+    (0..n)
+        .map(|_| match kind {
+            ScalarKind::Random => Fr::random(rng),
+            ScalarKind::Small => Fr::from_u64(u64::from(rng.next_u32() % (1 << 12))),
+            ScalarKind::Sparse => match rng.next_u32() % 10 {
+                0..=4 => Fr::ZERO,
+                5..=8 => Fr::ONE,
+                _ => Fr::random(rng),
+            },
+            ScalarKind::Mostly01 => match rng.next_u32() % 20 {
+                0..=6 => Fr::ZERO,
+                7..=13 => Fr::ONE,
+                _ => Fr::random(rng),
+            },
+            ScalarKind::Edge => match rng.next_u32() % 5 {
+                0 => Fr::ZERO,
+                1 => Fr::ONE,
+                2 => -Fr::ONE,
+                3 => Fr::from_u64(2),
+                _ => Fr::random(rng),
+            },
+        })
+        .collect()
+}
 
 /// Points per run of the progression; each run costs two scalar multiplications.
 const RUN: usize = 1 << 12;

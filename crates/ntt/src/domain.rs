@@ -228,6 +228,22 @@ impl Domain {
         Ok(())
     }
 
+    /// Transform `t` on the CPU, in place, natural order in and out (the reference of
+    /// [`Domain::gpu_transform`]).
+    pub fn transform_in_place(
+        &self,
+        values: &mut [Fr],
+        t: crate::Transform,
+    ) -> Result<(), NttError> {
+        use crate::Transform::*;
+        match t {
+            Forward => self.fft_in_place(values),
+            Inverse => self.ifft_in_place(values),
+            CosetForward => self.coset_fft_in_place(values),
+            CosetInverse => self.coset_ifft_in_place(values),
+        }
+    }
+
     /// Reorders `values` between natural and bit-reversed order (the permutation is its own
     /// inverse).
     pub fn bit_reverse_in_place(&self, values: &mut [Fr]) -> Result<(), NttError> {

@@ -16,42 +16,6 @@ use cuzk_gpu::{DeviceBuffer, Event, Gpu, Reclaim, Stream, Vram, ntt as k};
 use crate::plan::{self, Pass, Transform};
 use crate::{Domain, NttError, Order};
 
-// The plan and the launch wrappers must agree with the kernels on layout and flags.
-const _: () = {
-    assert!(plan::T_LEN == k::layout::T_LEN);
-    assert!(plan::T_FWD_LO == k::layout::T_FWD_LO && plan::T_INV_LO == k::layout::T_INV_LO);
-    assert!(plan::T_G_LO == k::layout::T_G_LO && plan::T_GI_LO == k::layout::T_GI_LO);
-    assert!(plan::T_FWD_INT == k::layout::T_FWD_INT && plan::T_INV_INT == k::layout::T_INV_INT);
-    assert!(plan::T_NINV == k::layout::T_NINV);
-    assert!(plan::T_HK == k::layout::T_HK && plan::T_HN == k::layout::T_HN);
-    assert!(plan::T_FWD_DIR == k::layout::T_FWD_DIR && plan::T_INV_DIR == k::layout::T_INV_DIR);
-    assert!(plan::DIRECT_LG == k::layout::DIRECT_LG);
-    assert!(plan::T_GN_HI == k::layout::T_GN_HI && plan::T_GIN_HI == k::layout::T_GIN_HI);
-    assert!(plan::gn_off(28) == k::layout::gn_off(28) && plan::GN_LEN == k::layout::GN_LEN);
-    assert!(plan::SPLIT_BITS == k::layout::SPLIT_BITS && plan::MAX_LG == k::layout::MAX_LG);
-    assert!(plan::INT_LG == k::layout::INT_LG && plan::TILE_LG == k::TILE_LG);
-    assert!(plan::WIDE_TILE_LG == k::WIDE_TILE_LG);
-    assert!(
-        plan::F_DIT == k::flags::DIT
-            && plan::F_INVERSE == k::flags::INVERSE
-            && plan::F_TWIDDLE == k::flags::TWIDDLE
-    );
-    assert!(
-        plan::F_PRE_G == k::flags::PRE_G
-            && plan::F_PRE_GI == k::flags::PRE_GI
-            && plan::F_PRE_NINV == k::flags::PRE_NINV
-    );
-    assert!(plan::F_POST_G == k::flags::POST_G && plan::F_POST_GI == k::flags::POST_GI);
-    assert!(plan::F_POST_NINV == k::flags::POST_NINV);
-    assert!(
-        plan::F_ODD_ROW == k::flags::ODD_ROW
-            && plan::F_ODD_COL == k::flags::ODD_COL
-            && plan::F_POST_ROW == k::flags::POST_ROW
-    );
-    assert!(plan::F_TW_INV == k::flags::TW_INV && plan::F_TW_FOLD == k::flags::TW_FOLD);
-    assert!(plan::T_HTW == k::layout::T_HTW && plan::HTW_LEN == k::layout::HTW_LEN);
-};
-
 /// The device's table buffer, uploaded once per device.
 pub fn device_tables(gpu: &Gpu) -> Result<Arc<DeviceBuffer<Fr>>, NttError> {
     static CACHE: OnceLock<Mutex<HashMap<usize, Arc<DeviceBuffer<Fr>>>>> = OnceLock::new();
@@ -318,47 +282,8 @@ pub fn check_fits(
     Ok(bytes)
 }
 
-/// Which pass kernels a transform launches: the environment's choice
-/// ([`KernelChoice::from_env`]) or one forced by the `*_variant` calls, for tests and A/B runs.
-/// Every choice gives the same result bit for bit.
-#[doc(hidden)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KernelChoice {
-    /// The wide plan (`CUZK_NTT_WIDE=1`).
-    pub wide: bool,
-    /// The specialized radix-4 kernels (4 blocks per SM; the default), or the generic
-    /// `cuzk_ntt_pass4` (2 blocks per SM) for every radix-4 pass (`CUZK_NTT_SPECIALIZED=0`).
-    pub specialized: bool,
-}
-
-impl Default for KernelChoice {
-    /// The built-in defaults, whatever the environment says: the default plan on the
-    /// specialized radix-4 kernels.
-    fn default() -> Self {
-        Self {
-            wide: false,
-            specialized: true,
-        }
-    }
-}
-
-impl KernelChoice {
-    /// `CUZK_NTT_WIDE=1` and `CUZK_NTT_SPECIALIZED=0`, read on every call (as is the split
-    /// override `CUZK_NTT_SPLIT`, which every plan reads: see `plan::split_override`).
-    pub fn from_env() -> Self {
-        Self {
-            wide: plan::wide_enabled(),
-            specialized: plan::specialized_enabled(),
-        }
-    }
-}
-
-fn pass_kernel(p: &Pass, choice: KernelChoice) -> k::PassKernel {
-    if p.wide {
-        k::PassKernel::Wide
-    } else if p.radix4 && choice.specialized {
-        k::PassKernel::Radix4Specialized
-    } else if p.radix4 {
+fn pass_kernel(p: &Pass) -> k::PassKernel {
+    if p.radix4() {
         k::PassKernel::Radix4
     } else {
         k::PassKernel::Radix2
@@ -372,10 +297,9 @@ fn run_passes(
     tw: &k::Twiddles<'_, Fr>,
     lg_n: u32,
     passes: &[Pass],
-    choice: KernelChoice,
 ) -> Result<(), NttError> {
     for p in passes {
-        let kernel = pass_kernel(p, choice);
+        let kernel = pass_kernel(p);
         k::pass(
             gpu, stream, kernel, data, tw, lg_n, p.s0, p.k, p.lg_c, p.flags,
         )?;
@@ -393,10 +317,9 @@ fn run_passes_many(
     tw: &k::Twiddles<'_, Fr>,
     lg_n: u32,
     passes: &[Pass],
-    choice: KernelChoice,
 ) -> Result<(), NttError> {
     for p in passes {
-        let kernel = pass_kernel(p, choice);
+        let kernel = pass_kernel(p);
         k::pass_many(
             gpu, stream, kernel, polys, tw, lg_n, p.s0, p.k, p.lg_c, p.flags,
         )?;
@@ -404,17 +327,17 @@ fn run_passes_many(
     Ok(())
 }
 
-/// The environment's pass split (`CUZK_NTT_SPLIT`, read on every call; `None` when unset or
-/// malformed), for callers of the `_variant` calls that want the environment's.
+/// The configured pass split (`CUZK_NTT_SPLIT`; `None` when unset or out of range), for
+/// callers of the `_split` calls that want it.
 #[doc(hidden)]
-pub fn split_from_env() -> Option<Vec<u32>> {
+pub fn configured_split() -> Option<Vec<u32>> {
     plan::split_override()
 }
 
-/// A split given to the `_variant` calls: pass bits in `2..=TILE_LG` (as
-/// `CUZK_NTT_SPLIT`, which ignores a malformed value; an explicit one is an error).
+/// A split given to the `_split` calls: pass bits in `2..=TILE_LG` (as `CUZK_NTT_SPLIT`,
+/// where an out-of-range value is ignored; an explicit one is an error).
 fn check_split(bits: &[u32]) -> Result<(), NttError> {
-    if bits.is_empty() || bits.iter().any(|&k| !(2..=plan::TILE_LG).contains(&k)) {
+    if !plan::valid_split(bits) {
         return Err(NttError::Gpu(cuzk_gpu::GpuError::InvalidLaunch {
             kernel: "ntt pass split".into(),
             reason: format!("pass bits {bits:?} outside 2..={}", plan::TILE_LG),
@@ -450,27 +373,16 @@ impl Domain {
         input: Order,
         output: Order,
     ) -> Result<(), NttError> {
-        let split = split_from_env();
-        let choice = KernelChoice::from_env();
-        self.gpu_transform_variant(
-            gpu,
-            stream,
-            data,
-            t,
-            input,
-            output,
-            choice,
-            split.as_deref(),
-        )
+        let split = configured_split();
+        self.gpu_transform_split(gpu, stream, data, t, input, output, split.as_deref())
     }
 
-    /// [`Self::gpu_transform`] on the kernels of `choice` (wide plan, specialized or generic
-    /// radix-4 kernels) and the pass split `split` (DIF-order pass bits, as `CUZK_NTT_SPLIT`;
-    /// used where they sum to the domain's log size and the plan is not wide, else the default
-    /// split) instead of the environment's, for tests and A/B runs; same result every way.
+    /// [`Self::gpu_transform`] with the pass split `split` (DIF-order pass bits, as
+    /// `CUZK_NTT_SPLIT`; used where they sum to the domain's log size, else the default split)
+    /// instead of the configured one, for tests and split measurements; same result every way.
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
-    pub fn gpu_transform_variant(
+    pub fn gpu_transform_split(
         &self,
         gpu: &Gpu,
         stream: &Stream,
@@ -478,7 +390,6 @@ impl Domain {
         t: Transform,
         input: Order,
         output: Order,
-        choice: KernelChoice,
         split: Option<&[u32]>,
     ) -> Result<(), NttError> {
         let n = self.size();
@@ -490,14 +401,14 @@ impl Domain {
         }
         let lg_n = self.log_size();
         let tables = device_tables(gpu)?;
-        let plan = plan::plan_split(lg_n, t, input, output, choice.wide, split);
+        let plan = plan::plan_split(lg_n, t, input, output, split);
         let roots_lg = plan::roots_order(&plan.passes, plan::roots_cap());
         let roots = RootsCache::of(gpu).take(gpu, stream, &tables, roots_lg)?;
         let tw = twiddles(&tables, roots.as_ref());
         if plan.permute_before {
             permute(gpu, stream, data, lg_n)?;
         }
-        run_passes(gpu, stream, data, &tw, lg_n, &plan.passes, choice)?;
+        run_passes(gpu, stream, data, &tw, lg_n, &plan.passes)?;
         if plan.permute_after {
             permute(gpu, stream, data, lg_n)?;
         }
@@ -554,28 +465,23 @@ impl Domain {
         b: DeviceBuffer<Fr>,
         c: DeviceBuffer<Fr>,
     ) -> Result<(), NttError> {
-        let split = split_from_env();
-        let choice = KernelChoice::from_env();
-        self.gpu_quotient_variant(gpu, stream, a, b, c, choice, split.as_deref(), &mut |_| {
-            Ok(())
-        })
+        let split = configured_split();
+        self.gpu_quotient_split(gpu, stream, a, b, c, split.as_deref(), &mut |_| Ok(()))
     }
 
-    /// [`Self::gpu_quotient`] on the kernels of `choice` (wide plan, specialized or generic
-    /// radix-4 kernels) and the pass split `split` (as in [`Self::gpu_transform_variant`])
-    /// instead of the environment's, for tests and A/B runs (same result every way), with
+    /// [`Self::gpu_quotient`] with the pass split `split` (as in [`Self::gpu_transform_split`])
+    /// instead of the configured one, for tests and split measurements (same result), with
     /// `mark(step)` called after the launches of each step are enqueued (0 to_coeffs,
     /// 1 to_coset, 2 quotient, 3 back), e.g. to record events between them.
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
-    pub fn gpu_quotient_variant(
+    pub fn gpu_quotient_split(
         &self,
         gpu: &Gpu,
         stream: &Stream,
         a: &mut DeviceBuffer<Fr>,
         mut b: DeviceBuffer<Fr>,
         mut c: DeviceBuffer<Fr>,
-        choice: KernelChoice,
         split: Option<&[u32]>,
         mark: &mut dyn FnMut(usize) -> Result<(), NttError>,
     ) -> Result<(), NttError> {
@@ -593,16 +499,16 @@ impl Domain {
         }
         let lg_n = self.log_size();
         let tables = device_tables(gpu)?;
-        let (to_coeffs, to_coset, back) = plan::quotient_plan_split(lg_n, choice.wide, split);
+        let (to_coeffs, to_coset, back) = plan::quotient_plan_split(lg_n, split);
         let all = [to_coeffs.as_slice(), &to_coset, &back].concat();
         let roots_lg = plan::roots_order(&all, plan::roots_cap());
         let roots = RootsCache::of(gpu).take(gpu, stream, &tables, roots_lg)?;
         let tw = twiddles(&tables, roots.as_ref());
         {
             let mut polys = [&mut *a, &mut b, &mut c];
-            run_passes_many(gpu, stream, &mut polys, &tw, lg_n, &to_coeffs, choice)?;
+            run_passes_many(gpu, stream, &mut polys, &tw, lg_n, &to_coeffs)?;
             mark(0)?;
-            run_passes_many(gpu, stream, &mut polys, &tw, lg_n, &to_coset, choice)?;
+            run_passes_many(gpu, stream, &mut polys, &tw, lg_n, &to_coset)?;
             mark(1)?;
         }
         // The quotient's constants were folded into to_coeffs' last store (F_TW_FOLD): a·b − c.
@@ -616,12 +522,11 @@ impl Domain {
         }
         mark(2)?;
         // `back` is enqueued before b and c are freed, so the device does not idle through the
-        // host's wait and the frees (run 23: ~1.4 ms at 2^24, ~8 ms at 2^27 before); the free
-        // waits for the point-wise kernel only (its event), then the budget is available to
-        // others while `back` runs.
+        // host's wait and the frees; the free waits for the point-wise kernel only (its
+        // event), then the budget is available to others while `back` runs.
         let consumed = gpu.event()?;
         stream.record(&consumed)?;
-        run_passes(gpu, stream, a, &tw, lg_n, &back, choice)?;
+        run_passes(gpu, stream, a, &tw, lg_n, &back)?;
         mark(3)?;
         consumed.synchronize()?;
         drop((b, c));

@@ -12,6 +12,7 @@ mod domain;
 mod error;
 pub mod gpu;
 mod plan;
+pub mod testing;
 
 pub use cpu::bit_reverse_index;
 pub use domain::{Domain, Order};

@@ -1,44 +1,23 @@
 //! GPU transforms and the quotient pipeline against the CPU, bit for bit. Needs a GPU:
 //! `cargo test --release -p cuzk-ntt --test gpu -- --ignored` (panics without
-//! one). `gpu_bench_ntt` prints the benchmark rows (`--nocapture`).
-
-use std::time::Instant;
+//! one). The timings are `benches/benches/gpu_ntt.rs`.
 
 use cuzk_field::Fr;
 use cuzk_gpu::{Gpu, Stream};
-use cuzk_ntt::gpu::{KernelChoice, RootsCache, check_fits, device_tables, split_from_env};
+use cuzk_ntt::gpu::{RootsCache, check_fits, device_tables};
 use cuzk_ntt::{Domain, NttError, Order, Transform};
 use proptest::prelude::*;
-use rand::SeedableRng;
-use rand_chacha::ChaCha20Rng;
-use rayon::prelude::*;
 
 fn gpu() -> Gpu {
     Gpu::first().expect("these tests need a CUDA GPU and built kernels")
 }
 
 fn random(n: usize, seed: u64) -> Vec<Fr> {
-    (0..n)
-        .into_par_iter()
-        .chunks(1 << 14)
-        .map(|c| {
-            let mut rng = ChaCha20Rng::seed_from_u64(
-                seed ^ (c[0] as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
-            );
-            c.iter().map(|_| Fr::random(&mut rng)).collect::<Vec<_>>()
-        })
-        .flatten()
-        .collect()
+    cuzk_ntt::testing::random_fr(n, seed)
 }
 
 fn cpu(d: &Domain, v: &mut [Fr], t: Transform) {
-    match t {
-        Transform::Forward => d.fft_in_place(v),
-        Transform::Inverse => d.ifft_in_place(v),
-        Transform::CosetForward => d.coset_fft_in_place(v),
-        Transform::CosetInverse => d.coset_ifft_in_place(v),
-    }
-    .unwrap()
+    d.transform_in_place(v, t).unwrap()
 }
 
 fn reorder(v: &mut [Fr], order: Order, d: &Domain) {
@@ -221,9 +200,8 @@ fn quotient_case(g: &Gpu, lg: u32) {
             "2^{lg} host"
         );
 
-        // Device API: b and c come back to the budget; the environment's kernels, then the
-        // default ones forced.
-        for choice in [None, Some(KernelChoice::default())] {
+        // Device API: b and c come back to the budget.
+        {
             let budget = g.vram().budget().clone();
             let stream = g.stream("quotient").unwrap();
             let mut da = g.vram().from_host(&a).unwrap();
@@ -235,23 +213,10 @@ fn quotient_case(g: &Gpu, lg: u32) {
             let held = || budget.in_use() - budget.reclaimable();
             let with_all = held();
             let one = da.reserved_bytes();
-            match choice {
-                None => d.gpu_quotient(g, &stream, &mut da, db, dc),
-                Some(ch) => d.gpu_quotient_variant(
-                    g,
-                    &stream,
-                    &mut da,
-                    db,
-                    dc,
-                    ch,
-                    split_from_env().as_deref(),
-                    &mut |_| Ok(()),
-                ),
-            }
-            .unwrap();
+            d.gpu_quotient(g, &stream, &mut da, db, dc).unwrap();
             assert_eq!(held(), with_all - 2 * one, "b and c released");
             stream.synchronize().unwrap();
-            assert_eq!(da.to_vec().unwrap(), want, "2^{lg} device {choice:?}");
+            assert_eq!(da.to_vec().unwrap(), want, "2^{lg} device");
         }
     }
 }
@@ -268,73 +233,16 @@ fn gpu_quotient_2_22() {
     quotient_case(&gpu(), 22);
 }
 
-/// The opt-in wide plan (`cuzk_ntt_pass_wide`, tiles of 2^12, >48 KiB of shared memory),
-/// forced here whatever `CUZK_NTT_WIDE` says: 2^20..2^24 (two passes, k up to 12) in every
-/// transform and both DIF and DIT, then the H pipeline at 2^22, against the CPU.
+/// Every transform in both directions (DIF and DIT, every fused scaling) at 2^10 (one pass),
+/// 2^17, 2^20 and 2^22, then the H pipeline at those sizes and at 2^1, 2^4, 2^9, 2^11, 2^13
+/// (half-root coset: odd twiddles on every to_coset pass, the row factor on back's last pass),
+/// against the CPU (computed once per case): together these launch all ten specialized
+/// radix-4 kernels and every quotient kernel.
 #[test]
 #[ignore = "gpu"]
-fn gpu_wide_plan_matches_cpu() {
-    let g = gpu();
-    let stream = g.stream("wide").unwrap();
-    for lg in 20u32..=24 {
-        let d = Domain::new(lg).unwrap();
-        let cases: &[(Transform, Order, Order)] = if lg == 20 || lg == 24 {
-            &[
-                (Transform::Forward, Order::Natural, Order::BitReversed),
-                (Transform::Forward, Order::Natural, Order::Natural),
-                (Transform::Inverse, Order::BitReversed, Order::Natural),
-                (Transform::CosetForward, Order::BitReversed, Order::Natural),
-                (Transform::CosetInverse, Order::Natural, Order::Natural),
-            ]
-        } else {
-            &[
-                (Transform::Forward, Order::Natural, Order::Natural),
-                (
-                    Transform::CosetInverse,
-                    Order::BitReversed,
-                    Order::BitReversed,
-                ),
-            ]
-        };
-        for (i, &case) in cases.iter().enumerate() {
-            let seed = 500 + u64::from(lg) * 10 + i as u64;
-            check_variant(&g, &stream, &d, case, seed, &[WIDE]);
-        }
-    }
-    let d = Domain::new(22).unwrap();
-    check_quotient_variant(&g, &stream, &d, [61, 62, 63], &[WIDE]);
-}
-
-const WIDE: KernelChoice = KernelChoice {
-    wide: true,
-    specialized: true,
-};
-
-/// The default plan on the specialized radix-4 kernels (the default) and on the generic
-/// `cuzk_ntt_pass4` (`CUZK_NTT_SPECIALIZED=0`).
-const SPECIALIZED: KernelChoice = KernelChoice {
-    wide: false,
-    specialized: true,
-};
-const GENERIC: KernelChoice = KernelChoice {
-    wide: false,
-    specialized: false,
-};
-
-/// Both radix-4 kernel choices, forced here whatever the environment says: the specialized
-/// `cuzk_ntt_pass4_{dif,dit}[_tw][_pre|_post]` (4 blocks per SM, the default) and the generic
-/// `cuzk_ntt_pass4` (2 blocks per SM, `CUZK_NTT_SPECIALIZED=0`). Every transform in both
-/// directions (DIF and DIT, every fused scaling) at 2^10 (one pass), 2^17, 2^20 and 2^22, then
-/// the H pipeline at those sizes and at 2^1, 2^4, 2^9, 2^11, 2^13 (half-root coset: odd
-/// twiddles on every to_coset pass, the row factor on back's last pass), against the CPU
-/// (computed once per case): together these launch all ten specialized kernels, the generic
-/// one and every quotient kernel.
-#[test]
-#[ignore = "gpu"]
-fn gpu_kernel_choices_match_cpu() {
+fn gpu_specialized_kernels_match_cpu() {
     let g = gpu();
     let stream = g.stream("radix4-kernels").unwrap();
-    let choices = [SPECIALIZED, GENERIC];
     for lg in [10u32, 17, 20, 22] {
         let d = Domain::new(lg).unwrap();
         let cases = [
@@ -353,31 +261,27 @@ fn gpu_kernel_choices_match_cpu() {
         ];
         for (i, &case) in cases.iter().enumerate() {
             let seed = 900 + u64::from(lg) * 10 + i as u64;
-            check_variant(&g, &stream, &d, case, seed, &choices);
+            check_transform(&g, &stream, &d, case, seed);
         }
         let seeds = [71, 72, 73].map(|s| s + u64::from(lg));
-        check_quotient_variant(&g, &stream, &d, seeds, &H_CHOICES);
+        check_quotient(&g, &stream, &d, seeds);
     }
     // The H pipeline below the tiled minimum (element-wise fused quotient), at it and at odd
     // sizes.
     for lg in [1u32, 4, 9, 11, 13] {
         let d = Domain::new(lg).unwrap();
         let seeds = [81, 82, 83].map(|s| s + u64::from(lg));
-        check_quotient_variant(&g, &stream, &d, seeds, &H_CHOICES);
+        check_quotient(&g, &stream, &d, seeds);
     }
 }
 
-/// The H pipeline on both radix-4 kernel choices.
-const H_CHOICES: [KernelChoice; 2] = [SPECIALIZED, GENERIC];
-
-/// One transform of random input (`seed`) on each of `choices`, against the CPU.
-fn check_variant(
+/// One transform of random input (`seed`) against the CPU.
+fn check_transform(
     g: &Gpu,
     stream: &Stream,
     d: &Domain,
     (t, input, output): (Transform, Order, Order),
     seed: u64,
-    choices: &[KernelChoice],
 ) {
     let x = random(d.size(), seed);
     let mut staged = x.clone();
@@ -386,57 +290,28 @@ fn check_variant(
     cpu(d, &mut want, t);
     reorder(&mut want, output, d);
     let lg = d.log_size();
-    for &choice in choices {
-        let mut dev = g.vram().from_host(&staged).unwrap();
-        d.gpu_transform_variant(
-            g,
-            stream,
-            &mut dev,
-            t,
-            input,
-            output,
-            choice,
-            split_from_env().as_deref(),
-        )
+    let mut dev = g.vram().from_host(&staged).unwrap();
+    d.gpu_transform(g, stream, &mut dev, t, input, output)
         .unwrap();
-        stream.synchronize().unwrap();
-        let got = dev.to_vec().unwrap();
-        assert!(got == want, "{choice:?} 2^{lg} {t:?} {input:?}->{output:?}");
-    }
+    stream.synchronize().unwrap();
+    let got = dev.to_vec().unwrap();
+    assert!(got == want, "2^{lg} {t:?} {input:?}->{output:?}");
 }
 
-/// The H pipeline on random a, b, c (`seeds`) on each of `choices`, against the CPU quotient on
-/// the pipeline's coset.
-fn check_quotient_variant(
-    g: &Gpu,
-    stream: &Stream,
-    d: &Domain,
-    seeds: [u64; 3],
-    choices: &[KernelChoice],
-) {
+/// The H pipeline on random a, b, c (`seeds`) against the CPU quotient on the pipeline's
+/// coset.
+fn check_quotient(g: &Gpu, stream: &Stream, d: &Domain, seeds: [u64; 3]) {
     let [a, b, c] = seeds.map(|s| random(d.size(), s));
     let want = d.gpu_coset_quotient(&a, &b, &c).unwrap();
     let lg = d.log_size();
-    for &choice in choices {
-        let mut da = g.vram().from_host(&a).unwrap();
-        let (db, dc) = (
-            g.vram().from_host(&b).unwrap(),
-            g.vram().from_host(&c).unwrap(),
-        );
-        d.gpu_quotient_variant(
-            g,
-            stream,
-            &mut da,
-            db,
-            dc,
-            choice,
-            split_from_env().as_deref(),
-            &mut |_| Ok(()),
-        )
-        .unwrap();
-        stream.synchronize().unwrap();
-        assert!(da.to_vec().unwrap() == want, "{choice:?} H pipeline 2^{lg}");
-    }
+    let mut da = g.vram().from_host(&a).unwrap();
+    let (db, dc) = (
+        g.vram().from_host(&b).unwrap(),
+        g.vram().from_host(&c).unwrap(),
+    );
+    d.gpu_quotient(g, stream, &mut da, db, dc).unwrap();
+    stream.synchronize().unwrap();
+    assert!(da.to_vec().unwrap() == want, "H pipeline 2^{lg}");
 }
 
 /// Explicit pass splits (what `CUZK_NTT_SPLIT` selects; the bench sweeps them) against the CPU:
@@ -467,17 +342,8 @@ fn gpu_split_override_matches_cpu() {
             cpu(&d, &mut want, t);
             reorder(&mut want, output, &d);
             let mut dev = g.vram().from_host(&staged).unwrap();
-            d.gpu_transform_variant(
-                &g,
-                &stream,
-                &mut dev,
-                t,
-                input,
-                output,
-                SPECIALIZED,
-                Some(split),
-            )
-            .unwrap();
+            d.gpu_transform_split(&g, &stream, &mut dev, t, input, output, Some(split))
+                .unwrap();
             stream.synchronize().unwrap();
             assert!(
                 dev.to_vec().unwrap() == want,
@@ -492,17 +358,8 @@ fn gpu_split_override_matches_cpu() {
                 g.vram().from_host(&b).unwrap(),
                 g.vram().from_host(&c).unwrap(),
             );
-            d.gpu_quotient_variant(
-                &g,
-                &stream,
-                &mut da,
-                db,
-                dc,
-                SPECIALIZED,
-                Some(split),
-                &mut |_| Ok(()),
-            )
-            .unwrap();
+            d.gpu_quotient_split(&g, &stream, &mut da, db, dc, Some(split), &mut |_| Ok(()))
+                .unwrap();
             stream.synchronize().unwrap();
             assert!(da.to_vec().unwrap() == want, "H 2^{lg} split {split:?}");
         }
@@ -663,301 +520,4 @@ fn gpu_errors_are_clear() {
     let e = check_fits(g.vram(), "the test", 1 << 12, 1 << 28).unwrap_err();
     assert!(matches!(e, NttError::DoesNotFit { .. }), "{e}");
     assert!(e.to_string().contains("VRAM budget"), "{e}");
-}
-
-fn median_ms(g: &Gpu, stream: &Stream, runs: usize, f: impl FnMut()) -> f64 {
-    g.median_ms(stream, runs, f).unwrap()
-}
-
-/// An A/B row under a default row timed at `base` ms: `  {label} {what}`, the median of
-/// `time(choice)` and the difference in %.
-fn ab_row(
-    label: &str,
-    choice: KernelChoice,
-    what: &str,
-    base: f64,
-    mut time: impl FnMut(KernelChoice) -> f64,
-) {
-    let ms = time(choice);
-    println!(
-        "{:<28} {ms:>9.3} ms ({:+.1}% vs default row)",
-        format!("  {label} {what}"),
-        100.0 * (ms / base - 1.0)
-    );
-}
-
-/// The A/B row of the generic radix-4 kernel (`CUZK_NTT_SPECIALIZED=0`, default plan).
-fn generic_row(what: &str, base: f64, time: impl FnMut(KernelChoice) -> f64) {
-    ab_row("generic", GENERIC, what, base, time);
-}
-
-/// Benchmark rows of issue 4: device time between events, median of 11 after a warm-up (H
-/// pipeline from 2^26: 5), random inputs already on the device. The floor is IMAD throughput
-/// scaled from 3.2 ms per 2^24 forward; CPU is one run of the CPU reference on this machine
-/// (sizes ≤ 2^24 unless CUZK_BENCH_CPU_ALL=1). Under the 2^24 and 2^26 N->BR rows and the H
-/// 2^24 and 2^27 rows, the same on the generic radix-4 kernel ([`generic_row`]); under the H
-/// 2^24 and 2^27 rows the per-step device times (`  H steps: ...`, medians, events between the
-/// steps; `back` includes the host's wait for the quotient before b and c are freed). After the
-/// default rows, sweep rows of alternative pass splits (`CUZK_NTT_SPLIT`, DIF-order bits) for
-/// forward 2^24 / 2^26 N->BR and H 2^24 / 2^27: `  split a,b,c  <ms> (+x.x% vs default row)`,
-/// median of 10 after a warm-up.
-#[test]
-#[ignore = "gpu"]
-fn gpu_bench_ntt() {
-    let g = gpu();
-    let stream = g.stream("bench").unwrap();
-    let cpu_all = std::env::var_os("CUZK_BENCH_CPU_ALL").is_some();
-    let floor_fwd =
-        |lg: u32| 3.2 * f64::from(lg) / 24.0 * (1u64 << lg) as f64 / (1u64 << 24) as f64;
-    let row = |name: String, ms: f64, floor: f64, target: Option<f64>, cpu_ms: Option<f64>| {
-        let target = target.map_or("      -".into(), |t| format!("{t:>7.1}"));
-        let cpu = cpu_ms.map_or("      -".into(), |c| {
-            format!("{c:>9.1} ms (x{:.0})", c / ms)
-        });
-        println!(
-            "{name:<28} {ms:>9.3} ms  floor {floor:>7.2} ms ({:.2}x)  target {target} ms  cpu {cpu}",
-            ms / floor
-        );
-    };
-    println!("device: {:?}", g.info().name);
-    for var in ["CUZK_NTT_RADIX2", "CUZK_NTT_SIMPLE_BITREV"] {
-        if let Some(v) = std::env::var_os(var) {
-            println!("{var}={v:?} (fallback kernels selected)");
-        }
-    }
-    if let Some(v) = std::env::var_os("CUZK_NTT_WIDE") {
-        println!("CUZK_NTT_WIDE={v:?} (wide plan: 2^12 tiles, cuzk_ntt_pass_wide, from 2^16)");
-    }
-    if let Some(v) = std::env::var_os("CUZK_NTT_SPLIT") {
-        println!("CUZK_NTT_SPLIT={v:?} (default rows of that size use this pass split)");
-    }
-    if let Some(v) = std::env::var_os("CUZK_NTT_ROOTS_LG") {
-        println!("CUZK_NTT_ROOTS_LG={v:?} (cap on the roots table's order; 0: none)");
-    }
-    if let Some(v) = std::env::var_os("CUZK_NTT_SPECIALIZED") {
-        println!("CUZK_NTT_SPECIALIZED={v:?} (=0: default rows use the generic radix-4 kernel)");
-    }
-    println!("default rows: {:?}", KernelChoice::from_env());
-    // Registers and spills of the radix-4 kernels for this device.
-    let (major, minor) = g.info().compute_capability;
-    let arch = format!("sm_{major}{minor}");
-    for l in cuzk_gpu::ptxas_report().lines() {
-        let mut f = l.split_whitespace();
-        if f.next().is_some_and(|k| k.starts_with("cuzk_ntt_pass4")) && f.next() == Some(&*arch) {
-            println!("ptxas {}", l.trim());
-        }
-    }
-    let time_cpu = |lg: u32, f: &dyn Fn(&Domain, &mut Vec<Fr>)| -> Option<f64> {
-        if lg > 24 && !cpu_all {
-            return None;
-        }
-        let d = Domain::new(lg).unwrap();
-        let mut v = random(1 << lg, 9);
-        let t = Instant::now();
-        f(&d, &mut v);
-        Some(t.elapsed().as_secs_f64() * 1e3)
-    };
-    // Default-row times of the swept forward rows (what, ms), of the H rows (lg, ms), and the
-    // sweep's results (what, split, ms), printed after all default rows.
-    let mut defaults: Vec<(String, f64)> = Vec::new();
-    let mut h_sweeps: Vec<(u32, f64)> = Vec::new();
-    let mut sweep_rows: Vec<(String, &'static str, f64)> = Vec::new();
-    for (lg, target) in [(20u32, None), (22, None), (24, Some(4.0)), (26, Some(17.0))] {
-        let d = Domain::new(lg).unwrap();
-        let mut dev = g.vram().from_host(&random(d.size(), 11)).unwrap();
-        for (input, output) in [
-            (Order::Natural, Order::BitReversed),
-            (Order::Natural, Order::Natural),
-        ] {
-            let ms = median_ms(&g, &stream, 11, || {
-                d.gpu_transform(&g, &stream, &mut dev, Transform::Forward, input, output)
-                    .unwrap();
-            });
-            let cpu_ms = if output == Order::Natural {
-                time_cpu(lg, &|d, v| d.fft_in_place(v).unwrap())
-            } else {
-                None
-            };
-            row(
-                format!("forward 2^{lg} {input:?}->{output:?}"),
-                ms,
-                floor_fwd(lg),
-                target,
-                cpu_ms,
-            );
-            if lg >= 24 && output == Order::BitReversed {
-                defaults.push((format!("forward 2^{lg}"), ms));
-                for &split in split_sweep(&format!("forward 2^{lg}")) {
-                    let over = bits(split);
-                    let t = median_ms(&g, &stream, 10, || {
-                        d.gpu_transform_variant(
-                            &g,
-                            &stream,
-                            &mut dev,
-                            Transform::Forward,
-                            input,
-                            output,
-                            KernelChoice::from_env(),
-                            Some(&over),
-                        )
-                        .unwrap();
-                    });
-                    sweep_rows.push((format!("forward 2^{lg}"), split, t));
-                }
-                generic_row(&format!("2^{lg} N->BR"), ms, |choice| {
-                    median_ms(&g, &stream, 11, || {
-                        d.gpu_transform_variant(
-                            &g,
-                            &stream,
-                            &mut dev,
-                            Transform::Forward,
-                            input,
-                            output,
-                            choice,
-                            split_from_env().as_deref(),
-                        )
-                        .unwrap();
-                    })
-                });
-            }
-        }
-        if lg == 24 {
-            let ms = median_ms(&g, &stream, 11, || {
-                d.gpu_transform(
-                    &g,
-                    &stream,
-                    &mut dev,
-                    Transform::CosetForward,
-                    Order::Natural,
-                    Order::Natural,
-                )
-                .unwrap();
-            });
-            let cpu_ms = time_cpu(lg, &|d, v| d.coset_fft_in_place(v).unwrap());
-            row(
-                format!("coset forward 2^{lg} N->N"),
-                ms,
-                floor_fwd(lg),
-                None,
-                cpu_ms,
-            );
-        }
-    }
-    for (lg, target) in [(24u32, Some(30.0)), (26, None), (27, Some(280.0))] {
-        let d = Domain::new(lg).unwrap();
-        let n = d.size();
-        // One random source vector on the device, three working vectors refilled from it.
-        if check_fits(g.vram(), "bench", 4, n).is_err() {
-            println!("H pipeline 2^{lg}: does not fit the VRAM budget, skipped");
-            continue;
-        }
-        let a = random(n, 1);
-        let src = g.vram().from_host(&a).unwrap();
-        let runs = if lg >= 26 { 5 } else { 11 };
-        // Median of `runs` after a warm-up, per step (to_coeffs, to_coset, quotient, back) and
-        // in total. The pipeline consumes b and c: each run refills a, b, c on the device with
-        // -src (canonical; the pipeline's time does not depend on the values), outside the
-        // events.
-        let time_h_steps = |choice: KernelChoice, runs: usize, split: Option<Vec<u32>>| {
-            let mut times: [Vec<f64>; 5] = Default::default();
-            for r in 0..=runs {
-                let mut v: Vec<_> = (0..3).map(|_| g.alloc::<Fr>(n).unwrap()).collect();
-                for x in &mut v {
-                    use cuzk_gpu::ff::{Field, UnaryOp, field_unary};
-                    field_unary(&g, &stream, Field::Fr, UnaryOp::Neg, &src, x).unwrap();
-                }
-                let (dc, db, mut da) = (v.pop().unwrap(), v.pop().unwrap(), v.pop().unwrap());
-                let ev: Vec<_> = (0..5).map(|_| g.event().unwrap()).collect();
-                stream.record(&ev[0]).unwrap();
-                let split = split.as_deref();
-                d.gpu_quotient_variant(&g, &stream, &mut da, db, dc, choice, split, &mut |step| {
-                    Ok(stream.record(&ev[step + 1])?)
-                })
-                .unwrap();
-                ev[4].synchronize().unwrap();
-                if r == 0 {
-                    continue; // warm-up
-                }
-                for (i, t) in times.iter_mut().take(4).enumerate() {
-                    t.push(f64::from(ev[i].elapsed_ms(&ev[i + 1]).unwrap()));
-                }
-                times[4].push(f64::from(ev[0].elapsed_ms(&ev[4]).unwrap()));
-            }
-            times.map(|mut t| {
-                t.sort_by(f64::total_cmp);
-                t[t.len() / 2]
-            })
-        };
-        let time_h =
-            |choice: KernelChoice| -> f64 { time_h_steps(choice, runs, split_from_env())[4] };
-        let steps = time_h_steps(KernelChoice::from_env(), runs, split_from_env());
-        let ms = steps[4];
-        let cpu_ms = if lg <= 24 || cpu_all {
-            let (b, c) = (random(n, 2), random(n, 3));
-            let t = Instant::now();
-            let _ = d.quotient(&a, &b, &c).unwrap();
-            Some(t.elapsed().as_secs_f64() * 1e3)
-        } else {
-            None
-        };
-        row(
-            format!("H pipeline 2^{lg}"),
-            ms,
-            7.0 * floor_fwd(lg),
-            target,
-            cpu_ms,
-        );
-        if lg != 26 {
-            println!(
-                "  H steps: to_coeffs {:.2}  to_coset {:.2}  quotient {:.2}  back {:.2} ms",
-                steps[0], steps[1], steps[2], steps[3]
-            );
-            generic_row(&format!("H 2^{lg}"), ms, time_h);
-            h_sweeps.push((lg, ms));
-        }
-        // The pass-split sweep of this size, timed here (this size's vectors) and printed after
-        // every default row.
-        for &split in split_sweep(&format!("H 2^{lg}")) {
-            let t = time_h_steps(KernelChoice::from_env(), 10, Some(bits(split)))[4];
-            sweep_rows.push((format!("H 2^{lg}"), split, t));
-        }
-    }
-    print_sweeps(&defaults, &h_sweeps, &sweep_rows);
-}
-
-/// The alternative pass splits (DIF-order bits, as `CUZK_NTT_SPLIT`) the bench sweeps for a row.
-fn split_sweep(what: &str) -> &'static [&'static str] {
-    match what {
-        "forward 2^24" | "H 2^24" => &["7,8,9", "9,8,7", "8,9,7", "7,9,8", "6,8,10"],
-        "forward 2^26" => &["8,9,9", "9,8,9", "8,8,10", "10,8,8"],
-        "H 2^27" => &["8,9,10", "10,9,8", "9,10,8"],
-        _ => &[],
-    }
-}
-
-fn bits(split: &str) -> Vec<u32> {
-    split.split(',').map(|b| b.parse().unwrap()).collect()
-}
-
-/// The sweep rows after the default rows: per swept row its default time, then
-/// `  split a,b,c  <ms> (+x.x% vs default row)`.
-fn print_sweeps(forward: &[(String, f64)], h: &[(u32, f64)], rows: &[(String, &'static str, f64)]) {
-    let bases = forward
-        .iter()
-        .cloned()
-        .chain(h.iter().map(|&(lg, ms)| (format!("H 2^{lg}"), ms)));
-    for (what, base) in bases {
-        let mine: Vec<_> = rows.iter().filter(|r| r.0 == what).collect();
-        if mine.is_empty() {
-            continue;
-        }
-        println!("{what} split sweep (CUZK_NTT_SPLIT, median of 10; default row {base:.3} ms):");
-        for (_, split, ms) in mine {
-            println!(
-                "{:<28} {ms:>9.3} ms ({:+.1}% vs default row)",
-                format!("  split {split}"),
-                100.0 * (ms / base - 1.0)
-            );
-        }
-    }
 }

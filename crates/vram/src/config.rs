@@ -39,12 +39,8 @@ impl Default for BudgetConfig {
 
 impl BudgetConfig {
     /// Defaults overridden by `CUZK_VRAM_LIMIT`, `CUZK_VRAM_MARGIN`, `CUZK_VRAM_MARGIN_FRACTION`,
-    /// `CUZK_PINNED_LIMIT` when set (sizes like `16GiB`, `512MiB`, `1.5G`, `4096`).
-    pub fn from_env() -> Result<Self> {
-        Self::from_lookup(|k| std::env::var(k).ok())
-    }
-
-    /// As [`from_env`](Self::from_env) with a custom lookup (for tests).
+    /// `CUZK_PINNED_LIMIT` where `get` has them (sizes like `16GiB`, `512MiB`, `1.5G`, `4096`);
+    /// the process's values come from `cuzk_gpu::Config`, read once.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self> {
         let mut c = Self::default();
         let size = |key: &'static str| -> Result<Option<u64>> {

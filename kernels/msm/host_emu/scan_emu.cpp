@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <random>
 
-#include "cuda_host.h"
+#include "../../host_emu/cuda_host.h"
 #include "../scan.cuh"
 
 using namespace cuzk::msm;

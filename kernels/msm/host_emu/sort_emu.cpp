@@ -11,7 +11,7 @@
 #include <random>
 #include <string>
 
-#include "cuda_host.h"
+#include "../../host_emu/cuda_host.h"
 #include "../sort.cuh"
 
 using namespace cuzk::msm;

@@ -1,27 +1,22 @@
 // Host run of the NTT CUDA sources (kernels/ntt.cu, unchanged) without a GPU: g++ with the
 // field's PTX emulation (CUZK_HOST_EMU), one std::thread per CUDA thread of a block, a
-// std::barrier for __syncthreads, blocks run one after another. Test vectors (table buffer,
+// sleeping barrier for __syncthreads, blocks run one after another (kernels/host_emu/cuda_host.h). Test vectors (table buffer,
 // plan, input, CPU result) come from cuzk-ntt: see run.sh. Checks bit-exact equality.
 #define CUZK_HOST_EMU 1
-#include <barrier>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <functional>
 #include <sstream>
 #include <string>
-#include <thread>
-#include <vector>
+
+// ptx.cuh first: its host-emulation block defines __device__, __align__ and friends.
+#include "ff/ptx.cuh"
+#include "../../host_emu/cuda_host.h"
 
 struct uint4 { uint32_t x, y, z, w; };
 inline uint4 make_uint4(uint32_t x, uint32_t y, uint32_t z, uint32_t w) { return {x, y, z, w}; }
-struct dim3_t { uint32_t x = 0, y = 0, z = 0; };
-static thread_local dim3_t threadIdx, blockIdx;
-static dim3_t blockDim, gridDim;
-static std::barrier<>* g_bar = nullptr;
-inline void __syncthreads() { g_bar->arrive_and_wait(); }
 inline uint4 __ldg(const uint4* p) { return *p; }
 inline uint32_t __brev(uint32_t x)
 {
@@ -30,16 +25,22 @@ inline uint32_t __brev(uint32_t x)
     return r;
 }
 namespace cuzk { namespace ntt {
-alignas(16) uint4 smem[2 * 4096];   // the dynamic shared memory of one block (<= 128 KiB)
+alignas(16) uint4 smem[2 * 1024];   // the dynamic shared memory of one block (<= 32 KiB)
 } }
 #define __global__
-#define __forceinline__ inline
 #define __launch_bounds__(...)
-#define __shared__ static
 #define __host__
 #include "../../ntt.cu"
 
 using namespace cuzk;
+
+// The reference the specialized kernels are checked against: the same pass with every flag read
+// at run time (ntt::pass<4> without SPEC), which no launch uses.
+static void pass4_generic(fr_t* d, fr_t* d1, fr_t* d2, const fr_t* t, const fr_t* r, uint32_t lg_n, uint32_t s0,
+                          uint32_t k, uint32_t lg_c, uint32_t flags)
+{
+    ntt::pass<4>(d, d1, d2, t, r, lg_n, s0, k, lg_c, flags);
+}
 
 static std::vector<uint8_t> slurp(const std::string& p)
 {
@@ -48,34 +49,11 @@ static std::vector<uint8_t> slurp(const std::string& p)
     return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), {});
 }
 
-// Runs body for every block of grid (gx, gy) with bx threads per block.
-static void launch(uint32_t gx, uint32_t gy, uint32_t bx, const std::function<void()>& body)
-{
-    std::barrier<> bar(bx);
-    g_bar = &bar;
-    blockDim = {bx, 1, 1};
-    gridDim = {gx, gy, 1};
-    std::vector<std::thread> th;
-    for (uint32_t t = 0; t < bx; t++) {
-        th.emplace_back([&, t] {
-            threadIdx = {t, 0, 0};
-            for (uint32_t y = 0; y < gy; y++)
-                for (uint32_t x = 0; x < gx; x++) {
-                    blockIdx = {x, y, 0};
-                    body();
-                    bar.arrive_and_wait();   // block boundary (kernels may return early)
-                }
-        });
-    }
-    for (auto& t : th) t.join();
-}
-
 // The specialized radix-4 kernel for a pass's flags (mirror of specialized_name in
 // crates/gpu/src/ntt.rs), counted per name: every variant must run at least once.
 typedef void (*pass_fn)(fr_t*, fr_t*, fr_t*, const fr_t*, const fr_t*, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t);
 struct spec_t { const char* name; pass_fn f; uint64_t runs; };
 static spec_t g_spec[] = {
-    {"cuzk_ntt_pass4", cuzk_ntt_pass4, 0},
     {"cuzk_ntt_pass4_dif", cuzk_ntt_pass4_dif, 0},
     {"cuzk_ntt_pass4_dif_pre", cuzk_ntt_pass4_dif_pre, 0},
     {"cuzk_ntt_pass4_dif_post", cuzk_ntt_pass4_dif_post, 0},
@@ -87,18 +65,18 @@ static spec_t g_spec[] = {
     {"cuzk_ntt_pass4_dit_tw", cuzk_ntt_pass4_dit_tw, 0},
     {"cuzk_ntt_pass4_dit_tw_pre", cuzk_ntt_pass4_dit_tw_pre, 0},
 };
-static spec_t& specialized(uint32_t flags)
+static spec_t* specialized(uint32_t flags)
 {
     using namespace cuzk::ntt;
     const bool dit = flags & F_DIT, tw = flags & F_TWIDDLE;
     const bool pre = flags & (F_PRE_G | F_PRE_GI | F_PRE_NINV);
     const bool post = flags & (F_POST_G | F_POST_GI | F_POST_NINV | F_POST_ROW);
-    // Generic where no kernel covers the flags: both scalings, tw+post.
-    if ((pre && post) || (tw && post)) return g_spec[0];
+    // No kernel covers both scalings, or the twiddle with post-scaling (no plan makes them).
+    if ((pre && post) || (tw && post)) return nullptr;
     const std::string name = std::string("cuzk_ntt_pass4_") + (dit ? "dit" : "dif") + (tw ? "_tw" : "") +
                              (pre ? "_pre" : "") + (post ? "_post" : "");
     for (auto& sp : g_spec)
-        if (name == sp.name) return sp;
+        if (name == sp.name) return &sp;
     fprintf(stderr, "no kernel %s\n", name.c_str());
     exit(2);
 }
@@ -106,13 +84,13 @@ static spec_t& specialized(uint32_t flags)
 static void permute(fr_t* d, uint32_t lg_n, uint32_t batch)
 {
     if (lg_n >= 10)
-        launch(1u << (lg_n - 10), batch, 256, [&] { cuzk_ntt_bit_reverse_tiled(d, lg_n); });
+        launch_grid(1u << (lg_n - 10), batch, 256, [&] { cuzk_ntt_bit_reverse_tiled(d, lg_n); });
     else
-        launch(4, batch, 32, [&] { cuzk_ntt_bit_reverse(d, lg_n); });
+        launch_grid(4, batch, 32, [&] { cuzk_ntt_bit_reverse(d, lg_n); });
 }
 
 // Parses "id lg_n batch pre post np (r4 s0 k lg_c flags)*" and runs it on d; r4: 0 radix-2,
-// 1 radix-4, 2 wide, 3 radix-4 specialized for the pass's flags.
+// 1 the radix-4 kernel specialized for the pass's flags.
 struct case_t {
     uint32_t id, lg_n, batch, pre, post;
     std::vector<uint32_t> p;   // 5 per pass
@@ -145,19 +123,14 @@ static void run_passes(const case_t& c, fr_t* const ps[3], uint32_t batch, const
     for (size_t i = 0; i < c.p.size(); i += 5) {
         uint32_t r4 = c.p[i], s0 = c.p[i + 1], k = c.p[i + 2], lg_c = c.p[i + 3], flags = c.p[i + 4];
         uint32_t tile_lg = k + lg_c;
-        if (r4 == 3) {
-            spec_t& sp = specialized(flags);
-            sp.runs++;
-            launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
-                   [&] { sp.f(d, d1, d2, tables, nullptr, lg_n, s0, k, lg_c, flags); });
-        } else if (r4 == 2)
-            launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 3),
-                   [&] { cuzk_ntt_pass_wide(d, d1, d2, tables, nullptr, lg_n, s0, k, lg_c, flags); });
-        else if (r4)
-            launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
-                   [&] { cuzk_ntt_pass4(d, d1, d2, tables, nullptr, lg_n, s0, k, lg_c, flags); });
-        else
-            launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 1),
+        if (r4) {
+            spec_t* sp = specialized(flags);
+            if (!sp) { fprintf(stderr, "no kernel for flags %#x\n", flags); exit(2); }
+            sp->runs++;
+            launch_grid(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
+                   [&] { sp->f(d, d1, d2, tables, nullptr, lg_n, s0, k, lg_c, flags); });
+        } else
+            launch_grid(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 1),
                    [&] { cuzk_ntt_pass(d, d1, d2, tables, nullptr, lg_n, s0, k, lg_c, flags); });
     }
 }
@@ -213,10 +186,10 @@ int main(int argc, char** argv)
                 if (tiled && lg_n < 10) continue;
                 auto& x = tiled ? a : a2;
                 if (tiled)
-                    launch(1u << (lg_n - 10), 1, 256,
+                    launch_grid(1u << (lg_n - 10), 1, 256,
                            [&] { cuzk_ntt_quotient_bitrev_tiled(x.data(), b.data(), c.data(), tables, lg_n, fold); });
                 else
-                    launch((n + 255) / 256 < 4 ? (n + 255) / 256 : 4, 1, 256,
+                    launch_grid((n + 255) / 256 < 4 ? (n + 255) / 256 : 4, 1, 256,
                            [&] { cuzk_ntt_quotient_bitrev(x.data(), b.data(), c.data(), tables, lg_n, fold); });
                 run(back, x.data(), tables);
                 const bool ok1 = ok && memcmp(x.data(), want.data(), 32 * want.size()) == 0;
@@ -248,7 +221,7 @@ int main(int argc, char** argv)
     // half-root and twiddle-direction bits (F_ODD_ROW, F_ODD_COL, F_POST_ROW, F_TW_INV: all 16
     // combinations; F_TW_INV only with F_TWIDDLE) with each of the direction/inverse/twiddle
     // bits and no scaling, g^i or g^-i/n, on the specialized kernel the launcher picks against
-    // the generic cuzk_ntt_pass4, bit for bit, at an even and an odd k (the lone h = 1 stage),
+    // the generic pass (pass4_generic), bit for bit, at an even and an odd k (the lone h = 1 stage),
     // canonical input (table values). Every set with F_TWIDDLE runs with two store-side
     // twiddle geometries (tk, tr): the pass's own (a DIF pass's twiddle) and another (that of
     // the next DIT pass, s0' = s0 - tk, tr = R + k, or an arbitrary one where s0 = 0), so row
@@ -274,17 +247,18 @@ int main(int argc, char** argv)
                 continue;
             const uint32_t flags = flags0 | (!tw ? 0 : tg ? ntt::tw_geometry(gm[5], gm[6])
                                                            : ntt::tw_geometry(k, lg_n - s0 - k));
+            spec_t* sp = specialized(flags);
+            if (!sp) continue;   // no launch has these flags
             auto a = x, b = x;
-            spec_t& sp = specialized(flags);
-            sp.runs++;
-            launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
-                   [&] { cuzk_ntt_pass4(a.data(), poly_at(a.data(), 1, lg_n), poly_at(a.data(), 2, lg_n), tables, nullptr,
-                                        lg_n, s0, k, lg_c, flags); });
-            launch(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
-                   [&] { sp.f(b.data(), poly_at(b.data(), 1, lg_n), poly_at(b.data(), 2, lg_n), tables, nullptr, lg_n, s0,
-                              k, lg_c, flags); });
+            sp->runs++;
+            launch_grid(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
+                   [&] { pass4_generic(a.data(), poly_at(a.data(), 1, lg_n), poly_at(a.data(), 2, lg_n), tables, nullptr,
+                                       lg_n, s0, k, lg_c, flags); });
+            launch_grid(1u << (lg_n - tile_lg), batch, 1u << (tile_lg - 2),
+                   [&] { sp->f(b.data(), poly_at(b.data(), 1, lg_n), poly_at(b.data(), 2, lg_n), tables, nullptr, lg_n, s0,
+                               k, lg_c, flags); });
             const bool ok = memcmp(a.data(), b.data(), 32 * a.size()) == 0;
-            if (!ok) printf("sweep 2^%u s0 %u k %u lg_c %u flags %#x %s: MISMATCH\n", lg_n, s0, k, lg_c, flags, sp.name);
+            if (!ok) printf("sweep 2^%u s0 %u k %u lg_c %u flags %#x %s: MISMATCH\n", lg_n, s0, k, lg_c, flags, sp->name);
             sweep_bad += !ok;
             sweeps++;
         }
@@ -299,21 +273,21 @@ int main(int argc, char** argv)
             const uint32_t flags = (inv ? ntt::F_INVERSE : 0) | ntt::F_TWIDDLE | ntt::F_ODD_ROW | ntt::F_TW_FOLD |
                                    ntt::tw_geometry(k, 0);
             auto a = x, b = x;
-            spec_t& sp = specialized(flags);
-            sp.runs++;
-            launch(1u << (lg_n - k - lg_c), batch, 1u << (k + lg_c - 2),
-                   [&] { cuzk_ntt_pass4(a.data(), poly_at(a.data(), 1, lg_n), poly_at(a.data(), 2, lg_n), tables, nullptr,
-                                        lg_n, s0, k, lg_c, flags); });
-            launch(1u << (lg_n - k - lg_c), batch, 1u << (k + lg_c - 2),
-                   [&] { sp.f(b.data(), poly_at(b.data(), 1, lg_n), poly_at(b.data(), 2, lg_n), tables, nullptr, lg_n, s0,
-                              k, lg_c, flags); });
+            spec_t* sp = specialized(flags);
+            sp->runs++;
+            launch_grid(1u << (lg_n - k - lg_c), batch, 1u << (k + lg_c - 2),
+                   [&] { pass4_generic(a.data(), poly_at(a.data(), 1, lg_n), poly_at(a.data(), 2, lg_n), tables, nullptr,
+                                       lg_n, s0, k, lg_c, flags); });
+            launch_grid(1u << (lg_n - k - lg_c), batch, 1u << (k + lg_c - 2),
+                   [&] { sp->f(b.data(), poly_at(b.data(), 1, lg_n), poly_at(b.data(), 2, lg_n), tables, nullptr, lg_n, s0,
+                               k, lg_c, flags); });
             const bool ok = memcmp(a.data(), b.data(), 32 * a.size()) == 0;
-            if (!ok) printf("fold sweep k %u flags %#x %s: MISMATCH\n", k, flags, sp.name);
+            if (!ok) printf("fold sweep k %u flags %#x %s: MISMATCH\n", k, flags, sp->name);
             sweep_bad += !ok;
             sweeps++;
         }
     }
-    printf("specialized vs generic sweep: %d runs, %d mismatches\n", sweeps, sweep_bad);
+    printf("specialized vs generic pass sweep: %d runs, %d mismatches\n", sweeps, sweep_bad);
     printf("quotient runs with the folded constants: %d\n", folded);
     int unused = 0;
     for (auto& sp : g_spec) {

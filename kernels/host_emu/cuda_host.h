@@ -1,6 +1,6 @@
-// CUDA-on-the-host shim shared by the MSM kernel emulators (scan_emu.cpp, sort_emu.cpp): one
-// std::thread per CUDA thread of a block, a sleeping barrier for __syncthreads, blocks one after
-// another, std::atomic_ref for the atomics. Include it before the kernel header.
+// CUDA-on-the-host shim shared by the kernel emulators (kernels/msm/host_emu, kernels/ntt/host_emu):
+// one std::thread per CUDA thread of a block, a sleeping barrier for __syncthreads, blocks one
+// after another, std::atomic_ref for the atomics. Include it before the kernel header.
 #pragma once
 
 #include <algorithm>
@@ -74,4 +74,10 @@ static void launch(uint32_t gx, uint32_t bx, const std::function<void()>& body, 
                 }
         });
     for (auto& t : th) t.join();
+}
+
+// launch with the grid's y extent first: (gx, gy) blocks of bx threads.
+static void launch_grid(uint32_t gx, uint32_t gy, uint32_t bx, const std::function<void()>& body)
+{
+    launch(gx, bx, body, gy);
 }
