@@ -677,6 +677,28 @@ impl GpuBackend {
         Ok(())
     }
 
+    /// The quotient of a, b, c already on the device, then the H MSM over it in place (H
+    /// never leaves the device: its MSM reads the first n − 1 coefficients of the a buffer).
+    fn quotient_then_h(
+        &self,
+        domain: &Domain,
+        dev: [DeviceBuffer<Fr>; 3],
+        h_query: &[G1Affine],
+        upload: Duration,
+    ) -> Result<QuotientMsm, BackendError> {
+        let mut st = self.lock();
+        let (h, quotient) = self.device_quotient(domain, dev)?;
+        let (r, msm) = timed("msm_h", || {
+            self.run(&mut st, Query::H, h_query, Scalars::Device(&h, 0), g1_slot)
+        });
+        Ok(QuotientMsm {
+            h: r?,
+            upload,
+            quotient,
+            msm,
+        })
+    }
+
     /// H's coefficients on the device (in the a buffer); `b` and `c` are freed on the way.
     fn device_quotient(
         &self,
@@ -800,18 +822,7 @@ impl ProverBackend for GpuBackend {
         h_query: &[G1Affine],
     ) -> Result<QuotientMsm, BackendError> {
         let (dev, upload) = self.stage_abc(domain, abc)?;
-        let mut st = self.lock();
-        let (h, quotient) = self.device_quotient(domain, dev)?;
-        // H stays on the device: its MSM reads the first n − 1 coefficients in place.
-        let (r, msm) = timed("msm_h", || {
-            self.run(&mut st, Query::H, h_query, Scalars::Device(&h, 0), g1_slot)
-        });
-        Ok(QuotientMsm {
-            h: r?,
-            upload,
-            quotient,
-            msm,
-        })
+        self.quotient_then_h(domain, dev, h_query, upload)
     }
 
     fn staging_needs(&self, pk: &ProvingKey, n: usize) -> Result<StagingNeeds, BackendError> {
@@ -900,17 +911,7 @@ impl ProverBackend for GpuBackend {
         if dev.iter().any(|d| d.len() != domain.size()) {
             return Err(fail(phase, "staged evaluations are not of the domain size"));
         }
-        let mut st = self.lock();
-        let (h, quotient) = self.device_quotient(domain, dev)?;
-        let (r, msm) = timed("msm_h", || {
-            self.run(&mut st, Query::H, h_query, Scalars::Device(&h, 0), g1_slot)
-        });
-        Ok(QuotientMsm {
-            h: r?,
-            upload: Duration::ZERO,
-            quotient,
-            msm,
-        })
+        self.quotient_then_h(domain, dev, h_query, Duration::ZERO)
     }
 
     fn msm_g1(

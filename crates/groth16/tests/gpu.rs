@@ -45,6 +45,21 @@ fn fixture_24() -> Fixture {
     fixture(24, 70, 24, true)
 }
 
+/// A random demo circuit of 2^log rows and its key from the CPU setup.
+fn random_fixture(log: u32, public: usize, pct: u32, seed: u64) -> Fixture {
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let (r1cs, witness) = demo::circuit_with(log, public, pct, &mut rng).unwrap();
+    let (pk, _) =
+        generate_parameters_with_toxic_waste(&r1cs, &ToxicWaste::random(&mut rng)).unwrap();
+    Fixture {
+        r1cs,
+        witness,
+        pk,
+        setup: Duration::ZERO,
+        setup_on: "cpu",
+    }
+}
+
 fn prove(
     b: &dyn ProverBackend,
     f: &Fixture,
@@ -104,18 +119,7 @@ fn gpu_proofs_match_cpu_on_random_small_circuits() {
         .run(
             &(4u32..=14, 0usize..6, 0u32..=100, any::<u64>()),
             |(log, public, pct, seed)| {
-                let mut rng = ChaCha20Rng::seed_from_u64(seed);
-                let (r1cs, witness) = demo::circuit_with(log, public, pct, &mut rng).unwrap();
-                let (pk, _) =
-                    generate_parameters_with_toxic_waste(&r1cs, &ToxicWaste::random(&mut rng))
-                        .unwrap();
-                let f = Fixture {
-                    r1cs,
-                    witness,
-                    pk,
-                    setup: Duration::ZERO,
-                    setup_on: "cpu",
-                };
+                let f = random_fixture(log, public, pct, seed);
                 let (r, s) = rs(seed);
                 let (gpu_proof, _) = prove(&b, &f, seed).expect("GPU proof");
                 let cpu_proof =
@@ -167,7 +171,6 @@ fn prove_staged(b: &GpuBackend, f: &Fixture, r: Fr, s: Fr) -> Proof {
 #[ignore = "gpu"]
 fn gpu_staged_steps_match_cpu_and_return_the_budget() {
     let _l = serial();
-    started();
     let b = GpuBackend::new(gpu());
     let budget = b.gpu().vram().budget().clone();
     // Per-device tables made by the first quotient stay for the process: measure after one.
@@ -185,18 +188,7 @@ fn gpu_staged_steps_match_cpu_and_return_the_budget() {
         .run(
             &(4u32..=16, 0usize..6, 0u32..=100, any::<u64>()),
             |(log, public, pct, seed)| {
-                let mut rng = ChaCha20Rng::seed_from_u64(seed);
-                let (r1cs, witness) = demo::circuit_with(log, public, pct, &mut rng).unwrap();
-                let (pk, _) =
-                    generate_parameters_with_toxic_waste(&r1cs, &ToxicWaste::random(&mut rng))
-                        .unwrap();
-                let f = Fixture {
-                    r1cs,
-                    witness,
-                    pk,
-                    setup: Duration::ZERO,
-                    setup_on: "cpu",
-                };
+                let f = random_fixture(log, public, pct, seed);
                 let (r, s) = rs(seed);
                 let staged = prove_staged(&b, &f, r, s);
                 let cpu = create_proof_with_randomness(&f.pk, &f.r1cs, &f.witness, r, s).unwrap();
