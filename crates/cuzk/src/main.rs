@@ -7,6 +7,8 @@
 
 #![forbid(unsafe_code)]
 
+mod daemon_cli;
+
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -107,6 +109,9 @@ enum Command {
         #[arg(long)]
         public: PathBuf,
     },
+    /// The daemon and its clients (daemon_cli.rs).
+    #[command(flatten)]
+    Daemon(daemon_cli::DaemonCommand),
 }
 
 fn main() {
@@ -125,6 +130,7 @@ fn main() {
 
 fn run(command: Command, choice: BackendChoice) -> Result<()> {
     match command {
+        Command::Daemon(c) => daemon_cli::run(c, choice),
         Command::Demo {
             log_constraints,
             public_inputs,

@@ -1,10 +1,11 @@
 //! A client of the daemon: connect over a unix socket or TCP (with the bearer token), and
 //! stream a witness file in chunks.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use hyper_util::rt::TokioIo;
 use tokio::io::AsyncReadExt;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint, Uri};
 
@@ -81,14 +82,12 @@ pub async fn connect(addr: Option<&str>, token: Option<&str>) -> Result<Client, 
 /// bytes read as they are sent (so a 4 GiB witness never sits whole in the client).
 pub async fn witness_stream(
     mut header: pb::SubmitHeader,
-    path: &Path,
-) -> Result<impl tokio_stream::Stream<Item = pb::SubmitRequest> + Send + 'static, ClientError> {
-    let io_err = |source| ClientError::Io {
-        path: path.to_owned(),
-        source,
-    };
-    let mut file = tokio::fs::File::open(path).await.map_err(io_err)?;
-    let size = file.metadata().await.map_err(io_err)?.len();
+    path: PathBuf,
+) -> Result<ReceiverStream<pb::SubmitRequest>, ClientError> {
+    // Opened synchronously (a quick call): no borrow of the file lives across an await.
+    let opened = std::fs::File::open(&path).and_then(|f| f.metadata().map(|m| (f, m.len())));
+    let (file, size) = opened.map_err(|source| ClientError::Io { path, source })?;
+    let mut file = tokio::fs::File::from_std(file);
     header.witness = Some(pb::submit_header::Witness::WitnessSize(size));
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     tokio::spawn(async move {
@@ -113,7 +112,18 @@ pub async fn witness_stream(
             }
         }
     });
-    Ok(tokio_stream::wrappers::ReceiverStream::new(rx))
+    Ok(ReceiverStream::new(rx))
+}
+
+/// The Submit stream of a header alone (a witness by path, or an idempotent resubmission).
+pub fn header_stream(header: pb::SubmitHeader) -> ReceiverStream<pb::SubmitRequest> {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    let first = pb::SubmitRequest {
+        msg: Some(pb::submit_request::Msg::Header(header)),
+    };
+    tx.try_send(first)
+        .expect("a fresh channel has room for one");
+    ReceiverStream::new(rx)
 }
 
 /// The Submit messages for a witness already in memory.
