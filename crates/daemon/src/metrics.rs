@@ -12,6 +12,14 @@ const BUCKETS: [f64; 14] = [
     0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 1800.0,
 ];
 
+/// A per-device series: name, Prometheus type, help, value.
+type DeviceGauge = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&cuzk_scheduler::DeviceStatus) -> String,
+);
+
 #[derive(Debug, Default, Clone)]
 struct Histogram {
     counts: [u64; BUCKETS.len()],
@@ -167,12 +175,7 @@ impl Metrics {
             "Seconds since start.",
             st.uptime.as_secs_f64().to_string(),
         );
-        let per_device: [(
-            &str,
-            &str,
-            &str,
-            fn(&cuzk_scheduler::DeviceStatus) -> String,
-        ); 5] = [
+        let per_device: [DeviceGauge; 5] = [
             (
                 "cuzk_gpu_busy_seconds_total",
                 "counter",

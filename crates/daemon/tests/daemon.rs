@@ -437,6 +437,18 @@ async fn cancel_stops_queued_and_running_jobs() {
             && s.devices[0].workers[0].phase.starts_with("MSM")
     })
     .await;
+    // Await with a short timeout answers the state, not an error.
+    let r = c
+        .r#await(pb::AwaitRequest {
+            job_id: running.job_id.clone(),
+            job_token: running.job_token.clone(),
+            timeout_ms: 1,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.state, pb::JobState::Running as i32);
+    assert!(r.proof.is_empty() && !r.phase.is_empty());
     assert!(
         c.cancel(cancel(&running))
             .await
@@ -583,6 +595,17 @@ async fn fifty_concurrent_clients() {
             })
         })
         .collect();
+    // Status and Metrics answer quickly while every worker is busy.
+    until(&mut c, "both workers busy", |s| s.running == 2).await;
+    let mut slowest = Duration::ZERO;
+    for _ in 0..20 {
+        let t = Instant::now();
+        status(&mut c).await;
+        c.metrics(pb::MetricsRequest {}).await.unwrap();
+        slowest = slowest.max(t.elapsed());
+    }
+    eprintln!("slowest Status + Metrics pair under load: {slowest:?}");
+    assert!(slowest < Duration::from_millis(500), "{slowest:?}");
     let mut workers = std::collections::HashSet::new();
     for t in tasks {
         let r = t.await.unwrap().unwrap();
@@ -756,6 +779,38 @@ async fn shutdown_drains_running_jobs_and_a_restart_is_clean() {
     let e = Daemon::bind(config("drain"), engine).await.unwrap_err();
     assert!(e.to_string().contains("another daemon"), "{e}");
     d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_past_the_drain_timeout_cancels_the_rest() {
+    let f = big();
+    let mut cfg = config("cut");
+    cfg.workers_per_device = 1;
+    cfg.drain_timeout_s = 0.0;
+    let d = start(cfg).await;
+    let mut c = d.client().await;
+    load(&mut c, "big", "big").await;
+    let running = submit(&mut c, header("big"), &f.witness).await.unwrap();
+    submit(&mut c, header("big"), &f.witness).await.unwrap();
+    until(&mut c, "the first job in its MSMs", |s| {
+        s.devices[0].workers[0].job_id == running.job_id
+            && s.devices[0].workers[0].phase.starts_with("MSM")
+    })
+    .await;
+    let shared = d.shared.clone();
+    let t = Instant::now();
+    d.stop().await;
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    let st = shared.engine().status();
+    assert_eq!(st.counters.completed, 0);
+    assert_eq!(
+        st.counters.failed + st.counters.cancelled,
+        2,
+        "{:?}",
+        st.counters
+    );
+    assert_eq!((st.running, st.host_in_use), (0, 0));
+    assert_eq!(st.devices[0].budget_in_use, 0);
 }
 
 /// Submits `n` jobs and returns each with a client.
