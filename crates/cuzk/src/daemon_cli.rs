@@ -166,15 +166,17 @@ pub enum DaemonCommand {
     },
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
+/// The runtime; `blocking` bounds its blocking threads (the daemon keeps one per job in flight).
+fn runtime(blocking: usize) -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .max_blocking_threads(blocking)
         .build()
         .context("cannot start the async runtime")
 }
 
 pub fn run(command: DaemonCommand, choice: BackendChoice) -> Result<()> {
-    let rt = runtime()?;
+    let rt = runtime(64)?;
     match command {
         DaemonCommand::Daemon {
             config,
@@ -201,7 +203,8 @@ pub fn run(command: DaemonCommand, choice: BackendChoice) -> Result<()> {
                 BackendChoice::Auto => {}
             }
             c.validate()?;
-            rt.block_on(serve(c))
+            // Beside the per-job waiters: key loads, witness parses, status calls.
+            runtime(c.max_jobs + 64)?.block_on(serve(c))
         }
         DaemonCommand::Submit {
             conn,

@@ -134,18 +134,22 @@ async fn start(config: DaemonConfig) -> Running {
     }
 }
 
-async fn load(c: &mut Client, id: &str, name: &str) -> pb::KeyInfo {
-    c.load_key(pb::LoadKeyRequest {
+fn load_req(id: &str, pk: &str, r1cs: &str) -> pb::LoadKeyRequest {
+    pb::LoadKeyRequest {
         key_id: id.into(),
-        pk_path: format!("{name}.pk"),
-        r1cs_path: format!("{name}.r1cs"),
+        pk_path: pk.into(),
+        r1cs_path: r1cs.into(),
         devices: vec![],
-    })
-    .await
-    .unwrap()
-    .into_inner()
-    .key
-    .unwrap()
+    }
+}
+
+async fn load(c: &mut Client, id: &str, name: &str) -> pb::KeyInfo {
+    c.load_key(load_req(id, &format!("{name}.pk"), &format!("{name}.r1cs")))
+        .await
+        .unwrap()
+        .into_inner()
+        .key
+        .unwrap()
 }
 
 fn header(key: &str) -> pb::SubmitHeader {
@@ -228,12 +232,7 @@ async fn load_submit_await_status_metrics() {
     assert_eq!(info.witness_size, f.witness.len() as u64);
     assert_eq!(info.constraints, 1 << 8);
     let again = c
-        .load_key(pb::LoadKeyRequest {
-            key_id: "k".into(),
-            pk_path: "small.pk".into(),
-            r1cs_path: "small.r1cs".into(),
-            devices: vec![],
-        })
+        .load_key(load_req("k", "small.pk", "small.r1cs"))
         .await
         .unwrap_err();
     assert_eq!(again.code(), Code::AlreadyExists, "{again:?}");
@@ -342,35 +341,20 @@ async fn key_paths_stay_inside_the_parameter_directory() {
         ("", "empty"),
     ] {
         let e = c
-            .load_key(pb::LoadKeyRequest {
-                key_id: "k".into(),
-                pk_path: pk.into(),
-                r1cs_path: "small.r1cs".into(),
-                devices: vec![],
-            })
+            .load_key(load_req("k", pk, "small.r1cs"))
             .await
             .unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument, "{pk}: {e:?}");
         assert!(e.message().contains(why), "{pk}: {e:?}");
     }
     let e = c
-        .load_key(pb::LoadKeyRequest {
-            key_id: "bad/id".into(),
-            pk_path: "small.pk".into(),
-            r1cs_path: "small.r1cs".into(),
-            devices: vec![],
-        })
+        .load_key(load_req("bad/id", "small.pk", "small.r1cs"))
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
     // A circuit file given as the proving key is refused by its reader, not a panic.
     let e = c
-        .load_key(pb::LoadKeyRequest {
-            key_id: "k".into(),
-            pk_path: "small.r1cs".into(),
-            r1cs_path: "small.r1cs".into(),
-            devices: vec![],
-        })
+        .load_key(load_req("k", "small.r1cs", "small.r1cs"))
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
