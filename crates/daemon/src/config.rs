@@ -100,8 +100,9 @@ pub struct DaemonConfig {
     pub token_file: Option<PathBuf>,
     /// Key files are read only inside this directory.
     pub param_dir: PathBuf,
-    /// When set, witness paths in Submit must lie inside it; absent: any path the daemon can
-    /// read (same-host clients of the 0600 socket are trusted with the daemon's files).
+    /// When set, witness paths in Submit must lie inside it; absent: on the unix socket any
+    /// path the daemon can read (same-host clients of the 0600 socket are trusted with the
+    /// daemon's files), over TCP none.
     pub witness_dir: Option<PathBuf>,
     /// `host:port` of the HTTP server for `GET /metrics`, `/status` and `/timeline`; absent: none.
     pub http_listen: Option<String>,

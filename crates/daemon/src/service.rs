@@ -345,6 +345,13 @@ impl Shared {
                 let path = match &self.config.witness_dir {
                     Some(dir) => resolve_inside(dir, &p)
                         .map_err(|e| Status::invalid_argument(format!("witness: {e}")))?,
+                    // Over TCP a client may be on another host: reading any file the
+                    // daemon can read is for same-host (socket) clients only.
+                    None if matches!(self.config.listen_addr(), Ok(crate::Listen::Tcp(_))) => {
+                        return Err(Status::permission_denied(
+                            "witness paths over TCP need witness_dir in the daemon's config",
+                        ));
+                    }
                     None => {
                         let path = PathBuf::from(&p);
                         if !path.is_absolute() {

@@ -663,6 +663,13 @@ async fn tcp_with_and_without_a_token_and_the_http_port() {
     load(&mut c, "k", "small").await;
     let s = submit(&mut c, header("k"), &f.witness).await.unwrap();
     verify(f, &wait(&mut c, &s).await.unwrap());
+    // A witness path over TCP, with no witness_dir configured, is refused.
+    let mut h = header("k");
+    h.witness = Some(pb::submit_header::Witness::WitnessPath(
+        params().join("small.wit").display().to_string(),
+    ));
+    let e = c.submit(client::header_stream(h)).await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
 
     // The health service needs no token (orchestrators' probes).
     let ch = tonic::transport::Endpoint::from_shared(format!("http://{}", d.addr))
