@@ -152,6 +152,14 @@ async fn load(c: &mut Client, id: &str, name: &str) -> pb::KeyInfo {
         .unwrap()
 }
 
+/// A daemon of the default config with the small key loaded as "k", and a client.
+async fn serving_small(name: &str) -> (Running, Client) {
+    let d = start(config(name)).await;
+    let mut c = d.client().await;
+    load(&mut c, "k", "small").await;
+    (d, c)
+}
+
 fn header(key: &str) -> pb::SubmitHeader {
     pb::SubmitHeader {
         key_id: key.into(),
@@ -365,9 +373,7 @@ async fn key_paths_stay_inside_the_parameter_directory() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resubmission_with_a_request_id_is_idempotent() {
     let f = small();
-    let d = start(config("idem")).await;
-    let mut c = d.client().await;
-    load(&mut c, "k", "small").await;
+    let (d, mut c) = serving_small("idem").await;
     let mut h = header("k");
     h.request_id = "sector-42".into();
     let a = submit(&mut c, h.clone(), &f.witness).await.unwrap();
@@ -563,9 +569,7 @@ async fn bad_requests_among_twenty_good_ones_fail_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_concurrent_clients() {
     let f = small();
-    let d = start(config("fifty")).await;
-    let mut c = d.client().await;
-    load(&mut c, "k", "small").await;
+    let (d, mut c) = serving_small("fifty").await;
     let addr = d.addr.clone();
     let tasks: Vec<_> = (0..50)
         .map(|_| {
@@ -604,9 +608,7 @@ async fn fifty_concurrent_clients() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_gone_mid_stream_frees_its_partial_witness() {
     let f = small();
-    let d = start(config("gone")).await;
-    let mut c = d.client().await;
-    load(&mut c, "k", "small").await;
+    let (d, mut c) = serving_small("gone").await;
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     let mut h = header("k");
     h.witness = Some(pb::submit_header::Witness::WitnessSize(
