@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod daemon_cli;
 mod formats_cli;
 
 use std::fs::File;
@@ -104,6 +105,9 @@ enum Command {
     Verify(formats_cli::VerifyArgs),
     /// Time loading a generated bellperson parameters file: trusted by digest and fully checked.
     BenchParams(formats_cli::BenchParamsArgs),
+    /// The daemon and its clients (daemon_cli.rs).
+    #[command(flatten)]
+    Daemon(daemon_cli::DaemonCommand),
 }
 
 fn main() {
@@ -122,6 +126,7 @@ fn main() {
 
 fn run(command: Command, choice: BackendChoice) -> Result<()> {
     match command {
+        Command::Daemon(c) => daemon_cli::run(c, choice),
         Command::Demo {
             log_constraints,
             public_inputs,

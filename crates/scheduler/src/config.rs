@@ -49,10 +49,11 @@ impl Default for EngineConfig {
 }
 
 impl EngineConfig {
-    /// The defaults with the device budgets read from the environment (`CUZK_VRAM_LIMIT`, ...).
+    /// The defaults with the device budgets of the process's configuration
+    /// (`CUZK_VRAM_LIMIT`, ... read once by [`cuzk_gpu::Config::get`]).
     pub fn from_env() -> Result<Self, cuzk_vram::VramError> {
         Ok(Self {
-            vram: BudgetConfig::from_env()?,
+            vram: cuzk_gpu::Config::get()?.budget.clone(),
             ..Self::default()
         })
     }

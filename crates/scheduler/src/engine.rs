@@ -385,6 +385,11 @@ impl Engine {
         self.inner.keys.read().get(id).map(|k| k.pk.vk.clone())
     }
 
+    /// A loaded key's circuit (a service checks a witness's size against it before reading it).
+    pub fn circuit(&self, id: &str) -> Option<Arc<R1cs>> {
+        self.inner.keys.read().get(id).map(|k| k.r1cs.clone())
+    }
+
     /// Queues a job. Fails at once for an unknown key or a device that cannot run it.
     pub fn submit(&self, spec: JobSpec) -> Result<JobHandle, JobError> {
         self.inner.submit(&self.inner, spec)
@@ -410,7 +415,26 @@ impl Engine {
         self.stop(drain);
     }
 
+    /// [`Engine::shutdown`] without joining the workers, for an engine shared behind an `Arc`
+    /// (a service's handlers hold it): stops taking jobs, lets them finish for up to `drain`,
+    /// then cancels the rest and waits until none runs. The workers exit; dropping the engine
+    /// joins them.
+    pub fn stop_jobs(&self, drain: Duration) {
+        self.close(drain);
+        let inner = &self.inner;
+        while inner.running.load(Ordering::SeqCst) > 0 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     fn stop(&mut self, drain: Duration) {
+        self.close(drain);
+        for h in self.workers.drain(..) {
+            let _ = h.join();
+        }
+    }
+
+    fn close(&self, drain: Duration) {
         let inner = &self.inner;
         inner.closing.store(true, Ordering::SeqCst);
         let deadline = Instant::now() + drain;
@@ -428,9 +452,6 @@ impl Engine {
         }
         inner.hard_stop.store(true, Ordering::SeqCst);
         inner.queue_cond.notify_all();
-        for h in self.workers.drain(..) {
-            let _ = h.join();
-        }
     }
 }
 

@@ -1,0 +1,678 @@
+//! The daemon and its client commands: `cuzk daemon` runs the proving service
+//! (`cuzk-daemon`); `submit`, `await`, `cancel`, `status`, `keys` and `bench-daemon` talk to
+//! one. Each runs on a tokio runtime made here, so the rest of the binary stays synchronous.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use cuzk_daemon::client::{self, Client};
+use cuzk_daemon::{Daemon, DaemonConfig, pb};
+use cuzk_groth16::{BackendChoice, io};
+
+/// How a client reaches the daemon.
+#[derive(Args, Debug, Clone)]
+pub struct Conn {
+    /// `unix:PATH`, a socket path, or `host:port`; default: the daemon's default socket.
+    #[arg(long, env = "CUZK_DAEMON")]
+    daemon: Option<String>,
+    /// A file holding the daemon's bearer token.
+    #[arg(long, env = "CUZK_TOKEN_FILE")]
+    token_file: Option<PathBuf>,
+}
+
+/// What to prove: a key and a witness file.
+#[derive(Args, Debug, Clone)]
+pub struct Work {
+    /// The key id (as loaded in the daemon).
+    #[arg(long)]
+    key: String,
+    /// A cuzk witness file (`cuzk circuit --witness`).
+    #[arg(long)]
+    witness: PathBuf,
+    /// Send the witness's path instead of its bytes (the daemon reads it; same host only).
+    #[arg(long)]
+    by_path: bool,
+    /// high, normal or low.
+    #[arg(long, default_value = "normal")]
+    priority: cuzk_scheduler::Priority,
+    /// Run only on this engine device.
+    #[arg(long)]
+    device: Option<u32>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct JobRef {
+    /// The job id Submit printed.
+    #[arg(long)]
+    job: String,
+    /// The job's token Submit printed.
+    #[arg(long)]
+    token: String,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum DaemonCommand {
+    /// Run the proving service: keys loaded once, proofs over gRPC (cuzk.v1) on a unix socket
+    /// (default) or TCP, metrics; SIGTERM or SIGINT drains and exits 0.
+    Daemon {
+        /// The TOML configuration (see cuzk.example.toml); absent: the defaults.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Overrides `listen`.
+        #[arg(long)]
+        listen: Option<String>,
+        /// Overrides `param_dir`.
+        #[arg(long)]
+        param_dir: Option<PathBuf>,
+        /// Overrides `http_listen`.
+        #[arg(long)]
+        http: Option<String>,
+        /// Overrides `workers_per_device`.
+        #[arg(long)]
+        workers: Option<usize>,
+        /// Overrides `drain_timeout_s`.
+        #[arg(long)]
+        drain_timeout: Option<f64>,
+        /// Overrides `token_file`.
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+    },
+    /// Submit a proof to a daemon; prints the job id and its token (or, with --wait, the proof).
+    Submit {
+        #[command(flatten)]
+        conn: Conn,
+        #[command(flatten)]
+        work: Work,
+        /// Makes resubmission idempotent: the same id answers the first job.
+        #[arg(long)]
+        request_id: Option<String>,
+        /// Wait for the proof and write it to --proof.
+        #[arg(long, requires = "proof")]
+        wait: bool,
+        #[arg(long)]
+        proof: Option<PathBuf>,
+        /// Also write the public inputs (for `cuzk verify --public`).
+        #[arg(long)]
+        public_out: Option<PathBuf>,
+    },
+    /// Wait for a job and write its proof.
+    Await {
+        #[command(flatten)]
+        conn: Conn,
+        #[command(flatten)]
+        job: JobRef,
+        /// Milliseconds to wait; 0: the daemon's longest.
+        #[arg(long, default_value_t = 0)]
+        timeout_ms: u64,
+        #[arg(long)]
+        proof: PathBuf,
+        #[arg(long)]
+        public_out: Option<PathBuf>,
+    },
+    /// Cancel a job, queued or running.
+    Cancel {
+        #[command(flatten)]
+        conn: Conn,
+        #[command(flatten)]
+        job: JobRef,
+    },
+    /// A daemon's devices, workers, keys, queue and memory.
+    Status {
+        #[command(flatten)]
+        conn: Conn,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List a daemon's keys; or load or unload one.
+    Keys {
+        #[command(flatten)]
+        conn: Conn,
+        /// Load a key under this id (with --pk and --r1cs, under the daemon's param_dir).
+        #[arg(long, requires_all = ["pk", "r1cs"])]
+        load: Option<String>,
+        #[arg(long)]
+        pk: Option<String>,
+        #[arg(long)]
+        r1cs: Option<String>,
+        /// Unload the key with this id.
+        #[arg(long, conflicts_with = "load")]
+        unload: Option<String>,
+    },
+    /// Time N proofs through a daemon, J at a time: one line per proof, then wall time,
+    /// proofs/min, latency p50/p95/max, failures and the GPU busy share.
+    BenchDaemon {
+        #[command(flatten)]
+        conn: Conn,
+        #[command(flatten)]
+        work: Work,
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+        concurrency: u32,
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+        proofs: u32,
+        /// A verifying key to check every proof with on the client too.
+        #[arg(long)]
+        vk: Option<PathBuf>,
+        /// Write the run's spans and per-proof results as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Draw the run's timeline (each device's GPU lock and workers as lanes of phases).
+        #[arg(long)]
+        timeline: Option<PathBuf>,
+    },
+}
+
+/// The runtime; `blocking` bounds its blocking threads (the daemon keeps one per job in flight).
+fn runtime(blocking: usize) -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(blocking)
+        .build()
+        .context("cannot start the async runtime")
+}
+
+pub fn run(command: DaemonCommand, choice: BackendChoice) -> Result<()> {
+    let rt = runtime(64)?;
+    match command {
+        DaemonCommand::Daemon {
+            config,
+            listen,
+            param_dir,
+            http,
+            workers,
+            drain_timeout,
+            token_file,
+        } => {
+            let mut c = match &config {
+                Some(p) => DaemonConfig::load(p)?,
+                None => DaemonConfig::default(),
+            };
+            c.listen = listen.or(c.listen);
+            c.param_dir = param_dir.unwrap_or(c.param_dir);
+            c.http_listen = http.or(c.http_listen);
+            c.workers_per_device = workers.unwrap_or(c.workers_per_device);
+            c.drain_timeout_s = drain_timeout.unwrap_or(c.drain_timeout_s);
+            c.token_file = token_file.or(c.token_file);
+            match choice {
+                BackendChoice::Cpu => c.backend = "cpu".into(),
+                BackendChoice::Gpu => c.backend = "gpu".into(),
+                BackendChoice::Auto => {}
+            }
+            c.validate()?;
+            // Beside the per-job waiters: key loads, witness parses, status calls.
+            runtime(c.max_jobs + 64)?.block_on(serve(c))
+        }
+        DaemonCommand::Submit {
+            conn,
+            work,
+            request_id,
+            wait,
+            proof,
+            public_out,
+        } => rt.block_on(async {
+            let mut c = connect(&conn).await?;
+            let s = submit(&mut c, &work, request_id.unwrap_or_default()).await?;
+            if !wait {
+                println!("{} {}", s.job_id, s.job_token);
+                return Ok(());
+            }
+            let r = await_done(&mut c, &s.job_id, &s.job_token, 0).await?;
+            let path = proof.expect("clap requires --proof with --wait");
+            write_result(&r, &path, public_out.as_deref())?;
+            println!("{}", proof_line(&r));
+            Ok(())
+        }),
+        DaemonCommand::Await {
+            conn,
+            job,
+            timeout_ms,
+            proof,
+            public_out,
+        } => rt.block_on(async {
+            let mut c = connect(&conn).await?;
+            let r = await_done(&mut c, &job.job, &job.token, timeout_ms).await?;
+            write_result(&r, &proof, public_out.as_deref())?;
+            println!("{}", proof_line(&r));
+            Ok(())
+        }),
+        DaemonCommand::Cancel { conn, job } => rt.block_on(async {
+            let mut c = connect(&conn).await?;
+            let r = c
+                .cancel(pb::CancelRequest {
+                    job_id: job.job.clone(),
+                    job_token: job.token,
+                })
+                .await?
+                .into_inner();
+            if r.cancelled {
+                println!("cancelled {}", job.job);
+            } else {
+                println!("{} had already finished", job.job);
+            }
+            Ok(())
+        }),
+        DaemonCommand::Status { conn, json } => rt.block_on(async {
+            let mut c = connect(&conn).await?;
+            let s = c.status(pb::StatusRequest {}).await?.into_inner();
+            if json {
+                println!("{:#}", cuzk_daemon::status_json(&s));
+            } else {
+                print!("{}", status_text(&s));
+            }
+            Ok(())
+        }),
+        DaemonCommand::Keys {
+            conn,
+            load,
+            pk,
+            r1cs,
+            unload,
+        } => rt.block_on(async {
+            let mut c = connect(&conn).await?;
+            if let Some(id) = load {
+                let r = c
+                    .load_key(pb::LoadKeyRequest {
+                        key_id: id.clone(),
+                        pk_path: pk.unwrap_or_default(),
+                        r1cs_path: r1cs.unwrap_or_default(),
+                        devices: vec![],
+                    })
+                    .await?
+                    .into_inner();
+                println!("loaded {id} in {:.2} s", r.load_ms as f64 / 1e3);
+            }
+            if let Some(id) = unload {
+                c.unload_key(pb::UnloadKeyRequest { key_id: id.clone() })
+                    .await?;
+                println!("unloaded {id}");
+            }
+            let keys = c.list_keys(pb::ListKeysRequest {}).await?.into_inner().keys;
+            for k in keys {
+                println!(
+                    "{}  constraints {}  devices {:?}  witness {} bytes",
+                    k.key_id, k.constraints, k.devices, k.witness_size
+                );
+            }
+            Ok(())
+        }),
+        DaemonCommand::BenchDaemon {
+            conn,
+            work,
+            concurrency,
+            proofs,
+            vk,
+            json,
+            timeline,
+        } => rt.block_on(bench(
+            conn,
+            work,
+            (concurrency, proofs),
+            vk,
+            (json, timeline),
+        )),
+    }
+}
+
+async fn serve(config: DaemonConfig) -> Result<()> {
+    let engine_config = config.engine()?;
+    // Opening devices and starting workers blocks; keep it off the runtime's threads.
+    let engine =
+        tokio::task::spawn_blocking(move || cuzk_scheduler::Engine::new(engine_config)).await??;
+    for (name, gpu) in engine.devices() {
+        eprintln!(
+            "cuzk daemon: device {name}{}",
+            if gpu { "" } else { " (CPU backend)" }
+        );
+    }
+    let n = config.keys.len();
+    let daemon = Daemon::bind(config, engine).await?;
+    if n > 0 {
+        eprintln!("cuzk daemon: preloading {n} key(s)");
+    }
+    daemon.preload().await?;
+    eprintln!("cuzk daemon: listening on {}", daemon.address());
+    if let Some(a) = daemon.http_address() {
+        eprintln!("cuzk daemon: http on {a} (/metrics, /status, /timeline)");
+    }
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot watch SIGTERM")?;
+    daemon
+        .run(async move {
+            tokio::select! {
+                _ = term.recv() => eprintln!("cuzk daemon: SIGTERM, draining"),
+                _ = tokio::signal::ctrl_c() => eprintln!("cuzk daemon: SIGINT, draining"),
+            }
+        })
+        .await?;
+    eprintln!("cuzk daemon: stopped");
+    Ok(())
+}
+
+async fn connect(conn: &Conn) -> Result<Client> {
+    let token = match &conn.token_file {
+        Some(p) => Some(
+            std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read {}", p.display()))?
+                .trim()
+                .to_owned(),
+        ),
+        None => None,
+    };
+    Ok(client::connect(conn.daemon.as_deref(), token.as_deref()).await?)
+}
+
+fn header(work: &Work, request_id: String) -> pb::SubmitHeader {
+    let priority = match work.priority {
+        cuzk_scheduler::Priority::High => pb::Priority::High,
+        cuzk_scheduler::Priority::Normal => pb::Priority::Normal,
+        cuzk_scheduler::Priority::Low => pb::Priority::Low,
+    };
+    pb::SubmitHeader {
+        key_id: work.key.clone(),
+        priority: priority as i32,
+        device: work.device,
+        request_id,
+        witness: None,
+    }
+}
+
+/// The Submit (or Prove) stream of a piece of work.
+async fn stream(
+    work: &Work,
+    request_id: String,
+) -> Result<tokio_stream::wrappers::ReceiverStream<pb::SubmitRequest>> {
+    let mut h = header(work, request_id);
+    if work.by_path {
+        let p = std::path::absolute(&work.witness)
+            .with_context(|| format!("{}", work.witness.display()))?;
+        h.witness = Some(pb::submit_header::Witness::WitnessPath(
+            p.to_string_lossy().into_owned(),
+        ));
+        return Ok(client::header_stream(h));
+    }
+    Ok(client::witness_stream(h, work.witness.clone()).await?)
+}
+
+async fn submit(c: &mut Client, work: &Work, request_id: String) -> Result<pb::SubmitResponse> {
+    let s = stream(work, request_id).await?;
+    Ok(c.submit(s).await?.into_inner())
+}
+
+async fn await_done(
+    c: &mut Client,
+    id: &str,
+    token: &str,
+    timeout_ms: u64,
+) -> Result<pb::ProofResponse> {
+    let r = c
+        .r#await(pb::AwaitRequest {
+            job_id: id.into(),
+            job_token: token.into(),
+            timeout_ms,
+        })
+        .await?
+        .into_inner();
+    if r.state != pb::JobState::Done as i32 {
+        bail!(
+            "job {id} is still {} (phase {:?}); await it again",
+            if r.state == pb::JobState::Running as i32 {
+                "running"
+            } else {
+                "queued"
+            },
+            r.phase
+        );
+    }
+    Ok(r)
+}
+
+fn write_result(r: &pb::ProofResponse, proof: &Path, public: Option<&Path>) -> Result<()> {
+    std::fs::write(proof, &r.proof).with_context(|| format!("cannot write {}", proof.display()))?;
+    if let Some(p) = public {
+        std::fs::write(p, &r.public_inputs)
+            .with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    Ok(())
+}
+
+fn proof_line(r: &pb::ProofResponse) -> String {
+    let t = r.timings.clone().unwrap_or_default();
+    format!(
+        "ok {:.2} s  queue {:.0} ms  run {:.2} s  lock wait {:.0} ms  device {} worker {}",
+        r.latency_s,
+        t.queue_wait_s * 1e3,
+        t.run_s,
+        t.lock_wait_s * 1e3,
+        r.device,
+        r.worker
+    )
+}
+
+fn gib(b: u64) -> String {
+    format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
+}
+
+fn status_text(s: &pb::StatusResponse) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    for d in &s.devices {
+        let vram = match (d.vram_free, d.vram_total) {
+            (Some(f), Some(t)) => format!("vram {} free of {}  ", gib(f), gib(t)),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            o,
+            "device {} {}: {vram}budget {} of {} used (peak {})  staging {} of {}  pinned {}  busy {:.1} s  keys {:?}",
+            d.index,
+            d.name,
+            gib(d.budget_used),
+            gib(d.budget_total),
+            gib(d.budget_peak),
+            gib(d.staging_used),
+            gib(d.staging_capacity),
+            gib(d.pinned_used),
+            d.busy_seconds,
+            d.keys
+        );
+        for w in &d.workers {
+            let job = if w.job_id.is_empty() {
+                "idle"
+            } else {
+                &w.job_id
+            };
+            let _ = writeln!(o, "  worker {}: {job} {}", w.worker, w.phase);
+        }
+    }
+    let q: Vec<String> = s
+        .queue
+        .iter()
+        .map(|q| {
+            let p = pb::Priority::try_from(q.priority).unwrap_or(pb::Priority::Normal);
+            format!(
+                "{} {}",
+                p.as_str_name()
+                    .trim_start_matches("PRIORITY_")
+                    .to_lowercase(),
+                q.depth
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        o,
+        "queue: {}  running {}  jobs {}\nhost memory {} of {}  uploads {}\ncompleted {}  failed {}  cancelled {}  self-check failed {}  uptime {:.0} s",
+        q.join(", "),
+        s.running,
+        s.jobs,
+        gib(s.host_used),
+        gib(s.host_capacity),
+        gib(s.upload_bytes),
+        s.completed,
+        s.failed,
+        s.cancelled,
+        s.self_check_failed,
+        s.uptime_s
+    );
+    o
+}
+
+/// One Prove of the bench, checked on the client too when a verifying key is given.
+async fn one_proof(
+    mut c: Client,
+    work: Work,
+    pvk: Option<Arc<cuzk_groth16::PreparedVerifyingKey>>,
+) -> Result<pb::ProofResponse> {
+    let s = stream(&work, String::new()).await?;
+    let r = c.prove(s).await?.into_inner();
+    if let Some(pvk) = &pvk {
+        let proof = io::read_proof(&r.proof[..])?;
+        let public = io::read_witness(&r.public_inputs[..])?;
+        cuzk_groth16::verify_proof(pvk, &proof, public.public_inputs())
+            .context("the proof does not verify")?;
+    }
+    Ok(r)
+}
+
+/// The `q`-quantile of sorted values (nearest rank).
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i]
+}
+
+async fn bench(
+    conn: Conn,
+    work: Work,
+    (concurrency, proofs): (u32, u32),
+    vk: Option<PathBuf>,
+    (json, svg): (Option<PathBuf>, Option<PathBuf>),
+) -> Result<()> {
+    let pvk = match &vk {
+        Some(p) => {
+            let f =
+                std::fs::File::open(p).with_context(|| format!("cannot open {}", p.display()))?;
+            let vk = io::read_verifying_key(std::io::BufReader::new(f))
+                .with_context(|| format!("{}", p.display()))?;
+            Some(Arc::new(cuzk_groth16::prepare_verifying_key(&vk)))
+        }
+        None => None,
+    };
+    let mut c = connect(&conn).await?;
+    let before = c.status(pb::StatusRequest {}).await?.into_inner();
+    let t0_daemon = c
+        .timeline(pb::TimelineRequest { last_s: 1.0 })
+        .await?
+        .into_inner()
+        .now_s;
+    let next = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
+    let n = proofs as usize;
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency.min(proofs) {
+        let (next, done, work, pvk) = (next.clone(), done.clone(), work.clone(), pvk.clone());
+        let c = c.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut results = Vec::new();
+            while next.fetch_add(1, Ordering::SeqCst) < n {
+                let t = Instant::now();
+                let r = one_proof(c.clone(), work.clone(), pvk.clone()).await;
+                let secs = t.elapsed().as_secs_f64();
+                let k = done.fetch_add(1, Ordering::SeqCst) + 1;
+                match &r {
+                    Ok(r) => {
+                        let q = r.timings.as_ref().map_or(0.0, |t| t.queue_wait_s);
+                        println!(
+                            "[{k}/{n}] ok {secs:.2} s  queue {:.0} ms  gpu {} worker {}",
+                            q * 1e3,
+                            r.device,
+                            r.worker
+                        );
+                    }
+                    Err(e) => println!("[{k}/{n}] FAILED {secs:.2} s  {e:#}"),
+                }
+                results.push((secs, r.map_err(|e| format!("{e:#}"))));
+            }
+            results
+        }));
+    }
+    let mut results = Vec::new();
+    for t in tasks {
+        results.extend(t.await?);
+    }
+    let wall = start.elapsed().as_secs_f64();
+    let after = c.status(pb::StatusRequest {}).await?.into_inner();
+    let timeline = c
+        .timeline(pb::TimelineRequest { last_s: wall + 5.0 })
+        .await?
+        .into_inner();
+    let mut lat: Vec<f64> = results
+        .iter()
+        .filter(|r| r.1.is_ok())
+        .map(|r| r.0)
+        .collect();
+    lat.sort_by(f64::total_cmp);
+    let failures = results.len() - lat.len();
+    println!(
+        "wall {wall:.2} s  {:.1} proofs/min  latency p50 {:.2} s  p95 {:.2} s  max {:.2} s  failures {failures}",
+        lat.len() as f64 * 60.0 / wall,
+        quantile(&lat, 0.5),
+        quantile(&lat, 0.95),
+        lat.last().copied().unwrap_or(0.0),
+    );
+    for d in &after.devices {
+        let b0 = before
+            .devices
+            .iter()
+            .find(|x| x.index == d.index)
+            .map_or(0.0, |x| x.busy_seconds);
+        println!(
+            "device {} {}: GPU busy {:.0}% of the wall time (lock held {:.2} s)",
+            d.index,
+            d.name,
+            100.0 * (d.busy_seconds - b0) / wall,
+            d.busy_seconds - b0
+        );
+    }
+    let spans: Vec<pb::Span> = timeline
+        .spans
+        .iter()
+        .filter(|s| s.end_s >= t0_daemon)
+        .cloned()
+        .collect();
+    if let Some(p) = svg {
+        std::fs::write(&p, cuzk_daemon::svg::timeline(&spans, &timeline.devices))
+            .with_context(|| format!("cannot write {}", p.display()))?;
+        println!("timeline: {}", p.display());
+    }
+    if let Some(p) = json {
+        let v = serde_json::json!({
+            "wall_s": wall,
+            "proofs": n,
+            "concurrency": concurrency,
+            "failures": failures,
+            "latency_s": lat,
+            "results": results.iter().map(|(secs, r)| match r {
+                Ok(r) => serde_json::json!({"ok": true, "secs": secs, "device": r.device, "worker": r.worker,
+                    "queue_wait_s": r.timings.as_ref().map_or(0.0, |t| t.queue_wait_s)}),
+                Err(e) => serde_json::json!({"ok": false, "secs": secs, "error": e}),
+            }).collect::<Vec<_>>(),
+            "timeline": cuzk_daemon::timeline_json(&pb::TimelineResponse {
+                spans,
+                now_s: timeline.now_s,
+                devices: timeline.devices.clone(),
+            }),
+        });
+        std::fs::write(&p, format!("{v:#}"))
+            .with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    if failures > 0 {
+        bail!("{failures} of {n} proofs failed");
+    }
+    Ok(())
+}

@@ -1,0 +1,12 @@
+//! Compiles `proto/cuzk/v1/cuzk.proto` with the vendored protoc (no system protoc needed), and
+//! writes its descriptor set for server reflection.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
+    let mut config = tonic_prost_build::Config::new();
+    config.protoc_executable(protoc_bin_vendored::protoc_bin_path()?);
+    tonic_prost_build::configure()
+        .file_descriptor_set_path(out.join("cuzk_v1_descriptor.bin"))
+        .compile_with_config(config, &["proto/cuzk/v1/cuzk.proto"], &["proto"])?;
+    Ok(())
+}

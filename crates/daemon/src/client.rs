@@ -1,0 +1,139 @@
+//! A client of the daemon: connect over a unix socket or TCP (with the bearer token), and
+//! stream a witness file in chunks.
+
+use std::path::PathBuf;
+
+use hyper_util::rt::TokioIo;
+use tokio::io::AsyncReadExt;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+use crate::auth::Bearer;
+use crate::config::{Listen, default_socket};
+use crate::pb;
+
+pub type Client = pb::prover_client::ProverClient<InterceptedService<Channel, Bearer>>;
+
+/// Bytes per witness chunk a client sends (under the daemon's default 8 MiB message limit).
+pub const CHUNK: usize = 4 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot connect to {addr}: {source}")]
+    Connect {
+        addr: String,
+        #[source]
+        source: tonic::transport::Error,
+    },
+    #[error("{0}")]
+    Address(#[from] crate::config::ConfigError),
+    #[error("{0}")]
+    Token(tonic::Status),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Connects to `addr` (`unix:PATH`, a socket path, or `host:port`; `None`: the default socket).
+pub async fn connect(addr: Option<&str>, token: Option<&str>) -> Result<Client, ClientError> {
+    let listen = match addr {
+        None => Listen::Unix(default_socket()),
+        Some(a) => Listen::parse(a)?,
+    };
+    let shown = listen.to_string();
+    let connect_err = |source| ClientError::Connect {
+        addr: shown.clone(),
+        source,
+    };
+    let channel = match listen {
+        Listen::Unix(path) => {
+            // The URI is unused: the connector dials the socket.
+            Endpoint::from_static("http://localhost")
+                .connect_with_connector(tower::service_fn(move |_: Uri| {
+                    let path = path.clone();
+                    async move {
+                        Ok::<_, std::io::Error>(TokioIo::new(
+                            tokio::net::UnixStream::connect(path).await?,
+                        ))
+                    }
+                }))
+                .await
+                .map_err(connect_err)?
+        }
+        Listen::Tcp(a) => Endpoint::from_shared(format!("http://{a}"))
+            .map_err(connect_err)?
+            .connect()
+            .await
+            .map_err(connect_err)?,
+    };
+    let bearer = Bearer::new(token).map_err(ClientError::Token)?;
+    Ok(
+        pb::prover_client::ProverClient::with_interceptor(channel, bearer)
+            .max_decoding_message_size(256 << 20)
+            .max_encoding_message_size(CHUNK + 1024),
+    )
+}
+
+/// The Submit messages for a witness file streamed in chunks: the header, then the file's
+/// bytes read as they are sent (so a 4 GiB witness never sits whole in the client).
+pub async fn witness_stream(
+    mut header: pb::SubmitHeader,
+    path: PathBuf,
+) -> Result<ReceiverStream<pb::SubmitRequest>, ClientError> {
+    // Opened synchronously (a quick call): no borrow of the file lives across an await.
+    let opened = std::fs::File::open(&path).and_then(|f| f.metadata().map(|m| (f, m.len())));
+    let (file, size) = opened.map_err(|source| ClientError::Io { path, source })?;
+    let mut file = tokio::fs::File::from_std(file);
+    header.witness = Some(pb::submit_header::Witness::WitnessSize(size));
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(async move {
+        let header = pb::SubmitRequest {
+            msg: Some(pb::submit_request::Msg::Header(header)),
+        };
+        if tx.send(header).await.is_err() {
+            return;
+        }
+        loop {
+            let mut buf = vec![0u8; CHUNK];
+            let n = match file.read(&mut buf).await {
+                Ok(0) | Err(_) => break, // the daemon reports a short stream as truncated
+                Ok(n) => n,
+            };
+            buf.truncate(n);
+            let chunk = pb::SubmitRequest {
+                msg: Some(pb::submit_request::Msg::Chunk(buf)),
+            };
+            if tx.send(chunk).await.is_err() {
+                break;
+            }
+        }
+    });
+    Ok(ReceiverStream::new(rx))
+}
+
+/// The Submit stream of a header alone (a witness by path, or an idempotent resubmission).
+pub fn header_stream(header: pb::SubmitHeader) -> ReceiverStream<pb::SubmitRequest> {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    let first = pb::SubmitRequest {
+        msg: Some(pb::submit_request::Msg::Header(header)),
+    };
+    tx.try_send(first)
+        .expect("a fresh channel has room for one");
+    ReceiverStream::new(rx)
+}
+
+/// The Submit messages for a witness already in memory.
+pub fn bytes_stream(mut header: pb::SubmitHeader, bytes: &[u8]) -> Vec<pb::SubmitRequest> {
+    header.witness = Some(pb::submit_header::Witness::WitnessSize(bytes.len() as u64));
+    let mut v = vec![pb::SubmitRequest {
+        msg: Some(pb::submit_request::Msg::Header(header)),
+    }];
+    v.extend(bytes.chunks(CHUNK).map(|c| pb::SubmitRequest {
+        msg: Some(pb::submit_request::Msg::Chunk(c.to_vec())),
+    }));
+    v
+}

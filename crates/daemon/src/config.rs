@@ -1,0 +1,273 @@
+//! The daemon's TOML configuration (`cuzk.example.toml` documents every field).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use cuzk_groth16::BackendChoice;
+use cuzk_scheduler::EngineConfig;
+use serde::Deserialize;
+
+/// Why a configuration could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: Box<toml::de::Error>,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Where the daemon listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    /// A unix socket (mode 0600).
+    Unix(PathBuf),
+    /// A TCP address (`host:port`).
+    Tcp(String),
+}
+
+impl Listen {
+    /// `unix:PATH`, a path (containing `/`), or `host:port`.
+    pub fn parse(s: &str) -> Result<Self, ConfigError> {
+        if let Some(p) = s.strip_prefix("unix:") {
+            return Ok(Listen::Unix(PathBuf::from(p)));
+        }
+        if s.contains('/') {
+            return Ok(Listen::Unix(PathBuf::from(s)));
+        }
+        if s.rsplit_once(':')
+            .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
+        {
+            return Ok(Listen::Tcp(s.to_owned()));
+        }
+        Err(ConfigError::Invalid(format!(
+            "listen address {s:?}: expected unix:PATH, a socket path, or host:port"
+        )))
+    }
+}
+
+impl std::fmt::Display for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Listen::Unix(p) => write!(f, "unix:{}", p.display()),
+            Listen::Tcp(a) => write!(f, "{a}"),
+        }
+    }
+}
+
+/// The default socket: `$XDG_RUNTIME_DIR/cuzk.sock`, else `/tmp/cuzk-<uid>.sock`.
+pub fn default_socket() -> PathBuf {
+    if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        return Path::new(&d).join("cuzk.sock");
+    }
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(0);
+    std::env::temp_dir().join(format!("cuzk-{uid}.sock"))
+}
+
+/// A key to load at start.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct KeyConfig {
+    pub id: String,
+    /// Proving key file (`cuzk setup --pk`), relative to `param_dir`.
+    pub pk: PathBuf,
+    /// Circuit file (`cuzk circuit --r1cs`), relative to `param_dir`.
+    pub r1cs: PathBuf,
+    /// Engine device indices; absent: every device.
+    #[serde(default)]
+    pub devices: Option<Vec<usize>>,
+}
+
+/// The whole configuration. Every field has a default, so an empty file is valid.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonConfig {
+    /// `unix:PATH`, a socket path, or `host:port`; absent: [`default_socket`].
+    pub listen: Option<String>,
+    /// A file holding the bearer token clients must send (`authorization: Bearer TOKEN`).
+    pub token_file: Option<PathBuf>,
+    /// Key files are read only inside this directory.
+    pub param_dir: PathBuf,
+    /// When set, witness paths in Submit must lie inside it; absent: on the unix socket any
+    /// path the daemon can read (same-host clients of the 0600 socket are trusted with the
+    /// daemon's files), over TCP none.
+    pub witness_dir: Option<PathBuf>,
+    /// `host:port` of the HTTP server for `GET /metrics`, `/status` and `/timeline`; absent: none.
+    pub http_listen: Option<String>,
+    /// Seconds running jobs may take to finish on SIGTERM/SIGINT before they are cancelled.
+    pub drain_timeout_s: f64,
+    /// Longest Await, in seconds (a client asking for longer, or 0, gets this).
+    pub max_await_s: f64,
+    /// Largest gRPC message (so the largest witness chunk), in bytes.
+    pub max_message_bytes: usize,
+    /// Witness bytes all Submit streams together may buffer at once.
+    pub max_upload_bytes: u64,
+    /// Jobs tracked at once (queued, running, and finished results kept for Await).
+    pub max_jobs: usize,
+    /// Seconds a finished job's result is kept for Await.
+    pub result_ttl_s: f64,
+    /// Engine: auto (GPUs when present), cpu or gpu.
+    pub backend: String,
+    /// Engine: GPU ordinals; absent: all.
+    pub gpus: Option<Vec<usize>>,
+    /// Engine: workers per device.
+    pub workers_per_device: usize,
+    /// Engine: logical devices per physical device.
+    pub split: usize,
+    /// Engine: host memory budget in bytes; absent: RAM less a margin.
+    pub host_memory: Option<u64>,
+    /// Engine: simulated device memory of the CPU backend, in bytes.
+    pub cpu_device_memory: u64,
+    /// Engine: verify every proof before returning it.
+    pub self_check: bool,
+    /// Keys loaded at start.
+    pub keys: Vec<KeyConfig>,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        let engine = EngineConfig::default();
+        Self {
+            listen: None,
+            token_file: None,
+            param_dir: PathBuf::from("."),
+            witness_dir: None,
+            http_listen: None,
+            drain_timeout_s: 60.0,
+            max_await_s: 3600.0,
+            max_message_bytes: 8 << 20,
+            max_upload_bytes: 16 << 30,
+            max_jobs: 4096,
+            result_ttl_s: 3600.0,
+            backend: "auto".into(),
+            gpus: None,
+            workers_per_device: engine.workers_per_device,
+            split: 1,
+            host_memory: None,
+            cpu_device_memory: engine.cpu_device_memory,
+            self_check: true,
+            keys: Vec::new(),
+        }
+    }
+}
+
+impl DaemonConfig {
+    pub fn from_toml(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let c: Self = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            source: Box::new(e),
+        })?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            path: path.to_owned(),
+            source: e,
+        })?;
+        Self::from_toml(&text, path)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        self.listen_addr()?;
+        self.backend_choice()?;
+        if !(self.drain_timeout_s >= 0.0 && self.drain_timeout_s.is_finite()) {
+            return bad(format!(
+                "drain_timeout_s = {} (need >= 0)",
+                self.drain_timeout_s
+            ));
+        }
+        if !(self.max_await_s > 0.0 && self.max_await_s.is_finite()) {
+            return bad(format!("max_await_s = {} (need > 0)", self.max_await_s));
+        }
+        if !(self.result_ttl_s >= 0.0 && self.result_ttl_s.is_finite()) {
+            return bad(format!("result_ttl_s = {} (need >= 0)", self.result_ttl_s));
+        }
+        if self.max_message_bytes < 4096 {
+            return bad(format!(
+                "max_message_bytes = {} (need >= 4096)",
+                self.max_message_bytes
+            ));
+        }
+        if self.max_jobs == 0 || self.workers_per_device == 0 || self.split == 0 {
+            return bad("max_jobs, workers_per_device and split must be at least 1".into());
+        }
+        let mut ids = std::collections::HashSet::new();
+        for k in &self.keys {
+            if !ids.insert(&k.id) {
+                return bad(format!("key {:?} is named twice", k.id));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn listen_addr(&self) -> Result<Listen, ConfigError> {
+        match &self.listen {
+            None => Ok(Listen::Unix(default_socket())),
+            Some(s) => Listen::parse(s),
+        }
+    }
+
+    pub fn backend_choice(&self) -> Result<BackendChoice, ConfigError> {
+        match self.backend.as_str() {
+            "auto" => Ok(BackendChoice::Auto),
+            "cpu" => Ok(BackendChoice::Cpu),
+            "gpu" => Ok(BackendChoice::Gpu),
+            b => Err(ConfigError::Invalid(format!(
+                "backend = {b:?} (expected auto, cpu or gpu)"
+            ))),
+        }
+    }
+
+    /// The engine's settings: these fields over the environment's device budgets.
+    pub fn engine(&self) -> Result<EngineConfig, ConfigError> {
+        let base = EngineConfig::from_env().map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        Ok(EngineConfig {
+            backend: self.backend_choice()?,
+            gpus: self.gpus.clone(),
+            split: self.split,
+            workers_per_device: self.workers_per_device,
+            host_memory: self.host_memory,
+            cpu_device_memory: self.cpu_device_memory,
+            self_check: self.self_check,
+            ..base
+        })
+    }
+
+    pub fn drain_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.drain_timeout_s)
+    }
+
+    /// The bearer token, read from `token_file` (surrounding whitespace dropped).
+    pub fn token(&self) -> Result<Option<String>, ConfigError> {
+        let Some(p) = &self.token_file else {
+            return Ok(None);
+        };
+        let t = std::fs::read_to_string(p).map_err(|e| ConfigError::Read {
+            path: p.clone(),
+            source: e,
+        })?;
+        let t = t.trim().to_owned();
+        if t.len() < 16 {
+            return Err(ConfigError::Invalid(format!(
+                "the token in {} is shorter than 16 characters",
+                p.display()
+            )));
+        }
+        Ok(Some(t))
+    }
+}

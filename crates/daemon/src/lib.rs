@@ -1,0 +1,39 @@
+//! `cuzk daemon`: the cuzk proving service.
+//!
+//! A long-lived process that holds an [`cuzk_scheduler::Engine`] with keys loaded once and
+//! serves the `cuzk.v1.Prover` gRPC API (`proto/cuzk/v1/cuzk.proto`) on a unix socket of mode
+//! 0600 (or TCP with a bearer token), with the standard health service and server
+//! reflection, and optionally an HTTP port for `GET /metrics`, `/status` and `/timeline`.
+//!
+//! The handlers stay thin: they check a request, translate it into engine calls and the
+//! answer back. A job's id and its token are random 128-bit values; Await and Cancel need
+//! both, so one client cannot read another's proofs. A witness arrives as a stream of chunks
+//! (bounded by the key's witness size and a daemon-wide upload budget, returned when the
+//! stream ends or its client goes away) or as a path on the daemon's host.
+
+#![forbid(unsafe_code)]
+
+pub mod auth;
+pub mod client;
+pub mod config;
+mod http;
+pub mod metrics;
+pub mod paths;
+mod server;
+pub mod service;
+pub mod svg;
+
+/// The generated `cuzk.v1` messages, client and server.
+#[allow(clippy::all, missing_debug_implementations)]
+pub mod pb {
+    tonic::include_proto!("cuzk.v1");
+
+    /// The encoded descriptor set, for server reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] =
+        tonic::include_file_descriptor_set!("cuzk_v1_descriptor");
+}
+
+pub use config::{DaemonConfig, KeyConfig, Listen};
+pub use http::{status_json, timeline_json};
+pub use server::{Daemon, DaemonError};
+pub use service::Shared;

@@ -1,0 +1,254 @@
+//! `cuzk daemon` as a user runs it: a config file, keys preloaded, the client commands
+//! (submit, await, status, keys, bench-daemon), and SIGTERM draining queued jobs and exiting 0
+//! with the socket removed. (A test target of `crates/cuzk`, which provides the binary.)
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn cuzk(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cuzk"))
+        .args(args)
+        .output()
+        .expect("run cuzk")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = cuzk(args);
+    assert!(
+        out.status.success(),
+        "cuzk {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The log without its terminal colour codes.
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::new();
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
+
+#[test]
+fn daemon_serves_the_client_commands_and_drains_on_sigterm() {
+    let dir = std::env::temp_dir().join(format!("cuzk-daemon-cli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = |n: &str| -> PathBuf { dir.join(n) };
+    ok(&[
+        "circuit",
+        "--log-constraints",
+        "8",
+        "--r1cs",
+        s(&p("c.r1cs")),
+        "--witness",
+        s(&p("c.wit")),
+    ]);
+    ok(&[
+        "setup",
+        "--r1cs",
+        s(&p("c.r1cs")),
+        "--pk",
+        s(&p("c.pk")),
+        "--vk",
+        s(&p("c.vk")),
+    ]);
+    let sock = p("d.sock");
+    std::fs::write(
+        p("cuzk.toml"),
+        format!(
+            "listen = \"unix:{}\"\nparam_dir = \"{}\"\nbackend = \"cpu\"\nhost_memory = 4294967296\ncpu_device_memory = 1073741824\ndrain_timeout_s = 60\n[[keys]]\nid = \"k\"\npk = \"c.pk\"\nr1cs = \"c.r1cs\"\n",
+            s(&sock),
+            s(&dir)
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cuzk"))
+        .args(["--log", "info", "daemon", "--config", s(&p("cuzk.toml"))])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start the daemon");
+    let (tx, rx) = mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line.clone());
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let t = Instant::now();
+    loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(120).saturating_sub(t.elapsed()))
+            .expect("the daemon says it listens");
+        if line.contains("listening on") {
+            break;
+        }
+    }
+    let d = format!("unix:{}", s(&sock));
+    let keys = ok(&["keys", "--daemon", &d]);
+    assert!(keys.starts_with("k  constraints 256"), "{keys}");
+
+    let bench = ok(&[
+        "bench-daemon",
+        "--daemon",
+        &d,
+        "--key",
+        "k",
+        "--witness",
+        s(&p("c.wit")),
+        "--concurrency",
+        "2",
+        "--proofs",
+        "4",
+        "--vk",
+        s(&p("c.vk")),
+        "--json",
+        s(&p("bench.json")),
+        "--timeline",
+        s(&p("run.svg")),
+    ]);
+    let svg = std::fs::read_to_string(p("run.svg")).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains("GPU lock") && svg.contains("MSM"),
+        "{svg}"
+    );
+    assert!(bench.contains("[4/4] ok "), "{bench}");
+    assert!(
+        bench.contains("proofs/min") && bench.contains("failures 0"),
+        "{bench}"
+    );
+    assert!(bench.contains("GPU busy"), "{bench}");
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(p("bench.json")).unwrap()).unwrap();
+    assert_eq!(j["latency_s"].as_array().unwrap().len(), 4);
+    assert!(!j["timeline"]["spans"].as_array().unwrap().is_empty());
+
+    let line = ok(&[
+        "submit",
+        "--daemon",
+        &d,
+        "--key",
+        "k",
+        "--witness",
+        s(&p("c.wit")),
+        "--wait",
+        "--proof",
+        s(&p("p.proof")),
+        "--public-out",
+        s(&p("pub.wit")),
+    ]);
+    assert!(line.starts_with("ok "), "{line}");
+    ok(&[
+        "verify",
+        "--vk",
+        s(&p("c.vk")),
+        "--proof",
+        s(&p("p.proof")),
+        "--public",
+        s(&p("pub.wit")),
+    ]);
+
+    let ids = ok(&[
+        "submit",
+        "--daemon",
+        &d,
+        "--key",
+        "k",
+        "--witness",
+        s(&p("c.wit")),
+        "--by-path",
+    ]);
+    let (id, token) = ids.trim().split_once(' ').expect("id and token");
+    ok(&[
+        "await",
+        "--daemon",
+        &d,
+        "--job",
+        id,
+        "--token",
+        token,
+        "--proof",
+        s(&p("q.proof")),
+    ]);
+    let e = cuzk(&[
+        "await",
+        "--daemon",
+        &d,
+        "--job",
+        id,
+        "--token",
+        "nope",
+        "--proof",
+        s(&p("x")),
+    ]);
+    assert!(!e.status.success());
+    assert!(
+        String::from_utf8_lossy(&e.stderr).contains("no job"),
+        "{e:?}"
+    );
+    let st = ok(&["status", "--daemon", &d]);
+    assert!(st.contains("completed 6"), "{st}");
+    let stj = ok(&["status", "--daemon", &d, "--json"]);
+    assert!(stj.contains("\"completed\": 6"), "{stj}");
+
+    // Three more queued, then SIGTERM: the drain finishes them and the daemon exits 0.
+    for _ in 0..3 {
+        ok(&[
+            "submit",
+            "--daemon",
+            &d,
+            "--key",
+            "k",
+            "--witness",
+            s(&p("c.wit")),
+        ]);
+    }
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let t = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "the daemon exits after its drain"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let log = strip_ansi(&reader.join().unwrap());
+    assert!(status.success(), "exit status {status:?}\n{log}");
+    assert!(log.contains("SIGTERM, draining"), "{log}");
+    assert!(
+        log.contains("completed=9"),
+        "every queued job finished in the drain:\n{log}"
+    );
+    assert!(!sock.exists(), "the socket is removed");
+    let _ = std::fs::remove_dir_all(&dir);
+}
