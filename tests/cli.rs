@@ -3,31 +3,10 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn cuzk(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cuzk"))
-        .args(args)
-        .output()
-        .expect("run cuzk")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = cuzk(args);
-    assert!(
-        out.status.success(),
-        "cuzk {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Runs a command that must fail and returns its stderr.
-fn fails(args: &[&str]) -> String {
-    let out = cuzk(args);
-    assert!(!out.status.success(), "cuzk {args:?} should have failed");
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+#[path = "support/run.rs"]
+mod run;
+use run::{cuzk, fails, ok};
 
 struct Files {
     dir: PathBuf,

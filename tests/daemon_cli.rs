@@ -4,26 +4,13 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-fn cuzk(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cuzk"))
-        .args(args)
-        .output()
-        .expect("run cuzk")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = cuzk(args);
-    assert!(
-        out.status.success(),
-        "cuzk {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+#[path = "support/run.rs"]
+mod run;
+use run::{cuzk, ok};
 
 /// The log without its terminal colour codes.
 fn strip_ansi(s: &str) -> String {
