@@ -187,7 +187,11 @@ pub fn prove(args: ProveArgs, choice: BackendChoice) -> Result<()> {
             &wtns_path.display().to_string(),
         )?;
         let prove = start.elapsed();
-        self_check(&zkey.verifying_key(), &proof, &wtns.values[1..=zkey.n_public])?;
+        self_check(
+            &zkey.verifying_key(),
+            &proof,
+            &wtns.values[1..=zkey.n_public],
+        )?;
         let format = match args.proof_format {
             ProofFormat::Auto => ProofFormat::Snarkjs,
             f => f,
