@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 #[path = "support/run.rs"]
 mod run;
-use run::{cuzk, fails, ok};
+use run::{fails, ok};
 
 struct Files {
     dir: PathBuf,
