@@ -711,7 +711,7 @@ impl Inner {
             let mut q = self.queue.lock();
             let ids: Vec<_> = q
                 .iter()
-                .filter(|(_, j)| j.spec.key == id)
+                .filter(|(_, j)| j.key == id)
                 .map(|(k, _)| *k)
                 .collect();
             ids.into_iter().filter_map(|k| q.remove(&k)).collect()
@@ -768,11 +768,14 @@ impl Inner {
             cancel: AtomicBool::new(false),
             state: Mutex::new(JobState::Queued),
             cond: Condvar::new(),
-            spec,
+            key: spec.key,
+            priority: spec.priority,
+            device: spec.device,
+            witness: Mutex::new(Some(spec.witness)),
         });
         self.queue
             .lock()
-            .insert((shared.spec.priority.rank(), shared.seq), shared.clone());
+            .insert((shared.priority.rank(), shared.seq), shared.clone());
         self.queue_cond.notify_all();
         Ok(JobHandle {
             shared,
@@ -782,10 +785,7 @@ impl Inner {
 
     /// Removes a cancelled job from the queue and finishes it (if it was still queued).
     pub(crate) fn dequeue_cancelled(&self, job: &JobShared) {
-        let removed = self
-            .queue
-            .lock()
-            .remove(&(job.spec.priority.rank(), job.seq));
+        let removed = self.queue.lock().remove(&(job.priority.rank(), job.seq));
         if let Some(j) = removed {
             self.finish(&j, Err(JobError::Cancelled));
         }
@@ -816,9 +816,9 @@ impl Inner {
                 let keys = self.keys.read();
                 q.iter()
                     .find(|(_, j)| {
-                        j.spec.device.is_none_or(|x| x == d)
+                        j.device.is_none_or(|x| x == d)
                             && keys
-                                .get(&j.spec.key)
+                                .get(&j.key)
                                 .is_some_and(|k| k.on.get(d).is_some_and(Option::is_some))
                     })
                     .map(|(k, _)| *k)
@@ -956,14 +956,14 @@ impl Inner {
         let key = self
             .keys
             .read()
-            .get(&job.spec.key)
+            .get(&job.key)
             .cloned()
-            .ok_or_else(|| JobError::UnknownKey(job.spec.key.clone()))?;
+            .ok_or_else(|| JobError::UnknownKey(job.key.clone()))?;
         let loaded = key.on[d]
             .as_ref()
             .ok_or_else(|| JobError::NoDevice(format!("key not loaded on device {d}")))?;
         let backend = &*loaded.backend;
-        let priority = job.spec.priority;
+        let priority = job.priority;
         let cancelled = || job.cancelled() || self.closing_hard();
         let check = || {
             if cancelled() {
@@ -992,11 +992,18 @@ impl Inner {
         let _host = host.map_err(gate_err)?;
         check()?;
 
-        let witness: Arc<Witness> = match &job.spec.witness {
-            WitnessSource::Memory(w) => w.clone(),
-            WitnessSource::File(p) => {
+        let source = job.witness.lock().take();
+        let witness: Arc<Witness> = match source {
+            None => {
+                return Err(failed(
+                    "read witness",
+                    "the job's witness was already taken",
+                ));
+            }
+            Some(WitnessSource::Memory(w)) => w,
+            Some(WitnessSource::File(p)) => {
                 let (r, _) = rec.span("read witness", SpanKind::Cpu, || {
-                    read(p, io::read_witness).map_err(|e| JobError::Witness(e.to_string()))
+                    read(&p, io::read_witness).map_err(|e| JobError::Witness(e.to_string()))
                 });
                 Arc::new(r?)
             }
@@ -1114,7 +1121,7 @@ impl Inner {
         staged: &cuzk_groth16::StagedWitness,
         cancelled: &dyn Fn() -> bool,
     ) -> Result<WitnessMsms, JobError> {
-        let priority = rec.job.spec.priority;
+        let priority = rec.job.priority;
         let mut out = WitnessMsms::default();
         let mut lock = self.lock(dev, rec, t, priority, cancelled)?;
         let mut held = self.now();

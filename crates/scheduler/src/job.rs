@@ -216,7 +216,12 @@ pub(crate) enum JobState {
 
 pub(crate) struct JobShared {
     pub(crate) id: JobId,
-    pub(crate) spec: JobSpec,
+    pub(crate) key: String,
+    pub(crate) priority: Priority,
+    pub(crate) device: Option<usize>,
+    /// Taken when the job starts and dropped when it ends: a finished job's handle, which a
+    /// service may keep for its result, must not keep a witness of gigabytes alive.
+    pub(crate) witness: Mutex<Option<WitnessSource>>,
     pub(crate) seq: u64,
     pub(crate) submitted: Instant,
     pub(crate) cancel: AtomicBool,
@@ -230,6 +235,7 @@ impl JobShared {
     }
 
     pub(crate) fn finish(&self, r: Result<JobOutput, JobError>) {
+        self.witness.lock().take();
         *self.state.lock() = JobState::Finished(r);
         self.cond.notify_all();
     }
@@ -263,7 +269,7 @@ impl JobHandle {
     }
 
     pub fn priority(&self) -> Priority {
-        self.shared.spec.priority
+        self.shared.priority
     }
 
     pub fn status(&self) -> JobStatus {

@@ -297,6 +297,34 @@ fn cancel_takes_a_queued_job_out_at_once_and_stops_a_running_one() {
     );
 }
 
+/// A service keeps finished handles for their results; they must not keep witnesses alive.
+#[test]
+fn a_finished_or_cancelled_job_keeps_no_witness_alive() {
+    let c = circuit(8, 9);
+    let (mems, _) = memories(1, 256 * MIB);
+    let engine = Engine::on_cpu(config(1), mems).unwrap();
+    engine.load_key("k", key(&c), None).unwrap();
+    let own = || {
+        let w = &c.witness;
+        Arc::new(Witness::from_assignment(w.num_public(), w.assignment().to_vec()).unwrap())
+    };
+    let (a, b) = (own(), own());
+    let (weak_a, weak_b) = (Arc::downgrade(&a), Arc::downgrade(&b));
+    let done = engine
+        .submit(JobSpec::new("k", WitnessSource::Memory(a)))
+        .unwrap();
+    let cancelled = engine
+        .submit(JobSpec::new("k", WitnessSource::Memory(b)))
+        .unwrap();
+    assert!(cancelled.cancel());
+    verify(&c, &done);
+    assert!(weak_a.upgrade().is_none(), "a done job dropped its witness");
+    assert!(
+        weak_b.upgrade().is_none(),
+        "a cancelled job dropped its witness"
+    );
+}
+
 #[test]
 fn a_failure_at_every_device_allocation_fails_that_job_alone() {
     let c = circuit(8, 7);

@@ -161,26 +161,60 @@ fn gpu_engine_two_workers_three_jobs_in_16_gib() {
     assert_eq!(workers.len(), 2, "both workers proved");
 }
 
-#[test]
-#[ignore = "gpu"]
-fn gpu_engine_grid_of_workers_jobs_and_caps() {
-    let log = log_or(24);
+/// Every cell of workers x jobs in flight x VRAM cap proves `concurrency + 2` proofs, all of
+/// which verify, with no failed job, the peak within the cap and staging all returned.
+fn grid(log: u32, caps: &[Option<u64>], workers: &[usize], concurrencies: &[usize]) {
     let f = fixture(log);
-    for cap in [Some(16 * GIB), Some(40 * GIB), None] {
-        for workers in [1, 2, 3] {
-            for concurrency in [1, 3, 6] {
-                let engine = engine(workers, cap);
+    let mut cells = 0;
+    for &cap in caps {
+        for &w in workers {
+            for &concurrency in concurrencies {
+                let engine = engine(w, cap);
                 load(&engine, &f);
                 let (out, wall) = run(&engine, &f, concurrency + 2, concurrency);
                 let label = format!(
-                    "2^{log} cap {} workers {workers} x {concurrency}",
+                    "2^{log} cap {} workers {w} x {concurrency}",
                     cap.map_or("none".into(), |c| format!("{} GiB", c / GIB))
                 );
                 report(&label, &engine, &out, wall);
                 let st = engine.status();
+                let d = &st.devices[0];
                 assert_eq!(st.counters.failed, 0, "{label}");
-                assert_eq!(st.devices[0].staging_in_use, 0, "{label}");
+                assert_eq!(d.staging_in_use, 0, "{label}");
+                assert!(d.budget_peak <= d.budget_total, "{label}");
+                if let Some(c) = cap {
+                    assert!(d.budget_total <= c, "{label}");
+                }
+                cells += 1;
             }
         }
     }
+    println!("grid 2^{log}: {cells} cells, every proof verified");
+}
+
+#[test]
+#[ignore = "gpu"]
+fn gpu_engine_grid_of_workers_jobs_and_caps() {
+    grid(
+        log_or(24),
+        &[Some(16 * GIB), Some(40 * GIB), None],
+        &[1, 2, 3],
+        &[1, 3, 6],
+    );
+}
+
+/// The reliability suite's OOM grid (RELIABILITY.md): more workers and jobs than the engine's
+/// acceptance grid, under four caps.
+#[test]
+#[ignore = "gpu"]
+fn gpu_reliability_oom_grid() {
+    let caps = [16, 24, 40, 80].map(|g| Some(g * GIB));
+    grid(log_or(24), &caps, &[1, 2, 4], &[1, 3, 8]);
+}
+
+/// The OOM grid's 16 GiB row at the size of the scenario that once went out of memory.
+#[test]
+#[ignore = "gpu"]
+fn gpu_reliability_oom_grid_16_gib_2_26() {
+    grid(log_or(26), &[Some(16 * GIB)], &[1, 2, 4], &[1, 3, 8]);
 }
