@@ -79,6 +79,9 @@ enum Command {
     Circuit {
         #[arg(long, value_parser = clap::value_parser!(u32).range(4..=28))]
         log_constraints: u32,
+        /// Percent of the constraints that are bit decompositions (70 realistic, 0 full-width).
+        #[arg(long, default_value_t = 70, value_parser = clap::value_parser!(u32).range(0..=100))]
+        boolean_percent: u32,
         #[arg(long, default_value_t = 4)]
         public_inputs: usize,
         #[arg(long, default_value_t = 1)]
@@ -88,7 +91,8 @@ enum Command {
         #[arg(long)]
         witness: PathBuf,
     },
-    /// Generate a proving key and a verifying key for a circuit, from random toxic waste.
+    /// Generate a proving key and a verifying key for a circuit, from random toxic waste; on
+    /// the GPU when `--backend` picks one (the same key the CPU would make).
     Setup {
         #[arg(long)]
         r1cs: PathBuf,
@@ -158,14 +162,16 @@ fn run(command: Command, choice: BackendChoice) -> Result<()> {
         }),
         Command::Circuit {
             log_constraints,
+            boolean_percent,
             public_inputs,
             seed,
             r1cs,
             witness,
         } => {
-            let (circuit, w) = cuzk_groth16::demo::circuit(
+            let (circuit, w) = cuzk_groth16::demo::circuit_with(
                 log_constraints,
                 public_inputs,
+                boolean_percent,
                 &mut ChaCha20Rng::seed_from_u64(seed),
             )?;
             write_file(&r1cs, |f| io::write_r1cs(f, &circuit))?;
@@ -181,10 +187,11 @@ fn run(command: Command, choice: BackendChoice) -> Result<()> {
         }
         Command::Setup { r1cs, pk, vk } => {
             let circuit = formats_cli::read_circuit(&r1cs)?;
-            let (key, timings) = cuzk_groth16::generate_parameters_with_toxic_waste(
-                &circuit,
-                &cuzk_groth16::ToxicWaste::random(&mut rand::rngs::OsRng),
-            )?;
+            let tw = cuzk_groth16::ToxicWaste::random(&mut rand::rngs::OsRng);
+            let (key, timings) = match setup_gpu(choice)? {
+                Some(gpu) => cuzk_groth16::setup_gpu::generate_parameters_gpu(&gpu, &circuit, &tw)?,
+                None => cuzk_groth16::generate_parameters_with_toxic_waste(&circuit, &tw)?,
+            };
             write_file(&pk, |f| io::write_proving_key(f, &key))?;
             write_file(&vk, |f| io::write_verifying_key(f, &key.vk))?;
             print_table("setup", timings.rows());
@@ -194,6 +201,19 @@ fn run(command: Command, choice: BackendChoice) -> Result<()> {
         Command::Verify(args) => formats_cli::verify(args),
         Command::BenchParams(args) => formats_cli::bench_params(args),
     }
+}
+
+/// The GPU a key is made on: the first one unless `--backend cpu`; `--backend gpu` needs it.
+fn setup_gpu(choice: BackendChoice) -> Result<Option<cuzk_gpu::Gpu>> {
+    let usable = || cuzk_gpu::driver_present() && cuzk_gpu::kernels_built();
+    Ok(match choice {
+        BackendChoice::Cpu => None,
+        BackendChoice::Gpu if !usable() => {
+            anyhow::bail!("--backend gpu: no usable GPU for the setup")
+        }
+        BackendChoice::Gpu => Some(cuzk_gpu::Gpu::first()?),
+        BackendChoice::Auto => usable().then(|| cuzk_gpu::Gpu::first().ok()).flatten(),
+    })
 }
 
 fn parse_backend(s: &str) -> Result<BackendChoice, String> {

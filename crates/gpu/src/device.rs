@@ -6,10 +6,11 @@ use std::sync::{Arc, OnceLock};
 
 use bytemuck::Pod;
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, sys};
+use cuzk_vram::inject::Site;
 use cuzk_vram::{Budget, BudgetConfig, CudaBackend, DeviceBuffer, MemInfo, Vram};
 use parking_lot::Mutex;
 
-use crate::error::{GpuError, Result, cuda};
+use crate::error::{GpuError, Result, cuda, injected};
 use crate::module::ModuleCache;
 
 /// Static facts about a device, read once when it is opened.
@@ -213,6 +214,7 @@ impl Gpu {
 
     /// A new non-blocking stream; `name` shows in errors and Debug output.
     pub fn stream(&self, name: impl Into<String>) -> Result<Stream> {
+        injected(Site::StreamCreate, "cuStreamCreate")?;
         let s = self
             .inner
             .ctx
@@ -226,6 +228,7 @@ impl Gpu {
 
     /// A new event with timing enabled.
     pub fn event(&self) -> Result<Event> {
+        injected(Site::EventCreate, "cuEventCreate")?;
         let e = self
             .inner
             .ctx

@@ -28,3 +28,14 @@ pub(crate) fn cuda(op: &'static str) -> impl Fn(cudarc::driver::DriverError) -> 
         name: cuzk_vram::cuda_error_name(&e),
     }
 }
+
+/// The reliability suite's injected failure of a driver call of kind `site`, if it is due.
+pub(crate) fn injected(site: cuzk_vram::inject::Site, op: &'static str) -> Result<()> {
+    if cuzk_vram::inject::fails(site) {
+        return Err(GpuError::Cuda {
+            op,
+            name: cuzk_vram::inject::INJECTED.into(),
+        });
+    }
+    Ok(())
+}

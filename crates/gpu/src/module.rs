@@ -19,6 +19,7 @@ use std::sync::Arc;
 use bytemuck::Pod;
 use cudarc::driver::{CudaContext, result, sys};
 use cuzk_vram::DeviceBuffer;
+use cuzk_vram::inject::Site;
 use parking_lot::Mutex;
 
 use crate::device::{Gpu, Stream};
@@ -239,6 +240,7 @@ impl Gpu {
             }
         }
         let mut params: Vec<*mut c_void> = args.iter().map(|a| a.param_ptr()).collect();
+        crate::error::injected(Site::Launch, "cuLaunchKernel")?;
         self.inner
             .ctx
             .bind_to_thread()

@@ -16,6 +16,7 @@ use cudarc::driver::{CudaContext, CudaStream, DriverError, result, sys};
 use parking_lot::Mutex;
 
 use crate::error::{Result, VramError};
+use crate::inject::Site;
 
 /// A device address (`CUdeviceptr`).
 pub type DevicePtr = u64;
@@ -108,6 +109,18 @@ impl CudaBackend {
     fn bind(&self, op: &'static str) -> Result<()> {
         self.ctx.bind_to_thread().map_err(backend_err(op))
     }
+
+    /// Binds the context for a call of kind `site`, or fails it when the reliability suite's
+    /// injector says so.
+    fn enter(&self, site: Site, op: &'static str) -> Result<()> {
+        if crate::inject::fails(site) {
+            return Err(VramError::Backend {
+                op,
+                name: crate::inject::INJECTED.into(),
+            });
+        }
+        self.bind(op)
+    }
 }
 
 /// Waits for the work of the legacy default stream, where the driver's "synchronous" copy and
@@ -133,7 +146,7 @@ impl MemoryBackend for CudaBackend {
     }
 
     fn alloc_device(&self, bytes: usize) -> Result<DevicePtr> {
-        self.bind("cuMemAlloc")?;
+        self.enter(Site::DeviceAlloc, "cuMemAlloc")?;
         // SAFETY: context bound; the result is an owned allocation or an error.
         unsafe { result::malloc_sync(bytes) }.map_err(backend_err("cuMemAlloc"))
     }
@@ -152,7 +165,7 @@ impl MemoryBackend for CudaBackend {
         bytes: usize,
         stream: Option<&CudaStream>,
     ) -> Result<()> {
-        self.bind("cuMemcpyHtoD")?;
+        self.enter(Site::Copy, "cuMemcpyHtoD")?;
         // SAFETY: caller guarantees both ranges are valid for `bytes`.
         let src = unsafe { std::slice::from_raw_parts(src, bytes) };
         match stream {
@@ -175,7 +188,7 @@ impl MemoryBackend for CudaBackend {
         bytes: usize,
         stream: Option<&CudaStream>,
     ) -> Result<()> {
-        self.bind("cuMemcpyDtoH")?;
+        self.enter(Site::Copy, "cuMemcpyDtoH")?;
         // SAFETY: caller guarantees both ranges are valid for `bytes` and `dst` is exclusive.
         let dst = unsafe { std::slice::from_raw_parts_mut(dst, bytes) };
         match stream {
@@ -196,7 +209,7 @@ impl MemoryBackend for CudaBackend {
         bytes: usize,
         stream: Option<&CudaStream>,
     ) -> Result<()> {
-        self.bind("cuMemsetD8")?;
+        self.enter(Site::Copy, "cuMemsetD8")?;
         match stream {
             // SAFETY: caller guarantees the range lies in a live allocation.
             Some(s) => unsafe { result::memset_d8_async(dst, value, bytes, s.cu_stream()) }
@@ -211,7 +224,7 @@ impl MemoryBackend for CudaBackend {
     }
 
     fn alloc_pinned(&self, bytes: usize) -> Result<NonNull<u8>> {
-        self.bind("cuMemHostAlloc")?;
+        self.enter(Site::PinnedAlloc, "cuMemHostAlloc")?;
         // SAFETY: context bound; returns an owned page-locked allocation or an error.
         let p = unsafe { result::malloc_host(bytes, CU_MEMHOSTALLOC_PORTABLE) }
             .map_err(backend_err("cuMemHostAlloc"))?;
@@ -228,7 +241,7 @@ impl MemoryBackend for CudaBackend {
     }
 
     unsafe fn register_host(&self, ptr: *mut u8, bytes: usize) -> Result<()> {
-        self.bind("cuMemHostRegister")?;
+        self.enter(Site::HostRegister, "cuMemHostRegister")?;
         // SAFETY: caller guarantees the range is a live host allocation outliving registration.
         unsafe { sys::cuMemHostRegister_v2(ptr.cast(), bytes, CU_MEMHOSTREGISTER_PORTABLE) }
             .result()

@@ -23,6 +23,7 @@ mod budget;
 mod buffer;
 mod config;
 mod error;
+pub mod inject;
 
 use std::sync::Arc;
 use std::time::Duration;

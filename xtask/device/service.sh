@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The daemon and the reliability suite on a GPU machine, from a cuzk bundle (`cargo xtask
+# bundle`). Usage: service.sh BUNDLE [daemon] [reliability]. Logs go to $OUT (or
+# /tmp/service-out); a short table is printed last.
+#   daemon:      the daemon's overhead at 2^24 (in-process engine vs the daemon, witness by path
+#                and streamed), then the 16 GiB scenario at 2^26: 2 workers, a preloaded key,
+#                bench-daemon --concurrency 3 --proofs 5 with its timeline SVG, and the
+#                daemon's memory before and after.
+#   reliability: the OOM grid at 2^24 and its 16 GiB row at 2^26, and the 1000-proof soak.
+set -u
+B=$(cd "${1:?bundle dir}" && pwd)
+shift
+out=${OUT:-/tmp/service-out}
+mkdir -p "$out"
+P=${CUZK_PARAMS:-/tmp/cuzk-params}
+mkdir -p "$P"
+rows=()
+step() { # name, command...
+    local name=$1
+    shift
+    local t0 t1 rc
+    t0=$(date +%s.%N)
+    "$@" >"$out/$name.log" 2>&1
+    rc=$?
+    t1=$(date +%s.%N)
+    tail -n 25 "$out/$name.log"
+    rows+=("$(awk -v n="$name" -v r="$rc" -v a="$t0" -v b="$t1" 'BEGIN{printf "%-30s rc=%-3s %7.1f s", n, r, b-a}')")
+}
+cuzk() { "$B/cuzk" "$@"; }
+
+# A circuit of 2^$1 constraints (75% boolean), its witness and keys in $P as k$1.*.
+make_key() {
+    [ -f "$P/k$1.pk" ] && return 0
+    cuzk circuit --log-constraints "$1" --boolean-percent 75 --r1cs "$P/k$1.r1cs" --witness "$P/k$1.wit" &&
+        cuzk --backend gpu setup --r1cs "$P/k$1.r1cs" --pk "$P/k$1.pk" --vk "$P/k$1.vk"
+}
+
+# Starts a daemon serving key k$1 with $2 workers (extra environment after); waits for it.
+start_daemon() {
+    local log=$1 workers=$2
+    shift 2
+    rm -f "$P/d.sock"
+    cat >"$P/cuzk.toml" <<EOF
+listen = "unix:$P/d.sock"
+param_dir = "$P"
+backend = "gpu"
+workers_per_device = $workers
+[[keys]]
+id = "k$log"
+pk = "k$log.pk"
+r1cs = "k$log.r1cs"
+EOF
+    env "$@" "$B/cuzk" --log info daemon --config "$P/cuzk.toml" >"$out/daemon-$log.log" 2>&1 &
+    DAEMON=$!
+    for _ in $(seq 600); do
+        cuzk status --daemon "unix:$P/d.sock" 2>/dev/null | grep -q "k$log" && return 0
+        kill -0 $DAEMON 2>/dev/null || break
+        sleep 1
+    done
+    echo "daemon did not come up"
+    tail -n 20 "$out/daemon-$log.log"
+    return 1
+}
+stop_daemon() {
+    kill -TERM $DAEMON
+    wait $DAEMON
+    echo "daemon exited $?"
+}
+D="--daemon unix:$P/d.sock"
+
+nvidia-smi -L
+df -h /tmp | tail -1
+free -g | head -2
+for part in "$@"; do
+    case "$part" in
+    daemon)
+        step key-24 make_key 24
+        c="$B/cuzk --backend gpu bench --boolean-percent 75 --log-constraints 24"
+        step engine-24-w1c1 $c --proofs 10 --workers 1 --concurrency 1
+        start_daemon 24 1 && {
+            step daemon-24-path cuzk bench-daemon $D --key k24 --witness "$P/k24.wit" --by-path --vk "$P/k24.vk" --concurrency 1 --proofs 10
+            step daemon-24-stream cuzk bench-daemon $D --key k24 --witness "$P/k24.wit" --vk "$P/k24.vk" --concurrency 1 --proofs 10
+            step daemon-24-submit bash -c "time $B/cuzk submit $D --key k24 --witness $P/k24.wit"
+            stop_daemon
+        }
+        rm -f "$P"/k24.*
+        step key-26 make_key 26
+        start_daemon 26 2 CUZK_VRAM_LIMIT=16GiB && {
+            step status-idle cuzk status $D
+            step daemon-26-16gib cuzk bench-daemon $D --key k26 --witness "$P/k26.wit" --vk "$P/k26.vk" --concurrency 3 --proofs 5 --timeline "$out/daemon-26-16gib.svg" --json "$out/daemon-26-16gib.json"
+            step status-after cuzk status $D
+            stop_daemon
+        }
+        rm -f "$P"/k26.*
+        ;;
+    reliability)
+        step oom-grid-24 "$B/tests/cuzk-scheduler-gpu" --ignored gpu_reliability_oom_grid --exact --nocapture
+        step oom-grid-26-16gib "$B/tests/cuzk-scheduler-gpu" --ignored gpu_reliability_oom_grid_16_gib_2_26 --exact --nocapture
+        step soak-20 "$B/tests/cuzk-daemon-gpu_soak" --ignored gpu_daemon_soak_1000_proofs --exact --nocapture
+        ;;
+    *) echo "unknown part $part" ;;
+    esac
+done
+echo
+echo "=== service $*"
+for r in "${rows[@]}"; do echo "$r"; done
+grep -h -E 'proofs/s|proofs/min|p50|GPU busy|test result|^soak 2|^grid|budget|pinned|real' "$out"/*.log | tail -n 80
