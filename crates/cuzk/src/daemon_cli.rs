@@ -646,7 +646,7 @@ async fn bench(
         .cloned()
         .collect();
     if let Some(p) = svg {
-        std::fs::write(&p, cuzk_daemon::svg::timeline(&spans, &timeline.devices))
+        std::fs::write(&p, cuzk_daemon::svg::timeline(&spans, &timeline.devices)?)
             .with_context(|| format!("cannot write {}", p.display()))?;
         println!("timeline: {}", p.display());
     }
