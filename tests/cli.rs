@@ -265,6 +265,44 @@ fn bench_runs_workers_and_jobs_in_flight_on_logical_devices() {
 }
 
 #[test]
+fn bench_over_sizes_draws_the_scaling_plot_and_the_timeline() {
+    let dir = std::env::temp_dir().join(format!("cuzk-cli-sizes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (plot, timeline, json) = (dir.join("s.svg"), dir.join("t.svg"), dir.join("b.json"));
+    let out = ok(&[
+        "--backend",
+        "cpu",
+        "bench",
+        "--sizes",
+        "6,7",
+        "--proofs",
+        "2",
+        "--plot",
+        plot.to_str().unwrap(),
+        "--timeline",
+        timeline.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    for want in ["2^6 ", "2^7 ", "ms per proof", "[2/2] ok", "plot: "] {
+        assert!(out.contains(want), "missing {want:?} in:\n{out}");
+    }
+    let plot = std::fs::read_to_string(plot).unwrap();
+    assert!(plot.starts_with("<svg") && plot.contains("2^6") && plot.contains("2^7"));
+    let timeline = std::fs::read_to_string(timeline).unwrap();
+    assert!(timeline.contains("worker 0") && timeline.contains("GPU lock"));
+    let rows: serde_json::Value = serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap();
+    assert_eq!(rows.as_array().map(Vec::len), Some(2));
+    assert!(rows[1]["proofs_per_s"].as_f64().unwrap() > 0.0);
+    let err = fails(&["--backend", "cpu", "bench", "--proofs", "1"]);
+    assert!(
+        err.contains("--log-constraints"),
+        "a size is required: {err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn demo_names_its_backend() {
     let out = ok(&["--backend", "cpu", "demo", "--log-constraints", "6"]);
     assert!(out.contains("backend: cpu"), "{out}");

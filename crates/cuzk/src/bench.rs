@@ -2,6 +2,7 @@
 //! verified; then where the time went and how busy the GPU was.
 
 use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,18 +14,54 @@ use cuzk_scheduler::{
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
-use crate::{MIB, ms, peak_host_bytes, print_table};
+use crate::{MIB, ms, peak_host_bytes, print_table, progress};
 
+#[derive(clap::Args, Debug)]
 pub(crate) struct Args {
-    pub log_constraints: u32,
-    pub boolean_percent: u32,
-    pub proofs: usize,
-    pub public_inputs: usize,
-    pub seed: u64,
-    pub workers: usize,
-    pub concurrency: usize,
-    pub split: usize,
-    pub choice: BackendChoice,
+    /// The circuit has 2^K constraints.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(4..=28), required_unless_present = "sizes")]
+    log_constraints: Option<u32>,
+    /// Bench each of these sizes in turn (log2 of the constraints, e.g. 20,22,24).
+    #[arg(long, value_delimiter = ',', conflicts_with = "log_constraints",
+          value_parser = clap::value_parser!(u32).range(4..=28))]
+    sizes: Vec<u32>,
+    /// Percent of the constraints that are bit decompositions (70 realistic, 0 full-width).
+    #[arg(long, default_value_t = 70, value_parser = clap::value_parser!(u32).range(0..=100))]
+    boolean_percent: u32,
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    proofs: u32,
+    #[arg(long, default_value_t = 4)]
+    public_inputs: usize,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// GPU workers per device.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    workers: u32,
+    /// Proofs in flight at once.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    concurrency: u32,
+    /// Split each device into this many logical devices, each with an equal budget share.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    split: u32,
+    /// Draw time per proof against size (SVG).
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Draw the timed run's timeline (SVG; the last size's with `--sizes`).
+    #[arg(long)]
+    timeline: Option<PathBuf>,
+    /// Write each size's figures as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// What one size measured.
+struct SizeResult {
+    log: u32,
+    throughput: f64,
+    p50: Duration,
+    p95: Duration,
+    gpu_bound: f64,
+    spans: Vec<cuzk_daemon::pb::Span>,
 }
 
 /// Phases in the order a job runs them (the table's rows).
@@ -43,25 +80,100 @@ const PHASES: [&str; 12] = [
     "verify",
 ];
 
-pub(crate) fn run(a: Args) -> Result<()> {
+pub(crate) fn run(a: Args, choice: BackendChoice) -> Result<()> {
+    let sizes = match a.log_constraints {
+        Some(k) => vec![k],
+        None => a.sizes.clone(),
+    };
     let engine = Engine::new(EngineConfig {
-        backend: a.choice,
-        workers_per_device: a.workers,
-        split: a.split,
+        backend: choice,
+        workers_per_device: a.workers as usize,
+        split: a.split as usize,
         ..EngineConfig::from_env()?
     })?;
+    let mut results = Vec::new();
+    for &log in &sizes {
+        results.push(run_size(&engine, &a, log)?);
+    }
+    if sizes.len() > 1 {
+        println!(
+            "
+{:<8} {:>14} {:>12} {:>12} {:>16}",
+            "size", "ms per proof", "p50 ms", "p95 ms", "GPU-bound share"
+        );
+        for r in &results {
+            println!(
+                "2^{:<6} {:>14.1} {:>12.1} {:>12.1} {:>15.1}%",
+                r.log,
+                1e3 / r.throughput,
+                ms(r.p50),
+                ms(r.p95),
+                100.0 * r.throughput / r.gpu_bound.max(1e-9)
+            );
+        }
+    }
+    if let Some(p) = &a.plot {
+        let points: Vec<_> = results
+            .iter()
+            .map(|r| cuzk_daemon::svg::ScalingPoint {
+                log: r.log,
+                ms_per_proof: 1e3 / r.throughput,
+                p50_ms: ms(r.p50),
+            })
+            .collect();
+        let title = format!(
+            "cuzk bench: {} workers, {} in flight, {}% boolean",
+            a.workers, a.concurrency, a.boolean_percent
+        );
+        std::fs::write(p, cuzk_daemon::svg::scaling(&points, &title)?)
+            .with_context(|| format!("cannot write {}", p.display()))?;
+        println!("plot: {}", p.display());
+    }
+    if let (Some(p), Some(last)) = (&a.timeline, results.last()) {
+        let names: Vec<String> = engine.devices().into_iter().map(|(n, _)| n).collect();
+        std::fs::write(p, cuzk_daemon::svg::timeline(&last.spans, &names)?)
+            .with_context(|| format!("cannot write {}", p.display()))?;
+        println!("timeline: {}", p.display());
+    }
+    if let Some(p) = &a.json {
+        let rows: Vec<_> = results
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "log_constraints": r.log,
+                    "proofs_per_s": r.throughput,
+                    "p50_ms": ms(r.p50),
+                    "p95_ms": ms(r.p95),
+                    "gpu_bound_proofs_per_s": r.gpu_bound,
+                })
+            })
+            .collect();
+        std::fs::write(p, serde_json::to_string_pretty(&rows)?)
+            .with_context(|| format!("cannot write {}", p.display()))?;
+        println!("json: {}", p.display());
+    }
+    Ok(())
+}
+
+fn run_size(engine: &Engine, a: &Args, log_constraints: u32) -> Result<SizeResult> {
+    let (proofs, workers, concurrency) = (
+        a.proofs as usize,
+        a.workers as usize,
+        a.concurrency as usize,
+    );
     let devices = engine.devices();
     let on_gpu = devices.iter().any(|(_, gpu)| *gpu);
     println!(
         "cuzk bench: 2^{} constraints, {}% boolean, {} proofs, {} in flight, {} workers per device",
-        a.log_constraints, a.boolean_percent, a.proofs, a.concurrency, a.workers
+        log_constraints, a.boolean_percent, proofs, concurrency, workers
     );
     for (i, (name, _)) in devices.iter().enumerate() {
         println!("  device {i}: {name}");
     }
     let mut rng = ChaCha20Rng::seed_from_u64(a.seed);
+    let pb = progress::spinner(format!("2^{log_constraints}: circuit and key"));
     let (circuit, witness) = cuzk_groth16::demo::circuit_with(
-        a.log_constraints,
+        log_constraints,
         a.public_inputs,
         a.boolean_percent,
         &mut rng,
@@ -78,6 +190,13 @@ pub(crate) fn run(a: Args) -> Result<()> {
         (pk, "cpu")
     };
     let setup = start.elapsed();
+    progress::done(
+        pb,
+        format!(
+            "2^{log_constraints}: key made on the {setup_where} in {:.1} s",
+            setup.as_secs_f64()
+        ),
+    );
     let pvk = cuzk_groth16::prepare_verifying_key(&pk.vk);
     let start = Instant::now();
     engine.load_key(
@@ -103,7 +222,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
     };
 
     // Warm-up: one proof per worker, so every worker's buffers exist before timing.
-    let warm: Vec<_> = (0..a.workers * devices.len())
+    let warm: Vec<_> = (0..workers * devices.len())
         .map(|_| engine.submit(spec()))
         .collect::<Result<_, _>>()?;
     for h in warm {
@@ -119,16 +238,35 @@ pub(crate) fn run(a: Args) -> Result<()> {
     let t0 = engine.now();
     let start = Instant::now();
     let mut live: VecDeque<JobHandle> = VecDeque::new();
-    let mut outs = Vec::with_capacity(a.proofs);
-    for _ in 0..a.proofs {
-        if live.len() >= a.concurrency {
-            outs.push(check(live.pop_front().expect("a job in flight"))?);
+    let mut outs = Vec::with_capacity(proofs);
+    let pb = progress::bar(proofs as u64, &format!("2^{log_constraints}"));
+    let finish = |h: JobHandle, outs: &mut Vec<JobOutput>| -> Result<()> {
+        let o = check(h)?;
+        pb.inc(1);
+        progress::line(
+            &pb,
+            format!(
+                "[{}/{proofs}] ok {:.3} s  queue {:.0} ms  gpu {} worker {}",
+                outs.len() + 1,
+                (o.timings.queue_wait + o.timings.run).as_secs_f64(),
+                ms(o.timings.queue_wait),
+                o.device,
+                o.worker
+            ),
+        );
+        outs.push(o);
+        Ok(())
+    };
+    for _ in 0..proofs {
+        if live.len() >= concurrency {
+            finish(live.pop_front().expect("a job in flight"), &mut outs)?;
         }
         live.push_back(engine.submit(spec())?);
     }
     while let Some(h) = live.pop_front() {
-        outs.push(check(h)?);
+        finish(h, &mut outs)?;
     }
+    pb.finish_and_clear();
     let wall = start.elapsed().as_secs_f64();
     let t1 = engine.now();
     let st = engine.status();
@@ -144,7 +282,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
                 .any(|o| o.timings.spans.iter().any(|s| s.phase == **p))
         })
         .map(|&p| (p, median(outs.iter().map(|o| o.timings.phase(p)).collect())));
-    print_table(&format!("phases (median of {})", a.proofs), rows);
+    print_table(&format!("phases (median of {proofs})"), rows);
     let mut lat: Vec<Duration> = outs
         .iter()
         .map(|o| o.timings.queue_wait + o.timings.run)
@@ -167,7 +305,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
             ),
         ],
     );
-    let n = a.proofs as f64;
+    let n = proofs as f64;
     println!("\nwall                      {:>12.2} s", wall);
     println!(
         "throughput                {:>12.3} proofs/s ({:.1} proofs/min)",
@@ -209,11 +347,33 @@ pub(crate) fn run(a: Args) -> Result<()> {
     }
     println!(
         "all {} proofs verified ({} failed, {} self-check failures)",
-        a.proofs + a.workers * devices.len(),
+        proofs + workers * devices.len(),
         st.counters.failed,
         st.counters.self_check_failed
     );
-    Ok(())
+    let spans = engine
+        .timeline()
+        .iter()
+        .filter(|s| s.end >= t0 && s.start <= t1)
+        .map(|s| cuzk_daemon::pb::Span {
+            job_id: s.job.to_string(),
+            device: s.device as u32,
+            worker: s.worker as u32,
+            phase: s.phase.to_owned(),
+            kind: s.kind.name().into(),
+            start_s: s.start,
+            end_s: s.end,
+        })
+        .collect();
+    engine.unload_key("bench")?;
+    Ok(SizeResult {
+        log: log_constraints,
+        throughput: n / wall,
+        p50: pct(0.5),
+        p95: pct(0.95),
+        gpu_bound: limit,
+        spans,
+    })
 }
 
 /// Seconds device `d` spent in device phases between `t0` and `t1` (engine clock).

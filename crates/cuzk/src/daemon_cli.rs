@@ -274,6 +274,7 @@ pub fn run(command: DaemonCommand, choice: BackendChoice) -> Result<()> {
         } => rt.block_on(async {
             let mut c = connect(&conn).await?;
             if let Some(id) = load {
+                let bar = crate::progress::spinner(format!("loading key {id} in the daemon"));
                 let r = c
                     .load_key(pb::LoadKeyRequest {
                         key_id: id.clone(),
@@ -283,7 +284,10 @@ pub fn run(command: DaemonCommand, choice: BackendChoice) -> Result<()> {
                     })
                     .await?
                     .into_inner();
-                println!("loaded {id} in {:.2} s", r.load_ms as f64 / 1e3);
+                crate::progress::done(
+                    bar,
+                    format!("loaded {id} in {:.2} s", r.load_ms as f64 / 1e3),
+                );
             }
             if let Some(id) = unload {
                 c.unload_key(pb::UnloadKeyRequest { key_id: id.clone() })

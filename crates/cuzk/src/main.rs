@@ -10,6 +10,7 @@
 mod bench;
 mod daemon_cli;
 mod formats_cli;
+mod progress;
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
@@ -52,29 +53,9 @@ enum Command {
     Devices,
     /// Time proofs of a demo circuit through the proving engine: setup, a warm-up, then N
     /// proofs with J in flight (each verified), a per-phase table of medians, throughput,
-    /// latency, the GPU's busy share, peak VRAM and peak host memory.
-    Bench {
-        #[arg(long, value_parser = clap::value_parser!(u32).range(4..=28))]
-        log_constraints: u32,
-        /// Percent of the constraints that are bit decompositions (70 realistic, 0 full-width).
-        #[arg(long, default_value_t = 70, value_parser = clap::value_parser!(u32).range(0..=100))]
-        boolean_percent: u32,
-        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
-        proofs: u32,
-        #[arg(long, default_value_t = 4)]
-        public_inputs: usize,
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// GPU workers per device.
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
-        workers: u32,
-        /// Proofs in flight at once.
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
-        concurrency: u32,
-        /// Split each device into this many logical devices, each with an equal budget share.
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
-        split: u32,
-    },
+    /// latency, the GPU's busy share, peak VRAM and peak host memory; `--sizes` repeats it per
+    /// size and `--plot` draws time per proof against size.
+    Bench(bench::Args),
     /// Write a demo circuit and a satisfying witness to files.
     Circuit {
         #[arg(long, value_parser = clap::value_parser!(u32).range(4..=28))]
@@ -140,26 +121,7 @@ fn run(command: Command, choice: BackendChoice) -> Result<()> {
             print!("{}", cuzk_gpu::devices_report());
             Ok(())
         }
-        Command::Bench {
-            log_constraints,
-            boolean_percent,
-            proofs,
-            public_inputs,
-            seed,
-            workers,
-            concurrency,
-            split,
-        } => bench::run(bench::Args {
-            log_constraints,
-            boolean_percent,
-            proofs: proofs as usize,
-            public_inputs,
-            seed,
-            workers: workers as usize,
-            concurrency: concurrency as usize,
-            split: split as usize,
-            choice,
-        }),
+        Command::Bench(args) => bench::run(args, choice),
         Command::Circuit {
             log_constraints,
             boolean_percent,
@@ -186,14 +148,23 @@ fn run(command: Command, choice: BackendChoice) -> Result<()> {
             Ok(())
         }
         Command::Setup { r1cs, pk, vk } => {
+            let bar = progress::spinner(format!("reading {}", r1cs.display()));
             let circuit = formats_cli::read_circuit(&r1cs)?;
             let tw = cuzk_groth16::ToxicWaste::random(&mut rand::rngs::OsRng);
-            let (key, timings) = match setup_gpu(choice)? {
+            let gpu = setup_gpu(choice)?;
+            bar.set_message(format!(
+                "making the key of {} constraints on the {}",
+                circuit.num_constraints(),
+                if gpu.is_some() { "GPU" } else { "CPU" }
+            ));
+            let (key, timings) = match gpu {
                 Some(gpu) => cuzk_groth16::setup_gpu::generate_parameters_gpu(&gpu, &circuit, &tw)?,
                 None => cuzk_groth16::generate_parameters_with_toxic_waste(&circuit, &tw)?,
             };
+            bar.set_message(format!("writing {}", pk.display()));
             write_file(&pk, |f| io::write_proving_key(f, &key))?;
             write_file(&vk, |f| io::write_verifying_key(f, &key.vk))?;
+            progress::done(bar, format!("wrote {} and {}", pk.display(), vk.display()));
             print_table("setup", timings.rows());
             Ok(())
         }
