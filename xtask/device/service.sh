@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The daemon and the reliability suite on a GPU machine, from a cuzk bundle (`cargo xtask
-# bundle`). Usage: service.sh BUNDLE [daemon] [reliability]. Logs go to $OUT (or
+# bundle`). Usage: service.sh BUNDLE [daemon] [faults] [soak] [grid] [grid26]. Logs go to $OUT (or
 # /tmp/service-out); a short table is printed last.
 #   daemon:      the daemon's overhead at 2^24 (in-process engine vs the daemon, witness by path
 #                and streamed), then the 16 GiB scenario at 2^26: 2 workers, a preloaded key,
 #                bench-daemon --concurrency 3 --proofs 5 with its timeline SVG, and the
 #                daemon's memory before and after.
-#   reliability: the OOM grid at 2^24 and its 16 GiB row at 2^26, and the 1000-proof soak.
+#   faults:      a failure at every driver call of one proof and of one engine job.
+#   soak:        1000 proofs at 2^20 through one daemon (priorities, cancels, bad requests).
+#   grid, grid26: the OOM grid at 2^24, and its 16 GiB row at 2^26.
 set -u
 B=$(cd "${1:?bundle dir}" && pwd)
 shift
@@ -93,10 +95,18 @@ for part in "$@"; do
         }
         rm -f "$P"/k26.*
         ;;
-    reliability)
-        step oom-grid-24 "$B/tests/cuzk-scheduler-gpu" --ignored gpu_reliability_oom_grid --exact --nocapture
-        step oom-grid-26-16gib "$B/tests/cuzk-scheduler-gpu" --ignored gpu_reliability_oom_grid_16_gib_2_26 --exact --nocapture
-        step soak-20 "$B/tests/cuzk-daemon-gpu_soak" --ignored gpu_daemon_soak_1000_proofs --exact --nocapture
+    faults)
+        step sites-proof "$B/tests/cuzk-groth16-gpu_sites" --ignored --exact gpu_a_failure_at_every_driver_call_of_a_proof_fails_it_alone --nocapture
+        step sites-job "$B/tests/cuzk-scheduler-gpu_sites" --ignored --exact gpu_a_failure_at_every_driver_call_of_a_job_fails_it_alone --nocapture
+        ;;
+    soak)
+        step soak-20 "$B/tests/cuzk-daemon-gpu_soak" --ignored --exact gpu_daemon_soak_1000_proofs --nocapture
+        ;;
+    grid)
+        step oom-grid-24 "$B/tests/cuzk-scheduler-gpu" --ignored --exact gpu_reliability_oom_grid --nocapture
+        ;;
+    grid26)
+        step oom-grid-26-16gib "$B/tests/cuzk-scheduler-gpu" --ignored --exact gpu_reliability_oom_grid_16_gib_2_26 --nocapture
         ;;
     *) echo "unknown part $part" ;;
     esac
@@ -104,4 +114,4 @@ done
 echo
 echo "=== service $*"
 for r in "${rows[@]}"; do echo "$r"; done
-grep -h -E 'proofs/s|proofs/min|p50|GPU busy|test result|^soak 2|^grid|budget|pinned|real' "$out"/*.log | tail -n 80
+grep -h -E 'proofs/s|proofs/min|p50|GPU busy|test result|^soak 2|^grid|sites|budget|pinned|real|driver calls' "$out"/*.log | tail -n 80
