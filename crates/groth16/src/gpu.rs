@@ -25,10 +25,10 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
-use cuzk_gpu::msm::Curve;
 use cuzk_gpu::transfer::Staging;
 use cuzk_gpu::{DeviceBuffer, Gpu, GpuError, PinnedBuffer, Reservation, Vram, VramError};
 use cuzk_msm::gpu::{GpuMsm, Plan};
+use cuzk_msm::kernels::Curve;
 use cuzk_msm::{Group, MsmError, MsmPoint};
 use cuzk_ntt::Domain;
 use rayon::prelude::*;
