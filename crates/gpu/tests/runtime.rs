@@ -85,8 +85,9 @@ fn gpu_devices_report_lists_devices() {
     println!("{r}");
 }
 
-/// Every device opens, and a device is opened once per process (shared budget). That every
-/// module loads on every device is checked by each kernel crate's tests.
+/// Every device opens, and a device is opened once per process (shared budget). The runtime
+/// embeds no modules: cuzk-test-kernels' `gpu_all_devices_load_all_modules` loads its modules on
+/// every device, and each kernel crate's GPU tests launch its own.
 #[test]
 #[ignore = "gpu"]
 fn gpu_all_devices_open_once() {
