@@ -16,7 +16,7 @@
 /* Default threads per block for 1-D element-wise kernels. */
 #define CUZK_DEFAULT_BLOCK 256
 
-/* kernels/smoke.cu: out[i] = cuzk_smoke_pattern(i, seed) for i < n. */
+/* kernels/test/smoke.cu: out[i] = cuzk_smoke_pattern(i, seed) for i < n. */
 typedef struct cuzk_smoke_params {
     uint32_t n;
     uint32_t seed;

@@ -11,8 +11,8 @@ use std::ops::{Add, Mul};
 use bytemuck::Pod;
 use cuzk_benches::{Summary, gpu};
 use cuzk_field::{Fp, Fp2, Fr};
-use cuzk_gpu::ff::{self, Field};
 use cuzk_gpu::{DeviceBuffer, Gpu, Stream};
+use cuzk_test_kernels::ff::{self, Field};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 

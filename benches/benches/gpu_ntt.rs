@@ -54,7 +54,7 @@ fn main() {
     // Registers and spills of the radix-4 kernels for this device.
     let (major, minor) = g.info().compute_capability;
     let arch = format!("sm_{major}{minor}");
-    for l in cuzk_gpu::ptxas_report().lines() {
+    for l in cuzk_ntt::kernels::KERNELS.ptxas_report().lines() {
         let mut f = l.split_whitespace();
         if f.next().is_some_and(|k| k.starts_with("cuzk_ntt_pass4")) && f.next() == Some(&*arch) {
             println!("ptxas {}", l.trim());
@@ -199,7 +199,7 @@ fn main() {
             for r in 0..=runs {
                 let mut v: Vec<_> = (0..3).map(|_| g.alloc::<Fr>(n).unwrap()).collect();
                 for x in &mut v {
-                    use cuzk_gpu::ff::{Field, UnaryOp, field_unary};
+                    use cuzk_test_kernels::ff::{Field, UnaryOp, field_unary};
                     field_unary(&g, &stream, Field::Fr, UnaryOp::Neg, &src, x).unwrap();
                 }
                 let (dc, db, mut da) = (v.pop().unwrap(), v.pop().unwrap(), v.pop().unwrap());

@@ -10,7 +10,7 @@ namespace cuzk {
 namespace msm {
 
 // 3. Exclusive scan of counts[0..len) into offsets[0..len] (offsets[len] = total) and cursors.
-// Device-wide reduce-then-scan in three launches (crates/gpu/src/msm.rs `scan`), tiles of
+// Device-wide reduce-then-scan in three launches (crates/msm/src/kernels.rs `scan`), tiles of
 // SCAN_TILE counts, one per thread:
 //   scan_tile_sums  block b: cursors[b * SCAN_TILE] = sum of tile b (scratch slot: the first
 //                   cursor of each tile, rewritten by scan_tiles)

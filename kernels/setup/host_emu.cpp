@@ -1,6 +1,6 @@
 // Host check of kernels/setup.cu without a GPU: g++ compiles the kernels with the PTX carry
 // instructions emulated (CUZK_HOST_EMU, see ff/ptx.cuh) and runs every thread in a loop.
-// Inputs come from the ignored test `host_emu_setup_kernels` in crates/gpu/src/setup.rs, which
+// Inputs come from the ignored test `host_emu_setup_kernels` in crates/groth16/src/kernels.rs, which
 // writes a window table, scalars and blst's products to a folder and runs this program:
 //   emu <dir> <window>  -> exit status 0 iff all G1 and G2 products match bit for bit.
 #define CUZK_HOST_EMU 1
@@ -23,7 +23,7 @@ using std::min;
 #include "ff/ptx.cuh"
 inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, uint32_t s)
 { return (uint32_t)((((uint64_t)hi << 32) | lo) >> (s & 31)); }
-#include "../setup.cu"
+#include "setup.cu"
 static const char* dir = ".";
 template <class T> std::vector<T> load(const char* name) {
     char p[4096];

@@ -1,8 +1,8 @@
 //! cuzk developer tasks (`cargo xtask <cmd>`, the rust-analyzer pattern).
 #![forbid(unsafe_code)]
 
-#[path = "../../crates/gpu/build/nvcc.rs"]
-mod nvcc;
+// The one nvcc finder/compiler, shared with every kernel crate's build script.
+use cuzk_kernel_build as nvcc;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -15,7 +15,7 @@ use anyhow::{Context, Result, bail, ensure};
 const USAGE: &str = "usage: cargo xtask <command>
 
   setup-cuda        find nvcc, or install the pinned PyPI CUDA 13.0 toolkit into .cuda/pip
-  kernels           compile kernels/*.cu, print registers/smem/stack/spills per kernel;
+  kernels           compile kernels/<domain>/*.cu, print registers/smem/stack/spills per kernel;
                     fails on compile errors and on spills not allowed by
                     `// cuzk: allow-spills <kernel>` in the kernel sources
   codegen [--check] bindgen kernels/cuzk_shared.h -> crates/gpu/src/bindings.rs
@@ -104,7 +104,7 @@ fn setup_cuda() -> Result<()> {
         println!("extra include: {}", inc.display());
     }
     println!(
-        "kernels build automatically with cargo build (crates/gpu/build.rs); `cargo xtask kernels` shows resource use."
+        "kernels build automatically with cargo build (each kernel crate's build.rs); `cargo xtask kernels` shows resource use."
     );
     Ok(())
 }
@@ -120,8 +120,8 @@ fn kernels() -> Result<()> {
         nvcc::find_nvcc(&root).map_err(|e| anyhow::anyhow!("{e}; run `cargo xtask setup-cuda`"))?;
     let archs = nvcc::archs().map_err(anyhow::Error::msg)?;
     let kdir = root.join("kernels");
-    let entries = nvcc::entry_files(&kdir);
-    ensure!(!entries.is_empty(), "no kernels/*.cu files");
+    let entries = nvcc::all_entry_files(&kdir);
+    ensure!(!entries.is_empty(), "no kernels/<domain>/*.cu files");
     let out_dir = root.join("target/xtask-kernels");
     fs::create_dir_all(&out_dir)?;
     println!(

@@ -22,7 +22,8 @@ pub enum GpuError {
 
 pub type Result<T, E = GpuError> = std::result::Result<T, E>;
 
-pub(crate) fn cuda(op: &'static str) -> impl Fn(cudarc::driver::DriverError) -> GpuError {
+/// Maps a driver error of operation `op` to [`GpuError::Cuda`].
+pub fn cuda(op: &'static str) -> impl Fn(cudarc::driver::DriverError) -> GpuError {
     move |e| GpuError::Cuda {
         op,
         name: cuzk_vram::cuda_error_name(&e),

@@ -1,6 +1,6 @@
 //! CUDA device runtime for cuzk: device enumeration, one context per device, named streams,
-//! events, the embedded kernel fatbins (built by `build.rs` from `kernels/*.cu`), and a
-//! checked launch layer so that crates outside this one never need `unsafe`.
+//! events, module loading (each kernel crate embeds its own fatbins as [`Module`]s) and the
+//! checked [`Gpu::launch`], which each kernel crate calls from its one launcher module.
 //!
 //! Invariants: kernels never allocate; every device allocation goes through the device's
 //! [`Vram`] budget; every launch checks its argument sizes against the kernel signature and
@@ -9,14 +9,9 @@
 mod config;
 mod device;
 mod error;
-pub mod ff;
 mod module;
-pub mod msm;
-pub mod ntt;
 mod report;
-pub mod setup;
 pub mod shared;
-pub mod smoke;
 pub mod transfer;
 
 pub use config::Config;
@@ -25,8 +20,6 @@ pub use cuzk_vram::{
     Reservation, Vram, VramError,
 };
 pub use device::{DeviceInfo, Event, Gpu, Stream, device_count, driver_present};
-pub use error::{GpuError, Result};
-pub use module::{
-    KernelArg, LaunchConfig, fatbin, kernel_archs, kernels_built, module_names, ptxas_report,
-};
+pub use error::{GpuError, Result, cuda as cuda_error};
+pub use module::{KernelArg, Kernels, LaunchConfig, Module, kernel_archs, kernels_built};
 pub use report::devices_report;

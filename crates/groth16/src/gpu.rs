@@ -20,15 +20,14 @@
 //! their budget on every path.
 
 use core::fmt;
-use std::error::Error;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
-use cuzk_gpu::msm::Curve;
 use cuzk_gpu::transfer::Staging;
 use cuzk_gpu::{DeviceBuffer, Gpu, GpuError, PinnedBuffer, Reservation, Vram, VramError};
 use cuzk_msm::gpu::{GpuMsm, Plan};
+use cuzk_msm::kernels::Curve;
 use cuzk_msm::{Group, MsmError, MsmPoint};
 use cuzk_ntt::Domain;
 use rayon::prelude::*;
@@ -52,45 +51,9 @@ const STAGING_THREADS: usize = 4;
 const PRIORITY: [Query; 5] = [Query::A, Query::BG1, Query::L, Query::H, Query::BG2];
 const G1_QUERIES: [Query; 4] = [Query::A, Query::BG1, Query::H, Query::L];
 
-/// A phase of a GPU proof, named in errors and used by fault injection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    Prepare,
-    /// The witness's copy to the device, shared by the A, B and L MSMs.
-    Upload,
-    Quotient,
-    Msm(Query),
-}
-
-impl fmt::Display for Phase {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Phase::Prepare => f.write_str("prepare"),
-            Phase::Upload => f.write_str("witness upload"),
-            Phase::Quotient => f.write_str("quotient"),
-            Phase::Msm(q) => write!(f, "MSM {q}"),
-        }
-    }
-}
-
-/// A GPU failure and the phase it happened in (the source of the [`BackendError`]).
-#[derive(Debug, thiserror::Error)]
-#[error("{phase}: {source}")]
-pub struct GpuPhaseError {
-    pub phase: Phase,
-    #[source]
-    pub source: Box<dyn Error + Send + Sync>,
-}
-
-fn fail(phase: Phase, e: impl Into<Box<dyn Error + Send + Sync>>) -> BackendError {
-    BackendError::new(
-        NAME,
-        GpuPhaseError {
-            phase,
-            source: e.into(),
-        },
-    )
-}
+mod phase;
+use phase::fail;
+pub use phase::{GpuPhaseError, Phase};
 
 mod memory;
 use memory::point_bytes;
@@ -948,79 +911,4 @@ fn check_lengths(query: Query, points: usize, scalars: usize) -> Result<(), Back
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const GIB: u64 = 1 << 30;
-
-    fn lens(log: u32) -> Vec<(Query, usize)> {
-        let n = 1usize << log;
-        vec![
-            (Query::A, n),
-            (Query::BG1, n),
-            (Query::H, n - 1),
-            (Query::L, n - 8),
-            (Query::BG2, n),
-        ]
-    }
-
-    #[test]
-    fn plan_keeps_everything_resident_when_it_fits() {
-        let p = MemoryPlan::new(1 << 20, &lens(20), 100 * GIB, 132).unwrap();
-        assert!(p.fits());
-        assert!(p.queries.iter().all(|q| q.resident));
-        assert!(p.overlap_upload, "a, b, c fit beside the witness MSMs");
-        assert!(p.work_bytes >= p.quotient_bytes);
-        assert_eq!(p.quotient_bytes, 3 * 32 * (1 << 20) + SLACK);
-    }
-
-    #[test]
-    fn plan_for_a_16_gib_card_at_2_24_fits_and_leaves_work_room() {
-        let p = MemoryPlan::new(1 << 24, &lens(24), 16 * GIB - GIB / 2, 132).unwrap();
-        assert!(p.fits(), "{p:?}");
-        assert!(p.resident_bytes() + p.work_bytes <= p.room);
-        // Five queries of 2^24 points (~9.6 GB) plus a G2 run do not all fit: G2 goes last.
-        assert!(p.is_resident(Query::A));
-        let g2 = p.queries.iter().find(|q| q.query == Query::BG2).unwrap();
-        assert_eq!(g2.point_bytes, (192 << 24) + (4 << 19)); // points + identity bits
-    }
-
-    #[test]
-    fn plan_streams_everything_when_room_is_tiny_and_says_it_does_not_fit() {
-        let p = MemoryPlan::new(1 << 20, &lens(20), 64 << 20, 132).unwrap();
-        assert!(!p.fits());
-        assert!(!p.overlap_upload);
-        assert_eq!(p.resident_bytes(), 0);
-        assert!(p.queries.iter().all(|q| !q.resident));
-    }
-
-    #[test]
-    fn residency_follows_priority() {
-        // Room for the work plus exactly two G1 queries.
-        let log = 20;
-        let base = MemoryPlan::new(1 << log, &lens(log), 0, 132).unwrap();
-        let g1 = GpuMsm::<G1Affine>::resident_bytes_for(1 << log, 1).unwrap();
-        let p = MemoryPlan::new(1 << log, &lens(log), base.work_bytes + 2 * g1, 132).unwrap();
-        let res: Vec<Query> = p
-            .queries
-            .iter()
-            .filter(|q| q.resident)
-            .map(|q| q.query)
-            .collect();
-        assert_eq!(res, vec![Query::A, Query::BG1]);
-    }
-
-    #[test]
-    fn key_identity_sees_a_different_slice() {
-        let pts: Vec<G1Affine> = cuzk_msm::testing::random_points(
-            8,
-            &mut <rand_chacha::ChaCha20Rng as rand::SeedableRng>::seed_from_u64(1),
-        );
-        let same = KeyId::of(&pts);
-        assert_eq!(same, KeyId::of(&pts));
-        assert_ne!(same, KeyId::of(&pts[..7]));
-        let copy = pts.clone();
-        assert_ne!(same, KeyId::of(&copy), "another allocation is another key");
-        assert_eq!(Phase::Msm(Query::BG2).to_string(), "MSM B (G2)");
-    }
-}
+mod tests;

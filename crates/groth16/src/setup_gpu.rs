@@ -11,8 +11,8 @@
 use std::time::Instant;
 
 use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
-use cuzk_gpu::ff::Group;
 use cuzk_gpu::{DeviceBuffer, Gpu, GpuError, Stream};
+use cuzk_msm::kernels::Curve;
 
 use crate::fixed_base::{AffinePoint, FixedBaseTable, best_window};
 use crate::keys::ProvingKey;
@@ -45,11 +45,11 @@ pub fn generate_parameters_gpu(
     let ks = key_scalars(r1cs, tw)?;
     let stream = gpu.stream("setup")?;
     let (g1_points, t_g1) = timed("setup.g1", || {
-        batch_mul::<G1Affine>(gpu, &stream, Group::G1, G1Projective::generator(), &ks.g1)
+        batch_mul::<G1Affine>(gpu, &stream, Curve::G1, G1Projective::generator(), &ks.g1)
     });
     let g1_points = g1_points?;
     let (b_g2_query, t_g2) = timed("setup.g2", || {
-        batch_mul::<G2Affine>(gpu, &stream, Group::G2, G2Projective::generator(), &ks.b_g2)
+        batch_mul::<G2Affine>(gpu, &stream, Curve::G2, G2Projective::generator(), &ks.b_g2)
     });
     let b_g2_query = b_g2_query?;
     let pk = assemble(tw, ks.num_instance, ks.num_variables, g1_points, b_g2_query);
@@ -74,8 +74,8 @@ fn gpu_window(count: usize) -> usize {
 
 /// Scalars per chunk: what fits in `BUDGET_PERCENT` of the available budget (scalar, XYZZ
 /// and affine point per product), at least one, at most `MAX_CHUNK` and `count`.
-fn chunk_len(available: u64, count: usize, group: Group) -> usize {
-    let per = (32 + 4 * cuzk_gpu::setup::xyzz_words(group) + group.affine_bytes()) as u64;
+fn chunk_len(available: u64, count: usize, group: Curve) -> usize {
+    let per = (32 + 4 * crate::kernels::xyzz_words(group) + group.affine_bytes()) as u64;
     let fit = (available / 100 * BUDGET_PERCENT / per).max(1);
     usize::try_from(fit)
         .unwrap_or(usize::MAX)
@@ -87,7 +87,7 @@ fn chunk_len(available: u64, count: usize, group: Group) -> usize {
 fn batch_mul<P: AffinePoint>(
     gpu: &Gpu,
     stream: &Stream,
-    group: Group,
+    group: Curve,
     generator: P::Projective,
     scalars: &[Fr],
 ) -> Result<Vec<P>, GpuError> {
@@ -111,14 +111,14 @@ fn batch_mul<P: AffinePoint>(
 fn in_chunks<P: AffinePoint>(
     gpu: &Gpu,
     stream: &Stream,
-    group: Group,
+    group: Curve,
     d_table: &DeviceBuffer<P>,
     window: usize,
     scalars: &[Fr],
     chunk: usize,
     out: &mut [P],
 ) -> Result<(), GpuError> {
-    let words = cuzk_gpu::setup::xyzz_words(group);
+    let words = crate::kernels::xyzz_words(group);
     // Buffers are sized to the chunk; only the last (shorter) chunk reallocates them.
     let mut bufs: Option<(DeviceBuffer<Fr>, DeviceBuffer<u32>, DeviceBuffer<P>)> = None;
     for (s, o) in scalars.chunks(chunk).zip(out.chunks_mut(chunk)) {
@@ -135,7 +135,7 @@ fn in_chunks<P: AffinePoint>(
         };
         let (mut d_scalars, mut d_xyzz, mut d_out) = (d_scalars, d_xyzz, d_out);
         d_scalars.copy_from_host_on(s, stream.cuda())?;
-        cuzk_gpu::setup::fixed_base_mul(
+        crate::kernels::fixed_base_mul(
             gpu,
             stream,
             group,
@@ -144,7 +144,7 @@ fn in_chunks<P: AffinePoint>(
             &d_scalars,
             &mut d_xyzz,
         )?;
-        cuzk_gpu::setup::batch_to_affine(gpu, stream, group, &d_xyzz, &mut d_out)?;
+        crate::kernels::batch_to_affine(gpu, stream, group, &d_xyzz, &mut d_out)?;
         d_out.copy_to_host_on(o, stream.cuda())?;
         bufs = Some((d_scalars, d_xyzz, d_out));
     }
@@ -179,7 +179,7 @@ mod tests {
             in_chunks(
                 &gpu,
                 &stream,
-                Group::G1,
+                Curve::G1,
                 &d_table,
                 window,
                 &scalars,
@@ -196,7 +196,7 @@ mod tests {
         let d_table = gpu.vram().from_host(table.points()).unwrap();
         let few = &scalars[..700];
         let mut out = vec![G2Affine::default(); few.len()];
-        in_chunks(&gpu, &stream, Group::G2, &d_table, 7, few, 300, &mut out).unwrap();
+        in_chunks(&gpu, &stream, Curve::G2, &d_table, 7, few, 300, &mut out).unwrap();
         for (i, (s, p)) in few.iter().zip(&out).enumerate() {
             assert_eq!(*p, (g2 * *s).to_affine(), "G2 scalar {i}");
         }
@@ -204,11 +204,11 @@ mod tests {
 
     #[test]
     fn chunks_fit_the_budget() {
-        assert_eq!(chunk_len(0, 10, Group::G1), 1);
-        assert_eq!(chunk_len(u64::MAX, 10, Group::G2), 10);
-        assert_eq!(chunk_len(u64::MAX, usize::MAX, Group::G1), MAX_CHUNK);
+        assert_eq!(chunk_len(0, 10, Curve::G1), 1);
+        assert_eq!(chunk_len(u64::MAX, 10, Curve::G2), 10);
+        assert_eq!(chunk_len(u64::MAX, usize::MAX, Curve::G1), MAX_CHUNK);
         // G1: 32 + 192 + 96 = 320 bytes per product.
-        assert_eq!(chunk_len(320_000, 1 << 20, Group::G1), 800);
+        assert_eq!(chunk_len(320_000, 1 << 20, Curve::G1), 800);
         assert_eq!(gpu_window(1 << 28), MAX_GPU_WINDOW);
         assert!(gpu_window(16) < MAX_GPU_WINDOW);
     }

@@ -1,4 +1,4 @@
-//! GPU Pippenger MSM (kernels: `kernels/msm/pippenger.cuh`; launches: `cuzk_gpu::msm`).
+//! GPU Pippenger MSM (kernels: `kernels/msm/pippenger.cuh`; launches: `crate::kernels`).
 //!
 //! A [`GpuMsm`] owns a set of points, either resident in VRAM (uploaded once, or handed over
 //! already on the device) or streamed in chunks from pinned host memory when they do not fit
@@ -19,13 +19,13 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 use cuzk_field::Fr;
-use cuzk_gpu::msm::{self as k, Curve, Windows};
 use cuzk_gpu::transfer::{ResultRing, Staging, with_uploads};
 use cuzk_gpu::{
     DeviceBuffer, Event, Gpu, GpuError, PinnedBuffer, Reclaim, Stream, Vram, VramError,
 };
 use rayon::prelude::*;
 
+use crate::kernels::{self as k, Curve, Windows};
 use crate::{Group, MsmError, MsmPoint};
 
 /// Largest supported n (point indices carry a sign bit in 32).

@@ -3,8 +3,8 @@
 
 use cuzk_field::{Fr, G1Affine, G2Affine};
 use cuzk_gpu::Gpu;
-use cuzk_gpu::msm::Windows;
 use cuzk_msm::gpu::{GpuMsm, Plan, Precompute};
+use cuzk_msm::kernels::Windows;
 use cuzk_msm::{MsmPoint, cpu, testing};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -570,14 +570,14 @@ fn gpu_kept_scratch_matches_cpu() {
     assert_eq!(budget.in_use(), before, "drop frees everything");
 }
 
-/// The device-wide bucket-count scan (`cuzk_gpu::msm::scan`, three launches) against a host
+/// The device-wide bucket-count scan (`cuzk_msm::kernels::scan`, three launches) against a host
 /// prefix sum: random counts, tile edges (512) and the
 /// middle launch's 1024 threads, 13 · 2^19 (c = 20), 12 · 2^21 (c = 22), the largest allowed;
 /// nothing past `offsets[len]` / `cursors[len - 1]` may be written.
 #[test]
 #[ignore = "gpu"]
 fn gpu_scan_matches_host_prefix_sum() {
-    use cuzk_gpu::msm::{MAX_SCAN_LEN, scan};
+    use cuzk_msm::kernels::{MAX_SCAN_LEN, scan};
     let g = gpu();
     let s = g.stream("scan-test").unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(77);
@@ -705,7 +705,7 @@ fn host_sort(scalars: &[Fr], win: &Windows) -> Vec<Vec<u32>> {
 #[test]
 #[ignore = "gpu"]
 fn gpu_bin_sort_matches_host_sort() {
-    use cuzk_gpu::msm::{bin_sort, max_fine_bits, prepare, sort_bins};
+    use cuzk_msm::kernels::{bin_sort, max_fine_bits, prepare, sort_bins};
     let g = gpu();
     let st = g.stream("sort-test").unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(99);
@@ -796,7 +796,7 @@ fn gpu_bin_sort_matches_host_sort() {
         let mut counts = v.alloc::<u32>(nkeys).unwrap();
         let mut cursors = v.alloc::<u32>(nkeys).unwrap();
         // the binned sort at the plan's (F, Ft) and the extremes
-        let cv = cuzk_gpu::msm::Curve::G1;
+        let cv = cuzk_msm::kernels::Curve::G1;
         let plan = Plan::folded(general, n, c, copies, 132, cv);
         assert_eq!(plan.windows(n), win);
         let fmax = max_fine_bits(win.index_bound(n), c);

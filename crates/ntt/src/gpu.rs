@@ -11,8 +11,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use cuzk_field::Fr;
-use cuzk_gpu::{DeviceBuffer, Event, Gpu, Reclaim, Stream, Vram, ntt as k};
+use cuzk_gpu::{DeviceBuffer, Event, Gpu, Reclaim, Stream, Vram};
 
+use crate::kernels as k;
 use crate::plan::{self, Pass, Transform};
 use crate::{Domain, NttError, Order};
 

@@ -30,11 +30,11 @@ impl Transform {
 }
 
 // The kernels' table layout, flags and tile size (kernels/cuzk_shared.h).
-pub(crate) use cuzk_gpu::ntt::TILE_LG;
-pub(crate) use cuzk_gpu::ntt::flags::*;
-pub(crate) use cuzk_gpu::ntt::layout::*;
+pub(crate) use crate::kernels::TILE_LG;
+pub(crate) use crate::kernels::flags::*;
+pub(crate) use crate::kernels::layout::*;
 
-/// The roots table (kernels' `ROOTS_LG`, `cuzk_gpu::ntt::Twiddles`): an inter-pass twiddle of
+/// The roots table (kernels' `ROOTS_LG`, `kernels::Twiddles`): an inter-pass twiddle of
 /// order DIRECT_LG < ord <= D is one load from a table of w_(2^D)^i, i < 2^(D-1) (2^(D+4) bytes),
 /// instead of the product of two split-table values. `CUZK_NTT_ROOTS_LG` caps D (default
 /// MAX_LG; 0, or any value up to DIRECT_LG, turns the table off). Same result either way.

@@ -1,5 +1,5 @@
 // Host run of the MSM scan kernels (kernels/msm/scan.cuh, unchanged) without a GPU, on the
-// cuda_host.h shim, launched exactly as crates/gpu/src/msm.rs `scan` does. Compares offsets/cursors with
+// cuda_host.h shim, launched exactly as crates/msm/src/kernels.rs `scan` does. Compares offsets/cursors with
 // a host prefix sum on random counts for many lengths (tile edges included); also checks that
 // nothing past offsets[len] / cursors[len) is written. Usage: scan_emu [max_len_extra]
 #include <cstdio>

@@ -1,5 +1,5 @@
 // Host run of the binned MSM sort (kernels/msm/sort.cuh + scan.cuh, unchanged) without a GPU,
-// on the cuda_host.h shim; launched in the order of crates/gpu/src/msm.rs `bin_sort` (fewer
+// on the cuda_host.h shim; launched in the order of crates/msm/src/kernels.rs `bin_sort` (fewer
 // blocks than on the GPU, so every grid-stride and bin-stride loop turns).
 // Compares offsets[0..=nkeys] and every key's entry multiset with a host reference (the
 // definition of the old per-key sort), and checks nothing is written past `cap` / offsets[nkeys].

@@ -30,7 +30,7 @@ alignas(16) uint4 smem[2 * 1024];   // the dynamic shared memory of one block (<
 #define __global__
 #define __launch_bounds__(...)
 #define __host__
-#include "../../ntt.cu"
+#include "../ntt.cu"
 
 using namespace cuzk;
 
@@ -50,7 +50,7 @@ static std::vector<uint8_t> slurp(const std::string& p)
 }
 
 // The specialized radix-4 kernel for a pass's flags (mirror of specialized_name in
-// crates/gpu/src/ntt.rs), counted per name: every variant must run at least once.
+// crates/ntt/src/kernels.rs), counted per name: every variant must run at least once.
 typedef void (*pass_fn)(fr_t*, fr_t*, fr_t*, const fr_t*, const fr_t*, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t);
 struct spec_t { const char* name; pass_fn f; uint64_t runs; };
 static spec_t g_spec[] = {

@@ -440,7 +440,7 @@ fn every_plan_pass_has_a_specialized_kernel() {
         }
     }
     for p in passes.iter().filter(|p| p.radix4()) {
-        assert!(cuzk_gpu::ntt::specialized_name(p.flags).is_some(), "{p:?}");
+        assert!(crate::kernels::specialized_name(p.flags).is_some(), "{p:?}");
     }
 }
 

@@ -1,5 +1,5 @@
 // cuzk: MSM kernels (see msm/pippenger.cuh for the pipeline). Launched through the checked wrappers
-// in crates/gpu/src/msm.rs; G1 kernels end in _g1 (Fp coordinates), G2 in _g2 (Fp2).
+// in crates/msm/src/kernels.rs; G1 kernels end in _g1 (Fp coordinates), G2 in _g2 (Fp2).
 #include "msm/pippenger.cuh"
 #include "ec/batch_affine.cuh"
 

@@ -1,4 +1,4 @@
-//! Launch wrappers for the field and curve test / benchmark kernels of `kernels/ff_test.cu`
+//! Launch wrappers for the field and curve test / benchmark kernels of `kernels/test/ff_test.cu`
 //! (BLS12-381 Fr, Fp, Fp2 arithmetic from `kernels/ff/`, G1/G2 point operations from
 //! `kernels/ec/`).
 //!
@@ -10,13 +10,10 @@
 
 use bytemuck::Pod;
 use cudarc::driver::sys::CUdevice_attribute;
-use cuzk_vram::DeviceBuffer;
+use cuzk_gpu::cuda_error as cuda;
+use cuzk_gpu::{DeviceBuffer, Gpu, GpuError, LaunchConfig, Module, Result, Stream};
 
-use crate::device::{Gpu, Stream};
-use crate::error::{GpuError, Result, cuda};
-use crate::module::LaunchConfig;
-
-const MODULE: &str = "ff_test";
+const MODULE: &Module = &crate::embedded::FF_TEST;
 const FIELD_BLOCK: u32 = 256;
 const POINT_BLOCK: u32 = 128;
 
@@ -208,7 +205,7 @@ impl PointOp {
 
 fn invalid(kernel: &str, reason: String) -> GpuError {
     GpuError::InvalidLaunch {
-        kernel: format!("{MODULE}::{kernel}"),
+        kernel: format!("{}::{kernel}", MODULE.name()),
         reason,
     }
 }
@@ -452,7 +449,7 @@ pub fn mul_bench_kernel<T: Pod>(
 pub fn resident_blocks_per_sm(gpu: &Gpu, kernel: &str, block: u32) -> Option<u32> {
     let (major, minor) = gpu.info().compute_capability;
     let arch = format!("sm_{major}{minor}");
-    let regs: u32 = crate::module::ptxas_report().lines().find_map(|l| {
+    let regs: u32 = crate::KERNELS.ptxas_report().lines().find_map(|l| {
         let mut f = l.split_whitespace();
         (f.next() == Some(kernel) && f.next() == Some(arch.as_str()))
             .then(|| f.next()?.parse().ok())

@@ -1,12 +1,10 @@
-//! A trivial kernel (`kernels/smoke.cu`) that checks the whole path: embedded fatbin, module
-//! loading, struct parameters, checked launch, copies.
+//! A trivial kernel (`kernels/test/smoke.cu`) that checks the whole path: embedded fatbin,
+//! module loading, struct parameters, checked launch, copies.
 
-use cuzk_vram::DeviceBuffer;
+use cuzk_gpu::shared::{CUZK_DEFAULT_BLOCK, cuzk_smoke_params};
+use cuzk_gpu::{DeviceBuffer, Gpu, GpuError, LaunchConfig, Module, Result, Stream};
 
-use crate::device::{Gpu, Stream};
-use crate::error::{GpuError, Result};
-use crate::module::LaunchConfig;
-use crate::shared::{CUZK_DEFAULT_BLOCK, cuzk_smoke_params};
+const MODULE: &Module = &crate::embedded::SMOKE;
 
 /// Host reference of the device pattern: `out[i] = pattern(i, seed)`.
 pub fn pattern(i: u32, seed: u32) -> u32 {
@@ -27,7 +25,7 @@ pub fn fill(gpu: &Gpu, stream: &Stream, out: &mut DeviceBuffer<u32>, seed: u32) 
     let cfg = LaunchConfig::for_elements(out.len(), CUZK_DEFAULT_BLOCK)?;
     // SAFETY: the kernel writes out[i] for i < params.n == out.len() only; `out` is borrowed
     // mutably here, and callers must sync `stream` before reading it (DeviceBuffer copies do).
-    unsafe { gpu.launch(stream, "smoke", "cuzk_smoke_fill", cfg, &[&*out, &params]) }
+    unsafe { gpu.launch(stream, MODULE, "cuzk_smoke_fill", cfg, &[&*out, &params]) }
 }
 
 #[cfg(test)]
@@ -50,24 +48,24 @@ mod tests {
             other => panic!("expected InvalidLaunch, got {other:?}"),
         };
         // SAFETY (all below): rejected before launch, or the correct call as in `fill`.
-        let r = invalid(unsafe { gpu.launch(&s, "smoke", "cuzk_smoke_fill", cfg, &[&out]) });
+        let r = invalid(unsafe { gpu.launch(&s, MODULE, "cuzk_smoke_fill", cfg, &[&out]) });
         assert!(r.contains("sizes"), "{r}");
-        let r = invalid(unsafe { gpu.launch(&s, "smoke", "cuzk_smoke_fill", cfg, &[&out, &7u32]) });
+        let r = invalid(unsafe { gpu.launch(&s, MODULE, "cuzk_smoke_fill", cfg, &[&out, &7u32]) });
         assert!(r.contains("sizes"), "{r}");
         let bad = LaunchConfig {
             block: (2048, 1, 1),
             ..cfg
         };
         assert!(
-            invalid(unsafe { gpu.launch(&s, "smoke", "cuzk_smoke_fill", bad, &[&out, &p]) })
+            invalid(unsafe { gpu.launch(&s, MODULE, "cuzk_smoke_fill", bad, &[&out, &p]) })
                 .contains("1024")
         );
-        let e = unsafe { gpu.launch(&s, "smoke", "no_such_kernel", cfg, &[&out, &p]) }.unwrap_err();
+        let e = unsafe { gpu.launch(&s, MODULE, "no_such_kernel", cfg, &[&out, &p]) }.unwrap_err();
         assert!(
             matches!(&e, GpuError::Cuda { op: "cuModuleGetFunction", name } if name == "CUDA_ERROR_NOT_FOUND"),
             "{e}"
         );
-        let e = unsafe { gpu.launch(&s, "nope", "cuzk_smoke_fill", cfg, &[&out, &p]) }.unwrap_err();
+        let e = crate::KERNELS.module("nope").unwrap_err();
         assert_eq!(e, GpuError::UnknownModule("nope".into()));
         fill(&gpu, &s, &mut out, 7).unwrap();
         let mut host = vec![0u32; 1024];

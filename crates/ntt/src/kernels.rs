@@ -1,24 +1,23 @@
-//! Launch wrappers for the NTT kernels of `kernels/ntt.cu` (algorithm and table layout in
-//! `kernels/ntt/ntt.cuh`). The planning (which passes, flags and tables) lives in `cuzk-ntt`;
-//! these functions only check that every access a kernel makes stays inside its buffers.
+//! Launch wrappers for the NTT kernels of `kernels/ntt/ntt.cu` (algorithm and table layout in
+//! `kernels/ntt/ntt.cuh`), embedded by this crate's build script; the only module of cuzk-ntt
+//! allowed `unsafe`. The planning (which passes, flags and tables) lives in `plan.rs`; these
+//! functions only check that every access a kernel makes stays inside its buffers.
 //!
 //! Generic over any [`Pod`] element of 32 bytes, so this crate does not depend on the field
 //! crate: `cuzk_field::Fr` has exactly the layout the kernels use (8 little-endian u32 limbs,
 //! Montgomery form). Inputs must be canonical; outputs are canonical.
 
 use bytemuck::Pod;
-use cuzk_vram::DeviceBuffer;
+use cuzk_gpu::{DeviceBuffer, Gpu, GpuError, LaunchConfig, Module, Result, Stream};
 
-use crate::device::{Gpu, Stream};
-use crate::error::{GpuError, Result};
-use crate::module::LaunchConfig;
+include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
 
-const MODULE: &str = "ntt";
+const MODULE: &Module = &NTT;
 
 /// The table buffer's layout, in elements (values: `kernels/cuzk_shared.h`; meaning:
 /// `kernels/ntt/ntt.cuh`).
 pub mod layout {
-    use crate::shared as c;
+    use cuzk_gpu::shared as c;
 
     pub const SPLIT_BITS: u32 = c::CUZK_NTT_SPLIT_BITS;
     pub const SPLIT: usize = c::CUZK_NTT_SPLIT as usize;
@@ -62,7 +61,7 @@ pub mod layout {
 
 /// Pass flags (values: `kernels/cuzk_shared.h`; meaning: `kernels/ntt/ntt.cuh`).
 pub mod flags {
-    use crate::shared as c;
+    use cuzk_gpu::shared as c;
 
     pub const F_DIT: u32 = c::CUZK_NTT_F_DIT;
     pub const F_INVERSE: u32 = c::CUZK_NTT_F_INVERSE;
@@ -105,7 +104,7 @@ pub mod flags {
 }
 
 /// log2 of the largest tile (rows × columns) of one pass.
-pub const TILE_LG: u32 = crate::shared::CUZK_NTT_TILE_LG;
+pub const TILE_LG: u32 = cuzk_gpu::shared::CUZK_NTT_TILE_LG;
 
 fn invalid(kernel: &str, reason: String) -> GpuError {
     GpuError::InvalidLaunch {
@@ -635,9 +634,9 @@ mod tests {
             assert_eq!(parts.contains(&"pre"), pre, "{name} {f:#x}");
             assert_eq!(parts.contains(&"post"), post, "{name} {f:#x}");
         }
-        // The ten specialized kernels of kernels/ntt.cu, each built there.
+        // The ten specialized kernels of kernels/ntt/ntt.cu, each built there.
         assert_eq!(used.len(), 10);
-        let src = include_str!("../../../kernels/ntt.cu");
+        let src = include_str!("../../../kernels/ntt/ntt.cu");
         for name in used {
             assert!(
                 src.contains(&format!("CUZK_NTT_PASS4_SPEC({name}, ")),

@@ -1,5 +1,5 @@
 //! GPU checks of the BLS12-381 field and curve kernels (`kernels/ff`, `kernels/ec`, entry file
-//! `kernels/ff_test.cu`) against the host field crate (`cuzk-field`, blst), byte for byte (the
+//! `kernels/test/ff_test.cu`) against the host field crate (`cuzk-field`, blst), byte for byte (the
 //! throughput bench is `benches/benches/gpu_field.rs`).
 //!
 //! All tests are `#[ignore = "gpu"]`: run them with `cargo xtask gpu-test` or the bundle. They
@@ -10,8 +10,8 @@ use std::ops::{Add, Mul, Neg, Sub};
 
 use bytemuck::Pod;
 use cuzk_field::{Fp, Fp2, Fr, G1Affine, G1Projective, G2Affine, G2Projective};
-use cuzk_gpu::ff::{self, BinaryOp, Field, Group, PointOp, UnaryOp};
 use cuzk_gpu::{DeviceBuffer, Gpu, Stream};
+use cuzk_test_kernels::ff::{self, BinaryOp, Field, Group, PointOp, UnaryOp};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 

@@ -1,8 +1,5 @@
-//! Finding nvcc, compiling `kernels/*.cu` to fatbins and parsing ptxas reports.
-//!
-//! This one file is used by both `crates/gpu/build.rs` and `xtask` (each includes it with
-//! `#[path]`), so there is exactly one way to build kernels. Standard library only.
-#![allow(dead_code)] // each includer uses a different subset
+//! Finding nvcc, compiling kernel entry files to fatbins, the content-hash cache and the
+//! ptxas report parser.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -137,9 +134,9 @@ pub fn gencode_args(archs: &[String]) -> Vec<String> {
     v
 }
 
-/// Top-level `kernels/*.cu` files (the entry points; headers live in sub-folders), sorted.
-pub fn entry_files(kernels_dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(kernels_dir)
+/// The `*.cu` entry files directly in `dir` (one domain folder such as `kernels/ntt`), sorted.
+pub fn entry_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| p.extension().is_some_and(|x| x == "cu"))

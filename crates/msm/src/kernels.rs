@@ -1,18 +1,17 @@
-//! Checked launch wrappers for `kernels/msm.cu` (Pippenger MSM; driven by `cuzk-msm`).
+//! Checked launch wrappers for `kernels/msm/msm.cu` (Pippenger MSM; driven by `gpu`), embedded
+//! by this crate's build script; the only module of cuzk-msm allowed `unsafe`.
 //!
 //! Every wrapper checks that each buffer is large enough for what the kernel touches given the
 //! other arguments; kernels additionally clamp data-dependent indices (sorted entries, keys),
 //! so garbage device contents give wrong sums, never out-of-bounds accesses.
 
 use bytemuck::Pod;
-use cuzk_vram::DeviceBuffer;
+use cuzk_gpu::shared as c;
+use cuzk_gpu::{DeviceBuffer, Gpu, GpuError, KernelArg, LaunchConfig, Module, Result, Stream};
 
-use crate::device::{Gpu, Stream};
-use crate::error::{GpuError, Result};
-use crate::module::{KernelArg, LaunchConfig};
-use crate::shared as c;
+include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
 
-const MODULE: &str = "msm";
+const MODULE: &Module = &MSM;
 
 /// The curve group an MSM kernel works on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -48,7 +47,7 @@ impl Curve {
         c::CUZK_MSM_POINT_THREADS
     }
     /// Threads per SM that `msm_accumulate_*` keeps resident (block × the min-blocks of its
-    /// `__launch_bounds__` in kernels/msm.cu): one full wave of equal slices.
+    /// `__launch_bounds__` in kernels/msm/msm.cu): one full wave of equal slices.
     pub const fn resident_threads_per_sm(self) -> usize {
         let blocks = match self {
             Curve::G1 => c::CUZK_MSM_G1_ACC_BLOCKS_PER_SM,
@@ -65,7 +64,7 @@ pub const MAX_SCAN_LEN: usize = 1 << 26;
 
 fn invalid(kernel: &str, reason: String) -> GpuError {
     GpuError::InvalidLaunch {
-        kernel: format!("{MODULE}::{kernel}"),
+        kernel: format!("{}::{kernel}", MODULE.name()),
         reason,
     }
 }

@@ -1,19 +1,18 @@
-//! Launch wrappers for the fixed-base kernels of `kernels/setup.cu` (Groth16 parameter
-//! generation): `s_i · G` for one generator G and many scalars, then XYZZ → affine.
+//! Launch wrappers for the fixed-base kernels of `kernels/setup/setup.cu` (Groth16 parameter
+//! generation): `s_i · G` for one generator G and many scalars, then XYZZ → affine. Embedded by
+//! this crate's build script; the only module of cuzk-groth16 allowed `unsafe`.
 //!
 //! Generic over [`Pod`] element types of the right size so this crate does not depend on the
 //! field crate: `cuzk_field::Fr` (32 bytes, Montgomery), `G1Affine` (96 bytes) and `G2Affine`
 //! (192 bytes) have exactly the kernels' layouts. The XYZZ intermediate is opaque `u32` words.
 
 use bytemuck::Pod;
-use cuzk_vram::DeviceBuffer;
+use cuzk_gpu::{DeviceBuffer, Gpu, GpuError, LaunchConfig, Module, Result, Stream};
+use cuzk_msm::kernels::Curve;
 
-use crate::device::{Gpu, Stream};
-use crate::error::{GpuError, Result};
-use crate::ff::Group;
-use crate::module::LaunchConfig;
+include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
 
-const MODULE: &str = "setup";
+const MODULE: &Module = &SETUP;
 /// Bits of an Fr scalar (the kernels consume ⌈255 / w⌉ digits).
 const SCALAR_BITS: u32 = 255;
 /// Largest window the kernels accept (digits are taken from a 32-bit funnel shift).
@@ -33,28 +32,28 @@ pub const fn table_len(window: u32) -> usize {
 }
 
 /// `u32` words of one XYZZ point (X, Y, ZZ, ZZZ).
-pub const fn xyzz_words(group: Group) -> usize {
+pub const fn xyzz_words(group: Curve) -> usize {
     match group {
-        Group::G1 => 4 * 12,
-        Group::G2 => 4 * 24,
+        Curve::G1 => 4 * 12,
+        Curve::G2 => 4 * 24,
     }
 }
 
-fn names(group: Group) -> (&'static str, &'static str, u32) {
+fn names(group: Curve) -> (&'static str, &'static str, u32) {
     match group {
-        Group::G1 => ("cuzk_setup_g1_mul", "cuzk_setup_g1_to_affine", 256),
-        Group::G2 => ("cuzk_setup_g2_mul", "cuzk_setup_g2_to_affine", 128),
+        Curve::G1 => ("cuzk_setup_g1_mul", "cuzk_setup_g1_to_affine", 256),
+        Curve::G2 => ("cuzk_setup_g2_mul", "cuzk_setup_g2_to_affine", 128),
     }
 }
 
 fn invalid(kernel: &str, reason: String) -> GpuError {
     GpuError::InvalidLaunch {
-        kernel: format!("{MODULE}::{kernel}"),
+        kernel: format!("{}::{kernel}", MODULE.name()),
         reason,
     }
 }
 
-fn check_affine<A>(kernel: &str, group: Group) -> Result<()> {
+fn check_affine<A>(kernel: &str, group: Curve) -> Result<()> {
     if size_of::<A>() != group.affine_bytes() {
         return Err(invalid(
             kernel,
@@ -71,7 +70,7 @@ fn check_affine<A>(kernel: &str, group: Group) -> Result<()> {
 /// `xyzz` holds exactly `n` XYZZ points of `group` (`what` names them in the error).
 fn check_xyzz(
     kernel: &str,
-    group: Group,
+    group: Curve,
     xyzz: &DeviceBuffer<u32>,
     n: usize,
     what: &str,
@@ -95,7 +94,7 @@ fn check_xyzz(
 pub fn fixed_base_mul<S: Pod, A: Pod>(
     gpu: &Gpu,
     stream: &Stream,
-    group: Group,
+    group: Curve,
     table: &DeviceBuffer<A>,
     window: u32,
     scalars: &DeviceBuffer<S>,
@@ -153,7 +152,7 @@ pub fn fixed_base_mul<S: Pod, A: Pod>(
 pub fn batch_to_affine<A: Pod>(
     gpu: &Gpu,
     stream: &Stream,
-    group: Group,
+    group: Curve,
     xyzz: &DeviceBuffer<u32>,
     out: &mut DeviceBuffer<A>,
 ) -> Result<()> {

@@ -1,5 +1,5 @@
 // cuzk: NTT kernels over BLS12-381 Fr (see ntt/ntt.cuh for the algorithm and table layout).
-// Launch wrappers: crates/gpu/src/ntt.rs. Every input element must be canonical (< r); every
+// Launch wrappers: crates/ntt/src/kernels.rs. Every input element must be canonical (< r); every
 // output element is canonical.
 #include "ntt/ntt.cuh"
 

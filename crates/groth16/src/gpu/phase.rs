@@ -1,0 +1,48 @@
+//! The phases of a GPU proof, as named in its errors.
+
+use std::error::Error;
+use std::fmt;
+
+use crate::backend::{BackendError, Query};
+
+use super::NAME;
+
+/// A phase of a GPU proof, named in errors and used by fault injection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Prepare,
+    /// The witness's copy to the device, shared by the A, B and L MSMs.
+    Upload,
+    Quotient,
+    Msm(Query),
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Phase::Prepare => f.write_str("prepare"),
+            Phase::Upload => f.write_str("witness upload"),
+            Phase::Quotient => f.write_str("quotient"),
+            Phase::Msm(q) => write!(f, "MSM {q}"),
+        }
+    }
+}
+
+/// A GPU failure and the phase it happened in (the source of the [`BackendError`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{phase}: {source}")]
+pub struct GpuPhaseError {
+    pub phase: Phase,
+    #[source]
+    pub source: Box<dyn Error + Send + Sync>,
+}
+
+pub(super) fn fail(phase: Phase, e: impl Into<Box<dyn Error + Send + Sync>>) -> BackendError {
+    BackendError::new(
+        NAME,
+        GpuPhaseError {
+            phase,
+            source: e.into(),
+        },
+    )
+}

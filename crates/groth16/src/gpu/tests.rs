@@ -1,0 +1,76 @@
+//! Unit tests of the GPU backend's memory plan and key identity (no GPU needed).
+
+use super::*;
+
+const GIB: u64 = 1 << 30;
+
+fn lens(log: u32) -> Vec<(Query, usize)> {
+    let n = 1usize << log;
+    vec![
+        (Query::A, n),
+        (Query::BG1, n),
+        (Query::H, n - 1),
+        (Query::L, n - 8),
+        (Query::BG2, n),
+    ]
+}
+
+#[test]
+fn plan_keeps_everything_resident_when_it_fits() {
+    let p = MemoryPlan::new(1 << 20, &lens(20), 100 * GIB, 132).unwrap();
+    assert!(p.fits());
+    assert!(p.queries.iter().all(|q| q.resident));
+    assert!(p.overlap_upload, "a, b, c fit beside the witness MSMs");
+    assert!(p.work_bytes >= p.quotient_bytes);
+    assert_eq!(p.quotient_bytes, 3 * 32 * (1 << 20) + SLACK);
+}
+
+#[test]
+fn plan_for_a_16_gib_card_at_2_24_fits_and_leaves_work_room() {
+    let p = MemoryPlan::new(1 << 24, &lens(24), 16 * GIB - GIB / 2, 132).unwrap();
+    assert!(p.fits(), "{p:?}");
+    assert!(p.resident_bytes() + p.work_bytes <= p.room);
+    // Five queries of 2^24 points (~9.6 GB) plus a G2 run do not all fit: G2 goes last.
+    assert!(p.is_resident(Query::A));
+    let g2 = p.queries.iter().find(|q| q.query == Query::BG2).unwrap();
+    assert_eq!(g2.point_bytes, (192 << 24) + (4 << 19)); // points + identity bits
+}
+
+#[test]
+fn plan_streams_everything_when_room_is_tiny_and_says_it_does_not_fit() {
+    let p = MemoryPlan::new(1 << 20, &lens(20), 64 << 20, 132).unwrap();
+    assert!(!p.fits());
+    assert!(!p.overlap_upload);
+    assert_eq!(p.resident_bytes(), 0);
+    assert!(p.queries.iter().all(|q| !q.resident));
+}
+
+#[test]
+fn residency_follows_priority() {
+    // Room for the work plus exactly two G1 queries.
+    let log = 20;
+    let base = MemoryPlan::new(1 << log, &lens(log), 0, 132).unwrap();
+    let g1 = GpuMsm::<G1Affine>::resident_bytes_for(1 << log, 1).unwrap();
+    let p = MemoryPlan::new(1 << log, &lens(log), base.work_bytes + 2 * g1, 132).unwrap();
+    let res: Vec<Query> = p
+        .queries
+        .iter()
+        .filter(|q| q.resident)
+        .map(|q| q.query)
+        .collect();
+    assert_eq!(res, vec![Query::A, Query::BG1]);
+}
+
+#[test]
+fn key_identity_sees_a_different_slice() {
+    let pts: Vec<G1Affine> = cuzk_msm::testing::random_points(
+        8,
+        &mut <rand_chacha::ChaCha20Rng as rand::SeedableRng>::seed_from_u64(1),
+    );
+    let same = KeyId::of(&pts);
+    assert_eq!(same, KeyId::of(&pts));
+    assert_ne!(same, KeyId::of(&pts[..7]));
+    let copy = pts.clone();
+    assert_ne!(same, KeyId::of(&copy), "another allocation is another key");
+    assert_eq!(Phase::Msm(Query::BG2).to_string(), "MSM B (G2)");
+}

@@ -1,0 +1,5 @@
+//! Compiles `kernels/msm/*.cu` (only this crate's kernels) through the shared kernel build helper.
+
+fn main() {
+    cuzk_kernel_build::embed("msm");
+}
