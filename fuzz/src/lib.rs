@@ -145,3 +145,49 @@ pub mod fixture {
         (r1cs, w, pk)
     }
 }
+
+/// The largest single allocation a harness may make. Inputs are at most 64 KiB, so anything
+/// near this size was sized by a length field the input did not pay for.
+pub const ALLOC_CAP: usize = 64 << 20;
+
+/// The system allocator, aborting on an allocation above [`ALLOC_CAP`] (libFuzzer's own
+/// malloc limit needs a sanitizer runtime, which stable Rust does not link). The fuzz driver
+/// and the replay test install it as their global allocator, so both report such inputs.
+#[derive(Debug)]
+pub struct CappedAlloc;
+
+impl CappedAlloc {
+    fn check(size: usize) {
+        if size > ALLOC_CAP {
+            // Formatting integers into stderr does not allocate.
+            eprintln!("cuzk-fuzz: an allocation of {size} bytes (cap {ALLOC_CAP}): unbounded by the input");
+            std::process::abort();
+        }
+    }
+}
+
+// SAFETY: every call is forwarded to `System` with the caller's arguments unchanged.
+unsafe impl std::alloc::GlobalAlloc for CappedAlloc {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        Self::check(layout.size());
+        // SAFETY: the caller's contract for `alloc` is the one `System` needs.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        Self::check(layout.size());
+        // SAFETY: as for `alloc`.
+        unsafe { std::alloc::System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: `ptr` came from `System` with this layout (every allocation goes there).
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        Self::check(new_size);
+        // SAFETY: as for `dealloc`; `new_size` is the caller's.
+        unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
+    }
+}

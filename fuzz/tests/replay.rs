@@ -4,6 +4,10 @@
 
 use cuzk_fuzz::{Outcome, TARGETS, corpus_dir, files_in, regressions_dir};
 
+// The fuzzer's allocation cap: an input that allocates what it did not pay for aborts here too.
+#[global_allocator]
+static ALLOC: cuzk_fuzz::CappedAlloc = cuzk_fuzz::CappedAlloc;
+
 #[test]
 fn every_target_has_seeds_its_parser_accepts() {
     for t in TARGETS {

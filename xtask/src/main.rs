@@ -4,6 +4,9 @@
 #[path = "../../crates/gpu/build/nvcc.rs"]
 mod nvcc;
 
+mod fuzz;
+mod reliability;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs;
@@ -27,6 +30,13 @@ const USAGE: &str = "usage: cargo xtask <command>
                     fails without a GPU or if any listed GPU test did not run
   bundle            release, stripped GPU test/bench binaries + cuzk + run.sh in bundle/
                     (sm_90 + PTX only; must stay under 60 MiB)
+  fuzz [--smoke | --time SECS] [--target NAME]... [--list]
+                    build the libFuzzer driver of fuzz/ (stable, coverage-instrumented) and
+                    fuzz each target (--smoke: 25 s each); fails on any crashing input
+  reliability [--gpu] [--fuzz-secs N]
+                    the reliability suite's CPU parts (fuzz smoke, security, crash-restart,
+                    host memory, failure injection) -> RELIABILITY.md; --gpu: GPU rows cite
+                    BENCHMARKS.md
 
 env: NVCC, CUDA_HOME, CUDA_PATH (nvcc location), CUZK_CUDA_ARCHS=sm_90 (fewer archs, faster),
      CUZK_NO_CUDA=1 (build without kernels), LIBCLANG_PATH (libclang for codegen)";
@@ -47,6 +57,8 @@ fn main() -> Result<()> {
         "test" => test(rest),
         "gpu-test" => gpu_test(),
         "bundle" => bundle(),
+        "fuzz" => fuzz::main(rest),
+        "reliability" => reliability::main(rest),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())

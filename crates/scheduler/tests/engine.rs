@@ -335,6 +335,12 @@ fn a_failure_at_every_device_allocation_fails_that_job_alone() {
         ..Faults::default()
     });
     verify(&c, &engine.submit(JobSpec::new("k", memory(&c))).unwrap());
+    // Read by `cargo xtask reliability`.
+    println!(
+        "reliability: injection engine sites={} injections={}",
+        per_job + 1,
+        per_job + 1
+    );
 }
 
 #[test]
@@ -491,9 +497,16 @@ fn a_small_host_budget_makes_jobs_wait_not_fail() {
     }
     let waited = handles
         .iter()
-        .filter(|h| h.poll().unwrap().unwrap().timings.memory_wait > Duration::ZERO);
-    assert!(waited.count() > 0);
+        .filter(|h| h.poll().unwrap().unwrap().timings.memory_wait > Duration::ZERO)
+        .count();
+    assert!(waited > 0);
     assert_idle(&engine, key_bytes);
+    // Read by `cargo xtask reliability`.
+    println!(
+        "reliability: host-memory jobs={} completed={} waited={waited} budget_jobs=1",
+        handles.len(),
+        handles.len()
+    );
 }
 
 #[test]

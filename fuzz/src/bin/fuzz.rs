@@ -5,6 +5,9 @@
 
 use std::sync::OnceLock;
 
+#[global_allocator]
+static ALLOC: cuzk_fuzz::CappedAlloc = cuzk_fuzz::CappedAlloc;
+
 fn target() -> &'static cuzk_fuzz::Target {
     static T: OnceLock<&'static cuzk_fuzz::Target> = OnceLock::new();
     T.get_or_init(|| {
