@@ -52,17 +52,22 @@ fn small_r1cs() -> &'static R1cs {
     R.get_or_init(|| crate::fixture::circuit(3, 5).0)
 }
 
-/// A file of this process for the streamed reader (it reads paths, not bytes).
-fn scratch_file() -> &'static PathBuf {
-    static P: OnceLock<PathBuf> = OnceLock::new();
-    P.get_or_init(|| {
-        let dir = if std::path::Path::new("/dev/shm").is_dir() {
-            PathBuf::from("/dev/shm")
-        } else {
-            std::env::temp_dir()
+/// A file of this thread for the streamed reader (it reads paths, not bytes; the replay
+/// test runs harnesses on several threads at once).
+fn scratch_file() -> PathBuf {
+    thread_local! {
+        static P: PathBuf = {
+            let dir = if std::path::Path::new("/dev/shm").is_dir() {
+                PathBuf::from("/dev/shm")
+            } else {
+                std::env::temp_dir()
+            };
+            let thread = format!("{:?}", std::thread::current().id());
+            let thread: String = thread.chars().filter(char::is_ascii_digit).collect();
+            dir.join(format!("cuzk-fuzz-{}-{thread}.params", std::process::id()))
         };
-        dir.join(format!("cuzk-fuzz-{}.params", std::process::id()))
-    })
+    }
+    P.with(Clone::clone)
 }
 
 pub(crate) fn bellperson_params(data: &[u8]) -> Outcome {
@@ -70,12 +75,17 @@ pub(crate) fn bellperson_params(data: &[u8]) -> Outcome {
     // The streamed reader (blocks of 1000 bytes, so records straddle them) must agree with
     // the in-memory one on every input.
     let path = scratch_file();
-    std::fs::write(path, data).expect("write the scratch file");
-    let streamed = BpParameters::read_blocks(path, &PointChecks::Full, Some(1000));
+    std::fs::write(&path, data).expect("write the scratch file");
+    let streamed = BpParameters::read_blocks(&path, &PointChecks::Full, Some(1000));
+    let _ = std::fs::remove_file(&path);
     match (&full, &streamed) {
-        (Ok(a), Ok(b)) => assert_eq!(a, b, "streamed and in-memory parameters differ"),
+        (Ok(a), Ok(b)) => assert!(a == b, "streamed and in-memory parameters differ"),
         (Err(_), Err(_)) => {}
-        (a, b) => panic!("in memory: {a:?}, streamed: {b:?}"),
+        (a, b) => panic!(
+            "in memory: {}, streamed: {}",
+            a.as_ref().map_or_else(ToString::to_string, |_| "ok".into()),
+            b.as_ref().map_or_else(ToString::to_string, |_| "ok".into())
+        ),
     }
     // Trusted by its digest: only canonical coordinates are checked.
     let sha = Digest::Sha256(

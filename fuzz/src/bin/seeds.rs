@@ -161,7 +161,13 @@ fn daemon() -> Result<()> {
     };
     let chunks = cuzk_daemon::client::bytes_stream(header.clone(), &wit);
     put("daemon_requests", "submit_bytes", &msg(method::SUBMIT, frame(&chunks)))?;
-    put("daemon_requests", "prove_bytes", &msg(method::PROVE, frame(&chunks)))?;
+    // No request_id: the same id would name the job above, which the harness cancelled.
+    let anonymous = pb::SubmitHeader {
+        request_id: String::new(),
+        ..header.clone()
+    };
+    let prove = cuzk_daemon::client::bytes_stream(anonymous, &wit);
+    put("daemon_requests", "prove_bytes", &msg(method::PROVE, frame(&prove)))?;
     let by_path = pb::SubmitRequest {
         msg: Some(pb::submit_request::Msg::Header(pb::SubmitHeader {
             witness: Some(pb::submit_header::Witness::WitnessPath("k.wit".into())),
