@@ -128,7 +128,7 @@ pub fn run_target(exe: &Path, name: &str, secs: u64) -> Result<Run> {
         .env("RUST_BACKTRACE", "1")
         .stdout(Stdio::null())
         .stderr(fs::File::create(&log)?);
-    eprintln!("$ CUZK_FUZZ_TARGET={name} {cmd:?}");
+    eprintln!("$ {cmd:?}");
     let t = Instant::now();
     let mut child = cmd.spawn().with_context(|| format!("run {}", exe.display()))?;
     let mut cpu = 0.0;

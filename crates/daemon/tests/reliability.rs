@@ -400,7 +400,7 @@ fn levels(st: &pb::StatusResponse) -> Vec<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failure_at_every_allocation_of_a_daemon_job_fails_it_alone() {
-    let f = fixture();
+    fixture();
     let (d, fake) = injectable().await;
     let mut c = d.client().await;
     load(&mut c).await;
