@@ -503,9 +503,10 @@ fn a_small_host_budget_makes_jobs_wait_not_fail() {
     assert_idle(&engine, key_bytes);
     // Read by `cargo xtask reliability`.
     println!(
-        "reliability: host-memory jobs={} completed={} waited={waited} budget_jobs=1",
-        handles.len(),
-        handles.len()
+        "reliability: host-memory jobs={n} completed={n} waited={waited} job_budget_bytes={} queued_need_bytes={}",
+        zb + eb + KIB,
+        n as u64 * (zb + eb),
+        n = handles.len()
     );
 }
 
