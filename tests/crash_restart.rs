@@ -126,14 +126,22 @@ fn kill_9_during_a_proof_then_a_restart_serves_at_once() {
         let st: serde_json::Value =
             serde_json::from_str(&ok(&["status", "--daemon", &d, "--json"])).unwrap();
         let busy = st["running"].as_u64().unwrap_or(0) > 0
-            && st["devices"][0]["workers"]
-                .as_array()
-                .is_some_and(|w| w.iter().any(|w| w["phase"].as_str().is_some_and(|p| !p.is_empty())));
+            && st["devices"][0]["workers"].as_array().is_some_and(|w| {
+                w.iter()
+                    .any(|w| w["phase"].as_str().is_some_and(|p| !p.is_empty()))
+            });
         if busy {
-            assert_eq!(st["completed"].as_u64(), Some(0), "killed before any proof finished: {st}");
+            assert_eq!(
+                st["completed"].as_u64(),
+                Some(0),
+                "killed before any proof finished: {st}"
+            );
             break;
         }
-        assert!(t.elapsed() < Duration::from_secs(120), "no job started: {st}");
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "no job started: {st}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let kill = Command::new("kill")
@@ -180,10 +188,21 @@ fn kill_9_during_a_proof_then_a_restart_serves_at_once() {
     // The killed daemon's jobs are gone with it (in-memory mode): their ids are unknown.
     let (id, token) = lost[0].split_once(' ').expect("id and token");
     let e = cuzk(&[
-        "await", "--daemon", &d, "--job", id, "--token", token, "--proof", s(&p("x")),
+        "await",
+        "--daemon",
+        &d,
+        "--job",
+        id,
+        "--token",
+        token,
+        "--proof",
+        s(&p("x")),
     ]);
     assert!(!e.status.success());
-    assert!(String::from_utf8_lossy(&e.stderr).contains("no job"), "{e:?}");
+    assert!(
+        String::from_utf8_lossy(&e.stderr).contains("no job"),
+        "{e:?}"
+    );
     let kill = Command::new("kill")
         .args(["-TERM", &second.child.id().to_string()])
         .status()

@@ -29,8 +29,10 @@ pub(crate) fn config(data: &[u8]) -> Outcome {
         Ok(c) => {
             // Everything a valid config promises to give (not token(): it reads a file the
             // input names).
-            c.listen_addr().expect("a validated config has a listen address");
-            c.backend_choice().expect("a validated config has a backend");
+            c.listen_addr()
+                .expect("a validated config has a listen address");
+            c.backend_choice()
+                .expect("a validated config has a backend");
             let _ = c.engine();
             let _ = c.drain_timeout();
             Outcome::Accepted
@@ -156,7 +158,10 @@ pub(crate) fn requests(data: &[u8]) -> Outcome {
     };
     let h = harness();
     // A panic of an earlier input (in the replay test) must not hide the next one's.
-    let _one = h.one.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one = h
+        .one
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let svc = &h.svc;
     let ok = h.rt.block_on(async {
         match m % method::COUNT {

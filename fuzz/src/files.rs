@@ -5,11 +5,10 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use cuzk_formats::{
-    BpParameters, BpVerifyingKey, CircomR1cs, Digest, PointChecks, Wtns, Zkey, bellperson,
-    snarkjs,
+    BpParameters, BpVerifyingKey, CircomR1cs, Digest, PointChecks, Wtns, Zkey, bellperson, snarkjs,
 };
-use cuzk_groth16::io::{self, PointChecks as CuzkChecks};
 use cuzk_groth16::R1cs;
+use cuzk_groth16::io::{self, PointChecks as CuzkChecks};
 
 use crate::Outcome;
 
@@ -131,7 +130,8 @@ pub(crate) fn iden3_wtns(data: &[u8]) -> Outcome {
 pub(crate) fn zkey(data: &[u8]) -> Outcome {
     let full = Zkey::from_bytes(FILE, data, &PointChecks::Full);
     if let Ok(z) = &full {
-        z.check_shape(FILE).expect("a parsed zkey has a consistent shape");
+        z.check_shape(FILE)
+            .expect("a parsed zkey has a consistent shape");
         let _ = z.verifying_key();
     }
     full.into()

@@ -128,7 +128,7 @@ pub fn files_in(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 
 /// Small circuits and keys shared by the seeds and the harnesses that need a circuit.
 pub mod fixture {
-    use cuzk_groth16::{ProvingKey, R1cs, Witness, ToxicWaste};
+    use cuzk_groth16::{ProvingKey, R1cs, ToxicWaste, Witness};
     use rand::SeedableRng;
     use rand_chacha::ChaCha20Rng;
 
@@ -160,7 +160,9 @@ impl CappedAlloc {
     fn check(size: usize) {
         if size > ALLOC_CAP {
             // Formatting integers into stderr does not allocate.
-            eprintln!("cuzk-fuzz: an allocation of {size} bytes (cap {ALLOC_CAP}): unbounded by the input");
+            eprintln!(
+                "cuzk-fuzz: an allocation of {size} bytes (cap {ALLOC_CAP}): unbounded by the input"
+            );
             std::process::abort();
         }
     }

@@ -14,7 +14,12 @@ fn every_target_has_seeds_its_parser_accepts() {
         let seeds: Vec<_> = files_in(&corpus_dir(t.name))
             .unwrap()
             .into_iter()
-            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("seed-"))
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("seed-")
+            })
             .collect();
         assert!(!seeds.is_empty(), "{}: no seed in its corpus", t.name);
         for p in seeds {
@@ -35,7 +40,11 @@ fn the_rejected_seeds_are_rejected() {
     let mut n = 0;
     for t in TARGETS {
         for p in files_in(&corpus_dir(t.name)).unwrap() {
-            if p.file_name().unwrap().to_string_lossy().starts_with("rejected-") {
+            if p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("rejected-")
+            {
                 let data = std::fs::read(&p).unwrap();
                 assert_eq!((t.run)(&data), Outcome::Rejected, "{}", p.display());
                 n += 1;
@@ -71,5 +80,8 @@ fn the_corpus_stays_small() {
             bytes += std::fs::metadata(&p).unwrap().len();
         }
     }
-    assert!(bytes < 2 << 20, "the corpus holds {bytes} bytes (keep it under 2 MiB)");
+    assert!(
+        bytes < 2 << 20,
+        "the corpus holds {bytes} bytes (keep it under 2 MiB)"
+    );
 }

@@ -24,6 +24,8 @@ const RUSTFLAGS: &str = "-Cpasses=sancov-module \
 
 /// Seconds per target of `--smoke` (12 targets: about 5 minutes).
 pub const SMOKE_SECS: u64 = 25;
+/// Seconds per target in `cargo xtask test` (CI: 3 minutes beside the instrumented build).
+pub const CI_SMOKE_SECS: u64 = 15;
 
 /// One target's run.
 #[derive(Debug, Clone)]
@@ -46,7 +48,10 @@ fn fuzz_dir() -> PathBuf {
 }
 
 fn host_triple() -> Result<String> {
-    let out = Command::new("rustc").arg("-vV").current_dir(root()).output()?;
+    let out = Command::new("rustc")
+        .arg("-vV")
+        .current_dir(root())
+        .output()?;
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .find_map(|l| l.strip_prefix("host: ").map(str::to_owned))
@@ -58,7 +63,14 @@ fn host_triple() -> Result<String> {
 pub fn build() -> Result<PathBuf> {
     let triple = host_triple()?;
     run(cargo()
-        .args(["build", "--release", "-p", "cuzk-fuzz", "--features", "libfuzzer"])
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "cuzk-fuzz",
+            "--features",
+            "libfuzzer",
+        ])
         .args(["--bin", "cuzk-fuzz", "--target", &triple, "--target-dir"])
         .arg(fuzz_dir())
         .env("RUSTFLAGS", RUSTFLAGS)
@@ -130,7 +142,9 @@ pub fn run_target(exe: &Path, name: &str, secs: u64) -> Result<Run> {
         .stderr(fs::File::create(&log)?);
     eprintln!("$ {cmd:?}");
     let t = Instant::now();
-    let mut child = cmd.spawn().with_context(|| format!("run {}", exe.display()))?;
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("run {}", exe.display()))?;
     let mut cpu = 0.0;
     let status = loop {
         // `nice` execs the fuzzer, so the pid is the fuzzer's.
@@ -262,7 +276,11 @@ pub fn check(runs: &[Run]) -> Result<()> {
             })
         })
         .collect();
-    ensure!(crashed.is_empty(), "fuzzing found:\n  {}", crashed.join("\n  "));
+    ensure!(
+        crashed.is_empty(),
+        "fuzzing found:\n  {}",
+        crashed.join("\n  ")
+    );
     Ok(())
 }
 

@@ -25,7 +25,8 @@ const USAGE: &str = "usage: cargo xtask <command>
                     (--check: fail if the committed file is stale); finds libclang, or
                     installs the pinned PyPI wheel into .cuda/libclang
   test [ARGS]       the CPU suite: kernels, the bindings check, cargo test --workspace [ARGS],
-                    and a check that the bench executables compile
+                    a check that the bench executables compile, and the fuzz smoke
+                    (CUZK_FUZZ_SMOKE_SECS per target, default 15; 0 skips it)
   gpu-test          build and run only the GPU tests (#[ignore = \"gpu\"] fns named gpu_*);
                     fails without a GPU or if any listed GPU test did not run
   bundle            release, stripped GPU test/bench binaries + cuzk + run.sh in bundle/
@@ -379,7 +380,17 @@ fn test(extra: &[String]) -> Result<()> {
     // The test profile is optimized (opt-level 3 in the root Cargo.toml).
     run(cargo().args(["test", "--workspace"]).args(extra))?;
     // The GPU bench executables run only on a GPU machine; here they must compile.
-    run(cargo().args(["check", "-p", "cuzk-benches", "--benches"]))
+    run(cargo().args(["check", "-p", "cuzk-benches", "--benches"]))?;
+    // The fuzz smoke (an instrumented build of ~10 min from scratch, then 12 targets):
+    // CUZK_FUZZ_SMOKE_SECS per target, 0 to skip.
+    let secs = match std::env::var("CUZK_FUZZ_SMOKE_SECS") {
+        Ok(s) => s.parse().context("CUZK_FUZZ_SMOKE_SECS")?,
+        Err(_) => fuzz::CI_SMOKE_SECS,
+    };
+    if secs > 0 {
+        fuzz::check(&fuzz::run_all(&fuzz::targets()?, secs)?)?;
+    }
+    Ok(())
 }
 
 /// A test or bench executable built by cargo.

@@ -111,7 +111,11 @@ fn run_group(g: &Group) -> Result<Outcome> {
         if let Some(rest) = line.strip_prefix("test result: ") {
             let n = |key: &str| {
                 rest.split("; ")
-                    .find_map(|p| p.trim_start_matches("ok. ").trim_start_matches("FAILED. ").strip_suffix(key))
+                    .find_map(|p| {
+                        p.trim_start_matches("ok. ")
+                            .trim_start_matches("FAILED. ")
+                            .strip_suffix(key)
+                    })
                     .and_then(|v| v.trim().parse::<u64>().ok())
                     .unwrap_or(0)
             };
@@ -148,7 +152,11 @@ fn utc_now() -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", rem / 3600, rem % 3600 / 60)
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60
+    )
 }
 
 fn git_head() -> String {
@@ -164,10 +172,26 @@ fn git_head() -> String {
 
 /// The GPU areas and the words BENCHMARKS.md uses for them.
 const GPU_AREAS: &[(&str, &str, &str)] = &[
-    ("1. OOM grid (H200)", "OOM grid", "workers {1,2,4} x concurrency {1,3,8} x VRAM cap {16,24,40,80 GiB} at 2^24, 16 GiB at 2^26"),
-    ("2. A failure at every site (GPU)", "GPU failure injection", "every device/pinned/stream/event/launch/copy call of a GPU proof"),
-    ("3. Soak (H200)", "soak", "1000 proofs at 2^20, three priorities, 10% cancelled, 5% bad"),
-    ("4. Memory taken by another process (H200)", "memory taken by another process", "half the free VRAM taken and released mid-run"),
+    (
+        "1. OOM grid (H200)",
+        "OOM grid",
+        "workers {1,2,4} x concurrency {1,3,8} x VRAM cap {16,24,40,80 GiB} at 2^24, 16 GiB at 2^26",
+    ),
+    (
+        "2. A failure at every site (GPU)",
+        "GPU failure injection",
+        "every device/pinned/stream/event/launch/copy call of a GPU proof",
+    ),
+    (
+        "3. Soak (H200)",
+        "soak",
+        "1000 proofs at 2^20, three priorities, 10% cancelled, 5% bad",
+    ),
+    (
+        "4. Memory taken by another process (H200)",
+        "memory taken by another process",
+        "half the free VRAM taken and released mid-run",
+    ),
 ];
 
 /// "see BENCHMARKS.md run N" for the last run whose heading names `words`, else pending.
@@ -176,16 +200,17 @@ fn benchmarks_row(words: &str) -> String {
     let words = words.to_lowercase();
     let run = text
         .lines()
-        .filter(|l| l.starts_with('#') && l.to_lowercase().contains(&words))
-        .filter_map(|l| {
-            let at = l.to_lowercase().find("run ")? + 4;
+        .rev()
+        .map(str::to_lowercase)
+        .filter(|l| l.starts_with('#') && l.contains(&words))
+        .find_map(|l| {
+            let at = l.find("run ")? + 4;
             l[at..]
                 .split(|c: char| !c.is_ascii_digit())
                 .next()
                 .filter(|n| !n.is_empty())
                 .map(str::to_owned)
-        })
-        .last();
+        });
     match run {
         Some(n) => format!("see BENCHMARKS.md run {n}"),
         None => "pending on the H200".into(),
@@ -275,7 +300,10 @@ pub fn main(args: &[String]) -> Result<()> {
         "Coverage-guided libFuzzer on the pinned stable toolchain (sancov instrumentation, \
          overflow checks, a 64 MiB cap on any one allocation, 10 s per input, 2 GiB RSS).\n"
     )?;
-    writeln!(md, "| Target | Seconds | CPU-s | Executions | Exec/s | Features | Corpus | Result |")?;
+    writeln!(
+        md,
+        "| Target | Seconds | CPU-s | Executions | Exec/s | Features | Corpus | Result |"
+    )?;
     writeln!(md, "| --- | --- | --- | --- | --- | --- | --- | --- |")?;
     for r in &runs {
         writeln!(

@@ -124,8 +124,13 @@ fn header() -> pb::SubmitHeader {
     }
 }
 
-async fn submit(c: &mut Client, msgs: Vec<pb::SubmitRequest>) -> Result<pb::SubmitResponse, tonic::Status> {
-    c.submit(tokio_stream::iter(msgs)).await.map(|r| r.into_inner())
+async fn submit(
+    c: &mut Client,
+    msgs: Vec<pb::SubmitRequest>,
+) -> Result<pb::SubmitResponse, tonic::Status> {
+    c.submit(tokio_stream::iter(msgs))
+        .await
+        .map(|r| r.into_inner())
 }
 
 async fn wait(c: &mut Client, id: &str, token: &str) -> Result<pb::ProofResponse, tonic::Status> {
@@ -163,17 +168,26 @@ async fn security_the_socket_is_0600_and_made_safely() {
     let d = Running::start(config(&sock), engine(&config(&sock))).await;
     let meta = std::fs::symlink_metadata(&sock).unwrap();
     assert!(meta.file_type().is_socket());
-    assert_eq!(meta.permissions().mode() & 0o777, 0o600, "the socket is private");
+    assert_eq!(
+        meta.permissions().mode() & 0o777,
+        0o600,
+        "the socket is private"
+    );
     checks += 2;
     let left: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .filter(|n| n != "d.sock")
         .collect();
-    assert!(left.is_empty(), "the bind leaves nothing beside the socket: {left:?}");
+    assert!(
+        left.is_empty(),
+        "the bind leaves nothing beside the socket: {left:?}"
+    );
     checks += 1;
     // A second daemon on a live socket is refused, and does not take it over.
-    let e = Daemon::bind(config(&sock), engine(&config(&sock))).await.unwrap_err();
+    let e = Daemon::bind(config(&sock), engine(&config(&sock)))
+        .await
+        .unwrap_err();
     assert!(matches!(e, DaemonError::InUse(_)), "{e}");
     let mut c = d.client().await;
     c.status(pb::StatusRequest {}).await.unwrap();
@@ -191,12 +205,23 @@ async fn security_the_socket_is_0600_and_made_safely() {
     let link = dir.join("link.sock");
     std::os::unix::fs::symlink(&victim, &link).unwrap();
     for p in [&file, &link] {
-        let e = Daemon::bind(config(p), engine(&config(p))).await.unwrap_err();
-        assert!(matches!(e, DaemonError::NotSocket(_)), "{}: {e}", p.display());
+        let e = Daemon::bind(config(p), engine(&config(p)))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, DaemonError::NotSocket(_)),
+            "{}: {e}",
+            p.display()
+        );
         checks += 1;
     }
     assert_eq!(std::fs::read(&victim).unwrap(), b"data");
-    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
     checks += 1;
 
     // A stale socket (its daemon is gone) is replaced at once.
@@ -306,7 +331,11 @@ async fn security_request_sizes_are_bounded() {
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
     checks += 1;
     let st = c.status(pb::StatusRequest {}).await.unwrap().into_inner();
-    assert_eq!((st.upload_bytes, st.jobs), (0, 0), "nothing held after refusals");
+    assert_eq!(
+        (st.upload_bytes, st.jobs),
+        (0, 0),
+        "nothing held after refusals"
+    );
     checks += 1;
     // The same witness in messages under the limit is served.
     let mut msgs = vec![head(size)];
@@ -386,7 +415,12 @@ async fn injectable() -> (Running, Arc<FakeBackend>) {
 
 /// The fake device's live allocations.
 fn held(c: FakeCounts) -> (usize, u64, usize, usize) {
-    (c.device_allocs, c.device_bytes, c.pinned_allocs, c.registered)
+    (
+        c.device_allocs,
+        c.device_bytes,
+        c.pinned_allocs,
+        c.registered,
+    )
 }
 
 /// The memory figures that must come back after every job.
@@ -431,7 +465,10 @@ async fn a_failure_at_every_allocation_of_a_daemon_job_fails_it_alone() {
         .map(|p| p.phase.clone())
         .collect();
     let sites = fake.counts().device_alloc_calls - before;
-    assert!(sites >= 4, "a job stages z and a, b, c: {sites} allocations");
+    assert!(
+        sites >= 4,
+        "a job stages z and a, b, c: {sites} allocations"
+    );
     let mut injections = 0;
     for k in 1..=sites {
         fake.set_faults(Faults {
@@ -447,8 +484,16 @@ async fn a_failure_at_every_allocation_of_a_daemon_job_fails_it_alone() {
             "allocation {k}: {:?} names no phase of {phases:?}",
             e.message()
         );
-        assert_eq!(levels(&status(&mut c).await), idle, "allocation {k}: budgets");
-        assert_eq!(held(fake.counts()), held(live), "allocation {k}: device buffers");
+        assert_eq!(
+            levels(&status(&mut c).await),
+            idle,
+            "allocation {k}: budgets"
+        );
+        assert_eq!(
+            held(fake.counts()),
+            held(live),
+            "allocation {k}: device buffers"
+        );
         verify(&prove(&mut c).await.unwrap());
         injections += 1;
     }

@@ -48,8 +48,16 @@ fn cuzk_and_foreign() -> Result<()> {
         let proof = cuzk_groth16::create_proof(&pk, &r1cs, &w, &mut rng)
             .map_err(|e| format!("prove: {e}"))?;
         put("cuzk_r1cs", &tag, &cuzk_file(|v| io::write_r1cs(v, &r1cs)))?;
-        put("cuzk_pk", &tag, &cuzk_file(|v| io::write_proving_key(v, &pk)))?;
-        put("cuzk_witness", &tag, &cuzk_file(|v| io::write_witness(v, &w)))?;
+        put(
+            "cuzk_pk",
+            &tag,
+            &cuzk_file(|v| io::write_proving_key(v, &pk)),
+        )?;
+        put(
+            "cuzk_witness",
+            &tag,
+            &cuzk_file(|v| io::write_witness(v, &w)),
+        )?;
         put(
             "cuzk_proof_vk",
             &format!("proof-{tag}"),
@@ -160,14 +168,22 @@ fn daemon() -> Result<()> {
         ..Default::default()
     };
     let chunks = cuzk_daemon::client::bytes_stream(header.clone(), &wit);
-    put("daemon_requests", "submit_bytes", &msg(method::SUBMIT, frame(&chunks)))?;
+    put(
+        "daemon_requests",
+        "submit_bytes",
+        &msg(method::SUBMIT, frame(&chunks)),
+    )?;
     // No request_id: the same id would name the job above, which the harness cancelled.
     let anonymous = pb::SubmitHeader {
         request_id: String::new(),
         ..header.clone()
     };
     let prove = cuzk_daemon::client::bytes_stream(anonymous, &wit);
-    put("daemon_requests", "prove_bytes", &msg(method::PROVE, frame(&prove)))?;
+    put(
+        "daemon_requests",
+        "prove_bytes",
+        &msg(method::PROVE, frame(&prove)),
+    )?;
     let by_path = pb::SubmitRequest {
         msg: Some(pb::submit_request::Msg::Header(pb::SubmitHeader {
             witness: Some(pb::submit_header::Witness::WitnessPath("k.wit".into())),
@@ -175,19 +191,31 @@ fn daemon() -> Result<()> {
             ..header
         })),
     };
-    put("daemon_requests", "submit_path", &msg(method::SUBMIT, frame(&[by_path])))?;
+    put(
+        "daemon_requests",
+        "submit_path",
+        &msg(method::SUBMIT, frame(&[by_path])),
+    )?;
     let id = pb::AwaitRequest {
         job_id: "0123456789abcdef0123456789abcdef".into(),
         job_token: "fedcba9876543210fedcba9876543210".into(),
         timeout_ms: 1,
     };
     // Another client's job ids cannot be awaited or cancelled: both are refused.
-    put_rejected("daemon_requests", "await", &msg(method::AWAIT, id.encode_to_vec()))?;
+    put_rejected(
+        "daemon_requests",
+        "await",
+        &msg(method::AWAIT, id.encode_to_vec()),
+    )?;
     let cancel = pb::CancelRequest {
         job_id: id.job_id,
         job_token: id.job_token,
     };
-    put_rejected("daemon_requests", "cancel", &msg(method::CANCEL, cancel.encode_to_vec()))?;
+    put_rejected(
+        "daemon_requests",
+        "cancel",
+        &msg(method::CANCEL, cancel.encode_to_vec()),
+    )?;
     put(
         "daemon_requests",
         "timeline",
