@@ -502,11 +502,11 @@ fn a_small_host_budget_makes_jobs_wait_not_fail() {
     assert!(waited > 0);
     assert_idle(&engine, key_bytes);
     // Read by `cargo xtask reliability`.
+    let n = handles.len();
     println!(
         "reliability: host-memory jobs={n} completed={n} waited={waited} job_budget_bytes={} queued_need_bytes={}",
         zb + eb + KIB,
-        n as u64 * (zb + eb),
-        n = handles.len()
+        n as u64 * (zb + eb)
     );
 }
 
