@@ -4,6 +4,9 @@
 // The one nvcc finder/compiler, shared with every kernel crate's build script.
 use cuzk_kernel_build as nvcc;
 
+mod fuzz;
+mod reliability;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs;
@@ -22,11 +25,19 @@ const USAGE: &str = "usage: cargo xtask <command>
                     (--check: fail if the committed file is stale); finds libclang, or
                     installs the pinned PyPI wheel into .cuda/libclang
   test [ARGS]       the CPU suite: kernels, the bindings check, cargo test --workspace [ARGS],
-                    and a check that the bench executables compile
+                    a check that the bench executables compile, and the fuzz smoke
+                    (CUZK_FUZZ_SMOKE_SECS per target, default 15; 0 skips it)
   gpu-test          build and run only the GPU tests (#[ignore = \"gpu\"] fns named gpu_*);
                     fails without a GPU or if any listed GPU test did not run
   bundle            release, stripped GPU test/bench binaries + cuzk + run.sh in bundle/
                     (sm_90 + PTX only; must stay under 60 MiB)
+  fuzz [--smoke | --time SECS] [--target NAME]... [--list]
+                    build the libFuzzer driver of fuzz/ (stable, coverage-instrumented) and
+                    fuzz each target (--smoke: 25 s each); fails on any crashing input
+  reliability [--gpu] [--fuzz-secs N]
+                    the reliability suite's CPU parts (fuzz smoke, security, crash-restart,
+                    host memory, failure injection) -> RELIABILITY.md; --gpu: GPU rows cite
+                    BENCHMARKS.md
 
 env: NVCC, CUDA_HOME, CUDA_PATH (nvcc location), CUZK_CUDA_ARCHS=sm_90 (fewer archs, faster),
      CUZK_NO_CUDA=1 (build without kernels), LIBCLANG_PATH (libclang for codegen)";
@@ -47,6 +58,8 @@ fn main() -> Result<()> {
         "test" => test(rest),
         "gpu-test" => gpu_test(),
         "bundle" => bundle(),
+        "fuzz" => fuzz::main(rest),
+        "reliability" => reliability::main(rest),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())
@@ -367,7 +380,17 @@ fn test(extra: &[String]) -> Result<()> {
     // The test profile is optimized (opt-level 3 in the root Cargo.toml).
     run(cargo().args(["test", "--workspace"]).args(extra))?;
     // The GPU bench executables run only on a GPU machine; here they must compile.
-    run(cargo().args(["check", "-p", "cuzk-benches", "--benches"]))
+    run(cargo().args(["check", "-p", "cuzk-benches", "--benches"]))?;
+    // The fuzz smoke (an instrumented build of ~10 min from scratch, then 12 targets):
+    // CUZK_FUZZ_SMOKE_SECS per target, 0 to skip.
+    let secs = match std::env::var("CUZK_FUZZ_SMOKE_SECS") {
+        Ok(s) => s.parse().context("CUZK_FUZZ_SMOKE_SECS")?,
+        Err(_) => fuzz::CI_SMOKE_SECS,
+    };
+    if secs > 0 {
+        fuzz::check(&fuzz::run_all(&fuzz::targets()?, secs)?)?;
+    }
+    Ok(())
 }
 
 /// A test or bench executable built by cargo.

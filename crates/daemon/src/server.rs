@@ -33,6 +33,8 @@ pub enum DaemonError {
     InUse(PathBuf),
     #[error("{0} exists and is not a socket; not removing it")]
     NotSocket(PathBuf),
+    #[error("listen = {0:?} is TCP and no token_file is set: TCP needs a bearer token")]
+    TcpWithoutToken(String),
     #[error("key {id:?}: {message}")]
     Preload { id: String, message: String },
     #[error("gRPC server: {0}")]
@@ -129,8 +131,9 @@ impl Daemon {
                 }
             }
             Listen::Tcp(addr) => {
+                // Any client that reaches a TCP port could load keys and prove: never open.
                 if token.is_none() {
-                    tracing::warn!(%addr, "TCP without a token_file: any client that reaches this address can prove and cancel");
+                    return Err(DaemonError::TcpWithoutToken(addr));
                 }
                 Listener::Tcp(
                     TcpListener::bind(&addr)

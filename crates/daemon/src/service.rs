@@ -702,6 +702,14 @@ pub struct ProverService {
     pub(crate) shared: Arc<Shared>,
 }
 
+impl ProverService {
+    /// The handlers over `shared`, for callers that drive them without a server (the fuzz
+    /// harness).
+    pub fn new(shared: Arc<Shared>) -> Self {
+        Self { shared }
+    }
+}
+
 #[tonic::async_trait]
 impl pb::prover_server::Prover for ProverService {
     async fn load_key(

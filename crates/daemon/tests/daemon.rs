@@ -722,13 +722,7 @@ async fn tcp_with_and_without_a_token_and_the_http_port() {
     assert!(m.2.contains("\"spans\""), "{}", m.2);
     d.stop().await;
 
-    // TCP with no token configured serves anyone on loopback.
-    let mut cfg = config("tcp-open");
-    cfg.listen = Some("127.0.0.1:0".into());
-    let d = start(cfg).await;
-    let mut c = client::connect(Some(&d.addr), None).await.unwrap();
-    status(&mut c).await;
-    d.stop().await;
+    // TCP with no token configured is refused at bind (tests/reliability.rs checks the error).
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

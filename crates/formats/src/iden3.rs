@@ -202,6 +202,23 @@ pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), FormatError> {
     std::fs::write(path, bytes).map_err(|e| FormatError::io(path, e))
 }
 
+/// Most public signals taken from an iden3 r1cs. Each becomes an instance row of cuzk's
+/// circuit, and the header's counts are not paid for by the file's bytes; 2^20 is far beyond
+/// any Groth16 statement (verifying is linear in them).
+pub const MAX_PUBLIC: usize = 1 << 20;
+
+fn check_public(file: &str, out: u32, inp: u32) -> Result<usize, FormatError> {
+    let n = out as usize + inp as usize;
+    if n > MAX_PUBLIC {
+        return Err(FormatError::invalid(
+            file,
+            "header.nPubOut + nPubIn",
+            format!("{n} public signals (cuzk takes at most {MAX_PUBLIC})"),
+        ));
+    }
+    Ok(n)
+}
+
 /// One linear combination: (wire, coefficient) terms as stored.
 pub type Terms = Vec<(u32, Fr)>;
 
@@ -222,7 +239,7 @@ pub struct CircomR1cs {
 impl CircomR1cs {
     /// Public signals (outputs then public inputs): cuzk's `num_public`.
     pub fn num_public(&self) -> usize {
-        (self.num_pub_out + self.num_pub_in) as usize
+        self.num_pub_out as usize + self.num_pub_in as usize
     }
 
     pub fn read(path: &Path) -> Result<Self, FormatError> {
@@ -241,6 +258,7 @@ impl CircomR1cs {
         let num_labels = h.u64_le("header.nLabels")?;
         let m = h.u32_le("header.mConstraints")?;
         h.finish("header.mConstraints")?;
+        check_public(file, num_pub_out, num_pub_in)?;
         if (num_pub_out as u64 + num_pub_in as u64 + 1) > num_wires as u64 {
             return Err(FormatError::invalid(
                 file,
@@ -348,7 +366,7 @@ impl CircomR1cs {
     /// cuzk's constraint system: the same rows (terms of a wire merged, zeros dropped), then
     /// the instance rows `x_i · 0 = 0`.
     pub fn to_r1cs(&self, file: &str) -> Result<R1cs, FormatError> {
-        let num_public = self.num_public();
+        let num_public = check_public(file, self.num_pub_out, self.num_pub_in)?;
         let m = self.num_wires as usize;
         let build = |k: usize, name: char| -> Result<SparseMatrix, FormatError> {
             let rows: Vec<Vec<(u32, Fr)>> = self

@@ -363,6 +363,12 @@ fn a_failure_at_every_device_allocation_fails_that_job_alone() {
         ..Faults::default()
     });
     verify(&c, &engine.submit(JobSpec::new("k", memory(&c))).unwrap());
+    // Read by `cargo xtask reliability`.
+    println!(
+        "reliability: injection engine sites={} injections={}",
+        per_job + 1,
+        per_job + 1
+    );
 }
 
 #[test]
@@ -519,9 +525,17 @@ fn a_small_host_budget_makes_jobs_wait_not_fail() {
     }
     let waited = handles
         .iter()
-        .filter(|h| h.poll().unwrap().unwrap().timings.memory_wait > Duration::ZERO);
-    assert!(waited.count() > 0);
+        .filter(|h| h.poll().unwrap().unwrap().timings.memory_wait > Duration::ZERO)
+        .count();
+    assert!(waited > 0);
     assert_idle(&engine, key_bytes);
+    // Read by `cargo xtask reliability`.
+    let n = handles.len();
+    println!(
+        "reliability: host-memory jobs={n} completed={n} waited={waited} job_budget_bytes={} queued_need_bytes={}",
+        zb + eb + KIB,
+        n as u64 * (zb + eb)
+    );
 }
 
 #[test]

@@ -1,0 +1,340 @@
+//! `cargo xtask reliability [--gpu] [--fuzz-secs N]`: the reliability suite of issue #24.
+//! Runs the CPU parts (the fuzz smoke and the named security, crash-restart, host-memory and
+//! failure-injection tests), then writes RELIABILITY.md from what the runs printed: test
+//! counts from libtest's summary, figures from the tests' `reliability:` lines, executions
+//! from libFuzzer's final stats. The GPU areas run on the H200; `--gpu` points their rows at
+//! the BENCHMARKS.md run that recorded them.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+
+use crate::fuzz;
+use crate::{cargo, root};
+
+/// One group of tests: what it proves, and the cargo test invocation.
+struct Group {
+    area: &'static str,
+    package: &'static str,
+    test: &'static str,
+    /// Name filters (substrings, libtest's default); empty: the whole target.
+    filters: &'static [&'static str],
+}
+
+const GROUPS: &[Group] = &[
+    Group {
+        area: "7. Security",
+        package: "cuzk-daemon",
+        test: "reliability",
+        filters: &["security_"],
+    },
+    Group {
+        area: "7. Security",
+        package: "cuzk-daemon",
+        test: "daemon",
+        filters: &["key_paths_stay_inside_the_parameter_directory"],
+    },
+    Group {
+        area: "8. Crash and restart (CPU)",
+        package: "cuzk",
+        test: "crash_restart",
+        filters: &[],
+    },
+    Group {
+        area: "5. Host memory",
+        package: "cuzk-scheduler",
+        test: "engine",
+        filters: &["a_small_host_budget_makes_jobs_wait_not_fail"],
+    },
+    Group {
+        area: "2. A failure at every site (CPU)",
+        package: "cuzk-scheduler",
+        test: "engine",
+        filters: &["a_failure_at_every_device_allocation_fails_that_job_alone"],
+    },
+    Group {
+        area: "2. A failure at every site (CPU)",
+        package: "cuzk-daemon",
+        test: "reliability",
+        filters: &["a_failure_at_every_allocation_of_a_daemon_job"],
+    },
+    Group {
+        area: "6. Fuzzing: corpus and regressions",
+        package: "cuzk-fuzz",
+        test: "replay",
+        filters: &[],
+    },
+];
+
+/// What one group's run printed.
+struct Outcome {
+    command: String,
+    passed: u64,
+    failed: u64,
+    ok: bool,
+    /// The `reliability:` lines, without the prefix.
+    figures: Vec<String>,
+    secs: f64,
+}
+
+fn run_group(g: &Group) -> Result<Outcome> {
+    let mut cmd = cargo();
+    cmd.args(["test", "-p", g.package, "--test", g.test, "--"])
+        .args(g.filters)
+        .args(["--nocapture", "--test-threads=1"]);
+    let command = format!(
+        "cargo test -p {} --test {} -- {}",
+        g.package,
+        g.test,
+        g.filters.join(" ")
+    );
+    eprintln!("$ {command}");
+    let t = Instant::now();
+    let out = cmd.output().with_context(|| format!("running {command}"))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut o = Outcome {
+        command: command.trim_end().to_owned(),
+        passed: 0,
+        failed: 0,
+        ok: out.status.success(),
+        figures: Vec::new(),
+        secs: t.elapsed().as_secs_f64(),
+    };
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("test result: ") {
+            let n = |key: &str| {
+                rest.split("; ")
+                    .find_map(|p| {
+                        p.trim_start_matches("ok. ")
+                            .trim_start_matches("FAILED. ")
+                            .strip_suffix(key)
+                    })
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            o.passed += n(" passed");
+            o.failed += n(" failed");
+        }
+        if let Some(f) = line.split("reliability: ").nth(1) {
+            o.figures.push(f.trim().to_owned());
+        }
+    }
+    if !o.ok {
+        eprintln!("{text}");
+    }
+    // A filter that matched nothing must not read as a pass.
+    if o.ok && o.passed == 0 {
+        bail!("{command}: no test ran");
+    }
+    Ok(o)
+}
+
+/// UTC date and time from the system clock (days to civil date, Howard Hinnant's algorithm).
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60
+    )
+}
+
+fn git_head() -> String {
+    Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(root())
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The GPU areas and the words BENCHMARKS.md uses for them.
+const GPU_AREAS: &[(&str, &str, &str)] = &[
+    (
+        "1. OOM grid (H200)",
+        "OOM grid",
+        "workers {1,2,4} x concurrency {1,3,8} x VRAM cap {16,24,40,80 GiB} at 2^24, 16 GiB at 2^26",
+    ),
+    (
+        "2. A failure at every site (GPU)",
+        "GPU failure injection",
+        "every device/pinned/stream/event/launch/copy call of a GPU proof",
+    ),
+    (
+        "3. Soak (H200)",
+        "soak",
+        "1000 proofs at 2^20, three priorities, 10% cancelled, 5% bad",
+    ),
+    (
+        "4. Memory taken by another process (H200)",
+        "memory taken by another process",
+        "half the free VRAM taken and released mid-run",
+    ),
+];
+
+/// "see BENCHMARKS.md run N" for the last run whose heading names `words`, else pending.
+fn benchmarks_row(words: &str) -> String {
+    let text = fs::read_to_string(root().join("BENCHMARKS.md")).unwrap_or_default();
+    let words = words.to_lowercase();
+    let run = text
+        .lines()
+        .rev()
+        .map(str::to_lowercase)
+        .filter(|l| l.starts_with('#') && l.contains(&words))
+        .find_map(|l| {
+            let at = l.find("run ")? + 4;
+            l[at..]
+                .split(|c: char| !c.is_ascii_digit())
+                .next()
+                .filter(|n| !n.is_empty())
+                .map(str::to_owned)
+        });
+    match run {
+        Some(n) => format!("see BENCHMARKS.md run {n}"),
+        None => "pending on the H200".into(),
+    }
+}
+
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+pub fn main(args: &[String]) -> Result<()> {
+    let mut gpu = false;
+    let mut fuzz_secs = fuzz::SMOKE_SECS;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--gpu" => gpu = true,
+            "--fuzz-secs" => fuzz_secs = it.next().context("--fuzz-secs N")?.parse()?,
+            other => bail!("reliability: unknown argument {other:?}"),
+        }
+    }
+    let date = utc_now();
+    let targets = fuzz::targets()?;
+    let runs = fuzz::run_all(&targets, fuzz_secs)?;
+    let mut outcomes = Vec::new();
+    for g in GROUPS {
+        outcomes.push((g, run_group(g)?));
+    }
+
+    let mut md = String::new();
+    writeln!(md, "# Reliability\n")?;
+    writeln!(
+        md,
+        "Written by `cargo xtask reliability{}` on {date} at commit {} from the run's own output \
+         (libtest summaries, the tests' `reliability:` lines, libFuzzer's final stats); re-run it \
+         rather than editing. The areas are those of issue #24.\n",
+        if gpu { " --gpu" } else { "" },
+        git_head()
+    )?;
+    writeln!(md, "| Area | Command | Date | Tried | Result |")?;
+    writeln!(md, "| --- | --- | --- | --- | --- |")?;
+    let execs: u64 = runs.iter().map(|r| r.execs).sum();
+    let cpu: f64 = runs.iter().map(|r| r.cpu_secs).sum();
+    let crashes = runs.iter().filter(|r| r.crash.is_some()).count();
+    writeln!(
+        md,
+        "| 6. Fuzzing (smoke) | `cargo xtask fuzz --time {fuzz_secs}` | {date} | {} targets x {fuzz_secs} s: {execs} executions, {cpu:.0} CPU-s | {} |",
+        runs.len(),
+        if crashes == 0 {
+            "held: no panic, hang, or unbounded allocation".to_owned()
+        } else {
+            format!("**FAILED**: {crashes} crashing inputs")
+        }
+    )?;
+    for (g, o) in &outcomes {
+        let tried = if o.figures.is_empty() {
+            format!("{} tests", o.passed + o.failed)
+        } else {
+            format!("{} tests; {}", o.passed + o.failed, o.figures.join("; "))
+        };
+        let result = if o.ok {
+            format!("held: {} passed ({:.0} s)", o.passed, o.secs)
+        } else {
+            format!("**FAILED**: {} failed, {} passed", o.failed, o.passed)
+        };
+        writeln!(
+            md,
+            "| {} | `{}` | {date} | {} | {} |",
+            g.area,
+            cell(&o.command),
+            cell(&tried),
+            result
+        )?;
+    }
+    for (area, words, tried) in GPU_AREAS {
+        let result = if gpu {
+            benchmarks_row(words)
+        } else {
+            "not run: GPU only (`cargo xtask reliability --gpu` on the H200)".into()
+        };
+        writeln!(md, "| {area} | H200 bundle | — | {tried} | {result} |")?;
+    }
+
+    writeln!(md, "\n## Fuzz targets (this run)\n")?;
+    writeln!(
+        md,
+        "Coverage-guided libFuzzer on the pinned stable toolchain (sancov instrumentation, \
+         overflow checks, a 64 MiB cap on any one allocation, 10 s per input, 2 GiB RSS).\n"
+    )?;
+    writeln!(
+        md,
+        "| Target | Seconds | CPU-s | Executions | Exec/s | Features | Corpus | Result |"
+    )?;
+    writeln!(md, "| --- | --- | --- | --- | --- | --- | --- | --- |")?;
+    for r in &runs {
+        writeln!(
+            md,
+            "| {} | {:.0} | {:.0} | {} | {:.0} | {} | {} | {} |",
+            r.target,
+            r.secs,
+            r.cpu_secs,
+            r.execs,
+            r.execs as f64 / r.secs.max(1e-9),
+            r.features,
+            r.corpus,
+            match &r.crash {
+                Some(p) => format!("**crash** `{}`", p.display()),
+                None => "ok".into(),
+            }
+        )?;
+    }
+    let (n, e, c, k) = fuzz::recorded();
+    writeln!(
+        md,
+        "\nAll fuzz runs recorded on the machine that wrote this (`target/fuzz/runs.jsonl`, \
+         long runs included): {n} runs, {e} executions, {:.2} CPU-hours, {k} crashing inputs \
+         (each fixed, and kept in `fuzz/regressions/`).",
+        c / 3600.0
+    )?;
+    fs::write(root().join("RELIABILITY.md"), &md)?;
+    eprintln!("wrote RELIABILITY.md");
+    fuzz::check(&runs)?;
+    if let Some((g, _)) = outcomes.iter().find(|(_, o)| !o.ok) {
+        bail!("{} failed ({} --test {})", g.area, g.package, g.test);
+    }
+    Ok(())
+}
