@@ -10,6 +10,7 @@
 mod bench;
 mod daemon_cli;
 mod formats_cli;
+mod queue_cli;
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
@@ -52,10 +53,22 @@ enum Command {
     Devices,
     /// Time proofs of a demo circuit through the proving engine: setup, a warm-up, then N
     /// proofs with J in flight (each verified), a per-phase table of medians, throughput,
-    /// latency, the GPU's busy share, peak VRAM and peak host memory.
+    /// latency, the GPU's busy share, peak VRAM and peak host memory. With --queue: N proofs
+    /// of --key and --witness through the PostgreSQL queue, J in flight, across every host
+    /// claiming from it, each checked with --vk.
     Bench {
-        #[arg(long, value_parser = clap::value_parser!(u32).range(4..=28))]
-        log_constraints: u32,
+        #[arg(long, value_parser = clap::value_parser!(u32).range(4..=28), required_unless_present = "queue")]
+        log_constraints: Option<u32>,
+        #[command(flatten)]
+        queue: queue_cli::QueueUrl,
+        /// With --queue: the key id the hosts hold.
+        #[arg(long, requires = "queue")]
+        key: Option<String>,
+        /// With --queue: the witness file to prove (its path on shared storage, or --inline).
+        #[arg(long, requires_all = ["queue", "key"])]
+        witness: Option<PathBuf>,
+        #[command(flatten)]
+        queued: queue_cli::QueueJob,
         /// Percent of the constraints that are bit decompositions (70 realistic, 0 full-width).
         #[arg(long, default_value_t = 70, value_parser = clap::value_parser!(u32).range(0..=100))]
         boolean_percent: u32,
@@ -137,6 +150,34 @@ fn run(command: Command, choice: BackendChoice) -> Result<()> {
             Ok(())
         }
         Command::Bench {
+            queue: queue_cli::QueueUrl { queue: Some(url) },
+            key,
+            witness,
+            queued,
+            proofs,
+            concurrency,
+            ..
+        } => {
+            let (Some(key), Some(witness)) = (key, witness) else {
+                bail!("bench --queue needs --key and --witness");
+            };
+            let work = queue_cli::Work {
+                key,
+                witness,
+                priority: cuzk_scheduler::Priority::Normal,
+            };
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?
+                .block_on(queue_cli::bench(
+                    &url,
+                    work,
+                    queued,
+                    (proofs as usize, concurrency as usize),
+                ))
+        }
+        Command::Bench {
             log_constraints,
             boolean_percent,
             proofs,
@@ -145,8 +186,9 @@ fn run(command: Command, choice: BackendChoice) -> Result<()> {
             workers,
             concurrency,
             split,
+            ..
         } => bench::run(bench::Args {
-            log_constraints,
+            log_constraints: log_constraints.context("bench needs --log-constraints")?,
             boolean_percent,
             proofs: proofs as usize,
             public_inputs,
