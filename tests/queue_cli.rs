@@ -333,8 +333,9 @@ fn daemons_reconnect_after_postgres_restarts_and_every_job_finishes() {
 
 #[test]
 fn a_duplicate_submit_is_one_job_and_a_cancel_from_another_host_stops_a_running_one() {
+    // 2^14 constraints: a proof long enough on the CPU for a heartbeat to see the cancel.
     let mut c = Cluster::new("cancel", 14);
-    c.daemon("c0", 10.0);
+    c.daemon("c0", 3.0);
     c.hosts_up(1);
     let url = c.pg.url();
     let submit = |rid: &str| {
