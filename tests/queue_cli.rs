@@ -49,7 +49,13 @@ impl Cluster {
             &p("k.wit"),
         ]);
         ok(&[
-            "setup", "--r1cs", &p("k.r1cs"), "--pk", &p("k.pk"), "--vk", &p("k.vk"),
+            "setup",
+            "--r1cs",
+            &p("k.r1cs"),
+            "--pk",
+            &p("k.pk"),
+            "--vk",
+            &p("k.vk"),
         ]);
         let vk = io::read_verifying_key(std::fs::File::open(dir.join("k.vk")).unwrap()).unwrap();
         let pg = TempPostgres::start().expect("a PostgreSQL server for the test");
@@ -202,7 +208,11 @@ poll_ms = 50
                 .unwrap();
             assert!(st.success());
             let status = child.wait().unwrap();
-            assert!(status.success(), "daemon {name} exited {status}: {}", self.log(name.as_str()));
+            assert!(
+                status.success(),
+                "daemon {name} exited {status}: {}",
+                self.log(name.as_str())
+            );
         }
     }
 }
@@ -233,7 +243,10 @@ fn four_daemons_prove_two_hundred_jobs_each_exactly_once() {
         "every job claimed once"
     );
     let hosts = c.count("SELECT count(DISTINCT done_by) FROM cuzk_jobs");
-    assert!(hosts >= 2, "the work spread over the hosts ({hosts} made proofs)");
+    assert!(
+        hosts >= 2,
+        "the work spread over the hosts ({hosts} made proofs)"
+    );
     let url = c.pg.url();
     let status = ok(&["status", "--queue", &url]);
     assert!(status.contains("done 200"), "{status}");
@@ -281,21 +294,21 @@ fn a_killed_daemons_jobs_finish_on_another_after_the_lease_expires() {
     let (_, mut a) = c.daemons.remove(0);
     a.kill().unwrap(); // SIGKILL
     a.wait().unwrap();
+    // A statement a sent just before it died still runs on the server; let it land.
+    std::thread::sleep(Duration::from_millis(500));
     let held: Vec<i64> = {
-        let rows = c
-            .rt
-            .block_on(async {
-                let st = c.queue.status().await.unwrap();
-                assert_eq!(st.hosts[0].host, "a");
-                let mut held = Vec::new();
-                for id in &ids {
-                    let j = c.queue.job(*id).await.unwrap();
-                    if j.state == State::Running {
-                        held.push(*id);
-                    }
+        let rows = c.rt.block_on(async {
+            let st = c.queue.status().await.unwrap();
+            assert_eq!(st.hosts[0].host, "a");
+            let mut held = Vec::new();
+            for id in &ids {
+                let j = c.queue.job(*id).await.unwrap();
+                if j.state == State::Running {
+                    held.push(*id);
                 }
-                held
-            });
+            }
+            held
+        });
         rows
     };
     assert!(!held.is_empty(), "daemon a held jobs when it was killed");

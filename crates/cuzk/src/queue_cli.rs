@@ -88,8 +88,8 @@ fn new_job(work: &Work, job: &QueueJob, request_id: Option<String>) -> Result<Ne
     } else {
         let p = std::path::absolute(&work.witness)
             .with_context(|| format!("{}", work.witness.display()))?;
-        let sha256 = cuzk_queue::file_sha256(&p)
-            .with_context(|| format!("cannot read {}", p.display()))?;
+        let sha256 =
+            cuzk_queue::file_sha256(&p).with_context(|| format!("cannot read {}", p.display()))?;
         WitnessRef::Path {
             path: p.to_string_lossy().into_owned(),
             sha256,
@@ -199,7 +199,9 @@ pub async fn cancel(url: &str, id: &str) -> Result<()> {
     match q.cancel(id).await? {
         CancelOutcome::Cancelled => println!("cancelled {id}"),
         CancelOutcome::Requested => {
-            println!("cancel requested for {id}: the host running it stops it at its next heartbeat")
+            println!(
+                "cancel requested for {id}: the host running it stops it at its next heartbeat"
+            )
         }
         CancelOutcome::Finished => println!("{id} had already finished"),
     }

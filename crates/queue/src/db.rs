@@ -305,7 +305,9 @@ impl Queue {
     /// Queues a job, or answers the job of an earlier submit with the same request id.
     pub async fn submit(&self, job: &NewJob) -> Result<Submitted, QueueError> {
         if job.max_failures < 1 {
-            return Err(QueueError::Invalid("max_failures must be at least 1".into()));
+            return Err(QueueError::Invalid(
+                "max_failures must be at least 1".into(),
+            ));
         }
         let (path, sha, inline) = witness_columns(&job.witness);
         let c = self.pool.get().await?;
@@ -362,7 +364,9 @@ impl Queue {
         let mut out = Vec::with_capacity(jobs.len());
         for job in jobs {
             if job.max_failures < 1 {
-                return Err(QueueError::Invalid("max_failures must be at least 1".into()));
+                return Err(QueueError::Invalid(
+                    "max_failures must be at least 1".into(),
+                ));
             }
             let (path, sha, inline) = witness_columns(&job.witness);
             let r = tx
@@ -587,7 +591,11 @@ impl Queue {
 
     /// Gives a job back to the queue without counting a failure (the host is shutting down
     /// before it ran it to the end). False when the lease was lost.
-    pub async fn release(&self, id: i64, (owner, attempt): (&str, i32)) -> Result<bool, QueueError> {
+    pub async fn release(
+        &self,
+        id: i64,
+        (owner, attempt): (&str, i32),
+    ) -> Result<bool, QueueError> {
         let c = self.pool.get().await?;
         let n = c
             .execute(
@@ -698,10 +706,7 @@ impl Queue {
         let c = self.pool.get().await?;
         let mut jobs = Vec::new();
         for r in c
-            .query(
-                "SELECT state, count(*) FROM cuzk_jobs GROUP BY state",
-                &[],
-            )
+            .query("SELECT state, count(*) FROM cuzk_jobs GROUP BY state", &[])
             .await?
         {
             jobs.push((State::parse(r.get(0))?, r.get(1)));

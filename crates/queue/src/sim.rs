@@ -134,7 +134,10 @@ pub async fn simulate(queue: &Queue, config: &SimConfig) -> Result<SimReport, Qu
                                 public_inputs: vec![],
                                 timings: serde_json::json!({}),
                             };
-                            if queue.complete(j.id, (&owner, j.attempt), &owner, &out).await? {
+                            if queue
+                                .complete(j.id, (&owner, j.attempt), &owner, &out)
+                                .await?
+                            {
                                 finished.fetch_add(1, Ordering::SeqCst);
                             }
                             Ok::<_, QueueError>(())

@@ -16,7 +16,9 @@ pub enum TempDbError {
         "PostgreSQL's server binaries (initdb, pg_ctl) were not found: looked in $CUZK_PG_BINDIR, `pg_config --bindir`, /usr/lib/postgresql/*/bin and PATH. Install them (Debian: apt-get install postgresql)"
     )]
     NoBinaries,
-    #[error("running as root, and neither the `postgres` nor the `nobody` user exists to run the server as")]
+    #[error(
+        "running as root, and neither the `postgres` nor the `nobody` user exists to run the server as"
+    )]
     NoUser,
     #[error("{what}: {source}")]
     Io {
@@ -222,7 +224,10 @@ impl TempPostgres {
     pub fn start_again(&self) -> Result<(), TempDbError> {
         let data = self.data();
         let log = self.dir.join("server.log").display().to_string();
-        self.run("pg_ctl", &["-D", &data, "-l", &log, "-w", "-t", "60", "start"])
+        self.run(
+            "pg_ctl",
+            &["-D", &data, "-l", &log, "-w", "-t", "60", "start"],
+        )
     }
 
     /// Stops the server (fast mode: open connections are closed).

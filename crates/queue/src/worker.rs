@@ -27,7 +27,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// hex SHA-256 of a verifying key's cuzk encoding: the name by which jobs ask for a key, so
 /// a host whose key file differs from the submitter's never proves for it.
-pub fn key_digest(vk: &cuzk_groth16::VerifyingKey) -> Result<String, cuzk_groth16::io::FormatError> {
+pub fn key_digest(
+    vk: &cuzk_groth16::VerifyingKey,
+) -> Result<String, cuzk_groth16::io::FormatError> {
     let mut bytes = Vec::new();
     io::write_verifying_key(&mut bytes, vk)?;
     Ok(hex(&Sha256::digest(&bytes)))
@@ -163,7 +165,10 @@ impl WorkerHandle {
         self.heartbeat.abort();
         let left = self.inner.held.lock().len();
         if left > 0 {
-            tracing::warn!(left, "queue worker stopped with jobs held; their leases will expire");
+            tracing::warn!(
+                left,
+                "queue worker stopped with jobs held; their leases will expire"
+            );
         }
         let i = &self.inner;
         if let Err(e) = i
@@ -314,11 +319,18 @@ async fn heartbeat_loop(inner: Arc<Inner>, stop: watch::Receiver<bool>) {
                     };
                     match answer.get(&key) {
                         None if !h.lost => {
-                            tracing::warn!(job = key.0, attempt = key.1, "lease lost; stopping the job");
+                            tracing::warn!(
+                                job = key.0,
+                                attempt = key.1,
+                                "lease lost; stopping the job"
+                            );
                             h.lost = true;
                         }
                         Some(true) if !h.cancel => {
-                            tracing::info!(job = key.0, "cancel asked on the queue; stopping the job");
+                            tracing::info!(
+                                job = key.0,
+                                "cancel asked on the queue; stopping the job"
+                            );
                             h.cancel = true;
                         }
                         _ => continue,
@@ -392,26 +404,40 @@ async fn run_job(inner: Arc<Inner>, job: Claimed) {
             Ok(out) => match outcome(&out) {
                 Ok(o) => {
                     inner
-                        .retry("writing a result", || q.complete(job.id, lease, &inner.host, &o))
+                        .retry("writing a result", || {
+                            q.complete(job.id, lease, &inner.host, &o)
+                        })
                         .await
                 }
                 Err(m) => {
                     let m = format!("{}: {m}", inner.host);
-                    inner.retry("recording a failure", || q.fail(job.id, lease, &m)).await
+                    inner
+                        .retry("recording a failure", || q.fail(job.id, lease, &m))
+                        .await
                 }
             },
-            Err(JobError::Shutdown) => inner.retry("giving a job back", || q.release(job.id, lease)).await,
+            Err(JobError::Shutdown) => {
+                inner
+                    .retry("giving a job back", || q.release(job.id, lease))
+                    .await
+            }
             Err(e) => {
                 let m = format!("{}: {e}", inner.host);
                 tracing::warn!(job = job.id, error = %m, "job failed");
-                inner.retry("recording a failure", || q.fail(job.id, lease, &m)).await
+                inner
+                    .retry("recording a failure", || q.fail(job.id, lease, &m))
+                    .await
             }
         }
     };
     match written {
         Some(true) => tracing::debug!(job = job.id, "result written"),
         Some(false) | None if !lost => {
-            tracing::warn!(job = job.id, attempt = job.attempt, "lease lost before the result was written; another host has the job");
+            tracing::warn!(
+                job = job.id,
+                attempt = job.attempt,
+                "lease lost before the result was written; another host has the job"
+            );
         }
         _ => {}
     }

@@ -79,7 +79,10 @@ async fn a_duplicate_submit_yields_one_job() {
     let b = q.submit(&j).await.unwrap();
     assert!(a.created && !b.created);
     assert_eq!(a.id, b.id);
-    let many = q.submit_many(&[j.clone(), job("k", Priority::Low)]).await.unwrap();
+    let many = q
+        .submit_many(&[j.clone(), job("k", Priority::Low)])
+        .await
+        .unwrap();
     assert_eq!(many[0].id, a.id);
     assert!(!many[0].created && many[1].created);
     assert_eq!(
@@ -127,7 +130,12 @@ async fn a_result_is_written_once_and_only_by_the_lease_holder() {
     let id = q.submit(&job("k", Priority::Normal)).await.unwrap().id;
     let c = q.claim("a", &keys("k"), 1, TIMEOUT).await.unwrap();
     assert_eq!((c[0].id, c[0].attempt), (id, 1));
-    assert!(q.claim("b", &keys("k"), 1, TIMEOUT).await.unwrap().is_empty());
+    assert!(
+        q.claim("b", &keys("k"), 1, TIMEOUT)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert!(!q.complete(id, ("b", 1), "b", &done(2)).await.unwrap());
     assert!(!q.complete(id, ("a", 2), "a", &done(2)).await.unwrap());
     assert!(q.complete(id, ("a", 1), "host-a", &done(1)).await.unwrap());
@@ -159,7 +167,10 @@ async fn an_expired_lease_returns_the_job_and_retries_are_capped() {
     assert_eq!(q.requeue_expired().await.unwrap(), 1);
     let row = q.job(id).await.unwrap();
     assert_eq!((row.state, row.failures), (State::Queued, 1));
-    assert!(row.last_error.unwrap().contains("expired"), "last error kept");
+    assert!(
+        row.last_error.unwrap().contains("expired"),
+        "last error kept"
+    );
     // The old holder's heartbeat no longer renews it, and its result is refused.
     assert!(
         q.heartbeat("host-a", "a", &[(id, 1)], short, (1, &[]))
@@ -290,7 +301,11 @@ async fn a_worker_proves_queued_jobs_and_refuses_a_witness_whose_digest_differs(
     let pvk = cuzk_groth16::prepare_verifying_key(&vk);
     for id in &ids {
         let j = q
-            .wait(*id, Some(Duration::from_secs(120)), Duration::from_millis(50))
+            .wait(
+                *id,
+                Some(Duration::from_secs(120)),
+                Duration::from_millis(50),
+            )
             .await
             .unwrap()
             .expect("the job finishes");
@@ -301,7 +316,11 @@ async fn a_worker_proves_queued_jobs_and_refuses_a_witness_whose_digest_differs(
         assert_eq!(j.done_by.as_deref(), Some("test-host"));
     }
     let j = q
-        .wait(bad, Some(Duration::from_secs(60)), Duration::from_millis(50))
+        .wait(
+            bad,
+            Some(Duration::from_secs(60)),
+            Duration::from_millis(50),
+        )
         .await
         .unwrap()
         .unwrap();
@@ -331,7 +350,9 @@ async fn sixty_four_hosts_claim_ten_thousand_jobs_none_twice() {
         job_time: Duration::from_millis(20),
         poll: Duration::from_millis(20),
     };
-    let q = Queue::connect(&pg.url(), config.hosts, TIMEOUT).await.unwrap();
+    let q = Queue::connect(&pg.url(), config.hosts, TIMEOUT)
+        .await
+        .unwrap();
     let r = simulate(&q, &config).await.unwrap();
     println!("queue simulation, 64 hosts x 2 slots, 10000 jobs of 20 ms: {r}");
     assert_eq!(r.double_claims_seen, 0);
