@@ -296,21 +296,18 @@ fn a_killed_daemons_jobs_finish_on_another_after_the_lease_expires() {
     a.wait().unwrap();
     // A statement a sent just before it died still runs on the server; let it land.
     std::thread::sleep(Duration::from_millis(500));
-    let held: Vec<i64> = {
-        let rows = c.rt.block_on(async {
-            let st = c.queue.status().await.unwrap();
-            assert_eq!(st.hosts[0].host, "a");
-            let mut held = Vec::new();
-            for id in &ids {
-                let j = c.queue.job(*id).await.unwrap();
-                if j.state == State::Running {
-                    held.push(*id);
-                }
+    let held: Vec<i64> = c.rt.block_on(async {
+        let st = c.queue.status().await.unwrap();
+        assert_eq!(st.hosts[0].host, "a");
+        let mut held = Vec::new();
+        for id in &ids {
+            let j = c.queue.job(*id).await.unwrap();
+            if j.state == State::Running {
+                held.push(*id);
             }
-            held
-        });
-        rows
-    };
+        }
+        held
+    });
     assert!(!held.is_empty(), "daemon a held jobs when it was killed");
     c.daemon("b", 2.0);
     c.until("60 jobs done", 240, |c| c.done() == 60);
