@@ -19,8 +19,19 @@ use crate::{MIB, ms, peak_host_bytes, print_table, progress};
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// The circuit has 2^K constraints.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(4..=28), required_unless_present = "sizes")]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(4..=28),
+          required_unless_present_any = ["sizes", "queue"])]
     log_constraints: Option<u32>,
+    #[command(flatten)]
+    pub queue: crate::queue_cli::QueueUrl,
+    /// With --queue: the key id the hosts hold.
+    #[arg(long, requires = "queue")]
+    pub key: Option<String>,
+    /// With --queue: the witness file to prove (its path on shared storage, or --inline).
+    #[arg(long, requires_all = ["queue", "key"])]
+    pub witness: Option<PathBuf>,
+    #[command(flatten)]
+    pub queued: crate::queue_cli::QueueJob,
     /// Bench each of these sizes in turn (log2 of the constraints, e.g. 20,22,24).
     #[arg(long, value_delimiter = ',', conflicts_with = "log_constraints",
           value_parser = clap::value_parser!(u32).range(4..=28))]
@@ -29,7 +40,7 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 70, value_parser = clap::value_parser!(u32).range(0..=100))]
     boolean_percent: u32,
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
-    proofs: u32,
+    pub proofs: u32,
     #[arg(long, default_value_t = 4)]
     public_inputs: usize,
     #[arg(long, default_value_t = 1)]
@@ -39,7 +50,7 @@ pub(crate) struct Args {
     workers: u32,
     /// Proofs in flight at once.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
-    concurrency: u32,
+    pub concurrency: u32,
     /// Split each device into this many logical devices, each with an equal budget share.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
     split: u32,

@@ -13,6 +13,8 @@ use cuzk_daemon::client::{self, Client};
 use cuzk_daemon::{Daemon, DaemonConfig, pb};
 use cuzk_groth16::{BackendChoice, io};
 
+use crate::queue_cli::{self, QueueJob, QueueUrl};
+
 /// How a client reaches the daemon.
 #[derive(Args, Debug, Clone)]
 pub struct Conn {
@@ -49,9 +51,9 @@ pub struct JobRef {
     /// The job id Submit printed.
     #[arg(long)]
     job: String,
-    /// The job's token Submit printed.
-    #[arg(long)]
-    token: String,
+    /// The job's token Submit printed (not with --queue).
+    #[arg(long, required_unless_present = "queue")]
+    token: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -80,11 +82,19 @@ pub enum DaemonCommand {
         /// Overrides `token_file`.
         #[arg(long)]
         token_file: Option<PathBuf>,
+        /// Queue mode: also claim jobs from this PostgreSQL queue (sets `queue.url`).
+        #[arg(long)]
+        queue: Option<String>,
     },
     /// Submit a proof to a daemon; prints the job id and its token (or, with --wait, the proof).
+    /// With --queue: queue it for any host; prints the job id.
     Submit {
         #[command(flatten)]
         conn: Conn,
+        #[command(flatten)]
+        queue: QueueUrl,
+        #[command(flatten)]
+        queued: QueueJob,
         #[command(flatten)]
         work: Work,
         /// Makes resubmission idempotent: the same id answers the first job.
@@ -104,6 +114,8 @@ pub enum DaemonCommand {
         #[command(flatten)]
         conn: Conn,
         #[command(flatten)]
+        queue: QueueUrl,
+        #[command(flatten)]
         job: JobRef,
         /// Milliseconds to wait; 0: the daemon's longest.
         #[arg(long, default_value_t = 0)]
@@ -113,17 +125,22 @@ pub enum DaemonCommand {
         #[arg(long)]
         public_out: Option<PathBuf>,
     },
-    /// Cancel a job, queued or running.
+    /// Cancel a job, queued or running (with --queue: on whichever host runs it).
     Cancel {
         #[command(flatten)]
         conn: Conn,
         #[command(flatten)]
+        queue: QueueUrl,
+        #[command(flatten)]
         job: JobRef,
     },
-    /// A daemon's devices, workers, keys, queue and memory.
+    /// A daemon's devices, workers, keys, queue and memory (with --queue: the queue's jobs by
+    /// state and its hosts with their last heartbeat and capacity).
     Status {
         #[command(flatten)]
         conn: Conn,
+        #[command(flatten)]
+        queue: QueueUrl,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -186,6 +203,7 @@ pub fn run(command: DaemonCommand, choice: BackendChoice) -> Result<()> {
             workers,
             drain_timeout,
             token_file,
+            queue,
         } => {
             let mut c = match &config {
                 Some(p) => DaemonConfig::load(p)?,
@@ -197,6 +215,12 @@ pub fn run(command: DaemonCommand, choice: BackendChoice) -> Result<()> {
             c.workers_per_device = workers.unwrap_or(c.workers_per_device);
             c.drain_timeout_s = drain_timeout.unwrap_or(c.drain_timeout_s);
             c.token_file = token_file.or(c.token_file);
+            if let Some(url) = queue {
+                c.queue = Some(cuzk_queue::QueueConfig {
+                    url,
+                    ..c.queue.unwrap_or_default()
+                });
+            }
             match choice {
                 BackendChoice::Cpu => c.backend = "cpu".into(),
                 BackendChoice::Gpu => c.backend = "gpu".into(),
@@ -207,12 +231,37 @@ pub fn run(command: DaemonCommand, choice: BackendChoice) -> Result<()> {
             runtime(c.max_jobs + 64)?.block_on(serve(c))
         }
         DaemonCommand::Submit {
+            queue: QueueUrl { queue: Some(url) },
+            queued,
+            work,
+            request_id,
+            wait,
+            proof,
+            public_out,
+            ..
+        } => {
+            if work.by_path || work.device.is_some() {
+                bail!("--by-path and --device do not apply to --queue (see --inline)");
+            }
+            let w = queue_cli::Work {
+                key: work.key,
+                witness: work.witness,
+                priority: work.priority,
+            };
+            let wait = match (wait, &proof) {
+                (true, Some(p)) => Some((p.as_path(), public_out.as_deref())),
+                _ => None,
+            };
+            rt.block_on(queue_cli::submit(&url, &w, &queued, request_id, wait))
+        }
+        DaemonCommand::Submit {
             conn,
             work,
             request_id,
             wait,
             proof,
             public_out,
+            ..
         } => rt.block_on(async {
             let mut c = connect(&conn).await?;
             let s = submit(&mut c, &work, request_id.unwrap_or_default()).await?;
@@ -227,24 +276,45 @@ pub fn run(command: DaemonCommand, choice: BackendChoice) -> Result<()> {
             Ok(())
         }),
         DaemonCommand::Await {
+            queue: QueueUrl { queue: Some(url) },
+            job,
+            timeout_ms,
+            proof,
+            public_out,
+            ..
+        } => rt.block_on(queue_cli::await_job(
+            &url,
+            &job.job,
+            timeout_ms,
+            &proof,
+            public_out.as_deref(),
+        )),
+        DaemonCommand::Await {
             conn,
             job,
             timeout_ms,
             proof,
             public_out,
+            ..
         } => rt.block_on(async {
             let mut c = connect(&conn).await?;
-            let r = await_done(&mut c, &job.job, &job.token, timeout_ms).await?;
+            let token = job.token.context("--token is required")?;
+            let r = await_done(&mut c, &job.job, &token, timeout_ms).await?;
             write_result(&r, &proof, public_out.as_deref())?;
             println!("{}", proof_line(&r));
             Ok(())
         }),
-        DaemonCommand::Cancel { conn, job } => rt.block_on(async {
+        DaemonCommand::Cancel {
+            queue: QueueUrl { queue: Some(url) },
+            job,
+            ..
+        } => rt.block_on(queue_cli::cancel(&url, &job.job)),
+        DaemonCommand::Cancel { conn, job, .. } => rt.block_on(async {
             let mut c = connect(&conn).await?;
             let r = c
                 .cancel(pb::CancelRequest {
                     job_id: job.job.clone(),
-                    job_token: job.token,
+                    job_token: job.token.context("--token is required")?,
                 })
                 .await?
                 .into_inner();
@@ -255,7 +325,12 @@ pub fn run(command: DaemonCommand, choice: BackendChoice) -> Result<()> {
             }
             Ok(())
         }),
-        DaemonCommand::Status { conn, json } => rt.block_on(async {
+        DaemonCommand::Status {
+            queue: QueueUrl { queue: Some(url) },
+            json,
+            ..
+        } => rt.block_on(queue_cli::status(&url, json)),
+        DaemonCommand::Status { conn, json, .. } => rt.block_on(async {
             let mut c = connect(&conn).await?;
             let s = c.status(pb::StatusRequest {}).await?.into_inner();
             if json {
@@ -333,6 +408,7 @@ async fn serve(config: DaemonConfig) -> Result<()> {
         );
     }
     let n = config.keys.len();
+    let queue = config.queue.clone();
     let daemon = Daemon::bind(config, engine).await?;
     if n > 0 {
         eprintln!("cuzk daemon: preloading {n} key(s)");
@@ -344,14 +420,20 @@ async fn serve(config: DaemonConfig) -> Result<()> {
     }
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("cannot watch SIGTERM")?;
-    daemon
-        .run(async move {
-            tokio::select! {
-                _ = term.recv() => eprintln!("cuzk daemon: SIGTERM, draining"),
-                _ = tokio::signal::ctrl_c() => eprintln!("cuzk daemon: SIGINT, draining"),
-            }
-        })
-        .await?;
+    if let Some(q) = &queue {
+        eprintln!(
+            "cuzk daemon: claiming from the queue as {} (lease {} s)",
+            q.host_name(),
+            q.lease_s
+        );
+    }
+    cuzk_daemon::queue_mode::run(daemon, async move {
+        tokio::select! {
+            _ = term.recv() => eprintln!("cuzk daemon: SIGTERM, draining"),
+            _ = tokio::signal::ctrl_c() => eprintln!("cuzk daemon: SIGINT, draining"),
+        }
+    })
+    .await?;
     eprintln!("cuzk daemon: stopped");
     Ok(())
 }

@@ -11,6 +11,7 @@ mod bench;
 mod daemon_cli;
 mod formats_cli;
 mod progress;
+mod queue_cli;
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
@@ -54,7 +55,9 @@ enum Command {
     /// Time proofs of a demo circuit through the proving engine: setup, a warm-up, then N
     /// proofs with J in flight (each verified), a per-phase table of medians, throughput,
     /// latency, the GPU's busy share, peak VRAM and peak host memory; `--sizes` repeats it per
-    /// size and `--plot` draws time per proof against size.
+    /// size and `--plot` draws time per proof against size. With --queue: N proofs of --key
+    /// and --witness through the PostgreSQL queue, J in flight, across every host claiming
+    /// from it, each checked with --vk.
     Bench(bench::Args),
     /// Write a demo circuit and a satisfying witness to files.
     Circuit {
@@ -121,7 +124,29 @@ fn run(command: Command, choice: BackendChoice) -> Result<()> {
             print!("{}", cuzk_gpu::devices_report());
             Ok(())
         }
-        Command::Bench(args) => bench::run(args, choice),
+        Command::Bench(args) => match args.queue.queue.clone() {
+            None => bench::run(args, choice),
+            Some(url) => {
+                let (Some(key), Some(witness)) = (args.key, args.witness) else {
+                    bail!("bench --queue needs --key and --witness");
+                };
+                let work = queue_cli::Work {
+                    key,
+                    witness,
+                    priority: cuzk_scheduler::Priority::Normal,
+                };
+                tokio::runtime::Builder::new_multi_thread()
+                    .enable_all()
+                    .build()
+                    .context("cannot start the async runtime")?
+                    .block_on(queue_cli::bench(
+                        &url,
+                        work,
+                        args.queued,
+                        (args.proofs as usize, args.concurrency as usize),
+                    ))
+            }
+        },
         Command::Circuit {
             log_constraints,
             boolean_percent,

@@ -134,6 +134,8 @@ pub struct DaemonConfig {
     pub self_check: bool,
     /// Keys loaded at start.
     pub keys: Vec<KeyConfig>,
+    /// Queue mode: also claim jobs from this PostgreSQL queue (`cuzk-queue`); absent: none.
+    pub queue: Option<cuzk_queue::QueueConfig>,
 }
 
 impl Default for DaemonConfig {
@@ -159,6 +161,7 @@ impl Default for DaemonConfig {
             cpu_device_memory: engine.cpu_device_memory,
             self_check: true,
             keys: Vec::new(),
+            queue: None,
         }
     }
 }
@@ -205,6 +208,9 @@ impl DaemonConfig {
         }
         if self.max_jobs == 0 || self.workers_per_device == 0 || self.split == 0 {
             return bad("max_jobs, workers_per_device and split must be at least 1".into());
+        }
+        if let Some(q) = &self.queue {
+            q.validate().map_err(ConfigError::Invalid)?;
         }
         let mut ids = std::collections::HashSet::new();
         for k in &self.keys {

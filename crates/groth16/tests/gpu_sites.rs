@@ -2,8 +2,9 @@
 //! counting run finds how many driver calls of each kind (device and pinned allocation, host
 //! registration, stream and event creation, kernel launch, copy) a proof makes, from a fresh
 //! backend to the proof; then for every kind and every k the k-th call fails. Each failure
-//! must fail that proof with an error naming its phase, leave the device and pinned budgets
-//! exactly where they started, and the next proof must succeed and verify. Needs an NVIDIA GPU
+//! must fail that proof with an error naming its phase (or be absorbed by a fallback, the
+//! proof still verifying), leave the device and pinned budgets exactly where they started, and
+//! the next proof must succeed and verify. Needs an NVIDIA GPU
 //! and panics without one; CPU CI reports it as ignored. `CUZK_SITES_LOG=K` picks the size.
 
 use std::sync::mpsc;
@@ -63,6 +64,7 @@ fn gpu_a_failure_at_every_driver_call_of_a_proof_fails_it_alone() {
     };
     println!("2^{log}: driver calls of one proof: {counts:?}");
     let mut injections = 0u64;
+    let mut absorbed = 0u64;
     let mut by_phase = std::collections::BTreeMap::<String, u64>::new();
     for &(site, n) in &counts {
         for k in 1..=n {
@@ -72,9 +74,20 @@ fn gpu_a_failure_at_every_driver_call_of_a_proof_fails_it_alone() {
             drop(inj);
             let e = match r {
                 Err(e) => e,
-                // A call that only a proof's own fallback makes may not recur: then it passed.
-                Ok(()) if !fired => continue,
-                Ok(()) => panic!("{site} #{k} failed but the proof succeeded"),
+                // Not reached this time (a call that only some runs make), or absorbed by a
+                // fallback (e.g. key points streamed when they cannot be resident): either way
+                // the proof verified; the budgets must still be back.
+                Ok(()) => {
+                    if fired {
+                        absorbed += 1;
+                        assert_eq!(
+                            levels(&gpu),
+                            start,
+                            "{site} #{k} (absorbed): the budgets are back"
+                        );
+                    }
+                    continue;
+                }
             };
             let phase = match &e {
                 ProveError::Backend(b) => b
@@ -98,7 +111,7 @@ fn gpu_a_failure_at_every_driver_call_of_a_proof_fails_it_alone() {
         println!("  {what}: {n}");
     }
     println!(
-        "2^{log}: {} sites, {injections} injections, each failed its proof alone with the budgets back",
+        "2^{log}: {} sites, {injections} injections failed their proof alone and {absorbed} were absorbed by a fallback, the budgets back each time",
         counts.iter().filter(|(_, n)| *n > 0).count()
     );
     assert!(injections > 0);
