@@ -10,13 +10,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+#[path = "support/files.rs"]
+mod files;
 #[path = "support/run.rs"]
 mod run;
+use files::s;
 use run::{cuzk, ok};
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 temp path")
-}
 
 /// A started daemon and its log up to "listening on".
 struct Daemon {
@@ -77,24 +76,7 @@ fn kill_9_during_a_proof_then_a_restart_serves_at_once() {
     std::fs::create_dir_all(&dir).unwrap();
     let p = |n: &str| -> PathBuf { dir.join(n) };
     // Large enough that a proof is still running when the kill lands.
-    ok(&[
-        "circuit",
-        "--log-constraints",
-        "14",
-        "--r1cs",
-        s(&p("c.r1cs")),
-        "--witness",
-        s(&p("c.wit")),
-    ]);
-    ok(&[
-        "setup",
-        "--r1cs",
-        s(&p("c.r1cs")),
-        "--pk",
-        s(&p("c.pk")),
-        "--vk",
-        s(&p("c.vk")),
-    ]);
+    files::circuit_and_key(&dir, 14);
     let sock = p("d.sock");
     std::fs::write(
         p("cuzk.toml"),

@@ -8,8 +8,11 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+#[path = "support/files.rs"]
+mod files;
 #[path = "support/run.rs"]
 mod run;
+use files::s;
 use run::{cuzk, ok};
 
 /// The log without its terminal colour codes.
@@ -30,34 +33,13 @@ fn strip_ansi(s: &str) -> String {
     out
 }
 
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 temp path")
-}
-
 #[test]
 fn daemon_serves_the_client_commands_and_drains_on_sigterm() {
     let dir = std::env::temp_dir().join(format!("cuzk-daemon-cli-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let p = |n: &str| -> PathBuf { dir.join(n) };
-    ok(&[
-        "circuit",
-        "--log-constraints",
-        "8",
-        "--r1cs",
-        s(&p("c.r1cs")),
-        "--witness",
-        s(&p("c.wit")),
-    ]);
-    ok(&[
-        "setup",
-        "--r1cs",
-        s(&p("c.r1cs")),
-        "--pk",
-        s(&p("c.pk")),
-        "--vk",
-        s(&p("c.vk")),
-    ]);
+    files::circuit_and_key(&dir, 8);
     let sock = p("d.sock");
     std::fs::write(
         p("cuzk.toml"),
