@@ -3,7 +3,7 @@
 //! with the socket removed. (A test target of `crates/cuzk`, which provides the binary.)
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};

@@ -328,7 +328,7 @@ fn run_size(engine: &Engine, a: &Args, log_constraints: u32) -> Result<SizeResul
         let busy = d.busy_seconds - before;
         let count = outs.iter().filter(|o| o.device == d.index).count();
         // What the device alone needs per proof: its device phases only.
-        let per_proof = device_seconds(&engine, d.index, t0, t1) / count.max(1) as f64;
+        let per_proof = device_seconds(engine, d.index, t0, t1) / count.max(1) as f64;
         if count > 0 {
             limit += 1.0 / per_proof.max(1e-9);
         }

@@ -33,8 +33,11 @@ fn font() {
     });
 }
 
-/// The bar kinds, in legend order: (name, colour, whether a span belongs).
-const KINDS: [(&str, RGBColor, fn(&pb::Span) -> bool); 5] = [
+/// A bar kind: its legend name, colour, and whether a span belongs to it.
+type BarKind = (&'static str, RGBColor, fn(&pb::Span) -> bool);
+
+/// The bar kinds, in legend order.
+const KINDS: [BarKind; 5] = [
     ("CPU", RGBColor(0x31, 0xa3, 0x54), |s| s.kind == "cpu"),
     ("copy to the device", RGBColor(0x31, 0x82, 0xbd), |s| {
         s.kind == "copy"
@@ -218,7 +221,8 @@ pub fn scaling(points: &[ScalingPoint], title: &str) -> Result<String, PlotError
             })
             .draw()
             .map_err(plot_err)?;
-        let series: [(&str, RGBColor, fn(&ScalingPoint) -> f64); 2] = [
+        type Series = (&'static str, RGBColor, fn(&ScalingPoint) -> f64);
+        let series: [Series; 2] = [
             ("time per proof (1 / throughput)", RED, |p| p.ms_per_proof),
             ("latency p50", BLUE, |p| p.p50_ms),
         ];
