@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The daemon and the reliability suite on a GPU machine, from a cuzk bundle (`cargo xtask
 # bundle`). Usage: service.sh BUNDLE [daemon] [faults] [soak] [grid] [grid26]. Logs go to $OUT (or
-# /tmp/service-out); a short table is printed last.
+# /tmp/service-out); key files go to $CUZK_PARAMS (default /tmp/cuzk-params); a short
+# table is printed last.
 #   daemon:      the daemon's overhead at 2^24 (in-process engine vs the daemon, witness by path
 #                and streamed), then the 16 GiB scenario at 2^26: 2 workers, a preloaded key,
 #                bench-daemon --concurrency 3 --proofs 5 with its timeline SVG, and the
