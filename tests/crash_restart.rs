@@ -143,30 +143,7 @@ fn kill_9_during_a_proof_then_a_restart_serves_at_once() {
         "{}",
         second.startup
     );
-    let line = ok(&[
-        "submit",
-        "--daemon",
-        &d,
-        "--key",
-        "k",
-        "--witness",
-        s(&p("c.wit")),
-        "--wait",
-        "--proof",
-        s(&p("p.proof")),
-        "--public-out",
-        s(&p("pub.wit")),
-    ]);
-    assert!(line.starts_with("ok "), "{line}");
-    ok(&[
-        "verify",
-        "--vk",
-        s(&p("c.vk")),
-        "--proof",
-        s(&p("p.proof")),
-        "--public",
-        s(&p("pub.wit")),
-    ]);
+    files::prove_and_verify(&dir, &d);
     // The killed daemon's jobs are gone with it (in-memory mode): their ids are unknown.
     let (id, token) = lost[0].split_once(' ').expect("id and token");
     let e = cuzk(&[

@@ -115,30 +115,7 @@ fn daemon_serves_the_client_commands_and_drains_on_sigterm() {
     assert_eq!(j["latency_s"].as_array().unwrap().len(), 4);
     assert!(!j["timeline"]["spans"].as_array().unwrap().is_empty());
 
-    let line = ok(&[
-        "submit",
-        "--daemon",
-        &d,
-        "--key",
-        "k",
-        "--witness",
-        s(&p("c.wit")),
-        "--wait",
-        "--proof",
-        s(&p("p.proof")),
-        "--public-out",
-        s(&p("pub.wit")),
-    ]);
-    assert!(line.starts_with("ok "), "{line}");
-    ok(&[
-        "verify",
-        "--vk",
-        s(&p("c.vk")),
-        "--proof",
-        s(&p("p.proof")),
-        "--public",
-        s(&p("pub.wit")),
-    ]);
+    files::prove_and_verify(&dir, &d);
 
     let ids = ok(&[
         "submit",

@@ -31,3 +31,33 @@ pub fn circuit_and_key(dir: &Path, log: u32) {
         s(&p("c.vk")),
     ]);
 }
+
+/// Proves `c.wit` with key "k" through the daemon at `daemon` (`cuzk submit --wait`) and checks
+/// the proof with `cuzk verify` against `c.vk`.
+pub fn prove_and_verify(dir: &Path, daemon: &str) {
+    let p = |n: &str| dir.join(n);
+    let line = ok(&[
+        "submit",
+        "--daemon",
+        daemon,
+        "--key",
+        "k",
+        "--witness",
+        s(&p("c.wit")),
+        "--wait",
+        "--proof",
+        s(&p("p.proof")),
+        "--public-out",
+        s(&p("pub.wit")),
+    ]);
+    assert!(line.starts_with("ok "), "{line}");
+    ok(&[
+        "verify",
+        "--vk",
+        s(&p("c.vk")),
+        "--proof",
+        s(&p("p.proof")),
+        "--public",
+        s(&p("pub.wit")),
+    ]);
+}
