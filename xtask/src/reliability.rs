@@ -53,13 +53,21 @@ const GROUPS: &[Group] = &[
         area: "2. A failure at every site (CPU)",
         package: "cuzk-scheduler",
         test: "engine",
-        filters: &["a_failure_at_every_device_allocation_fails_that_job_alone"],
+        filters: &[
+            "a_failure_at_every_device_allocation_runs_the_job_again_and_a_lasting_one_fails_it_alone",
+        ],
+    },
+    Group {
+        area: "4. Memory taken by another process (CPU)",
+        package: "cuzk-scheduler",
+        test: "engine",
+        filters: &["memory_taken_by_another_process_makes_jobs_wait_then_all_complete"],
     },
     Group {
         area: "2. A failure at every site (CPU)",
         package: "cuzk-daemon",
         test: "reliability",
-        filters: &["a_failure_at_every_allocation_of_a_daemon_job"],
+        filters: &["a_failure_at_every_allocation_of_a_daemon_job_runs_it_again"],
     },
     Group {
         area: "6. Fuzzing: corpus and regressions",

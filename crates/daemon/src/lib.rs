@@ -23,6 +23,7 @@ pub mod queue_mode;
 mod server;
 pub mod service;
 pub mod svg;
+mod upload;
 
 /// The generated `cuzk.v1` messages, client and server.
 #[allow(clippy::all, missing_debug_implementations)]

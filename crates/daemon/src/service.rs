@@ -22,6 +22,7 @@ use crate::config::DaemonConfig;
 use crate::metrics::Metrics;
 use crate::paths::resolve_inside;
 use crate::pb;
+use crate::upload::{self, ChunkReader};
 
 type Outcome = Arc<Result<JobOutput, JobError>>;
 
@@ -160,6 +161,7 @@ pub(crate) fn job_status(e: &JobError) -> Status {
         JobError::NoDevice(_) => Status::failed_precondition(m),
         JobError::Witness(_) => Status::invalid_argument(m),
         JobError::Failed { .. } => Status::internal(m),
+        JobError::OutOfDeviceMemory { .. } => Status::resource_exhausted(m),
         JobError::SelfCheck(_) => Status::data_loss(m),
         JobError::Shutdown => Status::unavailable(m),
     }
@@ -384,19 +386,24 @@ impl Shared {
                     )));
                 }
                 let permit = self.reserve_upload(size)?;
-                let mut buf = Vec::new();
-                buf.try_reserve_exact(size as usize).map_err(|_| {
-                    Status::resource_exhausted(format!("cannot hold a {size}-byte witness"))
-                })?;
+                let (tx, rx) = tokio::sync::mpsc::channel(upload::CHUNKS_IN_FLIGHT);
+                let parse =
+                    tokio::task::spawn_blocking(move || io::read_witness(ChunkReader::new(rx)));
+                let (mut got, mut parser_stopped) = (0u64, false);
                 while let Some(m) = stream.next().await {
                     match m.map_err(|e| stream_error(e, max))?.msg {
                         Some(pb::submit_request::Msg::Chunk(c)) => {
-                            if (buf.len() + c.len()) as u64 > size {
+                            got += c.len() as u64;
+                            if got > size {
                                 return Err(Status::invalid_argument(format!(
                                     "the witness stream holds more than witness_size = {size} bytes"
                                 )));
                             }
-                            buf.extend_from_slice(&c);
+                            // The parser stops early only on bad data, which it reports below.
+                            if tx.send(c).await.is_err() {
+                                parser_stopped = true;
+                                break;
+                            }
                         }
                         _ => {
                             return Err(Status::invalid_argument(
@@ -405,16 +412,17 @@ impl Shared {
                         }
                     }
                 }
-                if (buf.len() as u64) < size {
-                    return Err(Status::invalid_argument(format!(
-                        "truncated witness stream: {} of {size} bytes",
-                        buf.len()
-                    )));
-                }
-                let w = tokio::task::spawn_blocking(move || io::read_witness(&buf[..]))
+                drop(tx);
+                let parsed = parse
                     .await
                     .map_err(|e| Status::internal(e.to_string()))?
-                    .map_err(|e| Status::invalid_argument(format!("witness: {e}")))?;
+                    .map_err(|e| Status::invalid_argument(format!("witness: {e}")));
+                if got < size && !parser_stopped {
+                    return Err(Status::invalid_argument(format!(
+                        "truncated witness stream: {got} of {size} bytes"
+                    )));
+                }
+                let w = parsed?;
                 drop(permit);
                 WitnessSource::Memory(Arc::new(w))
             }

@@ -18,6 +18,7 @@
 //! data actually arrives, so a lying size field cannot cause a huge allocation.
 
 use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use cuzk_field::{DecodeError, Fr, G1Affine, G2Affine};
 use rayon::prelude::*;
@@ -28,8 +29,11 @@ use crate::r1cs::{R1cs, SparseMatrix, Witness};
 
 pub const MAGIC: [u8; 4] = *b"CUZK";
 pub const FORMAT_VERSION: u32 = 1;
-/// Elements per read chunk: bounds the staging buffer and the speculative allocation.
+/// Elements per write chunk: bounds the writer's staging buffer.
 const CHUNK: usize = 1 << 14;
+/// Bytes per read chunk: bounds the reader's two staging buffers and amortises the start of
+/// each chunk's parallel decode.
+const CHUNK_BYTES: usize = 8 << 20;
 /// Largest vector length accepted (2^32 elements): anything bigger is a corrupted size.
 const MAX_LEN: u64 = 1 << 32;
 
@@ -218,27 +222,54 @@ impl<R: Read> HashingReader<R> {
     }
 
     /// `count` items of `B` bytes each, decoded in parallel chunk by chunk; the first bad item
-    /// (lowest index) is reported.
-    fn items<T: Send, E: Send, const B: usize>(
+    /// (lowest index) is reported. Reading the next chunk, hashing this one and decoding it
+    /// overlap, so a load runs at the speed of the slowest of the three, not of their sum.
+    fn items<T: Send + Default, E: Send, const B: usize>(
         &mut self,
         count: usize,
         decode: impl Fn(&[u8; B]) -> Result<T, E> + Sync,
         error: impl Fn(usize, E) -> FormatError,
     ) -> Result<Vec<T>, FormatError> {
-        let mut out = Vec::with_capacity(count.min(CHUNK));
-        let mut buf = vec![0u8; count.min(CHUNK) * B];
+        let per = (CHUNK_BYTES / B).max(1);
+        let mut out = Vec::new();
+        let mut cur = vec![0u8; count.min(per) * B];
+        let mut next = vec![0u8; (count - count.min(per)).min(per) * B];
+        self.inner.read_exact(&mut cur)?;
         let mut done = 0;
         while done < count {
-            let len = (count - done).min(CHUNK);
-            let bytes = &mut buf[..len * B];
-            self.take(bytes)?;
-            let decoded: Vec<Result<T, E>> = bytes
-                .par_chunks_exact(B)
-                .map(|b| decode(b.try_into().expect("chunks of B bytes")))
-                .collect();
-            for (i, item) in decoded.into_iter().enumerate() {
-                out.push(item.map_err(|e| error(done + i, e))?);
+            let len = (count - done).min(per);
+            let next_len = (count - done - len).min(per);
+            let bytes = &cur[..len * B];
+            // Memory grows only as data arrives: a lying count fails at its first short read.
+            out.try_reserve(len)
+                .map_err(|_| inconsistent(format!("cannot hold {count} items")))?;
+            let first_bad = AtomicUsize::new(usize::MAX);
+            let Self { inner, hasher, .. } = self;
+            let decode_into = |out: &mut Vec<T>| {
+                out.par_extend(bytes.par_chunks_exact(B).enumerate().map(|(i, b)| {
+                    decode(b.try_into().expect("chunks of B bytes")).unwrap_or_else(|_| {
+                        first_bad.fetch_min(i, Ordering::Relaxed);
+                        T::default()
+                    })
+                }))
+            };
+            // The reader may not be `Send`, so it stays on this thread.
+            let read = std::thread::scope(|s| {
+                let work =
+                    s.spawn(|| rayon::join(|| hasher.update(bytes), || decode_into(&mut out)));
+                let read = inner.read_exact(&mut next[..next_len * B]);
+                work.join().map(|_| read)
+            })
+            .map_err(|_| inconsistent("a decoding thread panicked"))?;
+            let bad = first_bad.into_inner();
+            if bad != usize::MAX {
+                let b = bytes[bad * B..(bad + 1) * B].try_into().expect("B bytes");
+                if let Err(e) = decode(b) {
+                    return Err(error(done + bad, e));
+                }
             }
+            read?;
+            std::mem::swap(&mut cur, &mut next);
             done += len;
         }
         Ok(out)

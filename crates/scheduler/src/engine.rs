@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -12,7 +12,7 @@ use cuzk_groth16::{
     BackendChoice, BackendError, Domain, GpuBackend, MsmValue, PreparedVerifyingKey, ProverBackend,
     ProvingKey, R1cs, SimBackend, StagingNeeds, Witness, WitnessMsms, io, witness_msm_order,
 };
-use cuzk_vram::{Budget, FakeBackend, Reservation, Vram};
+use cuzk_vram::{Budget, FakeBackend, Reservation, Vram, VramError};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::config::EngineConfig;
@@ -25,9 +25,14 @@ use crate::job::{
 /// Device bytes kept for per-device tables that live as long as the process once made (the
 /// NTT's twiddle tables, ~36 MiB).
 const DEVICE_TABLES: u64 = 64 << 20;
-/// How long an admitted reservation may retry when the budget is short anyway (another
-/// process took memory), before the job fails.
+/// How long an admitted reservation may retry when the budget is short though no other
+/// process holds memory (the limit is at the total), before the job fails.
 const RESERVE_RETRY: Duration = Duration::from_secs(30);
+/// How often each GPU's free memory is compared with its budget (memory another process
+/// takes lowers the budget's limit; its return raises it).
+const MEMORY_POLL: Duration = Duration::from_millis(100);
+/// Runs of one job that may end out of device memory before it fails.
+const MEMORY_RETRIES: u32 = 4;
 
 /// Why the engine could not start, or load or unload a key.
 #[derive(Debug, thiserror::Error)]
@@ -147,6 +152,8 @@ pub struct DeviceStatus {
     pub mem_free: Option<u64>,
     pub mem_total: Option<u64>,
     pub budget_total: u64,
+    /// The budget's limit now: below the total while another process holds device memory.
+    pub budget_limit: u64,
     pub budget_in_use: u64,
     pub budget_peak: u64,
     pub staging_capacity: u64,
@@ -325,6 +332,25 @@ impl Engine {
                     .map_err(EngineError::Spawn)?;
                 handles.push(h);
             }
+        }
+        if inner
+            .devices
+            .iter()
+            .any(|d| d.vram.mem_at_start().is_some())
+        {
+            let inner = inner.clone();
+            let h = std::thread::Builder::new()
+                .name("cuzk-memory-watch".into())
+                .spawn(move || {
+                    while !inner.closing_hard() {
+                        for d in &inner.devices {
+                            inner.watch_memory(d);
+                        }
+                        std::thread::sleep(MEMORY_POLL);
+                    }
+                })
+                .map_err(EngineError::Spawn)?;
+            handles.push(h);
         }
         for d in &inner.devices {
             tracing::info!(device = %d.name, budget = d.vram.budget().total(), workers, "engine device");
@@ -518,6 +544,27 @@ fn read<T>(
     })
 }
 
+/// A backend's error as a job's: out of device memory when a driver call said so.
+fn backend_failed(phase: &'static str, e: BackendError) -> JobError {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    while let Some(c) = cause {
+        let oom = match c.downcast_ref::<VramError>() {
+            Some(VramError::Backend { name, .. }) => name == OUT_OF_MEMORY,
+            _ => c.to_string().contains(OUT_OF_MEMORY),
+        };
+        if oom {
+            return JobError::OutOfDeviceMemory {
+                phase,
+                message: e.to_string(),
+            };
+        }
+        cause = c.source();
+    }
+    failed(phase, e)
+}
+
+const OUT_OF_MEMORY: &str = "CUDA_ERROR_OUT_OF_MEMORY";
+
 fn failed(phase: &'static str, e: impl std::fmt::Display) -> JobError {
     JobError::Failed {
         phase,
@@ -675,8 +722,13 @@ impl Inner {
         Ok(loaded)
     }
 
-    /// The device's staging capacity with the loaded keys (and `extra`, being loaded).
+    /// The device's staging capacity with the loaded keys (and `extra`, being loaded), under
+    /// the budget's limit now.
     fn staging_room(&self, dev: &Device, extra: Option<&Loaded>) -> u64 {
+        self.staging_room_under(dev, extra, dev.vram.budget().limit())
+    }
+
+    fn staging_room_under(&self, dev: &Device, extra: Option<&Loaded>, budget: u64) -> u64 {
         let keys = self.keys.read();
         let loaded = keys
             .values()
@@ -691,14 +743,31 @@ impl Inner {
             DeviceKind::Gpu(_) => DEVICE_TABLES,
             DeviceKind::Cpu => 0,
         };
-        dev.vram
-            .budget()
-            .total()
-            .saturating_sub(resident + lock + tables)
+        budget.saturating_sub(resident + lock + tables)
+    }
+
+    /// Follows the device's free memory: see [`Vram::refresh_limit`].
+    fn watch_memory(&self, dev: &Device) {
+        match dev.vram.refresh_limit() {
+            Ok(None) => {}
+            Ok(Some(c)) => {
+                self.refresh_staging(dev);
+                if c.after < c.before {
+                    tracing::warn!(device = %dev.name, taken_by_others = c.taken_by_others, limit = c.after, total = dev.vram.budget().total(), "device memory taken by another process: budget lowered, jobs wait for room");
+                } else {
+                    tracing::info!(device = %dev.name, limit = c.after, "device memory back: budget raised");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(device = %dev.name, error = %e, "cannot read the device's free memory")
+            }
+        }
     }
 
     fn refresh_staging(&self, dev: &Device) {
-        dev.staging.set_capacity(self.staging_room(dev, None));
+        let ceiling = self.staging_room_under(dev, None, dev.vram.budget().total());
+        dev.staging
+            .set_capacity(self.staging_room(dev, None), ceiling);
     }
 
     fn unload_key(&self, id: &str) -> Result<(), EngineError> {
@@ -772,6 +841,7 @@ impl Inner {
             priority: spec.priority,
             device: spec.device,
             witness: Mutex::new(Some(spec.witness)),
+            memory_retries: AtomicU32::new(0),
         });
         self.queue
             .lock()
@@ -844,6 +914,22 @@ impl Inner {
                 phase: "starting",
             };
             let r = self.run_job(d, w, &job);
+            if let Err(e @ JobError::OutOfDeviceMemory { .. }) = &r
+                && !job.cancelled()
+                && !self.closing_hard()
+                && job.memory_retries.fetch_add(1, Ordering::SeqCst) < MEMORY_RETRIES
+            {
+                tracing::warn!(job = job.id, error = %e, "job ran out of device memory; queued again");
+                self.watch_memory(&self.devices[d]);
+                self.devices[d].workers.lock()[w] = WorkerStatus::default();
+                *job.state.lock() = JobState::Queued;
+                self.queue
+                    .lock()
+                    .insert((job.priority.rank(), job.seq), job.clone());
+                self.running.fetch_sub(1, Ordering::SeqCst);
+                self.queue_cond.notify_all();
+                continue;
+            }
             if let Err(e) = &r {
                 match e {
                     JobError::Cancelled | JobError::Shutdown => {
@@ -893,6 +979,7 @@ impl Inner {
                     mem_free: mem.map(|m| m.free),
                     mem_total: mem.map(|m| m.total),
                     budget_total: budget.total(),
+                    budget_limit: budget.limit(),
                     budget_in_use: budget.in_use(),
                     budget_peak: budget.peak(),
                     staging_capacity: d.staging.capacity(),
@@ -935,13 +1022,19 @@ impl Inner {
             .staging
             .acquire(bytes, priority, cancelled)
             .map_err(gate_err)?;
-        let deadline = Instant::now() + RESERVE_RETRY;
+        let budget = dev.vram.budget();
+        let mut deadline = Instant::now() + RESERVE_RETRY;
         loop {
             match dev.vram.reserve(bytes) {
                 Ok(r) => return Ok((permit, r)),
                 Err(e) if Instant::now() >= deadline => return Err(failed("staging", e)),
                 Err(e) => {
-                    tracing::warn!(device = %dev.name, error = %e, "admitted staging room is short; retrying");
+                    if budget.limit() < budget.total() {
+                        // Another process holds memory: wait for it, however long.
+                        deadline = Instant::now() + RESERVE_RETRY;
+                    } else {
+                        tracing::warn!(device = %dev.name, error = %e, "admitted staging room is short; retrying");
+                    }
                     if cancelled() {
                         return Err(JobError::Cancelled);
                     }
@@ -992,12 +1085,12 @@ impl Inner {
         let _host = host.map_err(gate_err)?;
         check()?;
 
-        let source = job.witness.lock().take();
+        let source = job.witness.lock().clone();
         let witness: Arc<Witness> = match source {
             None => {
                 return Err(failed(
                     "read witness",
-                    "the job's witness was already taken",
+                    "the job's witness was already dropped",
                 ));
             }
             Some(WitnessSource::Memory(w)) => w,
@@ -1005,7 +1098,9 @@ impl Inner {
                 let (r, _) = rec.span("read witness", SpanKind::Cpu, || {
                     read(&p, io::read_witness).map_err(|e| JobError::Witness(e.to_string()))
                 });
-                Arc::new(r?)
+                let w = Arc::new(r?);
+                *job.witness.lock() = Some(WitnessSource::Memory(w.clone()));
+                w
             }
         };
         let (checked, _) = rec.span("check", SpanKind::Cpu, || {
@@ -1024,7 +1119,7 @@ impl Inner {
         let (staged, _) = rec.span("upload z", SpanKind::Copy, || {
             backend.stage_witness(z, z_room)
         });
-        let staged = staged.map_err(|e| failed("upload z", e))?;
+        let staged = staged.map_err(|e| backend_failed("upload z", e))?;
         check()?;
 
         // The witness map runs on its own thread while the witness MSMs hold the device.
@@ -1033,7 +1128,7 @@ impl Inner {
                 let (r, _) = rec.aside("witness map", SpanKind::Cpu, || {
                     let mut abc = backend
                         .evaluation_buffers(n)
-                        .map_err(|e| failed("witness map", e))?;
+                        .map_err(|e| backend_failed("witness map", e))?;
                     cuzk_groth16::witness_map(&key.r1cs, z, &mut abc)
                         .map_err(|e| JobError::Witness(e.to_string()))?;
                     Ok::<_, JobError>(abc)
@@ -1057,7 +1152,7 @@ impl Inner {
         let (staged, _) = rec.span("upload a,b,c", SpanKind::Copy, || {
             backend.stage_evaluations(abc, abc_room)
         });
-        let staged = staged.map_err(|e| failed("upload a,b,c", e))?;
+        let staged = staged.map_err(|e| backend_failed("upload a,b,c", e))?;
         check()?;
 
         let lock = self.lock(dev, &rec, &mut t, priority, &cancelled)?;
@@ -1066,7 +1161,7 @@ impl Inner {
         let t1 = self.now();
         self.unlock(dev, lock, &mut t, t1 - t0);
         drop(abc_permit);
-        let q = q.map_err(|e| failed("quotient", e))?;
+        let q = q.map_err(|e| backend_failed("quotient", e))?;
         let split = (t0 + q.quotient.as_secs_f64()).min(t1);
         rec.push("quotient", SpanKind::Device, t0, split);
         rec.push("MSM H", SpanKind::Device, split, t1);
@@ -1149,7 +1244,7 @@ impl Inner {
                 Ok(v) => v,
                 Err(e) => {
                     self.unlock(dev, lock, t, self.now() - held);
-                    return Err(failed(phase, e));
+                    return Err(backend_failed(phase, e));
                 }
             };
             out.set(query, value, start.elapsed())

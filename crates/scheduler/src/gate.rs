@@ -47,6 +47,8 @@ struct Inner {
 #[derive(Default)]
 struct State {
     capacity: u64,
+    /// The most the capacity will be again: a request above it fails, one below it waits.
+    ceiling: u64,
     in_use: u64,
     next_ticket: u64,
     /// (priority rank, ticket): the first entry is served first.
@@ -94,6 +96,7 @@ impl Gate {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {
                     capacity,
+                    ceiling: capacity,
                     ..State::default()
                 }),
                 cond: Condvar::new(),
@@ -117,10 +120,14 @@ impl Gate {
         self.inner.state.lock().waiters.len()
     }
 
-    /// Changes the capacity (a key loaded or unloaded). Holders keep what they have; a
-    /// waiter that no longer fits the whole capacity fails.
-    pub fn set_capacity(&self, capacity: u64) {
-        self.inner.state.lock().capacity = capacity;
+    /// Changes the capacity now (a key loaded or unloaded; memory another process holds) and
+    /// the ceiling it may return to (at least `capacity`). Holders keep what they have; a
+    /// waiter above the ceiling fails, one above the capacity only waits.
+    pub fn set_capacity(&self, capacity: u64, ceiling: u64) {
+        let mut s = self.inner.state.lock();
+        s.capacity = capacity;
+        s.ceiling = ceiling.max(capacity);
+        drop(s);
         self.inner.cond.notify_all();
     }
 
@@ -165,9 +172,9 @@ impl Gate {
         let too_large = |s: &State| GateError::TooLarge {
             gate: self.name,
             need: amount,
-            capacity: s.capacity,
+            capacity: s.ceiling,
         };
-        if amount > s.capacity {
+        if amount > s.ceiling {
             return Err(too_large(&s));
         }
         let me = (priority.rank(), s.next_ticket);
@@ -185,7 +192,7 @@ impl Gate {
                     amount,
                 });
             }
-            let err = if amount > s.capacity {
+            let err = if amount > s.ceiling {
                 Some(too_large(&s))
             } else if cancelled() {
                 Some(GateError::Cancelled(self.name))

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use cuzk_groth16::{Fr, Proof, Witness};
@@ -110,6 +110,13 @@ pub enum JobError {
         phase: &'static str,
         message: String,
     },
+    /// The driver had less device memory than the budget counted on (another process took
+    /// it). The engine runs such a job again once the memory is back, a few times at most.
+    #[error("{phase}: out of device memory: {message}")]
+    OutOfDeviceMemory {
+        phase: &'static str,
+        message: String,
+    },
     #[error("the proof failed its self-check (pairing verification): {0}")]
     SelfCheck(String),
     #[error("the engine is shutting down")]
@@ -204,6 +211,7 @@ pub enum JobStatus {
     Cancelled,
 }
 
+#[allow(clippy::large_enum_variant)] // one per job, and most jobs end Finished
 pub(crate) enum JobState {
     Queued,
     Running {
@@ -219,9 +227,12 @@ pub(crate) struct JobShared {
     pub(crate) key: String,
     pub(crate) priority: Priority,
     pub(crate) device: Option<usize>,
-    /// Taken when the job starts and dropped when it ends: a finished job's handle, which a
-    /// service may keep for its result, must not keep a witness of gigabytes alive.
+    /// Read when the job starts (a file is replaced by its contents, kept for a retry) and
+    /// dropped when it ends: a finished job's handle, which a service may keep for its
+    /// result, must not keep a witness of gigabytes alive.
     pub(crate) witness: Mutex<Option<WitnessSource>>,
+    /// Times the job went back to the queue after running out of device memory.
+    pub(crate) memory_retries: AtomicU32,
     pub(crate) seq: u64,
     pub(crate) submitted: Instant,
     pub(crate) cancel: AtomicBool,

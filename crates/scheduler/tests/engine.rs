@@ -325,8 +325,10 @@ fn a_finished_or_cancelled_job_keeps_no_witness_alive() {
     );
 }
 
+/// An out-of-memory error from the driver (memory the budget counted on is gone) sends the job
+/// back to the queue; one that lasts fails that job alone, naming its phase.
 #[test]
-fn a_failure_at_every_device_allocation_fails_that_job_alone() {
+fn a_failure_at_every_device_allocation_runs_the_job_again_and_a_lasting_one_fails_it_alone() {
     let c = circuit(8, 7);
     let (mems, fakes) = memories(1, 64 * MIB);
     let engine = Engine::on_cpu(config(1), mems).unwrap();
@@ -346,17 +348,36 @@ fn a_failure_at_every_device_allocation_fails_that_job_alone() {
             fail_device_alloc_at: Some(at),
             ..Faults::default()
         });
-        let bad = engine.submit(JobSpec::new("k", memory(&c))).unwrap();
-        let err = bad.wait(WAIT).unwrap().unwrap_err();
+        let calls = fake.counts().device_alloc_calls;
+        verify(&c, &engine.submit(JobSpec::new("k", memory(&c))).unwrap());
         assert!(
-            matches!(&err, JobError::Failed { phase, message } if phase.starts_with("upload") && message.contains("OUT_OF_MEMORY")),
-            "allocation {k}: {err}"
+            fake.counts().device_alloc_calls - calls > per_job,
+            "allocation {k}: the job ran again"
         );
         fake.set_faults(Faults::default());
         assert_idle(&engine, host_idle);
         assert_eq!(fake.counts().device_allocs, 0, "every device buffer freed");
-        verify(&c, &engine.submit(JobSpec::new("k", memory(&c))).unwrap());
     }
+    let calls = fake.counts().device_alloc_calls;
+    fake.set_faults(Faults {
+        fail_device_alloc_from: Some(calls + 1),
+        ..Faults::default()
+    });
+    let bad = engine.submit(JobSpec::new("k", memory(&c))).unwrap();
+    let err = bad.wait(WAIT).unwrap().unwrap_err();
+    assert!(
+        matches!(&err, JobError::OutOfDeviceMemory { phase, message } if phase.starts_with("upload") && message.contains("OUT_OF_MEMORY")),
+        "{err}"
+    );
+    let runs = fake.counts().device_alloc_calls - calls;
+    assert_eq!(
+        runs, 5,
+        "one run and four more, each failing at its first allocation"
+    );
+    fake.set_faults(Faults::default());
+    assert_idle(&engine, host_idle);
+    assert_eq!(fake.counts().device_allocs, 0, "every device buffer freed");
+    verify(&c, &engine.submit(JobSpec::new("k", memory(&c))).unwrap());
     // Pinned memory failing only costs the pinned buffers: the job runs from the heap.
     fake.set_faults(Faults {
         fail_pinned_alloc: true,
@@ -366,9 +387,77 @@ fn a_failure_at_every_device_allocation_fails_that_job_alone() {
     // Read by `cargo xtask reliability`.
     println!(
         "reliability: injection engine sites={} injections={}",
-        per_job + 1,
-        per_job + 1
+        per_job + 2,
+        per_job + 2
     );
+}
+
+/// Another process takes device memory while jobs run: the budget's limit falls, jobs wait
+/// (none fails), and when the memory comes back the limit is back and every job completes.
+#[test]
+fn memory_taken_by_another_process_makes_jobs_wait_then_all_complete() {
+    let c = circuit(8, 12);
+    let (zb, eb) = staged_bytes(&c);
+    let device = 64 * MIB;
+    let fake = Arc::new(FakeBackend::new(device));
+    let vram = Vram::new(
+        fake.clone(),
+        &cuzk_vram::BudgetConfig {
+            margin_floor: MIB,
+            margin_fraction: 0.0,
+            pinned_limit: Some(256 * MIB),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let total = vram.budget().total();
+    let engine = Engine::on_cpu(config(2), vec![vram]).unwrap();
+    engine.load_key("k", key(&c), None).unwrap();
+    let host_idle = engine.status().host_in_use;
+    verify(&c, &engine.submit(JobSpec::new("k", memory(&c))).unwrap());
+
+    // Leave less than one job's staging: jobs must wait for it.
+    let leave = (zb.max(eb)) / 2;
+    let taken = fake.set_held_by_another_process(device - leave);
+    let lowered = wait_for(|| {
+        let d = &engine.status().devices[0];
+        (d.budget_limit < total).then_some(d.budget_limit)
+    });
+    assert!(lowered < zb.max(eb), "limit {lowered} leaves no job room");
+    let handles: Vec<_> = (0..6)
+        .map(|_| engine.submit(JobSpec::new("k", memory(&c))).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        handles.iter().all(|h| h.poll().is_none()),
+        "no job finishes, and none fails, while the memory is held"
+    );
+    assert_eq!(fake.set_held_by_another_process(0), 0);
+    wait_for(|| (engine.status().devices[0].budget_limit == total).then_some(()));
+    for h in &handles {
+        verify(&c, h);
+    }
+    let st = engine.status();
+    assert_eq!((st.counters.failed, st.counters.completed), (0, 7));
+    assert_idle(&engine, host_idle);
+    // Read by `cargo xtask reliability`.
+    println!(
+        "reliability: memory-taken jobs={} completed={} failed=0 taken_bytes={taken} limit_bytes={total}->{lowered}->{total}",
+        handles.len(),
+        handles.len()
+    );
+}
+
+/// Polls `f` until it gives a value (the engine's memory watch runs every 100 ms).
+fn wait_for<T>(f: impl Fn() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(std::time::Instant::now() < deadline, "timed out");
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 #[test]

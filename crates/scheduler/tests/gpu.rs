@@ -218,3 +218,160 @@ fn gpu_reliability_oom_grid() {
 fn gpu_reliability_oom_grid_16_gib_2_26() {
     grid(log_or(26), &[Some(16 * GIB)], &[1, 2, 4], &[1, 3, 8]);
 }
+
+/// Set in the child process of [`gpu_memory_taken_by_another_process`]: the bytes it takes.
+const TAKER: &str = "CUZK_TEST_TAKE_VRAM";
+
+/// Issue #24, item 4: while the engine proves, another process takes half of the free device
+/// memory, then (a second one) all but 1 GiB of what is left, holds it and lets it go. The
+/// engine's budget limit follows (lowered while held, back once released); jobs wait meanwhile
+/// and none fails; afterwards throughput is back. `CUZK_ENGINE_TEST_LOG` sets the size
+/// (default 2^24).
+#[test]
+#[ignore = "gpu"]
+fn gpu_memory_taken_by_another_process() {
+    if let Ok(bytes) = std::env::var(TAKER) {
+        take_and_hold(bytes.parse().expect("a byte count"));
+        return;
+    }
+    let log = log_or(24);
+    let f = fixture(log);
+    let engine = engine(2, None);
+    load(&engine, &f);
+    let device = |e: &Engine| e.status().devices[0].clone();
+    let total = device(&engine).budget_total;
+    let (out, wall) = run(&engine, &f, 12, 6);
+    let before = out.len() as f64 / wall;
+
+    let half = device(&engine).mem_free.expect("a GPU") / 2;
+    let first = Taker::start(half);
+    let limit_half = wait_until(|| {
+        let d = device(&engine);
+        (d.budget_limit < total).then_some(d.budget_limit)
+    });
+    let (out, wall) = run(&engine, &f, 12, 6);
+    let during = out.len() as f64 / wall;
+
+    // Submitted while almost nothing is free: they wait, then all complete.
+    let rest = device(&engine).mem_free.expect("a GPU").saturating_sub(GIB);
+    let second = Taker::start(rest);
+    let limit_low = wait_until(|| {
+        let d = device(&engine);
+        (d.budget_limit < limit_half).then_some(d.budget_limit)
+    });
+    let waiting: Vec<JobHandle> = (0..6)
+        .map(|_| {
+            let spec = JobSpec::new("k", WitnessSource::Memory(f.witness.clone()));
+            engine.submit(spec).expect("submit")
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(3));
+    let done_while_held = waiting.iter().filter(|h| h.poll().is_some()).count();
+    assert!(
+        waiting.iter().all(|h| h.poll().is_none_or(|r| r.is_ok())),
+        "no job fails while the memory is held"
+    );
+    let held = second.bytes + first.bytes;
+    drop(second);
+    drop(first);
+    wait_until(|| (device(&engine).budget_limit == total).then_some(()));
+    let pvk = cuzk_groth16::prepare_verifying_key(&f.pk.vk);
+    for h in &waiting {
+        let o = h
+            .wait(Some(Duration::from_secs(600)))
+            .expect("job finished")
+            .unwrap_or_else(|e| panic!("job {} failed: {e}", h.id()));
+        cuzk_groth16::verify_proof(&pvk, &o.proof, &o.public_inputs).expect("proof verifies");
+    }
+    let (out, wall) = run(&engine, &f, 12, 6);
+    let after = out.len() as f64 / wall;
+    let st = engine.status();
+    assert_eq!(st.counters.failed, 0, "no job failed");
+    assert_eq!(st.counters.completed, 42);
+    assert_eq!(st.devices[0].staging_in_use, 0, "staged data all returned");
+    assert!(
+        after >= 0.9 * before,
+        "full speed returns: {after:.2} proofs/s after, {before:.2} before"
+    );
+    let g = |b: u64| b as f64 / GIB as f64;
+    println!(
+        "2^{log} memory taken: budget {:.1} GiB; half of free taken ({:.1} GiB): limit {:.1} GiB, {during:.2} proofs/s (before {before:.2}); all but 1 GiB taken ({:.1} GiB in all): limit {:.1} GiB, {done_while_held} of 6 finished while held, the rest waited; after: {after:.2} proofs/s",
+        g(total),
+        g(half),
+        g(limit_half),
+        g(held),
+        g(limit_low),
+    );
+    println!(
+        "reliability: gpu-memory-taken log={log} jobs=42 failed=0 taken_bytes={held} limit_bytes={total}->{limit_low}->{total} before={before:.2} during={during:.2} after={after:.2}"
+    );
+}
+
+/// Polls `f` until it gives a value (the engine's memory watch runs every 100 ms).
+fn wait_until<T>(f: impl Fn() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Another process (this test binary run again) holding device memory until dropped.
+struct Taker {
+    child: std::process::Child,
+    bytes: u64,
+}
+
+impl Taker {
+    fn start(bytes: u64) -> Self {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "gpu_memory_taken_by_another_process",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env(TAKER, bytes.to_string())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the memory taker");
+        let out = child.stdout.take().unwrap();
+        let held = std::io::BufReader::new(out)
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| l.strip_prefix("holding ").and_then(|b| b.parse().ok()))
+            .expect("the taker reports what it holds");
+        Self { child, bytes: held }
+    }
+}
+
+impl Drop for Taker {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take()); // its stdin closes: it exits, and the driver frees all
+        let _ = self.child.wait();
+    }
+}
+
+/// The child's part: takes up to `bytes` in 1 GiB pieces, outside any budget (as another
+/// program would), reports them, and holds them until its stdin closes.
+fn take_and_hold(bytes: u64) {
+    use std::io::{Read, Write};
+    let gpu = Gpu::first().expect("a GPU");
+    let backend = gpu.vram().backend().clone();
+    let mut held = 0u64;
+    while held < bytes {
+        let piece = (bytes - held).min(GIB);
+        match backend.alloc_device(piece as usize) {
+            Ok(_) => held += piece,
+            Err(_) => break,
+        }
+    }
+    println!("holding {held}");
+    std::io::stdout().flush().unwrap();
+    let _ = std::io::stdin().read_to_end(&mut Vec::new());
+}

@@ -290,6 +290,7 @@ pub struct FakeBackend {
 #[derive(Debug, Default)]
 struct FakeState {
     free: u64,
+    held_by_others: u64,
     next_addr: u64,
     device: BTreeMap<u64, (usize, Option<Vec<u8>>)>,
     pinned: HashMap<usize, std::alloc::Layout>,
@@ -314,6 +315,15 @@ impl FakeBackend {
                 ..Default::default()
             }),
         }
+    }
+    /// Simulates another process holding `bytes` of this device (as much of them as is free;
+    /// 0 gives it all back). Returns the bytes it holds now.
+    pub fn set_held_by_another_process(&self, bytes: u64) -> u64 {
+        let mut s = self.state.lock();
+        s.free += s.held_by_others;
+        s.held_by_others = bytes.min(s.free);
+        s.free -= s.held_by_others;
+        s.held_by_others
     }
     pub fn set_faults(&self, f: Faults) {
         self.state.lock().faults = f;

@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -10,7 +11,9 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::error::{Result, VramError};
 
-/// A byte budget shared by clones (one per device, one for pinned host memory).
+/// A byte budget shared by clones (one per device, one for pinned host memory). Its `total` is
+/// fixed; its `limit` (at most `total`) is what may be held now, lowered while another process
+/// holds memory the budget counted on (see `Vram::refresh_limit`).
 #[derive(Clone)]
 pub struct Budget {
     inner: Arc<Inner>,
@@ -21,6 +24,8 @@ struct Inner {
     total: u64,
     state: Mutex<State>,
     cond: Condvar,
+    /// Bytes of `in_use` that the driver has actually handed out (device buffers).
+    allocated: AtomicU64,
     /// Caches holding idle bytes of this budget that they give back on demand.
     reclaimers: Mutex<Vec<Weak<dyn Reclaim>>>,
 }
@@ -37,8 +42,8 @@ pub trait Reclaim: Send + Sync {
     fn reclaim(&self);
 }
 
-#[derive(Default)]
 struct State {
+    limit: u64,
     in_use: u64,
     peak: u64,
     next_ticket: u64,
@@ -53,6 +58,7 @@ impl fmt::Debug for Budget {
         f.debug_struct("Budget")
             .field("kind", &self.inner.kind)
             .field("total", &self.inner.total)
+            .field("limit", &s.limit)
             .field("in_use", &s.in_use)
             .field("peak", &s.peak)
             .field("waiters", &s.queue.len())
@@ -67,8 +73,15 @@ impl Budget {
             inner: Arc::new(Inner {
                 kind,
                 total,
-                state: Mutex::new(State::default()),
+                state: Mutex::new(State {
+                    limit: total,
+                    in_use: 0,
+                    peak: 0,
+                    next_ticket: 0,
+                    queue: VecDeque::new(),
+                }),
                 cond: Condvar::new(),
+                allocated: AtomicU64::new(0),
                 reclaimers: Mutex::new(Vec::new()),
             }),
         }
@@ -80,8 +93,28 @@ impl Budget {
     pub fn total(&self) -> u64 {
         self.inner.total
     }
+    /// What may be held now: `total`, or less while another process holds memory.
+    pub fn limit(&self) -> u64 {
+        self.inner.state.lock().limit
+    }
+    /// Sets the limit (clamped to `total`). Holders keep what they have, even above a lowered
+    /// limit; new requests wait until they fit under it.
+    pub fn set_limit(&self, bytes: u64) {
+        self.inner.state.lock().limit = bytes.min(self.inner.total);
+        self.inner.cond.notify_all();
+    }
     pub fn in_use(&self) -> u64 {
         self.inner.state.lock().in_use
+    }
+    /// Bytes of [`Self::in_use`] backed by driver allocations now.
+    pub fn allocated(&self) -> u64 {
+        self.inner.allocated.load(Ordering::SeqCst)
+    }
+    pub(crate) fn note_allocated(&self, bytes: u64) {
+        self.inner.allocated.fetch_add(bytes, Ordering::SeqCst);
+    }
+    pub(crate) fn note_freed(&self, bytes: u64) {
+        self.inner.allocated.fetch_sub(bytes, Ordering::SeqCst);
     }
     /// Highest `in_use` seen since creation.
     pub fn peak(&self) -> u64 {
@@ -92,9 +125,10 @@ impl Budget {
     pub fn available(&self) -> u64 {
         self.free().saturating_add(self.reclaimable())
     }
-    /// Bytes not held by anyone (`total - in_use`), not counting idle cached bytes.
+    /// Bytes not held by anyone (`limit - in_use`), not counting idle cached bytes.
     pub fn free(&self) -> u64 {
-        self.inner.total - self.inner.state.lock().in_use
+        let s = self.inner.state.lock();
+        s.limit.saturating_sub(s.in_use)
     }
     /// Bytes held idle by registered caches, which they give back on demand.
     pub fn reclaimable(&self) -> u64 {
@@ -181,7 +215,7 @@ impl Budget {
 
     fn try_take(&self, bytes: u64) -> Option<Reservation> {
         let mut s = self.inner.state.lock();
-        (s.queue.is_empty() && self.inner.total - s.in_use >= bytes)
+        (s.queue.is_empty() && s.limit.saturating_sub(s.in_use) >= bytes)
             .then(|| self.take(&mut s, bytes))
     }
 
@@ -210,7 +244,7 @@ impl Budget {
         s.next_ticket += 1;
         s.queue.push_back(ticket);
         loop {
-            if s.queue.front() == Some(&ticket) && self.inner.total - s.in_use >= bytes {
+            if s.queue.front() == Some(&ticket) && s.limit.saturating_sub(s.in_use) >= bytes {
                 s.queue.pop_front();
                 let r = self.take(&mut s, bytes);
                 // The next in line may fit too.
@@ -219,7 +253,7 @@ impl Budget {
             }
             if s.queue.front() == Some(&ticket) {
                 // First in line: bytes a cache kept since the last wake-up are ours to take.
-                let need = bytes.saturating_sub(self.inner.total - s.in_use);
+                let need = bytes.saturating_sub(s.limit.saturating_sub(s.in_use));
                 if MutexGuard::unlocked(&mut s, || self.reclaimable() >= need.max(1)) {
                     MutexGuard::unlocked(&mut s, || self.reclaim_for(bytes));
                     continue;
@@ -233,7 +267,7 @@ impl Budget {
                 }
             };
             if timed_out
-                && !(s.queue.front() == Some(&ticket) && self.inner.total - s.in_use >= bytes)
+                && !(s.queue.front() == Some(&ticket) && s.limit.saturating_sub(s.in_use) >= bytes)
             {
                 s.queue.retain(|&t| t != ticket);
                 // Whoever was behind us may now be at the front.

@@ -60,7 +60,9 @@ impl<T: Pod> DeviceBuffer<T> {
         let ptr = if bytes == 0 {
             0
         } else {
-            backend.alloc_device(bytes)?
+            let ptr = backend.alloc_device(bytes)?;
+            reservation.budget().note_allocated(bytes as u64);
+            ptr
         };
         Ok(Self {
             ptr,
@@ -222,6 +224,7 @@ impl<T: Pod> Drop for DeviceBuffer<T> {
         if self.ptr != 0 {
             // SAFETY: we own this allocation and drop ends all use of it.
             unsafe { self.backend.free_device(self.ptr) };
+            self.reservation.budget().note_freed(self.byte_len() as u64);
         }
         // `reservation` drops after this, returning the budget once the memory is really free.
     }

@@ -49,6 +49,17 @@ pub struct Vram {
     device: Budget,
     host: Budget,
     mem_at_start: Option<MemInfo>,
+    /// The margin the device budget keeps below the free memory at start.
+    margin: u64,
+}
+
+/// A change of the device budget's limit, as [`Vram::refresh_limit`] made it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitChange {
+    pub before: u64,
+    pub after: u64,
+    /// Device memory that others (another process, or the driver) took since the start.
+    pub taken_by_others: u64,
 }
 
 impl Vram {
@@ -62,6 +73,7 @@ impl Vram {
             device,
             host,
             mem_at_start: Some(info),
+            margin: cfg.margin(info.total),
         })
     }
 
@@ -72,6 +84,7 @@ impl Vram {
             device,
             host,
             mem_at_start: None,
+            margin: 0,
         }
     }
 
@@ -87,6 +100,53 @@ impl Vram {
     /// What `cuMemGetInfo` said when the budget was computed (if built by [`Vram::new`]).
     pub fn mem_at_start(&self) -> Option<MemInfo> {
         self.mem_at_start
+    }
+
+    /// Compares `cuMemGetInfo` now with the start and lowers the device budget's limit by the
+    /// memory others took since (another process, or beyond half the margin the driver's own
+    /// later allocations): new requests then wait instead of meeting an out-of-memory error.
+    /// Once that memory is back, the limit is back at the budget's total. `None`: unchanged,
+    /// or a budget not built by [`Vram::new`].
+    pub fn refresh_limit(&self) -> Result<Option<LimitChange>> {
+        let Some(start) = self.mem_at_start else {
+            return Ok(None);
+        };
+        // A buffer allocated or freed between the reads would skew the sum: read again.
+        let read = || -> Result<(MemInfo, u64, bool)> {
+            let before = self.device.allocated();
+            let info = self.backend.mem_get_info()?;
+            let after = self.device.allocated();
+            Ok((info, before.min(after), before == after))
+        };
+        let (mut info, mut ours, mut steady) = read()?;
+        for _ in 0..2 {
+            if steady {
+                break;
+            }
+            (info, ours, steady) = read()?;
+        }
+        let taken_by_others = start.free.saturating_sub(info.free.saturating_add(ours));
+        let total = self.device.total();
+        let limit = if taken_by_others <= self.margin / 2 {
+            total
+        } else {
+            total.min(
+                start
+                    .free
+                    .saturating_sub(self.margin)
+                    .saturating_sub(taken_by_others),
+            )
+        };
+        let before = self.device.limit();
+        if limit == before {
+            return Ok(None);
+        }
+        self.device.set_limit(limit);
+        Ok(Some(LimitChange {
+            before,
+            after: limit,
+            taken_by_others,
+        }))
     }
 
     /// Device-budget bytes for `len` elements of `T` (rounded to [`DEVICE_ALIGN`]).

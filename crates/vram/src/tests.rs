@@ -311,3 +311,85 @@ fn alloc_wait_across_threads() {
         (0, 0)
     );
 }
+
+#[test]
+fn memory_taken_by_another_process_lowers_the_limit_until_it_is_back() {
+    const GIB: u64 = 1 << 30;
+    let fake = Arc::new(FakeBackend::with_free(16 * GIB, 15 * GIB));
+    let v = Vram::new(fake.clone(), &BudgetConfig::default()).unwrap();
+    let total = v.budget().total();
+    let margin = 15 * GIB - total;
+    // Our own buffers are not "taken by others".
+    let ours = v.alloc::<u8>((4 * GIB) as usize).unwrap();
+    assert_eq!(v.budget().allocated(), 4 * GIB);
+    assert_eq!(v.refresh_limit().unwrap(), None);
+    // Memory the driver takes within half the margin does not lower it either.
+    fake.set_held_by_another_process(margin / 2);
+    assert_eq!(v.refresh_limit().unwrap(), None);
+
+    assert_eq!(fake.set_held_by_another_process(6 * GIB), 6 * GIB);
+    let change = v.refresh_limit().unwrap().expect("the limit falls");
+    assert_eq!(change.before, total);
+    assert_eq!(change.after, total - 6 * GIB);
+    assert_eq!(change.taken_by_others, 6 * GIB);
+    assert_eq!(v.budget().limit(), total - 6 * GIB);
+    assert_eq!(v.budget().free(), total - 6 * GIB - 4 * GIB);
+    // A request that fits the total but not the limit waits, then fails by timeout, not by size.
+    let e = v
+        .reserve_wait(total - 5 * GIB, Duration::from_millis(30))
+        .unwrap_err();
+    assert!(matches!(e, VramError::Timeout { .. }), "{e}");
+    assert_eq!(
+        v.refresh_limit().unwrap(),
+        None,
+        "steady while nothing changes"
+    );
+
+    // The waiter is served once the other process exits and the limit is refreshed.
+    let waiter = {
+        let v = v.clone();
+        std::thread::spawn(move || v.reserve_wait(total - 5 * GIB, Duration::from_secs(10)))
+    };
+    drop(ours);
+    std::thread::sleep(Duration::from_millis(50));
+    fake.set_held_by_another_process(0);
+    let change = v.refresh_limit().unwrap().expect("the limit is back");
+    assert_eq!((change.before, change.after), (total - 6 * GIB, total));
+    let r = waiter.join().unwrap().unwrap();
+    assert_eq!(r.bytes(), total - 5 * GIB);
+    drop(r);
+    assert_eq!((v.budget().in_use(), v.budget().allocated()), (0, 0));
+}
+
+#[test]
+fn a_limit_under_a_capped_budget_only_bites_below_the_cap() {
+    const GIB: u64 = 1 << 30;
+    let fake = Arc::new(FakeBackend::with_free(80 * GIB, 79 * GIB));
+    let cfg = BudgetConfig {
+        vram_limit: Some(16 * GIB),
+        ..Default::default()
+    };
+    let v = Vram::new(fake.clone(), &cfg).unwrap();
+    assert_eq!(v.budget().total(), 16 * GIB);
+    fake.set_held_by_another_process(40 * GIB);
+    assert_eq!(
+        v.refresh_limit().unwrap(),
+        None,
+        "39 GiB still free: the cap binds"
+    );
+    fake.set_held_by_another_process(70 * GIB);
+    let change = v
+        .refresh_limit()
+        .unwrap()
+        .expect("9 GiB free: the limit falls");
+    let margin = cfg.margin(80 * GIB);
+    assert_eq!(change.after, 79 * GIB - margin - 70 * GIB);
+}
+
+#[test]
+fn budgets_not_built_from_mem_info_have_no_limit_to_refresh() {
+    let (_, v) = setup(64 * MIB);
+    assert_eq!(v.refresh_limit().unwrap(), None);
+    v.budget().set_limit(128 * MIB);
+    assert_eq!(v.budget().limit(), 64 * MIB, "clamped to the total");
+}
