@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The daemon and the reliability suite on a GPU machine, from a cuzk bundle (`cargo xtask
-# bundle`). Usage: service.sh BUNDLE [daemon] [faults] [soak] [grid] [grid26]. Logs go to $OUT (or
-# /tmp/service-out); key files go to $CUZK_PARAMS (default /tmp/cuzk-params); a short
-# table is printed last.
+# bundle`). Usage: service.sh BUNDLE PART... with the parts below. Logs go to $OUT (or
+# /tmp/service-out); key files go to $CUZK_PARAMS (default /tmp/cuzk-params); a short table is
+# printed last.
 #   daemon:      the daemon's overhead at 2^24 (in-process engine vs the daemon, witness by path
 #                and streamed), then the 16 GiB scenario at 2^26: 2 workers, a preloaded key,
 #                bench-daemon --concurrency 3 --proofs 5 with its timeline SVG, and the
 #                daemon's memory before and after.
+#   overhead:    throughput at 2^24, 2 workers x 3 in flight: in process, then through the
+#                daemon (witness by path, and streamed), with Status/Metrics latency under load.
 #   faults:      a failure at every driver call of one proof and of one engine job.
+#   memory:      another process takes device memory while the engine proves (2^24).
 #   soak:        1000 proofs at 2^20 through one daemon (priorities, cancels, bad requests).
 #   grid, grid26: the OOM grid at 2^24, and its 16 GiB row at 2^26.
 set -u
@@ -96,9 +99,26 @@ for part in "$@"; do
         }
         rm -f "$P"/k26.*
         ;;
+    overhead)
+        step key-24 make_key 24
+        c="$B/cuzk --backend gpu bench --boolean-percent 75 --log-constraints 24"
+        step engine-24-w2c3 $c --proofs 20 --workers 2 --concurrency 3
+        start_daemon 24 2 && {
+            bd="cuzk bench-daemon $D --key k24 --witness $P/k24.wit --vk $P/k24.vk"
+            step daemon-24-warm $bd --by-path --concurrency 3 --proofs 4
+            step daemon-24-path-c3 $bd --by-path --concurrency 3 --proofs 20
+            step daemon-24-stream-c3 $bd --concurrency 3 --proofs 20
+            step daemon-24-path-c1 $bd --by-path --concurrency 1 --proofs 5
+            stop_daemon
+        }
+        rm -f "$P"/k24.*
+        ;;
     faults)
         step sites-proof "$B/tests/cuzk-groth16-gpu_sites" --ignored --exact gpu_a_failure_at_every_driver_call_of_a_proof_fails_it_alone --nocapture
         step sites-job "$B/tests/cuzk-scheduler-gpu_sites" --ignored --exact gpu_a_failure_at_every_driver_call_of_a_job_fails_it_alone --nocapture
+        ;;
+    memory)
+        step memory-taken "$B/tests/cuzk-scheduler-gpu" --ignored --exact gpu_memory_taken_by_another_process --nocapture
         ;;
     soak)
         step soak-20 "$B/tests/cuzk-daemon-gpu_soak" --ignored --exact gpu_daemon_soak_1000_proofs --nocapture
@@ -115,4 +135,4 @@ done
 echo
 echo "=== service $*"
 for r in "${rows[@]}"; do echo "$r"; done
-grep -h -E 'proofs/s|proofs/min|p50|GPU busy|test result|^soak 2|^grid|sites|budget|pinned|real|driver calls' "$out"/*.log | tail -n 80
+grep -h -E 'proofs/s|proofs/min|p50|GPU busy|test result|^soak 2|^grid|sites|budget|pinned|real|driver calls|during the run|memory taken' "$out"/*.log | tail -n 80

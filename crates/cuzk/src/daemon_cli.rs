@@ -687,11 +687,34 @@ async fn bench(
             results
         }));
     }
+    // While the proofs run: how long Status and Metrics take to answer (they must stay quick
+    // with the GPU saturated, for monitoring).
+    let probing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let probe = {
+        let (mut c, probing) = (c.clone(), probing.clone());
+        tokio::spawn(async move {
+            let (mut status, mut metrics) = (Vec::new(), Vec::new());
+            while probing.load(Ordering::SeqCst) {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                let t = Instant::now();
+                if c.status(pb::StatusRequest {}).await.is_ok() {
+                    status.push(t.elapsed().as_secs_f64());
+                }
+                let t = Instant::now();
+                if c.metrics(pb::MetricsRequest {}).await.is_ok() {
+                    metrics.push(t.elapsed().as_secs_f64());
+                }
+            }
+            (status, metrics)
+        })
+    };
     let mut results = Vec::new();
     for t in tasks {
         results.extend(t.await?);
     }
     let wall = start.elapsed().as_secs_f64();
+    probing.store(false, Ordering::SeqCst);
+    let (mut status_s, mut metrics_s) = probe.await?;
     let after = c.status(pb::StatusRequest {}).await?.into_inner();
     let timeline = c
         .timeline(pb::TimelineRequest { last_s: wall + 5.0 })
@@ -711,6 +734,16 @@ async fn bench(
         quantile(&lat, 0.95),
         lat.last().copied().unwrap_or(0.0),
     );
+    for (what, v) in [("Status", &mut status_s), ("Metrics", &mut metrics_s)] {
+        v.sort_by(f64::total_cmp);
+        println!(
+            "{what} during the run: {} calls, answer p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms",
+            v.len(),
+            quantile(v, 0.5) * 1e3,
+            quantile(v, 0.99) * 1e3,
+            v.last().copied().unwrap_or(0.0) * 1e3
+        );
+    }
     for d in &after.devices {
         let b0 = before
             .devices
