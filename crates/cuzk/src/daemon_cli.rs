@@ -550,9 +550,17 @@ fn status_text(s: &pb::StatusResponse) -> String {
             (Some(f), Some(t)) => format!("vram {} free of {}  ", gib(f), gib(t)),
             _ => String::new(),
         };
+        let limit = if d.budget_limit < d.budget_total {
+            format!(
+                " (limit {}: memory held by another process)",
+                gib(d.budget_limit)
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             o,
-            "device {} {}: {vram}budget {} of {} used (peak {})  staging {} of {}  pinned {}  busy {:.1} s  keys {:?}",
+            "device {} {}: {vram}budget {} of {}{limit} used (peak {})  staging {} of {}  pinned {}  busy {:.1} s  keys {:?}",
             d.index,
             d.name,
             gib(d.budget_used),

@@ -67,6 +67,7 @@ pub fn status_json(s: &pb::StatusResponse) -> Value {
             "vram_total": d.vram_total,
             "vram_free": d.vram_free,
             "budget_total": d.budget_total,
+            "budget_limit": d.budget_limit,
             "budget_used": d.budget_used,
             "budget_peak": d.budget_peak,
             "staging_capacity": d.staging_capacity,

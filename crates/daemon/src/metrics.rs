@@ -175,7 +175,7 @@ impl Metrics {
             "Seconds since start.",
             st.uptime.as_secs_f64().to_string(),
         );
-        let per_device: [DeviceGauge; 5] = [
+        let per_device: [DeviceGauge; 6] = [
             (
                 "cuzk_gpu_busy_seconds_total",
                 "counter",
@@ -193,6 +193,12 @@ impl Metrics {
                 "gauge",
                 "Device memory budget.",
                 |d| d.budget_total.to_string(),
+            ),
+            (
+                "cuzk_device_budget_limit_bytes",
+                "gauge",
+                "What the device budget admits now (below the budget while another process holds device memory).",
+                |d| d.budget_limit.to_string(),
             ),
             (
                 "cuzk_device_staging_used_bytes",

@@ -596,6 +596,7 @@ impl Shared {
                     vram_total: d.mem_total,
                     vram_free: d.mem_free,
                     budget_total: d.budget_total,
+                    budget_limit: d.budget_limit,
                     budget_used: d.budget_in_use,
                     budget_peak: d.budget_peak,
                     staging_capacity: d.staging_capacity,
