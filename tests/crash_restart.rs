@@ -3,71 +3,20 @@
 //! the next proof verifies. (A test target of `crates/cuzk`, which provides the binary;
 //! `cargo xtask reliability` reads its `reliability:` line.)
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::FileTypeExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+#[path = "support/daemon.rs"]
+mod daemon;
 #[path = "support/files.rs"]
 mod files;
 #[path = "support/run.rs"]
 mod run;
+use daemon::Daemon;
 use files::s;
 use run::{cuzk, ok};
-
-/// A started daemon and its log up to "listening on".
-struct Daemon {
-    child: Child,
-    startup: String,
-}
-
-impl Daemon {
-    /// Starts `cuzk daemon --config CONFIG` and waits until it listens; returns it and how
-    /// long that took.
-    fn start(config: &Path) -> (Self, Duration) {
-        let t = Instant::now();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cuzk"))
-            .args(["--log", "info", "daemon", "--config", s(config)])
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start the daemon");
-        let (tx, rx) = mpsc::channel();
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let mut seen = String::new();
-        loop {
-            let line = rx
-                .recv_timeout(Duration::from_secs(120).saturating_sub(t.elapsed()))
-                .unwrap_or_else(|_| panic!("the daemon never said it listens:\n{seen}"));
-            seen.push_str(&line);
-            seen.push('\n');
-            if line.contains("listening on") {
-                break;
-            }
-        }
-        (
-            Self {
-                child,
-                startup: seen,
-            },
-            t.elapsed(),
-        )
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 #[test]
 fn kill_9_during_a_proof_then_a_restart_serves_at_once() {

@@ -2,16 +2,17 @@
 //! (submit, await, status, keys, bench-daemon), and SIGTERM draining queued jobs and exiting 0
 //! with the socket removed. (A test target of `crates/cuzk`, which provides the binary.)
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+#[path = "support/daemon.rs"]
+mod daemon;
 #[path = "support/files.rs"]
 mod files;
 #[path = "support/run.rs"]
 mod run;
+use daemon::Daemon;
 use files::s;
 use run::{cuzk, ok};
 
@@ -50,32 +51,7 @@ fn daemon_serves_the_client_commands_and_drains_on_sigterm() {
         ),
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cuzk"))
-        .args(["--log", "info", "daemon", "--config", s(&p("cuzk.toml"))])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start the daemon");
-    let (tx, rx) = mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut all = String::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line.clone());
-            all.push_str(&line);
-            all.push('\n');
-        }
-        all
-    });
-    let t = Instant::now();
-    loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(120).saturating_sub(t.elapsed()))
-            .expect("the daemon says it listens");
-        if line.contains("listening on") {
-            break;
-        }
-    }
+    let (mut daemon, _) = Daemon::start(&p("cuzk.toml"));
     let d = format!("unix:{}", s(&sock));
     let keys = ok(&["keys", "--daemon", &d]);
     assert!(keys.starts_with("k  constraints 256"), "{keys}");
@@ -173,13 +149,13 @@ fn daemon_serves_the_client_commands_and_drains_on_sigterm() {
         ]);
     }
     let kill = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args(["-TERM", &daemon.child.id().to_string()])
         .status()
         .unwrap();
     assert!(kill.success());
     let t = Instant::now();
     let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
+        if let Some(st) = daemon.child.try_wait().unwrap() {
             break st;
         }
         assert!(
@@ -188,7 +164,7 @@ fn daemon_serves_the_client_commands_and_drains_on_sigterm() {
         );
         std::thread::sleep(Duration::from_millis(20));
     };
-    let log = strip_ansi(&reader.join().unwrap());
+    let log = strip_ansi(&daemon.log());
     assert!(status.success(), "exit status {status:?}\n{log}");
     assert!(log.contains("SIGTERM, draining"), "{log}");
     assert!(
