@@ -55,6 +55,7 @@ workers_per_device = $workers
 id = "k$log"
 pk = "k$log.pk"
 r1cs = "k$log.r1cs"
+trusted = true
 EOF
     env "$@" "$B/cuzk" --log info daemon --config "$P/cuzk.toml" >"$out/daemon-$log.log" 2>&1 &
     DAEMON=$!

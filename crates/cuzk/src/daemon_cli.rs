@@ -156,6 +156,10 @@ pub enum DaemonCommand {
         pk: Option<String>,
         #[arg(long)]
         r1cs: Option<String>,
+        /// Check the key's points on the curve only, not for the subgroup (~10x faster; for
+        /// key files you made).
+        #[arg(long, requires = "load")]
+        trusted: bool,
         /// Unload the key with this id.
         #[arg(long, conflicts_with = "load")]
         unload: Option<String>,
@@ -345,6 +349,7 @@ pub fn run(command: DaemonCommand, choice: BackendChoice) -> Result<()> {
             load,
             pk,
             r1cs,
+            trusted,
             unload,
         } => rt.block_on(async {
             let mut c = connect(&conn).await?;
@@ -356,6 +361,7 @@ pub fn run(command: DaemonCommand, choice: BackendChoice) -> Result<()> {
                         pk_path: pk.unwrap_or_default(),
                         r1cs_path: r1cs.unwrap_or_default(),
                         devices: vec![],
+                        trusted,
                     })
                     .await?
                     .into_inner();

@@ -88,6 +88,12 @@ pub struct KeyConfig {
     /// Engine device indices; absent: every device.
     #[serde(default)]
     pub devices: Option<Vec<usize>>,
+    /// Check the key's points only for being on the curve, not for the prime-order subgroup:
+    /// ~10x faster to load, for key files you made (`cuzk setup`) whose integrity their
+    /// checksum covers. A bad key can only make this daemon's proofs fail, never make a
+    /// verifier accept a false one.
+    #[serde(default)]
+    pub trusted: bool,
 }
 
 /// The whole configuration. Every field has a default, so an empty file is valid.

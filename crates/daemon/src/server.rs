@@ -190,6 +190,7 @@ impl Daemon {
                     &k.pk.to_string_lossy(),
                     &k.r1cs.to_string_lossy(),
                     k.devices.as_deref(),
+                    k.trusted,
                 )
             })
             .await

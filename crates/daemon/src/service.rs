@@ -236,6 +236,7 @@ impl Shared {
         pk: &str,
         r1cs: &str,
         devices: Option<&[usize]>,
+        trusted: bool,
     ) -> Result<(), Status> {
         valid_key_id(id)?;
         let at = |name: &str, what: &str| {
@@ -245,6 +246,11 @@ impl Shared {
         let source = KeySource::Files {
             pk: at(pk, "proving key")?,
             r1cs: at(r1cs, "circuit")?,
+            checks: if trusted {
+                io::PointChecks::OnCurve
+            } else {
+                io::PointChecks::Full
+            },
         };
         if let Some(ds) = devices {
             let n = self.engine.devices().len();
@@ -733,7 +739,7 @@ impl pb::prover_server::Prover for ProverService {
         let devices: Vec<usize> = r.devices.iter().map(|&d| d as usize).collect();
         tokio::task::spawn_blocking(move || {
             let ds = (!devices.is_empty()).then_some(&devices[..]);
-            sh.load_key_files(&r.key_id, &r.pk_path, &r.r1cs_path, ds)
+            sh.load_key_files(&r.key_id, &r.pk_path, &r.r1cs_path, ds, r.trusted)
         })
         .await
         .map_err(|e| Status::internal(e.to_string()))?

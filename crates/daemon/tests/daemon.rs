@@ -140,6 +140,7 @@ fn load_req(id: &str, pk: &str, r1cs: &str) -> pb::LoadKeyRequest {
         pk_path: pk.into(),
         r1cs_path: r1cs.into(),
         devices: vec![],
+        trusted: false,
     }
 }
 
@@ -734,6 +735,7 @@ async fn shutdown_drains_running_jobs_and_a_restart_is_clean() {
         pk: "small.pk".into(),
         r1cs: "small.r1cs".into(),
         devices: None,
+        trusted: true,
     }];
     let d = start(cfg.clone()).await;
     let mut c = d.client().await;

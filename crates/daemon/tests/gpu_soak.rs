@@ -209,6 +209,7 @@ fn gpu_daemon_soak_1000_proofs() {
             pk_path: "soak.pk".into(),
             r1cs_path: "soak.r1cs".into(),
             devices: vec![],
+            trusted: false,
         })
         .await
         .expect("key loads");

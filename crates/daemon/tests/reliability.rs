@@ -112,6 +112,7 @@ async fn load(c: &mut Client) {
         pk_path: "k.pk".into(),
         r1cs_path: "k.r1cs".into(),
         devices: vec![],
+        trusted: false,
     })
     .await
     .unwrap();

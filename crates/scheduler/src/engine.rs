@@ -90,10 +90,11 @@ pub enum KeySource {
         pk: Arc<ProvingKey>,
         r1cs: Arc<R1cs>,
     },
-    /// cuzk's proving-key and circuit files.
+    /// cuzk's proving-key and circuit files, the key's points checked as `checks` says.
     Files {
         pk: std::path::PathBuf,
         r1cs: std::path::PathBuf,
+        checks: io::PointChecks,
     },
 }
 
@@ -155,6 +156,8 @@ pub struct DeviceStatus {
     /// The budget's limit now: below the total while another process holds device memory.
     pub budget_limit: u64,
     pub budget_in_use: u64,
+    /// Bytes of `budget_in_use` that caches hold idle and give back on demand.
+    pub budget_cached: u64,
     pub budget_peak: u64,
     pub staging_capacity: u64,
     pub staging_in_use: u64,
@@ -594,9 +597,9 @@ impl Inner {
         }
         let (pk, r1cs) = match source {
             KeySource::Memory { pk, r1cs } => (pk, r1cs),
-            KeySource::Files { pk, r1cs } => {
-                tracing::info!(key = id, path = %pk.display(), "reading proving key");
-                let p = read(&pk, io::read_proving_key)?;
+            KeySource::Files { pk, r1cs, checks } => {
+                tracing::info!(key = id, path = %pk.display(), ?checks, "reading proving key");
+                let p = read(&pk, |r| io::read_proving_key_with(r, checks))?;
                 let c = read(&r1cs, io::read_r1cs)?;
                 (Arc::new(p), Arc::new(c))
             }
@@ -981,6 +984,7 @@ impl Inner {
                     budget_total: budget.total(),
                     budget_limit: budget.limit(),
                     budget_in_use: budget.in_use(),
+                    budget_cached: budget.reclaimable(),
                     budget_peak: budget.peak(),
                     staging_capacity: d.staging.capacity(),
                     staging_in_use: d.staging.in_use(),

@@ -547,6 +547,7 @@ fn pinned_jobs_run_on_their_device_and_keys_load_from_files() {
             KeySource::Files {
                 pk: pk.clone(),
                 r1cs: r1cs.clone(),
+                checks: cuzk_groth16::io::PointChecks::Full,
             },
             None,
         )
@@ -573,6 +574,7 @@ fn pinned_jobs_run_on_their_device_and_keys_load_from_files() {
             KeySource::Files {
                 pk: dir.join("bad.pk"),
                 r1cs,
+                checks: cuzk_groth16::io::PointChecks::Full,
             },
             None,
         )
