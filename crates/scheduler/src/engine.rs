@@ -755,6 +755,11 @@ impl Inner {
             Ok(None) => {}
             Ok(Some(c)) => {
                 self.refresh_staging(dev);
+                let budget = dev.vram.budget();
+                if c.after < c.before && budget.in_use() > c.after {
+                    // Idle caches go back to the driver, where the other process may need them.
+                    budget.reclaim_all();
+                }
                 if c.after < c.before {
                     tracing::warn!(device = %dev.name, taken_by_others = c.taken_by_others, limit = c.after, total = dev.vram.budget().total(), "device memory taken by another process: budget lowered, jobs wait for room");
                 } else {
