@@ -19,22 +19,22 @@ step() { # name, seconds, command...
     local rc=$? t1=$(date +%s.%N)
     steps+=("$(awk -v n="$name" -v r="$rc" -v a="$t0" -v b="$t1" 'BEGIN{printf "%-14s rc=%-3s %6.1f s", n, r, b-a}')")
 }
-old() { # binary, test
-    "$O/$1" --ignored --exact "$2" --nocapture --test-threads=1
-}
+# An old bench: its test binary, one ignored test (a plain command, so `timeout` can run it).
+old=(--ignored --exact --nocapture --test-threads=1)
 nvidia-smi -L
 case "$part" in
 kernels)
-    step old-field 120 old old-field gpu_bench_field_throughput
+    # The new benches check every size against the CPU first: 2^26-2^27 take minutes there.
+    step old-field 120 "$O/old-field" "${old[@]}" gpu_bench_field_throughput
     step new-field 120 "$B/benches/cuzk-benches-gpu_field"
-    step old-ntt 200 old old-ntt-gpu gpu_bench_ntt
-    step new-ntt 200 "$B/benches/cuzk-benches-gpu_ntt"
-    step old-msm 150 old old-msm-gpu gpu_bench_msm
-    step new-msm 150 "$B/benches/cuzk-benches-gpu_msm"
+    step old-ntt 200 "$O/old-ntt-gpu" "${old[@]}" gpu_bench_ntt
+    step new-ntt 400 "$B/benches/cuzk-benches-gpu_ntt"
+    step old-msm 200 "$O/old-msm-gpu" "${old[@]}" gpu_bench_msm
+    step new-msm 400 "$B/benches/cuzk-benches-gpu_msm"
     rows='^BENCH ff\.fp?2?_mul |^BENCH ff\.fr_mul |forward 2\^2[46] Natural->BitReversed|^H pipeline 2\^2[47] |G1 2\^2[046] random, resident|G2 2\^24 random, resident'
     ;;
 prove)
-    step old-prove 280 old old-groth16-gpu gpu_bench_prove
+    step old-prove 280 "$O/old-groth16-gpu" "${old[@]}" gpu_bench_prove
     step new-prove 280 "$B/benches/cuzk-benches-gpu_prove"
     rows='^2\^2[46] (realistic|full-width)'
     ;;
