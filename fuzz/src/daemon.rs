@@ -97,7 +97,7 @@ fn harness() -> &'static Harness {
         let engine = Engine::new(config.engine().expect("engine config")).expect("CPU engine");
         let shared = Arc::new(Shared::new(config, engine).expect("daemon state"));
         shared
-            .load_key_files("k", "k.pk", "k.r1cs", None)
+            .load_key_files("k", "k.pk", "k.r1cs", None, false)
             .expect("load the harness key");
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -221,7 +221,7 @@ fn restore(shared: &Shared) {
     }
     if !keys.iter().any(|k| k.0 == "k") {
         shared
-            .load_key_files("k", "k.pk", "k.r1cs", None)
+            .load_key_files("k", "k.pk", "k.r1cs", None, false)
             .expect("reload the harness key");
     }
 }
