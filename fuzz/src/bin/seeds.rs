@@ -149,6 +149,7 @@ fn daemon() -> Result<()> {
                 pk_path: "k.pk".into(),
                 r1cs_path: "k.r1cs".into(),
                 devices: vec![0],
+                trusted: false,
             }
             .encode_to_vec(),
         ),
