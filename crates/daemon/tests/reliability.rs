@@ -480,16 +480,8 @@ async fn a_failure_at_every_allocation_of_a_daemon_job_runs_it_again_and_a_lasti
         // Out of memory at the driver: the job runs again and proves.
         verify(&prove(&mut c).await.unwrap());
         fake.set_faults(Faults::default());
-        assert_eq!(
-            levels(&status(&mut c).await),
-            idle,
-            "allocation {k}: budgets"
-        );
-        assert_eq!(
-            held(fake.counts()),
-            held(live),
-            "allocation {k}: device buffers"
-        );
+        let back = (levels(&status(&mut c).await), held(fake.counts()));
+        assert_eq!(back, (idle.clone(), held(live)), "allocation {k}: memory");
         injections += 1;
     }
     // One that lasts fails that job alone, naming its phase.
@@ -506,16 +498,8 @@ async fn a_failure_at_every_allocation_of_a_daemon_job_runs_it_again_and_a_lasti
         "{:?} names no phase of {phases:?}",
         e.message()
     );
-    assert_eq!(
-        levels(&status(&mut c).await),
-        idle,
-        "lasting failure: budgets"
-    );
-    assert_eq!(
-        held(fake.counts()),
-        held(live),
-        "lasting failure: device buffers"
-    );
+    let back = (levels(&status(&mut c).await), held(fake.counts()));
+    assert_eq!(back, (idle.clone(), held(live)), "lasting failure: memory");
     verify(&prove(&mut c).await.unwrap());
     injections += 1;
     // Pinned allocation and host registration failing cost only the pinned staging: the job
