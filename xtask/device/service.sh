@@ -8,7 +8,8 @@
 #                bench-daemon --concurrency 3 --proofs 5 with its timeline SVG, and the
 #                daemon's memory before and after.
 #   overhead:    throughput at 2^24, 2 workers x 3 in flight: in process, then through the
-#                daemon (witness by path, and streamed), with Status/Metrics latency under load.
+#                daemon (witness by path, and streamed), with Status/Metrics latency under load;
+#                overhead-daemon: the daemon half alone.
 #   faults:      a failure at every driver call of one proof and of one engine job.
 #   memory:      another process takes device memory while the engine proves (2^24).
 #   soak:        1000 proofs at 2^20 through one daemon (priorities, cancels, bad requests).
@@ -100,10 +101,10 @@ for part in "$@"; do
         }
         rm -f "$P"/k26.*
         ;;
-    overhead)
+    overhead | overhead-daemon)
         step key-24 make_key 24
         c="$B/cuzk --backend gpu bench --boolean-percent 75 --log-constraints 24"
-        step engine-24-w2c3 $c --proofs 20 --workers 2 --concurrency 3
+        [ "$part" = overhead ] && step engine-24-w2c3 $c --proofs 20 --workers 2 --concurrency 3
         start_daemon 24 2 && {
             bd="cuzk bench-daemon $D --key k24 --witness $P/k24.wit --vk $P/k24.vk"
             step daemon-24-warm $bd --by-path --concurrency 3 --proofs 4
