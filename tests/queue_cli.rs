@@ -343,8 +343,9 @@ fn daemons_reconnect_after_postgres_restarts_and_every_job_finishes() {
 
 #[test]
 fn a_duplicate_submit_is_one_job_and_a_cancel_from_another_host_stops_a_running_one() {
-    // 2^14 constraints: a proof long enough on the CPU for a heartbeat to see the cancel.
-    let mut c = Cluster::new("cancel", 14);
+    // 2^16 constraints: a CPU proof of ~2 s on a quiet 2-core machine, several heartbeats
+    // (0.6 s) long, so the cancel lands while it runs (2^14, ~0.6 s, raced it).
+    let mut c = Cluster::new("cancel", 16);
     c.daemon("c0", 3.0);
     c.hosts_up(1);
     let url = c.pg.url();
