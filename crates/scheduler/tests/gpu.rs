@@ -219,7 +219,9 @@ fn gpu_reliability_oom_grid_16_gib_2_26() {
     grid(log_or(26), &[Some(16 * GIB)], &[1, 2, 4], &[1, 3, 8]);
 }
 
-/// Set in the child process of [`gpu_memory_taken_by_another_process`]: the bytes it takes.
+/// Set only in the child process of [`gpu_memory_taken_by_another_process`] (this binary run
+/// again as "another process"): the bytes it takes. A protocol between the test and its
+/// child, not a setting.
 const TAKER: &str = "CUZK_TEST_TAKE_VRAM";
 
 /// Issue #24, item 4: while the engine proves, another process takes half of the free device
