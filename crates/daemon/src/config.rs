@@ -130,6 +130,8 @@ pub struct DaemonConfig {
     pub gpus: Option<Vec<usize>>,
     /// Engine: workers per device.
     pub workers_per_device: usize,
+    /// Engine: witness files read ahead of the workers at once; 0: each worker reads its own.
+    pub read_ahead: usize,
     /// Engine: logical devices per physical device.
     pub split: usize,
     /// Engine: host memory budget in bytes; absent: RAM less a margin.
@@ -162,6 +164,7 @@ impl Default for DaemonConfig {
             backend: "auto".into(),
             gpus: None,
             workers_per_device: engine.workers_per_device,
+            read_ahead: engine.read_ahead,
             split: 1,
             host_memory: None,
             cpu_device_memory: engine.cpu_device_memory,
@@ -253,6 +256,7 @@ impl DaemonConfig {
             gpus: self.gpus.clone(),
             split: self.split,
             workers_per_device: self.workers_per_device,
+            read_ahead: self.read_ahead,
             host_memory: self.host_memory,
             cpu_device_memory: self.cpu_device_memory,
             self_check: self.self_check,

@@ -19,6 +19,9 @@ pub struct EngineConfig {
     /// GPU workers per device. Memory admission makes any number safe; more than two rarely
     /// helps, since one proof's CPU phases already overlap another's device phases.
     pub workers_per_device: usize,
+    /// Witness files read ahead of the workers at once (queued jobs, in queue order, while host
+    /// memory leaves room for one more job beside them); 0: each worker reads its own.
+    pub read_ahead: usize,
     /// Device budgets of the GPUs (`CUZK_VRAM_LIMIT` and the margins; `CUZK_PINNED_LIMIT`).
     pub vram: BudgetConfig,
     /// Simulated device memory of the CPU backend (per device before any split).
@@ -39,6 +42,7 @@ impl Default for EngineConfig {
             gpus: None,
             split: 1,
             workers_per_device: 2,
+            read_ahead: 2,
             vram: BudgetConfig::default(),
             cpu_device_memory: 16 * GIB,
             host_memory: None,

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use cuzk_groth16::{Fr, Proof, Witness};
 use parking_lot::{Condvar, Mutex};
 
+use crate::gate::Permit;
+
 /// Three levels; FIFO within a level. A waiting higher-priority job gets the next GPU slot, and
 /// a running lower-priority job yields the GPU lock at its next phase boundary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -57,7 +59,8 @@ impl std::str::FromStr for Priority {
 #[derive(Debug, Clone)]
 pub enum WitnessSource {
     Memory(Arc<Witness>),
-    /// A cuzk witness file, read by the worker (charged to the host budget while in flight).
+    /// A cuzk witness file, read ahead of the workers when host memory allows, else by the
+    /// worker (charged to the host budget while in flight either way).
     File(PathBuf),
 }
 
@@ -222,6 +225,15 @@ pub(crate) enum JobState {
     Finished(Result<JobOutput, JobError>),
 }
 
+/// Where a queued job's witness file is with the read-ahead.
+pub(crate) enum ReadAhead {
+    NotStarted,
+    Reading,
+    /// Read into memory, holding the host bytes it was charged; `None`: not read ahead (no
+    /// room, or a read error that the worker's own read will report).
+    Done(Option<Permit>),
+}
+
 pub(crate) struct JobShared {
     pub(crate) id: JobId,
     pub(crate) key: String,
@@ -231,6 +243,9 @@ pub(crate) struct JobShared {
     /// dropped when it ends: a finished job's handle, which a service may keep for its
     /// result, must not keep a witness of gigabytes alive.
     pub(crate) witness: Mutex<Option<WitnessSource>>,
+    /// A witness file's read ahead of the workers (see [`crate::read_ahead`]).
+    pub(crate) read_ahead: Mutex<ReadAhead>,
+    pub(crate) read_done: Condvar,
     /// Times the job went back to the queue after running out of device memory.
     pub(crate) memory_retries: AtomicU32,
     pub(crate) seq: u64,
@@ -247,6 +262,7 @@ impl JobShared {
 
     pub(crate) fn finish(&self, r: Result<JobOutput, JobError>) {
         self.witness.lock().take();
+        *self.read_ahead.lock() = ReadAhead::Done(None);
         *self.state.lock() = JobState::Finished(r);
         self.cond.notify_all();
     }

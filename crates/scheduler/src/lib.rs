@@ -5,7 +5,8 @@
 //! device as its memory plan allows), a priority queue of jobs, and per device a set of workers.
 //! A job runs as the prover's phases ([`cuzk_groth16::ProverBackend`]'s staged steps):
 //!
-//! 1. CPU: host memory admitted, witness read and checked;
+//! 1. CPU: host memory admitted, witness read (a file is read ahead while the job is queued,
+//!    when host memory leaves room: [`read_ahead`]) and checked;
 //! 2. copy: the witness staged on the device (outside the GPU lock);
 //! 3. device, under the GPU lock: the four witness MSMs — while a thread of the same job runs
 //!    the witness map into pinned buffers;
@@ -36,13 +37,15 @@ mod config;
 mod engine;
 mod gate;
 mod job;
+mod keys;
+mod read_ahead;
+mod run;
 
 pub use config::EngineConfig;
-pub use engine::{
-    Counters, DeviceStatus, Engine, EngineError, EngineStatus, KeySource, WorkerStatus,
-};
+pub use engine::{Counters, DeviceStatus, Engine, EngineError, EngineStatus, WorkerStatus};
 pub use gate::{Gate, GateError, Permit};
 pub use job::{
     JobError, JobHandle, JobId, JobOutput, JobSpec, JobStatus, JobTimings, Priority, Span,
     SpanKind, WitnessSource,
 };
+pub use keys::KeySource;

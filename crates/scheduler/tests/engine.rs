@@ -589,6 +589,64 @@ fn pinned_jobs_run_on_their_device_and_keys_load_from_files() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Six jobs of `c` whose witness is a file, on `workers` workers under the host budget
+/// `host(key bytes)`, each verified: how many witnesses the workers read themselves.
+fn prove_from_files(c: &Circuit, workers: usize, host: impl Fn(u64) -> u64) -> usize {
+    let dir =
+        std::env::temp_dir().join(format!("cuzk-read-ahead-{}-{workers}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let wit = dir.join("w.wit");
+    cuzk_groth16::io::write_witness(&mut std::fs::File::create(&wit).unwrap(), &c.witness).unwrap();
+    let probe = Engine::on_cpu(config(1), memories(1, 64 * MIB).0).unwrap();
+    probe.load_key("k", key(c), None).unwrap();
+    let key_bytes = probe.status().host_in_use;
+    drop(probe);
+    let engine = Engine::on_cpu(
+        EngineConfig {
+            host_memory: Some(host(key_bytes)),
+            ..config(workers)
+        },
+        memories(1, 64 * MIB).0,
+    )
+    .unwrap();
+    engine.load_key("k", key(c), None).unwrap();
+    let handles: Vec<_> = (0..6)
+        .map(|_| {
+            engine
+                .submit(JobSpec::new("k", WitnessSource::File(wit.clone())))
+                .unwrap()
+        })
+        .collect();
+    let by_worker = handles
+        .iter()
+        .filter(|h| {
+            let out = verify(c, h);
+            out.timings.spans.iter().any(|s| s.phase == "read witness")
+        })
+        .count();
+    assert_idle(&engine, key_bytes);
+    std::fs::remove_dir_all(&dir).unwrap();
+    by_worker
+}
+
+#[test]
+fn witness_files_are_read_ahead_only_while_host_memory_leaves_room_for_a_job() {
+    let c = circuit(12, 13);
+    let (zb, eb) = staged_bytes(&c);
+    // Ample host memory: while the worker proves, the queued jobs' files are read ahead.
+    let by_worker = prove_from_files(&c, 1, |_| 4 << 30);
+    assert!(
+        by_worker <= 2,
+        "{by_worker} of 6 witnesses read by the worker"
+    );
+    // Room for one job only: a read-ahead would leave none, so the workers read every file
+    // themselves, and nothing waits forever.
+    let by_worker = prove_from_files(&c, 2, |key| key + zb + eb + KIB);
+    assert_eq!(by_worker, 6);
+    // Room for a job and one read-ahead beside it: all complete, whoever reads.
+    prove_from_files(&c, 2, |key| key + 2 * zb + eb + KIB);
+}
+
 #[test]
 fn a_small_host_budget_makes_jobs_wait_not_fail() {
     let c = circuit(8, 11);

@@ -1,0 +1,244 @@
+//! Keys: where they come from, how one is loaded on each device, and unloading.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use cuzk_groth16::{
+    BackendError, Domain, GpuBackend, PreparedVerifyingKey, ProverBackend, ProvingKey, R1cs,
+    SimBackend, StagingNeeds, io,
+};
+
+use crate::engine::{Device, DeviceKind, EngineError, Inner};
+use crate::gate::Permit;
+use crate::job::{JobError, Priority};
+
+/// Where a key comes from.
+#[derive(Debug, Clone)]
+pub enum KeySource {
+    Memory {
+        pk: Arc<ProvingKey>,
+        r1cs: Arc<R1cs>,
+    },
+    /// cuzk's proving-key and circuit files, the key's points checked as `checks` says.
+    Files {
+        pk: std::path::PathBuf,
+        r1cs: std::path::PathBuf,
+        checks: io::PointChecks,
+    },
+}
+/// A key as loaded on one device.
+pub(crate) struct Loaded {
+    pub(crate) backend: Arc<dyn ProverBackend>,
+    pub(crate) needs: StagingNeeds,
+    pub(crate) resident: u64,
+}
+pub(crate) struct Key {
+    pub(crate) id: String,
+    pub(crate) pk: Arc<ProvingKey>,
+    pub(crate) r1cs: Arc<R1cs>,
+    pub(crate) pvk: PreparedVerifyingKey,
+    pub(crate) domain: Domain,
+    /// Indexed by device; `None` where the key is not loaded.
+    pub(crate) on: Vec<Option<Loaded>>,
+    pub(crate) _host: Permit,
+}
+/// Host bytes of a key and its circuit in memory.
+pub(crate) fn key_host_bytes(pk: &ProvingKey, r1cs: &R1cs) -> u64 {
+    let g1 = std::mem::size_of::<cuzk_field::G1Affine>() as u64;
+    let g2 = std::mem::size_of::<cuzk_field::G2Affine>() as u64;
+    let points =
+        (pk.a_query.len() + pk.b_g1_query.len() + pk.h_query.len() + pk.l_query.len()) as u64 * g1
+            + pk.b_g2_query.len() as u64 * g2;
+    let matrices: u64 = [r1cs.a(), r1cs.b(), r1cs.c()]
+        .iter()
+        .map(|m| m.nnz() as u64 * 36 + (m.num_rows() as u64 + 1) * 8)
+        .sum();
+    points + matrices
+}
+pub(crate) fn read<T>(
+    path: &std::path::Path,
+    f: impl FnOnce(std::io::BufReader<std::fs::File>) -> Result<T, io::FormatError>,
+) -> Result<T, EngineError> {
+    let file = std::fs::File::open(path).map_err(|source| EngineError::Open {
+        path: path.display().to_string(),
+        source,
+    })?;
+    f(std::io::BufReader::new(file)).map_err(|source| EngineError::File {
+        what: path.display().to_string(),
+        source,
+    })
+}
+
+impl Inner {
+    pub(crate) fn load_key(
+        &self,
+        id: &str,
+        source: KeySource,
+        devices: Option<&[usize]>,
+    ) -> Result<(), EngineError> {
+        if self.closing.load(Ordering::SeqCst) {
+            return Err(EngineError::Shutdown);
+        }
+        if self.keys.read().contains_key(id) {
+            return Err(EngineError::KeyExists(id.into()));
+        }
+        let (pk, r1cs) = match source {
+            KeySource::Memory { pk, r1cs } => (pk, r1cs),
+            KeySource::Files { pk, r1cs, checks } => {
+                tracing::info!(key = id, path = %pk.display(), ?checks, "reading proving key");
+                let p = read(&pk, |r| io::read_proving_key_with(r, checks))?;
+                let c = read(&r1cs, io::read_r1cs)?;
+                (Arc::new(p), Arc::new(c))
+            }
+        };
+        let domain =
+            Domain::for_size(r1cs.num_constraints()).map_err(|e| EngineError::Mismatch {
+                key: id.into(),
+                reason: e.to_string(),
+            })?;
+        let n = domain.size();
+        let shape = [
+            ("a_query", r1cs.num_variables(), pk.a_query.len()),
+            ("b_g2_query", r1cs.num_variables(), pk.b_g2_query.len()),
+            ("h_query", n - 1, pk.h_query.len()),
+            ("l_query", r1cs.num_private(), pk.l_query.len()),
+            ("ic", r1cs.num_public() + 1, pk.vk.ic.len()),
+        ];
+        if let Some((what, want, got)) = shape.into_iter().find(|(_, w, g)| w != g) {
+            return Err(EngineError::Mismatch {
+                key: id.into(),
+                reason: format!("{what} has {got} entries, expected {want}"),
+            });
+        }
+        let host = self
+            .host
+            .try_acquire(key_host_bytes(&pk, &r1cs))
+            .map_err(EngineError::Host)?;
+        let wanted: Vec<usize> = match devices {
+            Some(list) => list.to_vec(),
+            None => (0..self.devices.len()).collect(),
+        };
+        let mut on: Vec<Option<Loaded>> = (0..self.devices.len()).map(|_| None).collect();
+        for d in wanted {
+            let dev = self.devices.get(d).ok_or_else(|| EngineError::Backend {
+                device: d,
+                source: BackendError::new("engine", format!("no device {d}")),
+            })?;
+            on[d] = Some(self.load_on(dev, id, &pk, n)?);
+        }
+        let key = Arc::new(Key {
+            id: id.into(),
+            pvk: cuzk_groth16::prepare_verifying_key(&pk.vk),
+            pk,
+            r1cs,
+            domain,
+            on,
+            _host: host,
+        });
+        let mut keys = self.keys.write();
+        if keys.contains_key(id) {
+            return Err(EngineError::KeyExists(id.into()));
+        }
+        keys.insert(id.into(), key);
+        drop(keys);
+        for d in &self.devices {
+            self.refresh_staging(d);
+        }
+        self.queue_cond.notify_all();
+        Ok(())
+    }
+
+    /// Loads `pk` on one device, holding its GPU lock so that no device phase runs meanwhile.
+    pub(crate) fn load_on(
+        &self,
+        dev: &Device,
+        id: &str,
+        pk: &ProvingKey,
+        n: usize,
+    ) -> Result<Loaded, EngineError> {
+        let never = || false;
+        let _lock = dev.lock.acquire(1, Priority::High, &never)?;
+        let backend_err = |source| EngineError::Backend {
+            device: dev.index,
+            source,
+        };
+        let workers = self.config.workers_per_device.max(1);
+        let (backend, needs, resident): (Arc<dyn ProverBackend>, StagingNeeds, u64) =
+            match &dev.kind {
+                DeviceKind::Gpu(gpu) => {
+                    let b = GpuBackend::new(gpu.clone());
+                    b.set_evaluation_sets(workers);
+                    let needs = b.staging_needs(pk, n).map_err(backend_err)?;
+                    // Two workers overlap one proof's a, b, c with another's witness.
+                    let target = if workers > 1 {
+                        needs.witness + needs.evaluations
+                    } else {
+                        needs.witness.max(needs.evaluations)
+                    };
+                    let plan = b.load_staged(pk, n, target).map_err(backend_err)?;
+                    tracing::info!(
+                        key = id,
+                        device = %dev.name,
+                        resident = b.resident_bytes(),
+                        lock = plan.lock_bytes(),
+                        staging = target,
+                        "key loaded"
+                    );
+                    let resident = b.resident_bytes();
+                    (Arc::new(b), needs, resident)
+                }
+                DeviceKind::Cpu => {
+                    let b = SimBackend::new(dev.vram.clone());
+                    let needs = b.staging_needs(pk, n).map_err(backend_err)?;
+                    (Arc::new(b), needs, 0)
+                }
+            };
+        let loaded = Loaded {
+            backend,
+            needs,
+            resident,
+        };
+        let room = self.staging_room(dev, Some(&loaded));
+        let need = needs.witness.max(needs.evaluations);
+        if room < need {
+            return Err(EngineError::NoRoom {
+                device: dev.index,
+                name: dev.name.clone(),
+                key: id.into(),
+                need,
+                room,
+            });
+        }
+        Ok(loaded)
+    }
+
+    pub(crate) fn unload_key(&self, id: &str) -> Result<(), EngineError> {
+        let key = self
+            .keys
+            .write()
+            .remove(id)
+            .ok_or_else(|| EngineError::UnknownKey(id.into()))?;
+        let orphans: Vec<_> = {
+            let mut q = self.queue.lock();
+            let ids: Vec<_> = q
+                .iter()
+                .filter(|(_, j)| j.key == id)
+                .map(|(k, _)| *k)
+                .collect();
+            ids.into_iter().filter_map(|k| q.remove(&k)).collect()
+        };
+        for j in orphans {
+            self.finish(&j, Err(JobError::UnknownKey(format!("{id} (unloaded)"))));
+        }
+        // Running jobs hold the key; its memory returns when the last one ends.
+        while Arc::strong_count(&key) > 1 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(key);
+        for d in &self.devices {
+            self.refresh_staging(d);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,380 @@
+//! The run of one job as phases, under the host gate, the staging gate and the GPU lock.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cuzk_groth16::{
+    BackendError, MsmValue, ProverBackend, Witness, WitnessMsms, io, witness_msm_order,
+};
+use cuzk_vram::{Reservation, VramError};
+
+use crate::engine::{Device, Inner};
+use crate::gate::{GateError, Permit};
+use crate::job::{
+    JobError, JobOutput, JobShared, JobTimings, Priority, Span, SpanKind, WitnessSource,
+};
+use crate::keys::{Key, read};
+
+/// How long an admitted reservation may retry when the budget is short though no other
+/// process holds memory (the limit is at the total), before the job fails.
+pub(crate) const RESERVE_RETRY: Duration = Duration::from_secs(30);
+
+/// A backend's error as a job's: out of device memory when a driver call said so.
+pub(crate) fn backend_failed(phase: &'static str, e: BackendError) -> JobError {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    while let Some(c) = cause {
+        let oom = match c.downcast_ref::<VramError>() {
+            Some(VramError::Backend { name, .. }) => name == OUT_OF_MEMORY,
+            _ => c.to_string().contains(OUT_OF_MEMORY),
+        };
+        if oom {
+            return JobError::OutOfDeviceMemory {
+                phase,
+                message: e.to_string(),
+            };
+        }
+        cause = c.source();
+    }
+    failed(phase, e)
+}
+pub(crate) const OUT_OF_MEMORY: &str = "CUDA_ERROR_OUT_OF_MEMORY";
+
+pub(crate) fn failed(phase: &'static str, e: impl std::fmt::Display) -> JobError {
+    JobError::Failed {
+        phase,
+        message: e.to_string(),
+    }
+}
+pub(crate) fn gate_err(e: GateError) -> JobError {
+    match e {
+        GateError::Cancelled(_) => JobError::Cancelled,
+        e => JobError::NoDevice(e.to_string()),
+    }
+}
+
+impl Inner {
+    /// Admitted device bytes: a staging permit, then the same bytes reserved from the budget
+    /// (the permit guarantees they fit; a retry covers memory another process took).
+    pub(crate) fn stage_room(
+        &self,
+        dev: &Device,
+        bytes: u64,
+        priority: Priority,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<(Permit, Reservation), JobError> {
+        let permit = dev
+            .staging
+            .acquire(bytes, priority, cancelled)
+            .map_err(gate_err)?;
+        let budget = dev.vram.budget();
+        let mut deadline = Instant::now() + RESERVE_RETRY;
+        loop {
+            match dev.vram.reserve(bytes) {
+                Ok(r) => return Ok((permit, r)),
+                Err(e) if Instant::now() >= deadline => return Err(failed("staging", e)),
+                Err(e) => {
+                    if budget.limit() < budget.total() {
+                        // Another process holds memory: wait for it, however long.
+                        deadline = Instant::now() + RESERVE_RETRY;
+                    } else {
+                        tracing::warn!(device = %dev.name, error = %e, "admitted staging room is short; retrying");
+                    }
+                    if cancelled() {
+                        return Err(JobError::Cancelled);
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+    }
+
+    pub(crate) fn run_job(
+        &self,
+        d: usize,
+        w: usize,
+        job: &JobShared,
+    ) -> Result<JobOutput, JobError> {
+        let dev = &self.devices[d];
+        let key = self
+            .keys
+            .read()
+            .get(&job.key)
+            .cloned()
+            .ok_or_else(|| JobError::UnknownKey(job.key.clone()))?;
+        let loaded = key.on[d]
+            .as_ref()
+            .ok_or_else(|| JobError::NoDevice(format!("key not loaded on device {d}")))?;
+        let backend = &*loaded.backend;
+        let priority = job.priority;
+        let cancelled = || job.cancelled() || self.closing_hard();
+        let check = || {
+            if cancelled() {
+                Err(JobError::Cancelled)
+            } else {
+                Ok(())
+            }
+        };
+        let started = Instant::now();
+        let mut t = JobTimings {
+            queue_wait: started - job.submitted,
+            ..JobTimings::default()
+        };
+        let rec = Recorder {
+            inner: self,
+            job,
+            device: d,
+            worker: w,
+        };
+
+        let (read_ahead, wait) = rec.span("read ahead", SpanKind::Wait, || job.take_read_ahead());
+        t.memory_wait += wait;
+        let host_bytes = match read_ahead {
+            Some(_) => loaded.needs.evaluations,
+            None => loaded.needs.witness + loaded.needs.evaluations,
+        };
+        let (host, wait) = rec.span("host memory", SpanKind::Wait, || {
+            self.host.acquire(host_bytes, priority, &cancelled)
+        });
+        t.memory_wait += wait;
+        let _host = (host.map_err(gate_err)?, read_ahead);
+        check()?;
+
+        let source = job.witness.lock().clone();
+        let witness: Arc<Witness> = match source {
+            None => {
+                return Err(failed(
+                    "read witness",
+                    "the job's witness was already dropped",
+                ));
+            }
+            Some(WitnessSource::Memory(w)) => w,
+            Some(WitnessSource::File(p)) => {
+                let (r, _) = rec.span("read witness", SpanKind::Cpu, || {
+                    read(&p, io::read_witness).map_err(|e| JobError::Witness(e.to_string()))
+                });
+                let w = Arc::new(r?);
+                *job.witness.lock() = Some(WitnessSource::Memory(w.clone()));
+                w
+            }
+        };
+        let (checked, _) = rec.span("check", SpanKind::Cpu, || {
+            cuzk_groth16::check_inputs(&key.pk, &key.r1cs, &witness)
+        });
+        checked.map_err(|e| JobError::Witness(e.to_string()))?;
+        let z = witness.assignment();
+        let n = key.domain.size();
+        check()?;
+
+        let (room, wait) = rec.span("wait staging", SpanKind::Wait, || {
+            self.stage_room(dev, loaded.needs.witness, priority, &cancelled)
+        });
+        t.memory_wait += wait;
+        let (z_permit, z_room) = room?;
+        let (staged, _) = rec.span("upload z", SpanKind::Copy, || {
+            backend.stage_witness(z, z_room)
+        });
+        let staged = staged.map_err(|e| backend_failed("upload z", e))?;
+        check()?;
+
+        // The witness map runs on its own thread while the witness MSMs hold the device.
+        let (msms, abc) = std::thread::scope(|scope| {
+            let map = scope.spawn(|| {
+                let (r, _) = rec.aside("witness map", SpanKind::Cpu, || {
+                    let mut abc = backend
+                        .evaluation_buffers(n)
+                        .map_err(|e| backend_failed("witness map", e))?;
+                    cuzk_groth16::witness_map(&key.r1cs, z, &mut abc)
+                        .map_err(|e| JobError::Witness(e.to_string()))?;
+                    Ok::<_, JobError>(abc)
+                });
+                r
+            });
+            let msms = self.witness_msms(dev, &rec, &mut t, &key, backend, z, &staged, &cancelled);
+            let abc = map.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+            (msms, abc)
+        });
+        drop((staged, z_permit));
+        let abc = abc?; // a witness error outranks a device error of the same proof
+        let msms = msms?;
+        check()?;
+
+        let (room, wait) = rec.span("wait staging", SpanKind::Wait, || {
+            self.stage_room(dev, loaded.needs.evaluations, priority, &cancelled)
+        });
+        t.memory_wait += wait;
+        let (abc_permit, abc_room) = room?;
+        let (staged, _) = rec.span("upload a,b,c", SpanKind::Copy, || {
+            backend.stage_evaluations(abc, abc_room)
+        });
+        let staged = staged.map_err(|e| backend_failed("upload a,b,c", e))?;
+        check()?;
+
+        let lock = self.lock(dev, &rec, &mut t, priority, &cancelled)?;
+        let t0 = self.now();
+        let q = backend.staged_quotient_msm(&key.domain, staged, &key.pk.h_query);
+        let t1 = self.now();
+        self.unlock(dev, lock, &mut t, t1 - t0);
+        drop(abc_permit);
+        let q = q.map_err(|e| backend_failed("quotient", e))?;
+        let split = (t0 + q.quotient.as_secs_f64()).min(t1);
+        rec.push("quotient", SpanKind::Device, t0, split);
+        rec.push("MSM H", SpanKind::Device, split, t1);
+        check()?;
+
+        let mut rng = rand::rngs::OsRng;
+        let (r, s) = (
+            cuzk_field::Fr::random(&mut rng),
+            cuzk_field::Fr::random(&mut rng),
+        );
+        let (proof, _) = rec.span("assembly", SpanKind::Cpu, || {
+            cuzk_groth16::assemble(&key.pk, r, s, &msms, q.h)
+        });
+        if self.config.self_check {
+            let (v, _) = rec.span("verify", SpanKind::Cpu, || {
+                cuzk_groth16::verify_proof(&key.pvk, &proof, witness.public_inputs())
+            });
+            if let Err(e) = v {
+                tracing::error!(job = job.id, key = %key.id, device = d, error = %e, "proof failed its self-check");
+                return Err(JobError::SelfCheck(e.to_string()));
+            }
+        }
+        t.run = started.elapsed();
+        t.spans = self
+            .timeline
+            .lock()
+            .iter()
+            .filter(|s| s.job == job.id)
+            .copied()
+            .collect();
+        Ok(JobOutput {
+            id: job.id,
+            proof,
+            public_inputs: witness.public_inputs().to_vec(),
+            device: d,
+            worker: w,
+            timings: t,
+        })
+    }
+
+    /// The four witness MSMs under the GPU lock, yielding it between them to a waiting job of
+    /// higher priority.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn witness_msms(
+        &self,
+        dev: &Device,
+        rec: &Recorder<'_>,
+        t: &mut JobTimings,
+        key: &Key,
+        backend: &dyn ProverBackend,
+        z: &[cuzk_field::Fr],
+        staged: &cuzk_groth16::StagedWitness,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<WitnessMsms, JobError> {
+        let priority = rec.job.priority;
+        let mut out = WitnessMsms::default();
+        let mut lock = self.lock(dev, rec, t, priority, cancelled)?;
+        let mut held = self.now();
+        for (query, offset) in witness_msm_order(key.r1cs.num_public()) {
+            if cancelled() {
+                self.unlock(dev, lock, t, self.now() - held);
+                return Err(JobError::Cancelled);
+            }
+            if dev.lock.has_higher_waiter(priority) {
+                self.unlock(dev, lock, t, self.now() - held);
+                lock = self.lock(dev, rec, t, priority, cancelled)?;
+                held = self.now();
+            }
+            let phase = match query {
+                cuzk_groth16::Query::A => "MSM A",
+                cuzk_groth16::Query::BG1 => "MSM B (G1)",
+                cuzk_groth16::Query::BG2 => "MSM B (G2)",
+                _ => "MSM L",
+            };
+            let start = Instant::now();
+            let (r, _) = rec.span(phase, SpanKind::Device, || {
+                backend.staged_msm(&key.pk, z, staged, query, offset)
+            });
+            let value: MsmValue = match r {
+                Ok(v) => v,
+                Err(e) => {
+                    self.unlock(dev, lock, t, self.now() - held);
+                    return Err(backend_failed(phase, e));
+                }
+            };
+            out.set(query, value, start.elapsed())
+                .map_err(|e| failed(phase, e))?;
+        }
+        self.unlock(dev, lock, t, self.now() - held);
+        Ok(out)
+    }
+
+    pub(crate) fn lock(
+        &self,
+        dev: &Device,
+        rec: &Recorder<'_>,
+        t: &mut JobTimings,
+        priority: Priority,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Permit, JobError> {
+        let (r, wait) = rec.span("wait GPU", SpanKind::Wait, || {
+            dev.lock.acquire(1, priority, cancelled)
+        });
+        t.lock_wait += wait;
+        r.map_err(gate_err)
+    }
+
+    pub(crate) fn unlock(&self, dev: &Device, lock: Permit, t: &mut JobTimings, held: f64) {
+        drop(lock);
+        t.lock_hold += Duration::from_secs_f64(held.max(0.0));
+        *dev.busy.lock() += held.max(0.0);
+    }
+}
+
+/// Records a job's phases on the engine's timeline and in its status.
+pub(crate) struct Recorder<'a> {
+    pub(crate) inner: &'a Inner,
+    pub(crate) job: &'a JobShared,
+    pub(crate) device: usize,
+    pub(crate) worker: usize,
+}
+impl Recorder<'_> {
+    /// Runs `f` as the job's current phase (its status shows it), recording its span.
+    pub(crate) fn span<T>(
+        &self,
+        phase: &'static str,
+        kind: SpanKind,
+        f: impl FnOnce() -> T,
+    ) -> (T, Duration) {
+        self.job.set_phase(phase);
+        self.inner.devices[self.device].workers.lock()[self.worker].phase = phase;
+        self.aside(phase, kind, f)
+    }
+
+    /// Runs `f` beside the job's current phase (on another thread), recording its span.
+    pub(crate) fn aside<T>(
+        &self,
+        phase: &'static str,
+        kind: SpanKind,
+        f: impl FnOnce() -> T,
+    ) -> (T, Duration) {
+        let start = Instant::now();
+        let t0 = self.inner.now();
+        let out = f();
+        let t1 = self.inner.now();
+        self.push(phase, kind, t0, t1);
+        tracing::debug!(job = self.job.id, phase, ms = (t1 - t0) * 1e3, "phase done");
+        (out, start.elapsed())
+    }
+
+    pub(crate) fn push(&self, phase: &'static str, kind: SpanKind, start: f64, end: f64) {
+        self.inner.record(Span {
+            job: self.job.id,
+            device: self.device,
+            worker: self.worker,
+            phase,
+            kind,
+            start,
+            end,
+        });
+    }
+}
