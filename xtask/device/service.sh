@@ -2,7 +2,8 @@
 # The daemon and the reliability suite on a GPU machine, from a cuzk bundle (`cargo xtask
 # bundle`). Usage: service.sh BUNDLE PART... with the parts below. Logs go to $OUT (or
 # /tmp/service-out); key files go to $CUZK_PARAMS (default /tmp/cuzk-params); a short table is
-# printed last.
+# printed last. READ_AHEAD sets the daemon's read_ahead (default 2); KEEP_KEYS=1 keeps the
+# overhead parts' 2^24 key for a next run.
 #   daemon:      the daemon's overhead at 2^24 (in-process engine vs the daemon, witness by path
 #                and streamed), then the 16 GiB scenario at 2^26: 2 workers, a preloaded key,
 #                bench-daemon --concurrency 3 --proofs 5 with its timeline SVG, and the
@@ -52,6 +53,7 @@ listen = "unix:$P/d.sock"
 param_dir = "$P"
 backend = "gpu"
 workers_per_device = $workers
+read_ahead = ${READ_AHEAD:-2}
 [[keys]]
 id = "k$log"
 pk = "k$log.pk"
@@ -113,7 +115,7 @@ for part in "$@"; do
             step daemon-24-path-c1 $bd --by-path --concurrency 1 --proofs 5
             stop_daemon
         }
-        rm -f "$P"/k24.*
+        [ -n "${KEEP_KEYS:-}" ] || rm -f "$P"/k24.*
         ;;
     faults)
         step sites-proof "$B/tests/cuzk-groth16-gpu_sites" --ignored --exact gpu_a_failure_at_every_driver_call_of_a_proof_fails_it_alone --nocapture
