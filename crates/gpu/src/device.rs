@@ -45,6 +45,8 @@ pub(crate) struct GpuInner {
     pub(crate) modules: Arc<ModuleCache>,
     /// Unique per (logical) device of this process.
     pub(crate) id: usize,
+    /// Per-device state of the domain crates (see [`Gpu::cached`]), dropped with the device.
+    pub(crate) cached: Mutex<HashMap<std::any::TypeId, Arc<dyn std::any::Any + Send + Sync>>>,
 }
 
 impl fmt::Debug for Gpu {
@@ -143,6 +145,7 @@ impl Gpu {
                 vram,
                 modules: Arc::default(),
                 id: next_device_id(),
+                cached: Mutex::default(),
             }),
         };
         reg.insert(ordinal, g.clone());
@@ -181,11 +184,33 @@ impl Gpu {
                 vram,
                 modules: self.inner.modules.clone(),
                 id: next_device_id(),
+                cached: Mutex::default(),
             }),
         }
     }
 
-    /// Identifies this (logical) device for per-device caches: equal for clones, distinct for
+    /// This device's one value of type `T` (made by `make` on first use): state a domain crate
+    /// keeps per device, such as tables in device memory. It lives as long as the device (the
+    /// last clone of this `Gpu`), so a logical device's caches go with it.
+    pub fn cached<T, E>(
+        &self,
+        make: impl FnOnce() -> std::result::Result<Arc<T>, E>,
+    ) -> std::result::Result<Arc<T>, E>
+    where
+        T: std::any::Any + Send + Sync,
+    {
+        let mut cached = self.inner.cached.lock();
+        if let Some(v) = cached.get(&std::any::TypeId::of::<T>()) {
+            if let Ok(t) = v.clone().downcast::<T>() {
+                return Ok(t);
+            }
+        }
+        let t = make()?;
+        cached.insert(std::any::TypeId::of::<T>(), t.clone());
+        Ok(t)
+    }
+
+    /// Identifies this (logical) device: equal for clones, distinct for
     /// the parts of a [`Gpu::split`].
     pub fn id(&self) -> usize {
         self.inner.id

@@ -7,8 +7,7 @@
 //! bytes for the twiddles of order D > 19), a cache of the budget that only free bytes build
 //! and that any other request of the budget takes back.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use cuzk_field::Fr;
 use cuzk_gpu::{DeviceBuffer, Event, Gpu, Reclaim, Stream, Vram};
@@ -18,18 +17,24 @@ use crate::plan::{self, Pass, Transform};
 use crate::{Domain, NttError, Order};
 
 /// The device's table buffer, uploaded once per device.
-pub fn device_tables(gpu: &Gpu) -> Result<Arc<DeviceBuffer<Fr>>, NttError> {
-    static CACHE: OnceLock<Mutex<HashMap<usize, Arc<DeviceBuffer<Fr>>>>> = OnceLock::new();
-    let mut cache = CACHE
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
-    if let Some(t) = cache.get(&gpu.id()) {
-        return Ok(t.clone());
+pub fn device_tables(gpu: &Gpu) -> Result<Arc<DeviceTables>, NttError> {
+    gpu.cached(|| {
+        Ok(Arc::new(DeviceTables(
+            gpu.vram().from_host(&plan::tables())?,
+        )))
+    })
+}
+
+/// The twiddle tables in a device's memory ([`device_tables`]).
+#[derive(Debug)]
+pub struct DeviceTables(DeviceBuffer<Fr>);
+
+impl std::ops::Deref for DeviceTables {
+    type Target = DeviceBuffer<Fr>;
+
+    fn deref(&self) -> &DeviceBuffer<Fr> {
+        &self.0
     }
-    let t = Arc::new(gpu.vram().from_host(&plan::tables())?);
-    cache.insert(gpu.id(), t.clone());
-    Ok(t)
 }
 
 /// A device's roots table ([`k::Twiddles`]: w_(2^D)^i, i < 2^(D-1), for the inter-pass twiddles
@@ -102,22 +107,18 @@ impl RootsCache {
 
     /// The device's cache (registered with its budget on first use).
     pub fn of(gpu: &Gpu) -> Arc<RootsCache> {
-        static CACHES: OnceLock<Mutex<HashMap<usize, Arc<RootsCache>>>> = OnceLock::new();
-        let mut caches = CACHES
-            .get_or_init(Default::default)
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        caches
-            .entry(gpu.id())
-            .or_insert_with(|| {
-                let c = Arc::new(RootsCache {
-                    entry: Mutex::new(None),
-                });
-                let weak: Weak<dyn Reclaim> = Arc::downgrade(&c) as Weak<RootsCache>;
-                gpu.vram().budget().add_reclaimer(weak);
-                c
-            })
-            .clone()
+        let made = gpu.cached(|| {
+            let c = Arc::new(RootsCache {
+                entry: Mutex::new(None),
+            });
+            let weak: Weak<dyn Reclaim> = Arc::downgrade(&c) as Weak<RootsCache>;
+            gpu.vram().budget().add_reclaimer(weak);
+            Ok::<_, std::convert::Infallible>(c)
+        });
+        match made {
+            Ok(c) => c,
+            Err(never) => match never {},
+        }
     }
 
     /// The order of the table held now (0: none).

@@ -521,3 +521,35 @@ fn gpu_errors_are_clear() {
     assert!(matches!(e, NttError::DoesNotFit { .. }), "{e}");
     assert!(e.to_string().contains("VRAM budget"), "{e}");
 }
+
+/// A logical device's tables and roots table go with it: made under its own budget, they would
+/// otherwise stay allocated for the process, outside every budget that is still alive (the
+/// engine's memory watch then counted them as memory another process took).
+#[test]
+#[ignore = "gpu"]
+fn gpu_a_logical_devices_tables_are_freed_with_it() {
+    let g = gpu();
+    let free = || g.mem_info().unwrap().free;
+    let d = Domain::new(24).unwrap();
+    let x = random(d.size(), 7);
+    let before = free();
+    for _ in 0..3 {
+        let part = g.logical(g.vram().budget().total() / 2);
+        check(
+            &part,
+            &d,
+            &x,
+            Transform::Forward,
+            Order::Natural,
+            Order::Natural,
+        );
+        assert!(RootsCache::of(&part).order() > 0, "a roots table was made");
+        drop(part);
+    }
+    let after = free();
+    assert!(
+        after + (64 << 20) >= before,
+        "{} MiB of device memory stayed allocated after three logical devices were dropped",
+        (before - after) >> 20
+    );
+}
