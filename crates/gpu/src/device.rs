@@ -43,8 +43,6 @@ pub(crate) struct GpuInner {
     pub(crate) vram: Vram,
     /// Shared by the logical devices split from one GPU (see [`Gpu::split`]).
     pub(crate) modules: Arc<ModuleCache>,
-    /// Unique per (logical) device of this process.
-    pub(crate) id: usize,
     /// Per-device state of the domain crates (see [`Gpu::cached`]), dropped with the device.
     pub(crate) cached: Mutex<HashMap<std::any::TypeId, Arc<dyn std::any::Any + Send + Sync>>>,
 }
@@ -144,7 +142,6 @@ impl Gpu {
                 info,
                 vram,
                 modules: Arc::default(),
-                id: next_device_id(),
                 cached: Mutex::default(),
             }),
         };
@@ -183,7 +180,6 @@ impl Gpu {
                 },
                 vram,
                 modules: self.inner.modules.clone(),
-                id: next_device_id(),
                 cached: Mutex::default(),
             }),
         }
@@ -210,11 +206,6 @@ impl Gpu {
         Ok(t)
     }
 
-    /// Identifies this (logical) device: equal for clones, distinct for
-    /// the parts of a [`Gpu::split`].
-    pub fn id(&self) -> usize {
-        self.inner.id
-    }
     pub fn ordinal(&self) -> usize {
         self.inner.info.ordinal
     }
@@ -286,11 +277,6 @@ impl Gpu {
             .synchronize()
             .map_err(cuda("cuCtxSynchronize"))
     }
-}
-
-fn next_device_id() -> usize {
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// A named CUDA stream.

@@ -113,6 +113,11 @@ impl Inner {
 }
 
 impl JobShared {
+    /// Whether a read-ahead thread is reading the job's witness now.
+    pub(crate) fn being_read_ahead(&self) -> bool {
+        matches!(*self.read_ahead.lock(), ReadAhead::Reading)
+    }
+
     /// Waits while the job's witness is being read ahead; then the host bytes its read holds,
     /// if it was read ahead.
     pub(crate) fn take_read_ahead(&self) -> Option<Permit> {

@@ -126,8 +126,13 @@ impl Inner {
             worker: w,
         };
 
-        let (read_ahead, wait) = rec.span("read ahead", SpanKind::Wait, || job.take_read_ahead());
-        t.memory_wait += wait;
+        let read_ahead = if job.being_read_ahead() {
+            let (p, wait) = rec.span("read ahead", SpanKind::Wait, || job.take_read_ahead());
+            t.memory_wait += wait;
+            p
+        } else {
+            job.take_read_ahead()
+        };
         let host_bytes = match read_ahead {
             Some(_) => loaded.needs.evaluations,
             None => loaded.needs.witness + loaded.needs.evaluations,
