@@ -15,6 +15,8 @@
 #   memory:      another process takes device memory while the engine proves (2^24).
 #   soak:        1000 proofs at 2^20 through one daemon (priorities, cancels, bad requests).
 #   grid, grid26: the OOM grid at 2^24, and its 16 GiB row at 2^26.
+#   crash:       kill -9 of a GPU daemon during a proof at 2^22, then a restart.
+# `cargo xtask reliability --gpu $OUT` writes RELIABILITY.md's GPU rows from these logs.
 set -u
 B=$(cd "${1:?bundle dir}" && pwd)
 shift
@@ -28,9 +30,12 @@ step() { # name, command...
     shift
     local t0 t1 rc
     t0=$(date +%s.%N)
-    "$@" >"$out/$name.log" 2>&1
+    # started/exit/seconds: what `cargo xtask reliability --gpu DIR` reads besides the output.
+    echo "started: $(date -u '+%Y-%m-%d %H:%M UTC')" >"$out/$name.log"
+    "$@" >>"$out/$name.log" 2>&1
     rc=$?
     t1=$(date +%s.%N)
+    printf 'exit: %s\nseconds: %.1f\n' "$rc" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')" >>"$out/$name.log"
     tail -n 25 "$out/$name.log"
     rows+=("$(awk -v n="$name" -v r="$rc" -v a="$t0" -v b="$t1" 'BEGIN{printf "%-30s rc=%-3s %7.1f s", n, r, b-a}')")
 }
@@ -77,6 +82,38 @@ stop_daemon() {
     echo "daemon exited $?"
 }
 D="--daemon unix:$P/d.sock"
+
+# kill -9 of a GPU daemon while it proves key k$1, then a restart on the same socket: the stale
+# socket is removed, the whole device budget is there (nothing held by the dead process), and a
+# proof verifies.
+crash_restart() {
+    local log=$1 st i
+    local in_phase='import json, sys; s = json.load(sys.stdin); sys.exit(0 if s["running"] and any(w["phase"] for w in s["devices"][0]["workers"]) else 1)'
+    start_daemon "$log" 1 || return 1
+    for i in 1 2 3 4 5 6; do cuzk submit $D --key "k$log" --witness "$P/k$log.wit" >/dev/null || return 1; done
+    for i in $(seq 500); do
+        st=$(cuzk status $D --json) || return 1
+        echo "$st" | python3 -c "$in_phase" && break
+        sleep 0.01
+    done
+    echo "$st" | python3 -c "$in_phase" || { echo "no proof in a phase: $st"; return 1; }
+    kill -KILL $DAEMON
+    wait $DAEMON 2>/dev/null
+    [ -S "$P/d.sock" ] || { echo "the killed daemon left no socket"; return 1; }
+    local t0=$(date +%s.%N)
+    start_daemon "$log" 1 || return 1
+    local took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')
+    grep -q "removing a stale socket" "$out/daemon-$log.log" || { echo "stale socket not removed"; return 1; }
+    cuzk submit $D --key "k$log" --witness "$P/k$log.wit" --wait --proof "$P/crash.proof" --public-out "$P/crash.pub" || return 1
+    cuzk verify --vk "$P/k$log.vk" --proof "$P/crash.proof" --public "$P/crash.pub" || return 1
+    cuzk status $D --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)["devices"][0]
+assert d["budget_limit"] == d["budget_total"], d
+print("device budget after restart: %d of %d B usable" % (d["budget_limit"], d["budget_total"]))' || return 1
+    stop_daemon
+    printf 'reliability: gpu-crash-restart log=%s kills=1 restart_s=%.1f stale_socket_removed=true full_budget=true proofs_after=1 verified=1\n' "$log" "$took"
+}
 
 nvidia-smi -L
 df -h /tmp | tail -1
@@ -132,6 +169,11 @@ for part in "$@"; do
         ;;
     grid26)
         step oom-grid-26-16gib "$B/tests/cuzk-scheduler-gpu" --ignored --exact gpu_reliability_oom_grid_16_gib_2_26 --nocapture
+        ;;
+    crash)
+        step key-22 make_key 22
+        step crash-gpu crash_restart 22
+        rm -f "$P"/k22.*
         ;;
     *) echo "unknown part $part" ;;
     esac

@@ -34,10 +34,10 @@ const USAGE: &str = "usage: cargo xtask <command>
   fuzz [--smoke | --time SECS] [--target NAME]... [--list]
                     build the libFuzzer driver of fuzz/ (stable, coverage-instrumented) and
                     fuzz each target (--smoke: 25 s each); fails on any crashing input
-  reliability [--gpu] [--fuzz-secs N]
+  reliability [--gpu DIR] [--fuzz-secs N]
                     the reliability suite's CPU parts (fuzz smoke, security, crash-restart,
-                    host memory, failure injection) -> RELIABILITY.md; --gpu: GPU rows cite
-                    BENCHMARKS.md
+                    host memory, failure injection) -> RELIABILITY.md; --gpu DIR: the GPU rows
+                    from the logs of an H200 run of xtask/device/service.sh
 
 env: NVCC, CUDA_HOME, CUDA_PATH (nvcc location), CUZK_CUDA_ARCHS=sm_90 (fewer archs, faster),
      CUZK_NO_CUDA=1 (build without kernels), LIBCLANG_PATH (libclang for codegen)";

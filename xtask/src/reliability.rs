@@ -2,11 +2,12 @@
 //! Runs the CPU parts (the fuzz smoke and the named security, crash-restart, host-memory and
 //! failure-injection tests), then writes RELIABILITY.md from what the runs printed: test
 //! counts from libtest's summary, figures from the tests' `reliability:` lines, executions
-//! from libFuzzer's final stats. The GPU areas run on the H200; `--gpu` points their rows at
-//! the BENCHMARKS.md run that recorded them.
+//! from libFuzzer's final stats. The GPU areas run on the H200 (`xtask/device/service.sh BUNDLE
+//! grid grid26 faults soak memory crash`); `--gpu DIR` reads their rows from that run's logs.
 
 use std::fmt::Write as _;
 use std::fs;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
@@ -107,13 +108,28 @@ fn run_group(g: &Group) -> Result<Outcome> {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    let mut o = parse(&text, command.trim_end().to_owned());
+    o.ok = out.status.success();
+    o.secs = t.elapsed().as_secs_f64();
+    if !o.ok {
+        eprintln!("{text}");
+    }
+    // A filter that matched nothing must not read as a pass.
+    if o.ok && o.passed == 0 {
+        bail!("{command}: no test ran");
+    }
+    Ok(o)
+}
+
+/// Test counts from libtest's summaries and the `reliability:` lines of a run's output.
+fn parse(text: &str, command: String) -> Outcome {
     let mut o = Outcome {
-        command: command.trim_end().to_owned(),
+        command,
         passed: 0,
         failed: 0,
-        ok: out.status.success(),
+        ok: false,
         figures: Vec::new(),
-        secs: t.elapsed().as_secs_f64(),
+        secs: 0.0,
     };
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix("test result: ") {
@@ -134,14 +150,7 @@ fn run_group(g: &Group) -> Result<Outcome> {
             o.figures.push(f.trim().to_owned());
         }
     }
-    if !o.ok {
-        eprintln!("{text}");
-    }
-    // A filter that matched nothing must not read as a pass.
-    if o.ok && o.passed == 0 {
-        bail!("{command}: no test ran");
-    }
-    Ok(o)
+    o
 }
 
 /// UTC date and time from the system clock (days to civil date, Howard Hinnant's algorithm).
@@ -178,51 +187,88 @@ fn git_head() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// The GPU areas and the words BENCHMARKS.md uses for them.
-const GPU_AREAS: &[(&str, &str, &str)] = &[
-    (
-        "1. OOM grid (H200)",
-        "OOM grid",
-        "workers {1,2,4} x concurrency {1,3,8} x VRAM cap {16,24,40,80 GiB} at 2^24, 16 GiB at 2^26",
-    ),
-    (
-        "2. A failure at every site (GPU)",
-        "GPU failure injection",
-        "every device/pinned/stream/event/launch/copy call of a GPU proof",
-    ),
-    (
-        "3. Soak (H200)",
-        "soak",
-        "1000 proofs at 2^20, three priorities, 10% cancelled, 5% bad",
-    ),
-    (
-        "4. Memory taken by another process (H200)",
-        "memory taken by another process",
-        "half the free VRAM taken and released mid-run",
-    ),
+/// A GPU area: what `xtask/device/service.sh BUNDLE <part>` runs on the H200, and the log (in
+/// the device run's output folder) that `--gpu DIR` reads its row from.
+struct GpuGroup {
+    area: &'static str,
+    part: &'static str,
+    log: &'static str,
+    tried: &'static str,
+}
+
+const GPU_GROUPS: &[GpuGroup] = &[
+    GpuGroup {
+        area: "1. OOM grid (H200)",
+        part: "grid",
+        log: "oom-grid-24",
+        tried: "workers {1,2,4} x concurrency {1,3,8} x VRAM cap {16,24,40,80 GiB} at 2^24",
+    },
+    GpuGroup {
+        area: "1. OOM grid (H200)",
+        part: "grid26",
+        log: "oom-grid-26-16gib",
+        tried: "workers {1,2,4} x concurrency {1,3,8} in 16 GiB at 2^26",
+    },
+    GpuGroup {
+        area: "2. A failure at every site (GPU)",
+        part: "faults",
+        log: "sites-proof",
+        tried: "the k-th device/pinned/stream/event/launch/copy call of a GPU proof, every k",
+    },
+    GpuGroup {
+        area: "2. A failure at every site (GPU)",
+        part: "faults",
+        log: "sites-job",
+        tried: "the k-th driver call of an engine job, every k",
+    },
+    GpuGroup {
+        area: "3. Soak (H200)",
+        part: "soak",
+        log: "soak-20",
+        tried: "1000 requests at 2^20, three priorities, 10% cancelled, 5% bad",
+    },
+    GpuGroup {
+        area: "4. Memory taken by another process (H200)",
+        part: "memory",
+        log: "memory-taken",
+        tried: "half the free VRAM, then all but 1 GiB, taken and released mid-run (2^24)",
+    },
+    GpuGroup {
+        area: "8. Crash and restart (H200)",
+        part: "crash",
+        log: "crash-gpu",
+        tried: "kill -9 of a GPU daemon during a 2^22 proof, then a restart",
+    },
 ];
 
-/// "see BENCHMARKS.md run N" for the last run whose heading names `words`, else pending.
-fn benchmarks_row(words: &str) -> String {
-    let text = fs::read_to_string(root().join("BENCHMARKS.md")).unwrap_or_default();
-    let words = words.to_lowercase();
-    let run = text
+/// A GPU group's row from its log: the `started:` and `exit:` lines `service.sh` writes, the
+/// libtest summaries and the `reliability:` lines.
+fn gpu_outcome(dir: &Path, g: &GpuGroup) -> Result<(String, Outcome)> {
+    let path = dir.join(format!("{}.log", g.log));
+    let text = fs::read_to_string(&path).with_context(|| {
+        format!(
+            "{}: no log of `service.sh BUNDLE {}` (run it on the H200 and fetch its $OUT)",
+            path.display(),
+            g.part
+        )
+    })?;
+    let mut o = parse(&text, format!("service.sh BUNDLE {}", g.part));
+    let started = text
+        .lines()
+        .find_map(|l| l.strip_prefix("started: "))
+        .context("log has no started: line")?;
+    let exit = text
         .lines()
         .rev()
-        .map(str::to_lowercase)
-        .filter(|l| l.starts_with('#') && l.contains(&words))
-        .find_map(|l| {
-            let at = l.find("run ")? + 4;
-            l[at..]
-                .split(|c: char| !c.is_ascii_digit())
-                .next()
-                .filter(|n| !n.is_empty())
-                .map(str::to_owned)
-        });
-    match run {
-        Some(n) => format!("see BENCHMARKS.md run {n}"),
-        None => "pending on the H200".into(),
-    }
+        .find_map(|l| l.strip_prefix("exit: "))
+        .with_context(|| format!("{}: the step did not finish", path.display()))?;
+    o.ok = exit.trim() == "0" && o.failed == 0 && !o.figures.is_empty();
+    o.secs = text
+        .lines()
+        .find_map(|l| l.strip_prefix("seconds: "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0);
+    Ok((started.trim().to_owned(), o))
 }
 
 fn cell(s: &str) -> String {
@@ -230,17 +276,31 @@ fn cell(s: &str) -> String {
 }
 
 pub fn main(args: &[String]) -> Result<()> {
-    let mut gpu = false;
+    let mut gpu: Option<PathBuf> = None;
     let mut fuzz_secs = fuzz::SMOKE_SECS;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--gpu" => gpu = true,
+            "--gpu" => {
+                gpu = Some(
+                    it.next()
+                        .context("--gpu DIR (a device run's service.sh logs)")?
+                        .into(),
+                )
+            }
             "--fuzz-secs" => fuzz_secs = it.next().context("--fuzz-secs N")?.parse()?,
             other => bail!("reliability: unknown argument {other:?}"),
         }
     }
     let date = utc_now();
+    // The GPU logs are read first: a missing one fails before the CPU parts' minutes.
+    let gpu_rows = match &gpu {
+        Some(dir) => GPU_GROUPS
+            .iter()
+            .map(|g| gpu_outcome(dir, g).map(|r| (g, r)))
+            .collect::<Result<Vec<_>>>()?,
+        None => Vec::new(),
+    };
     let targets = fuzz::targets()?;
     let runs = fuzz::run_all(&targets, fuzz_secs)?;
     let mut outcomes = Vec::new();
@@ -255,7 +315,8 @@ pub fn main(args: &[String]) -> Result<()> {
         "Written by `cargo xtask reliability{}` on {date} at commit {} from the run's own output \
          (libtest summaries, the tests' `reliability:` lines, libFuzzer's final stats); re-run it \
          rather than editing. The areas are those of issue #24.\n",
-        if gpu { " --gpu" } else { "" },
+        gpu.as_ref()
+            .map_or(String::new(), |d| format!(" --gpu {}", d.display())),
         git_head()
     )?;
     writeln!(md, "| Area | Command | Date | Tried | Result |")?;
@@ -293,13 +354,67 @@ pub fn main(args: &[String]) -> Result<()> {
             result
         )?;
     }
-    for (area, words, tried) in GPU_AREAS {
-        let result = if gpu {
-            benchmarks_row(words)
+    if gpu_rows.is_empty() {
+        for g in GPU_GROUPS {
+            writeln!(
+                md,
+                "| {} | `service.sh BUNDLE {}` | — | {} | not run here: GPU only (`cargo xtask reliability --gpu DIR` with the H200 run's logs) |",
+                g.area, g.part, g.tried
+            )?;
+        }
+    }
+    for (g, (started, o)) in &gpu_rows {
+        let tried = format!("{}; {}", g.tried, o.figures.join("; "));
+        let result = if o.ok {
+            format!("held on the H200 ({:.0} s)", o.secs)
         } else {
-            "not run: GPU only (`cargo xtask reliability --gpu` on the H200)".into()
+            format!(
+                "**FAILED** on the H200: {} failed, {} passed",
+                o.failed, o.passed
+            )
         };
-        writeln!(md, "| {area} | H200 bundle | — | {tried} | {result} |")?;
+        writeln!(
+            md,
+            "| {} | `{}` | {started} | {} | {result} |",
+            g.area,
+            cell(&o.command),
+            cell(&tried)
+        )?;
+    }
+    let cells: Vec<&str> = gpu_rows
+        .iter()
+        .flat_map(|(_, (_, o))| &o.figures)
+        .filter_map(|f| f.strip_prefix("oom-cell "))
+        .collect();
+    if !cells.is_empty() {
+        writeln!(md, "\n## OOM grid cells (H200)\n")?;
+        writeln!(
+            md,
+            "Each cell a fresh engine proving `concurrency + 2` proofs, every one verified (fill and drain included, so below steady-state throughput).\n"
+        )?;
+        writeln!(
+            md,
+            "| Size | VRAM cap | Workers | In flight | Proofs | Proofs/s | Peak budget (GiB) |"
+        )?;
+        writeln!(md, "| --- | --- | --- | --- | --- | --- | --- |")?;
+        for c in cells {
+            let v = |k: &str| {
+                c.split_whitespace()
+                    .find_map(|kv| kv.strip_prefix(k)?.strip_prefix('='))
+                    .unwrap_or("?")
+            };
+            writeln!(
+                md,
+                "| 2^{} | {} | {} | {} | {} | {} | {} |",
+                v("log"),
+                v("cap"),
+                v("workers"),
+                v("concurrency"),
+                v("proofs"),
+                v("proofs_s"),
+                v("peak_gib")
+            )?;
+        }
     }
 
     writeln!(md, "\n## Fuzz targets (this run)\n")?;
@@ -343,6 +458,9 @@ pub fn main(args: &[String]) -> Result<()> {
     fuzz::check(&runs)?;
     if let Some((g, _)) = outcomes.iter().find(|(_, o)| !o.ok) {
         bail!("{} failed ({} --test {})", g.area, g.package, g.test);
+    }
+    if let Some((g, _)) = gpu_rows.iter().find(|(_, (_, o))| !o.ok) {
+        bail!("{} failed on the H200 (log {}.log)", g.area, g.log);
     }
     Ok(())
 }

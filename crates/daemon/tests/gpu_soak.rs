@@ -304,6 +304,12 @@ fn gpu_daemon_soak_1000_proofs() {
         let pinned100 = pinned100.lock().await.expect("100 proofs were made");
         assert_eq!(end.pinned_used, pinned100, "pinned use holds after the 100th proof");
         assert!(growth < 0.01, "RSS grew {:.3}% after the 100th proof", growth * 100.0);
+        println!(
+            "reliability: soak log={log} requests={proofs} proved={proved} cancelled={cancelled} bad={} \
+             self_check_failures=0 budget_back=true rss_growth={:+.2}%",
+            rejected + failed,
+            growth * 100.0
+        );
         let _ = stop.send(());
         task.await.unwrap().unwrap();
     });

@@ -114,5 +114,9 @@ fn gpu_a_failure_at_every_driver_call_of_a_proof_fails_it_alone() {
         "2^{log}: {} sites, {injections} injections failed their proof alone and {absorbed} were absorbed by a fallback, the budgets back each time",
         counts.iter().filter(|(_, n)| *n > 0).count()
     );
+    println!(
+        "reliability: injection gpu-proof log={log} sites={} injections={injections} absorbed={absorbed}",
+        counts.iter().filter(|(_, n)| *n > 0).count()
+    );
     assert!(injections > 0);
 }

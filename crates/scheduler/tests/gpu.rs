@@ -165,7 +165,7 @@ fn gpu_engine_two_workers_three_jobs_in_16_gib() {
 /// which verify, with no failed job, the peak within the cap and staging all returned.
 fn grid(log: u32, caps: &[Option<u64>], workers: &[usize], concurrencies: &[usize]) {
     let f = fixture(log);
-    let mut cells = 0;
+    let (mut cells, mut proofs) = (0, 0);
     for &cap in caps {
         for &w in workers {
             for &concurrency in concurrencies {
@@ -185,11 +185,22 @@ fn grid(log: u32, caps: &[Option<u64>], workers: &[usize], concurrencies: &[usiz
                 if let Some(c) = cap {
                     assert!(d.budget_total <= c, "{label}");
                 }
+                println!(
+                    "reliability: oom-cell log={log} cap={} workers={w} concurrency={concurrency} proofs={} proofs_s={:.2} peak_gib={:.1}",
+                    cap.map_or("none".into(), |c| format!("{}GiB", c / GIB)),
+                    out.len(),
+                    out.len() as f64 / wall,
+                    d.budget_peak as f64 / GIB as f64,
+                );
                 cells += 1;
+                proofs += out.len();
             }
         }
     }
     println!("grid 2^{log}: {cells} cells, every proof verified");
+    println!(
+        "reliability: oom-grid log={log} cells={cells} proofs={proofs} verified={proofs} failed=0"
+    );
 }
 
 #[test]

@@ -117,6 +117,10 @@ fn gpu_a_failure_at_every_driver_call_of_a_job_fails_it_alone() {
         st.counters.failed,
         st.counters.completed
     );
+    println!(
+        "reliability: injection gpu-engine-job log={log} sites={} injections={injections} absorbed={absorbed}",
+        counts.iter().filter(|(_, n)| *n > 0).count()
+    );
     assert!(injections > 0);
     assert_eq!(st.counters.failed, injections);
 }
