@@ -254,14 +254,24 @@ fn bench_runs_workers_and_jobs_in_flight_on_logical_devices() {
         "3",
         "--split",
         "2",
+        "--by-path",
     ]);
     for want in [
         "device 1: cpu.1",
         "3 in flight",
+        "witness by path: ",
         "all 10 proofs verified (0 failed",
     ] {
         assert!(out.contains(want), "missing {want:?} in:\n{out}");
     }
+    let file = out
+        .lines()
+        .find_map(|l| l.strip_prefix("witness by path: "))
+        .unwrap();
+    assert!(
+        !std::path::Path::new(file).exists(),
+        "the bench removes its witness file"
+    );
 }
 
 #[test]

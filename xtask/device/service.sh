@@ -8,8 +8,8 @@
 #                and streamed), then the 16 GiB scenario at 2^26: 2 workers, a preloaded key,
 #                bench-daemon --concurrency 3 --proofs 5 with its timeline SVG, and the
 #                daemon's memory before and after.
-#   overhead:    throughput at 2^24, 2 workers x 3 in flight: in process, then through the
-#                daemon (witness by path, and streamed), with Status/Metrics latency under load;
+#   overhead:    throughput at 2^24, 2 workers x 3 in flight: in process (witness in memory,
+#                and by path), then through the daemon (witness by path, and streamed), with Status/Metrics latency under load;
 #                overhead-daemon: the daemon half alone.
 #   faults:      a failure at every driver call of one proof and of one engine job.
 #   memory:      another process takes device memory while the engine proves (2^24).
@@ -18,6 +18,9 @@
 #   crash:       kill -9 of a GPU daemon during a proof at 2^22, then a restart.
 # `cargo xtask reliability --gpu $OUT` writes RELIABILITY.md's GPU rows from these logs.
 set -u
+# For a dry run of the scripts on a machine without a GPU: BACKEND=cpu, CRASH_LOG=14.
+BACKEND=${BACKEND:-gpu}
+CRASH_LOG=${CRASH_LOG:-22}
 B=$(cd "${1:?bundle dir}" && pwd)
 shift
 out=${OUT:-/tmp/service-out}
@@ -45,7 +48,7 @@ cuzk() { "$B/cuzk" "$@"; }
 make_key() {
     [ -f "$P/k$1.pk" ] && return 0
     cuzk circuit --log-constraints "$1" --boolean-percent 75 --r1cs "$P/k$1.r1cs" --witness "$P/k$1.wit" &&
-        cuzk --backend gpu setup --r1cs "$P/k$1.r1cs" --pk "$P/k$1.pk" --vk "$P/k$1.vk"
+        cuzk --backend "$BACKEND" setup --r1cs "$P/k$1.r1cs" --pk "$P/k$1.pk" --vk "$P/k$1.vk"
 }
 
 # Starts a daemon serving key k$1 with $2 workers (extra environment after); waits for it.
@@ -56,7 +59,7 @@ start_daemon() {
     cat >"$P/cuzk.toml" <<EOF
 listen = "unix:$P/d.sock"
 param_dir = "$P"
-backend = "gpu"
+backend = "$BACKEND"
 workers_per_device = $workers
 read_ahead = ${READ_AHEAD:-2}
 [[keys]]
@@ -143,7 +146,10 @@ for part in "$@"; do
     overhead | overhead-daemon)
         step key-24 make_key 24
         c="$B/cuzk --backend gpu bench --boolean-percent 75 --log-constraints 24"
-        [ "$part" = overhead ] && step engine-24-w2c3 $c --proofs 20 --workers 2 --concurrency 3
+        [ "$part" = overhead ] && {
+            step engine-24-w2c3 $c --proofs 20 --workers 2 --concurrency 3
+            step engine-24-w2c3-path $c --proofs 20 --workers 2 --concurrency 3 --by-path
+        }
         start_daemon 24 2 && {
             bd="cuzk bench-daemon $D --key k24 --witness $P/k24.wit --vk $P/k24.vk"
             step daemon-24-warm $bd --by-path --concurrency 3 --proofs 4
@@ -171,9 +177,9 @@ for part in "$@"; do
         step oom-grid-26-16gib "$B/tests/cuzk-scheduler-gpu" --ignored --exact gpu_reliability_oom_grid_16_gib_2_26 --nocapture
         ;;
     crash)
-        step key-22 make_key 22
-        step crash-gpu crash_restart 22
-        rm -f "$P"/k22.*
+        step "key-$CRASH_LOG" make_key "$CRASH_LOG"
+        step crash-gpu crash_restart "$CRASH_LOG"
+        rm -f "$P"/k"$CRASH_LOG".*
         ;;
     *) echo "unknown part $part" ;;
     esac

@@ -54,6 +54,11 @@ pub(crate) struct Args {
     /// Split each device into this many logical devices, each with an equal budget share.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
     split: u32,
+    /// Hand each job its witness as a file path (written once to a temporary file and read by
+    /// the engine for every job), as a same-host daemon client does with `bench-daemon
+    /// --by-path`; without it the jobs share one witness in memory.
+    #[arg(long, conflicts_with = "queue")]
+    by_path: bool,
     /// Draw time per proof against size (SVG).
     #[arg(long)]
     plot: Option<PathBuf>,
@@ -75,8 +80,17 @@ struct SizeResult {
     spans: Vec<cuzk_daemon::pb::Span>,
 }
 
+/// A temporary file, removed when the bench is done with it.
+struct RemoveOnDrop(PathBuf);
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// Phases in the order a job runs them (the table's rows).
-const PHASES: [&str; 12] = [
+const PHASES: [&str; 13] = [
+    "read ahead",
     "read witness",
     "upload z",
     "witness map",
@@ -220,7 +234,32 @@ fn run_size(engine: &Engine, a: &Args, log_constraints: u32) -> Result<SizeResul
     )?;
     let load = start.elapsed();
     let witness = Arc::new(witness);
-    let spec = || JobSpec::new("bench", WitnessSource::Memory(witness.clone()));
+    let file = if a.by_path {
+        let path = std::env::temp_dir().join(format!(
+            "cuzk-bench-{}-2^{log_constraints}.wit",
+            std::process::id()
+        ));
+        let guard = RemoveOnDrop(path.clone());
+        let mut w = std::io::BufWriter::new(
+            std::fs::File::create(&path)
+                .with_context(|| format!("cannot create {}", path.display()))?,
+        );
+        cuzk_groth16::io::write_witness(&mut w, &witness)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        std::io::Write::flush(&mut w)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        println!("witness by path: {}", path.display());
+        Some(guard)
+    } else {
+        None
+    };
+    let spec = || {
+        let source = match &file {
+            Some(f) => WitnessSource::File(f.0.clone()),
+            None => WitnessSource::Memory(witness.clone()),
+        };
+        JobSpec::new("bench", source)
+    };
     let check = |h: JobHandle| -> Result<JobOutput> {
         let out = match h.wait(None) {
             Some(Ok(o)) => o,
