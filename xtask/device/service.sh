@@ -55,7 +55,7 @@ make_key() {
 start_daemon() {
     local log=$1 workers=$2
     shift 2
-    rm -f "$P/d.sock"
+    # No rm of an old socket: the daemon removes a stale one itself (the crash part checks it).
     cat >"$P/cuzk.toml" <<EOF
 listen = "unix:$P/d.sock"
 param_dir = "$P"
@@ -100,6 +100,7 @@ crash_restart() {
         sleep 0.01
     done
     echo "$st" | python3 -c "$in_phase" || { echo "no proof in a phase: $st"; return 1; }
+    echo "$st" | python3 -c 'import json, sys; s = json.load(sys.stdin); print("kill -9 while", s["running"], "running, phases", [w["phase"] for w in s["devices"][0]["workers"]], "completed", s["completed"])'
     kill -KILL $DAEMON
     wait $DAEMON 2>/dev/null
     [ -S "$P/d.sock" ] || { echo "the killed daemon left no socket"; return 1; }

@@ -137,6 +137,12 @@ struct State {
 /// witness map). Its own lock, so that staging a witness never waits for running MSMs.
 type Uploader = Option<(Staging<Fr>, rayon::ThreadPool)>;
 
+/// One set of page-locked a, b, c of `n` elements each.
+fn pinned_set(gpu: &Gpu, n: usize) -> Result<[PinnedBuffer<Fr>; 3], VramError> {
+    let vram = gpu.vram();
+    Ok([vram.pinned(n)?, vram.pinned(n)?, vram.pinned(n)?])
+}
+
 /// What the quotient's upload needs while the witness MSMs hold [`State`] (locked only
 /// briefly, and never while waiting for the state lock).
 #[derive(Default)]
@@ -492,6 +498,23 @@ impl GpuBackend {
         side.abc_host.truncate(keep);
     }
 
+    /// Pins the pool's evaluation sets for domain size `n` now, so that no proof pins memory on
+    /// its path and pinned use holds one level from the key's load on. What cannot be pinned
+    /// now is left to the proofs (pageable if it still cannot be).
+    pub fn pin_evaluation_sets(&self, n: usize) {
+        let mut side = self.side();
+        side.abc_host.retain(|set| set[0].len() == n);
+        while side.abc_host.len() < side.abc_sets {
+            match pinned_set(&self.gpu, n) {
+                Ok(set) => side.abc_host.push(set),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot pin the evaluation sets ahead; proofs pin them");
+                    break;
+                }
+            }
+        }
+    }
+
     /// Loads `pk`'s points for an engine that stages each proof's data itself: the plan
     /// ([`MemoryPlan::staged`]) keeps `staging` bytes free beside the resident points and the
     /// lock room. Returns the plan.
@@ -735,13 +758,11 @@ impl ProverBackend for GpuBackend {
             Some(set) => Some(set),
             None => {
                 drop(side);
-                let vram = self.gpu.vram();
-                let set =
-                    (|| Ok::<_, VramError>([vram.pinned(n)?, vram.pinned(n)?, vram.pinned(n)?]))();
-                set.map_err(
-                    |e| tracing::warn!(error = %e, "no pinned memory for a, b, c; pageable"),
-                )
-                .ok()
+                pinned_set(&self.gpu, n)
+                    .map_err(
+                        |e| tracing::warn!(error = %e, "no pinned memory for a, b, c; pageable"),
+                    )
+                    .ok()
             }
         };
         Ok(Evaluations::pinned_or_heap(set, n))

@@ -167,6 +167,41 @@ fn prove_staged(b: &GpuBackend, f: &Fixture, r: Fr, s: Fr) -> Proof {
     cuzk_groth16::assemble(&f.pk, r, s, &msms, q.h)
 }
 
+/// The evaluation sets pinned when a key loads (one per proof in flight) serve the proofs:
+/// filling the pool pins exactly the missing sets, and later proofs pin nothing more; the
+/// proofs equal the CPU's.
+#[test]
+#[ignore = "gpu"]
+fn gpu_evaluation_sets_pinned_at_load_serve_every_proof() {
+    let _l = serial();
+    let b = GpuBackend::new(gpu());
+    let pinned = || b.gpu().vram().host_budget().in_use();
+    let f = random_fixture(12, 2, 70, 12);
+    let n = cuzk_groth16::check_inputs(&f.pk, &f.r1cs, &f.witness)
+        .unwrap()
+        .size();
+    b.set_evaluation_sets(2);
+    let (r, s) = rs(1);
+    let cpu = create_proof_with_randomness(&f.pk, &f.r1cs, &f.witness, r, s).unwrap();
+    // One proof first: it pins one set (kept by the pool) and the witness staging slots.
+    assert_eq!(prove_staged(&b, &f, r, s), cpu);
+    let one = pinned();
+    b.pin_evaluation_sets(n);
+    let set = 3 * n as u64 * std::mem::size_of::<Fr>() as u64;
+    assert_eq!(
+        pinned() - one,
+        set,
+        "the second set pinned, the first reused"
+    );
+    let full = pinned();
+    for seed in [2, 3] {
+        let (r, s) = rs(seed);
+        let cpu = create_proof_with_randomness(&f.pk, &f.r1cs, &f.witness, r, s).unwrap();
+        assert_eq!(prove_staged(&b, &f, r, s), cpu);
+        assert_eq!(pinned(), full, "a proof pins nothing once the pool is full");
+    }
+}
+
 #[test]
 #[ignore = "gpu"]
 fn gpu_staged_steps_match_cpu_and_return_the_budget() {

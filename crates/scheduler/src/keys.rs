@@ -177,6 +177,7 @@ impl Inner {
                         needs.witness.max(needs.evaluations)
                     };
                     let plan = b.load_staged(pk, n, target).map_err(backend_err)?;
+                    b.pin_evaluation_sets(n);
                     tracing::info!(
                         key = id,
                         device = %dev.name,
