@@ -242,8 +242,8 @@ const GPU_GROUPS: &[GpuGroup] = &[
 ];
 
 /// A GPU group's row from its log: the `started:` and `exit:` lines `service.sh` writes, the
-/// libtest summaries and the `reliability:` lines.
-fn gpu_outcome(dir: &Path, g: &GpuGroup) -> Result<(String, Outcome)> {
+/// libtest summaries and the `reliability:` lines; and for a failed test, its panic message.
+fn gpu_outcome(dir: &Path, g: &GpuGroup) -> Result<(String, Outcome, Option<String>)> {
     let path = dir.join(format!("{}.log", g.log));
     let text = fs::read_to_string(&path).with_context(|| {
         format!(
@@ -268,7 +268,12 @@ fn gpu_outcome(dir: &Path, g: &GpuGroup) -> Result<(String, Outcome)> {
         .find_map(|l| l.strip_prefix("seconds: "))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0.0);
-    Ok((started.trim().to_owned(), o))
+    let why = text
+        .lines()
+        .skip_while(|l| !l.contains("panicked at"))
+        .nth(1)
+        .map(|l| l.trim().to_owned());
+    Ok((started.trim().to_owned(), o, why))
 }
 
 fn cell(s: &str) -> String {
@@ -363,14 +368,26 @@ pub fn main(args: &[String]) -> Result<()> {
             )?;
         }
     }
-    for (g, (started, o)) in &gpu_rows {
-        let tried = format!("{}; {}", g.tried, o.figures.join("; "));
+    for (g, (started, o, why)) in &gpu_rows {
+        // Grid cells go to their own table below.
+        let figures: Vec<&str> = o
+            .figures
+            .iter()
+            .map(String::as_str)
+            .filter(|f| !f.starts_with("oom-cell "))
+            .collect();
+        let tried = std::iter::once(g.tried)
+            .chain(figures)
+            .collect::<Vec<_>>()
+            .join("; ");
         let result = if o.ok {
             format!("held on the H200 ({:.0} s)", o.secs)
         } else {
             format!(
-                "**FAILED** on the H200: {} failed, {} passed",
-                o.failed, o.passed
+                "**FAILED** on the H200: {} failed, {} passed{}",
+                o.failed,
+                o.passed,
+                why.as_deref().map_or(String::new(), |w| format!(": {w}"))
             )
         };
         writeln!(
@@ -383,7 +400,7 @@ pub fn main(args: &[String]) -> Result<()> {
     }
     let cells: Vec<&str> = gpu_rows
         .iter()
-        .flat_map(|(_, (_, o))| &o.figures)
+        .flat_map(|(_, (_, o, _))| &o.figures)
         .filter_map(|f| f.strip_prefix("oom-cell "))
         .collect();
     if !cells.is_empty() {
@@ -459,7 +476,7 @@ pub fn main(args: &[String]) -> Result<()> {
     if let Some((g, _)) = outcomes.iter().find(|(_, o)| !o.ok) {
         bail!("{} failed ({} --test {})", g.area, g.package, g.test);
     }
-    if let Some((g, _)) = gpu_rows.iter().find(|(_, (_, o))| !o.ok) {
+    if let Some((g, _)) = gpu_rows.iter().find(|(_, (_, o, _))| !o.ok) {
         bail!("{} failed on the H200 (log {}.log)", g.area, g.log);
     }
     Ok(())
