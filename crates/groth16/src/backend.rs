@@ -314,6 +314,12 @@ pub trait ProverBackend: Send + Sync + fmt::Debug {
         Ok(Evaluations::pinned_or_heap(None, n))
     }
 
+    /// Takes back buffers lent by [`Self::evaluation_buffers`] from a proof that stops before
+    /// staging them (a witness error, a failed MSM, a cancel), so the pool stays whole.
+    fn return_evaluations(&self, abc: Evaluations) {
+        drop(abc);
+    }
+
     /// The coefficients of H = (A·B − C)/Z (length n; the top one is zero for a satisfied
     /// witness) from the evaluations of A·z, B·z, C·z on `domain` (each of length n). Takes
     /// the vectors by value so an implementation can transform in place or free them early.

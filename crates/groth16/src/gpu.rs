@@ -463,10 +463,13 @@ impl GpuBackend {
         abc: Evaluations,
     ) -> Result<Duration, BackendError> {
         let phase = Phase::Quotient;
-        let stream = self
-            .gpu
-            .stream("groth16-upload")
-            .map_err(|e| fail(phase, e))?;
+        let stream = match self.gpu.stream("groth16-upload") {
+            Ok(s) => s,
+            Err(e) => {
+                self.recycle(abc);
+                return Err(fail(phase, e));
+            }
+        };
         let (up, upload) = timed("upload_abc", || -> Result<(), VramError> {
             for (d, h) in dev.iter_mut().zip([&abc.a, &abc.b, &abc.c]) {
                 d.copy_from_host_on(h, stream.cuda())?; // waits for the copy
@@ -768,6 +771,10 @@ impl ProverBackend for GpuBackend {
         Ok(Evaluations::pinned_or_heap(set, n))
     }
 
+    fn return_evaluations(&self, abc: Evaluations) {
+        self.recycle(abc);
+    }
+
     fn quotient(&self, domain: &Domain, abc: Evaluations) -> Result<Vec<Fr>, BackendError> {
         let (dev, _) = self.stage_abc(domain, abc)?;
         let st = self.lock();
@@ -872,7 +879,13 @@ impl ProverBackend for GpuBackend {
             vram.alloc_in::<Fr>(&mut room, n)
                 .map_err(|e| fail(phase, e))
         };
-        let mut dev = [alloc()?, alloc()?, alloc()?];
+        let mut dev = match (|| Ok::<_, BackendError>([alloc()?, alloc()?, alloc()?]))() {
+            Ok(dev) => dev,
+            Err(e) => {
+                self.recycle(abc);
+                return Err(e);
+            }
+        };
         self.upload_evaluations(&mut dev, abc)?;
         Ok(StagedEvaluations {
             data: StagedData::Device(dev),

@@ -168,8 +168,8 @@ fn prove_staged(b: &GpuBackend, f: &Fixture, r: Fr, s: Fr) -> Proof {
 }
 
 /// The evaluation sets pinned when a key loads (one per proof in flight) serve the proofs:
-/// filling the pool pins exactly the missing sets, and later proofs pin nothing more; the
-/// proofs equal the CPU's.
+/// filling the pool pins exactly the missing sets, later proofs pin nothing more (the proofs
+/// equal the CPU's), and sets given back by proofs that stop early stay in the pool.
 #[test]
 #[ignore = "gpu"]
 fn gpu_evaluation_sets_pinned_at_load_serve_every_proof() {
@@ -200,6 +200,21 @@ fn gpu_evaluation_sets_pinned_at_load_serve_every_proof() {
         assert_eq!(prove_staged(&b, &f, r, s), cpu);
         assert_eq!(pinned(), full, "a proof pins nothing once the pool is full");
     }
+    // Two proofs out at once take both sets; proofs that stop before staging give them back.
+    let (x, y) = (
+        b.evaluation_buffers(n).unwrap(),
+        b.evaluation_buffers(n).unwrap(),
+    );
+    assert_eq!(pinned(), full, "both proofs' a, b, c come from the pool");
+    b.return_evaluations(x);
+    b.return_evaluations(y);
+    let (x, y) = (
+        b.evaluation_buffers(n).unwrap(),
+        b.evaluation_buffers(n).unwrap(),
+    );
+    assert_eq!(pinned(), full, "the pool is whole again");
+    b.return_evaluations(x);
+    b.return_evaluations(y);
 }
 
 #[test]

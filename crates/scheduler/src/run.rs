@@ -188,9 +188,13 @@ impl Inner {
                     let mut abc = backend
                         .evaluation_buffers(n)
                         .map_err(|e| backend_failed("witness map", e))?;
-                    cuzk_groth16::witness_map(&key.r1cs, z, &mut abc)
-                        .map_err(|e| JobError::Witness(e.to_string()))?;
-                    Ok::<_, JobError>(abc)
+                    match cuzk_groth16::witness_map(&key.r1cs, z, &mut abc) {
+                        Ok(()) => Ok(abc),
+                        Err(e) => {
+                            backend.return_evaluations(abc);
+                            Err(JobError::Witness(e.to_string()))
+                        }
+                    }
                 });
                 r
             });
@@ -200,14 +204,24 @@ impl Inner {
         });
         drop((staged, z_permit));
         let abc = abc?; // a witness error outranks a device error of the same proof
-        let msms = msms?;
-        check()?;
+        // From here until they are staged, a, b, c go back to the backend's pool on any exit.
+        let give_back = |abc, e| {
+            backend.return_evaluations(abc);
+            Err(e)
+        };
+        let msms = match msms.and_then(|m| check().map(|()| m)) {
+            Ok(m) => m,
+            Err(e) => return give_back(abc, e),
+        };
 
         let (room, wait) = rec.span("wait staging", SpanKind::Wait, || {
             self.stage_room(dev, loaded.needs.evaluations, priority, &cancelled)
         });
         t.memory_wait += wait;
-        let (abc_permit, abc_room) = room?;
+        let (abc_permit, abc_room) = match room {
+            Ok(r) => r,
+            Err(e) => return give_back(abc, e),
+        };
         let (staged, _) = rec.span("upload a,b,c", SpanKind::Copy, || {
             backend.stage_evaluations(abc, abc_room)
         });
