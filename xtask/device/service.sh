@@ -16,9 +16,13 @@
 #   soak:        1000 proofs at 2^20 through one daemon (priorities, cancels, bad requests).
 #   grid, grid26: the OOM grid at 2^24, and its 16 GiB row at 2^26.
 #   crash:       kill -9 of a GPU daemon during a proof at 2^22, then a restart.
+#   queue:       PostgreSQL queue mode (PG_BINDIR, or pg_config; pack-postgres.sh carries one to
+#                a machine without it): direct submits vs the
+#                queue at 2^24, then two half-device GPU daemons and a CPU one on one queue.
 # `cargo xtask reliability --gpu $OUT` writes RELIABILITY.md's GPU rows from these logs.
 set -u
-# For a dry run of the scripts on a machine without a GPU: BACKEND=cpu, CRASH_LOG=14.
+# For a dry run of the scripts on a machine without a GPU: BACKEND=cpu, CRASH_LOG=14, QLOG=12,
+# SLOG=10.
 BACKEND=${BACKEND:-gpu}
 CRASH_LOG=${CRASH_LOG:-22}
 B=$(cd "${1:?bundle dir}" && pwd)
@@ -52,14 +56,19 @@ make_key() {
 }
 
 # Starts a daemon serving key k$1 with $2 workers (extra environment after); waits for it.
+# NAME names it (socket $P/NAME.sock; log daemon-$1.log, or NAME-$1.log; default d), DBACKEND
+# overrides its backend, and QUEUE (a PostgreSQL URL) makes it a queue host named NAME.
+declare -A PIDS
 start_daemon() {
-    local log=$1 workers=$2
+    local log=$1 workers=$2 name=${NAME:-d}
     shift 2
+    local dlog="$out/daemon-$log.log"
+    [ "$name" = d ] || dlog="$out/$name-$log.log"
     # No rm of an old socket: the daemon removes a stale one itself (the crash part checks it).
-    cat >"$P/cuzk.toml" <<EOF
-listen = "unix:$P/d.sock"
+    cat >"$P/$name.toml" <<EOF
+listen = "unix:$P/$name.sock"
 param_dir = "$P"
-backend = "$BACKEND"
+backend = "${DBACKEND:-$BACKEND}"
 workers_per_device = $workers
 read_ahead = ${READ_AHEAD:-2}
 [[keys]]
@@ -68,22 +77,45 @@ pk = "k$log.pk"
 r1cs = "k$log.r1cs"
 trusted = true
 EOF
-    env "$@" "$B/cuzk" --log info daemon --config "$P/cuzk.toml" >"$out/daemon-$log.log" 2>&1 &
+    [ -n "${QUEUE:-}" ] && printf '[queue]\nurl = "%s"\nhost = "%s"\npoll_ms = 50\n' "$QUEUE" "$name" >>"$P/$name.toml"
+    env "$@" "$B/cuzk" --log info daemon --config "$P/$name.toml" >"$dlog" 2>&1 &
     DAEMON=$!
+    PIDS[$name]=$DAEMON
     for _ in $(seq 600); do
-        cuzk status --daemon "unix:$P/d.sock" 2>/dev/null | grep -q "k$log" && return 0
+        cuzk status --daemon "unix:$P/$name.sock" 2>/dev/null | grep -q "k$log" && return 0
         kill -0 $DAEMON 2>/dev/null || break
         sleep 1
     done
-    echo "daemon did not come up"
-    tail -n 20 "$out/daemon-$log.log"
+    echo "daemon $name did not come up"
+    tail -n 20 "$dlog"
     return 1
 }
-stop_daemon() {
-    kill -TERM $DAEMON
-    wait $DAEMON
-    echo "daemon exited $?"
+stop_daemon() { # [NAME]: SIGTERM, then its exit status
+    local name=${1:-d}
+    kill -TERM "${PIDS[$name]}"
+    wait "${PIDS[$name]}"
+    echo "daemon $name exited $?"
 }
+
+# A throwaway PostgreSQL server for the queue part: initdb and pg_ctl from $PG_BINDIR (default
+# `pg_config --bindir`; PG_LIBDIR for its libraries when carried), run as nobody when root, on
+# a free port; its URL in PG_URL.
+start_pg() {
+    PG_BIN=${PG_BINDIR:-$(pg_config --bindir 2>/dev/null)}
+    [ -x "$PG_BIN/initdb" ] && [ -x "$PG_BIN/pg_ctl" ] || { echo "no initdb/pg_ctl in '$PG_BIN': set PG_BINDIR"; return 1; }
+    PG_DIR=$P/pg
+    rm -rf "$PG_DIR" && mkdir -p "$PG_DIR"
+    PG_AS=(env ${PG_LIBDIR:+LD_LIBRARY_PATH=$PG_LIBDIR})
+    [ "$(id -u)" = 0 ] && { chown nobody "$PG_DIR"; PG_AS=(runuser -u nobody -- "${PG_AS[@]}"); }
+    local port
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    "${PG_AS[@]}" "$PG_BIN/initdb" -D "$PG_DIR/data" -U cuzk --auth=trust -E UTF8 --no-sync || return 1
+    printf "port = %s\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '%s'\nmax_connections = 200\n" "$port" "$PG_DIR" >>"$PG_DIR/data/postgresql.conf"
+    "${PG_AS[@]}" "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w start || { cat "$PG_DIR/server.log"; return 1; }
+    PG_URL="postgres://cuzk@127.0.0.1:$port/postgres"
+}
+stop_pg() { "${PG_AS[@]}" "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m fast -w stop; }
+sql() { env ${PG_LIBDIR:+LD_LIBRARY_PATH=$PG_LIBDIR} "$PG_BIN/psql" -At "$PG_URL" -c "$1"; }
 D="--daemon unix:$P/d.sock"
 
 # kill -9 of a GPU daemon while it proves key k$1, then a restart on the same socket: the stale
@@ -182,10 +214,39 @@ for part in "$@"; do
         step crash-gpu crash_restart "$CRASH_LOG"
         rm -f "$P"/k"$CRASH_LOG".*
         ;;
+    queue)
+        # Issue 22 on one GPU: direct daemon submits against the same daemon's jobs through
+        # the queue (2^QLOG), then two GPU daemons of half the device each and a CPU-only one
+        # sharing one queue (2^SLOG): every job done once, every proof verified, none lost.
+        QLOG=${QLOG:-24} SLOG=${SLOG:-20}
+        step "key-$QLOG" make_key "$QLOG"
+        step "key-$SLOG" make_key "$SLOG"
+        step pg-start start_pg || continue
+        NAME=q0 QUEUE=$PG_URL start_daemon "$QLOG" 2 && {
+            bd="cuzk bench-daemon --daemon unix:$P/q0.sock --key k$QLOG --witness $P/k$QLOG.wit --vk $P/k$QLOG.vk --by-path"
+            bq="cuzk bench --queue $PG_URL --key k$QLOG --witness $P/k$QLOG.wit --vk $P/k$QLOG.vk"
+            step queue-warm $bd --concurrency 4 --proofs 4
+            for round in 1 2; do
+                step "queue-direct-$QLOG-$round" $bd --concurrency 4 --proofs 20
+                step "queue-queued-$QLOG-$round" $bq --concurrency 4 --proofs 20
+            done
+            step queue-stop-q0 stop_daemon q0
+        }
+        half=$(($(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i 0 2>/dev/null || echo 4096) / 2))
+        NAME=g0 QUEUE=$PG_URL start_daemon "$SLOG" 2 CUZK_VRAM_LIMIT=${half}MiB &&
+            NAME=g1 QUEUE=$PG_URL start_daemon "$SLOG" 2 CUZK_VRAM_LIMIT=${half}MiB &&
+            NAME=c0 DBACKEND=cpu QUEUE=$PG_URL start_daemon "$SLOG" 2 && {
+            step "queue-shared-$SLOG" cuzk bench --queue "$PG_URL" --key "k$SLOG" --witness "$P/k$SLOG.wit" --vk "$P/k$SLOG.vk" --concurrency 16 --proofs 200
+            step queue-status cuzk status --queue "$PG_URL"
+        }
+        for n in g0 g1 c0; do [ -n "${PIDS[$n]:-}" ] && step "queue-stop-$n" stop_daemon $n; done
+        echo "queue: jobs=$(sql 'SELECT count(*) FROM cuzk_jobs') done=$(sql "SELECT count(*) FROM cuzk_jobs WHERE state = 'done'") claims=$(sql 'SELECT count(*) FROM cuzk_claims') claimed_once=$(sql 'SELECT count(*) FROM (SELECT job_id FROM cuzk_claims GROUP BY job_id HAVING count(*) = 1) c') by_host: $(sql "SELECT string_agg(done_by || '=' || n, ' ') FROM (SELECT done_by, count(*) n FROM cuzk_jobs WHERE key_id = 'k$SLOG' GROUP BY done_by ORDER BY done_by) h")" | tee "$out/queue-summary.log"
+        step pg-stop stop_pg
+        ;;
     *) echo "unknown part $part" ;;
     esac
 done
 echo
 echo "=== service $*"
 for r in "${rows[@]}"; do echo "$r"; done
-grep -h -E 'proofs/s|proofs/min|p50|GPU busy|test result|^soak 2|^grid|sites|budget|pinned|real|driver calls|during the run|memory taken' "$out"/*.log | tail -n 80
+grep -h -E '^queue:|proofs/s|proofs/min|p50|GPU busy|test result|^soak 2|^grid|sites|budget|pinned|real|driver calls|during the run|memory taken' "$out"/*.log | tail -n 80
