@@ -16,9 +16,9 @@
 #   soak:        1000 proofs at 2^20 through one daemon (priorities, cancels, bad requests).
 #   grid, grid26: the OOM grid at 2^24, and its 16 GiB row at 2^26.
 #   crash:       kill -9 of a GPU daemon during a proof at 2^22, then a restart.
-#   queue:       PostgreSQL queue mode (PG_BINDIR, or pg_config; pack-postgres.sh carries one to
-#                a machine without it): direct submits vs the
-#                queue at 2^24, then two half-device GPU daemons and a CPU one on one queue.
+#   queue:       PostgreSQL queue mode: direct submits vs the queue at 2^24, then two
+#                half-device GPU daemons and a CPU one on one queue (PG_BINDIR or pg_config;
+#                pack-postgres.sh carries a server to a machine without one).
 # `cargo xtask reliability --gpu $OUT` writes RELIABILITY.md's GPU rows from these logs.
 set -u
 # For a dry run of the scripts on a machine without a GPU: BACKEND=cpu, CRASH_LOG=14, QLOG=12,
