@@ -189,6 +189,8 @@ for part in "$@"; do
             step daemon-24-path-c3 $bd --by-path --concurrency 3 --proofs 20
             step daemon-24-stream-c3 $bd --concurrency 3 --proofs 20
             step daemon-24-path-c1 $bd --by-path --concurrency 1 --proofs 5
+            # The streamed upload alone: `cuzk submit` returns once the witness is in and parsed.
+            step daemon-24-upload bash -c "for i in 1 2 3; do $B/cuzk submit $D --key k24 --witness $P/k24.wit >/dev/null || exit 1; done"
             stop_daemon
         }
         [ -n "${KEEP_KEYS:-}" ] || rm -f "$P"/k24.*
@@ -249,4 +251,4 @@ done
 echo
 echo "=== service $*"
 for r in "${rows[@]}"; do echo "$r"; done
-grep -h -E '^queue:|proofs/s|proofs/min|p50|GPU busy|test result|^soak 2|^grid|sites|budget|pinned|real|driver calls|during the run|memory taken' "$out"/*.log | tail -n 80
+grep -h -E '^queue:|^uploaded|proofs/s|proofs/min|p50|GPU busy|test result|^soak 2|^grid|sites|budget|pinned|real|driver calls|during the run|memory taken' "$out"/*.log | tail -n 80

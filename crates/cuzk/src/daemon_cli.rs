@@ -489,9 +489,24 @@ async fn stream(
     Ok(client::witness_stream(h, work.witness.clone()).await?)
 }
 
+/// Submits one job; a streamed witness's upload rate goes to stderr (the daemon answers once
+/// the whole witness is in and parsed).
 async fn submit(c: &mut Client, work: &Work, request_id: String) -> Result<pb::SubmitResponse> {
     let s = stream(work, request_id).await?;
-    Ok(c.submit(s).await?.into_inner())
+    let t = Instant::now();
+    let r = c.submit(s).await?.into_inner();
+    if !work.by_path
+        && let Ok(m) = std::fs::metadata(&work.witness)
+    {
+        let secs = t.elapsed().as_secs_f64();
+        eprintln!(
+            "uploaded {:.1} MiB in {:.3} s ({:.2} GB/s)",
+            m.len() as f64 / (1u64 << 20) as f64,
+            secs,
+            m.len() as f64 / secs / 1e9
+        );
+    }
+    Ok(r)
 }
 
 async fn await_done(
