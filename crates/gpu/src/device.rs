@@ -206,6 +206,12 @@ impl Gpu {
         Ok(t)
     }
 
+    /// Forgets every [`Gpu::cached`] value: each one's memory goes back once its last user
+    /// drops it (the engine calls this when no key is left to use them).
+    pub fn drop_cached(&self) {
+        self.inner.cached.lock().clear();
+    }
+
     pub fn ordinal(&self) -> usize {
         self.inner.info.ordinal
     }

@@ -255,8 +255,8 @@ impl<R: Read> HashingReader<R> {
             };
             // The reader may not be `Send`, so it stays on this thread.
             let read = std::thread::scope(|s| {
-                let work =
-                    s.spawn(|| rayon::join(|| hasher.update_rayon(bytes), || decode_into(&mut out)));
+                let work = s
+                    .spawn(|| rayon::join(|| hasher.update_rayon(bytes), || decode_into(&mut out)));
                 let read = inner.read_exact(&mut next[..next_len * B]);
                 work.join().map(|_| read)
             })

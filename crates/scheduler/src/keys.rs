@@ -237,7 +237,16 @@ impl Inner {
             std::thread::sleep(Duration::from_millis(10));
         }
         drop(key);
+        let none_left = self.keys.read().is_empty();
         for d in &self.devices {
+            // No key left: no job can use the device's caches (NTT tables and roots, MSM
+            // scratch) until one loads, so their memory goes back and the budget reads empty.
+            if none_left {
+                if let DeviceKind::Gpu(gpu) = &d.kind {
+                    gpu.drop_cached();
+                }
+                d.vram.budget().reclaim_all();
+            }
             self.refresh_staging(d);
         }
         Ok(())

@@ -159,6 +159,14 @@ fn gpu_engine_two_workers_three_jobs_in_16_gib() {
     assert_eq!(d.staging_in_use, 0, "staged data all returned");
     let workers: std::collections::BTreeSet<_> = out.iter().map(|o| o.worker).collect();
     assert_eq!(workers.len(), 2, "both workers proved");
+    // With its last key unloaded, the device holds nothing: no key, no cache, no pinned set.
+    engine.unload_key("k").unwrap();
+    let d = &engine.status().devices[0];
+    assert_eq!(
+        (d.budget_in_use, d.pinned_in_use),
+        (0, 0),
+        "device and pinned budgets empty after the last key's unload"
+    );
 }
 
 /// Every cell of workers x jobs in flight x VRAM cap proves `concurrency + 2` proofs, all of
