@@ -77,7 +77,7 @@ pk = "k$log.pk"
 r1cs = "k$log.r1cs"
 trusted = true
 EOF
-    [ -n "${QUEUE:-}" ] && printf '[queue]\nurl = "%s"\nhost = "%s"\npoll_ms = 50\n' "$QUEUE" "$name" >>"$P/$name.toml"
+    [ -n "${QUEUE:-}" ] && printf '[queue]\nurl = "%s"\nhost = "%s"\npoll_ms = 50\nprefetch = %s\n' "$QUEUE" "$name" "${PREFETCH:-1}" >>"$P/$name.toml"
     env "$@" "$B/cuzk" --log info daemon --config "$P/$name.toml" >"$dlog" 2>&1 &
     DAEMON=$!
     PIDS[$name]=$DAEMON
@@ -224,16 +224,17 @@ for part in "$@"; do
         step "key-$QLOG" make_key "$QLOG"
         step "key-$SLOG" make_key "$SLOG"
         step pg-start start_pg || continue
-        NAME=q0 QUEUE=$PG_URL start_daemon "$QLOG" 2 && {
-            bd="cuzk bench-daemon --daemon unix:$P/q0.sock --key k$QLOG --witness $P/k$QLOG.wit --vk $P/k$QLOG.vk --by-path"
-            bq="cuzk bench --queue $PG_URL --key k$QLOG --witness $P/k$QLOG.wit --vk $P/k$QLOG.vk"
-            step queue-warm $bd --concurrency 4 --proofs 4
-            for round in 1 2; do
-                step "queue-direct-$QLOG-$round" $bd --concurrency 4 --proofs 20
-                step "queue-queued-$QLOG-$round" $bq --concurrency 4 --proofs 20
-            done
-            step queue-stop-q0 stop_daemon q0
-        }
+        # One host holds its workers plus `prefetch` jobs: 1 (the default), then 2.
+        for pf in 1 2; do
+            NAME=q0 QUEUE=$PG_URL PREFETCH=$pf start_daemon "$QLOG" 2 && {
+                bd="cuzk bench-daemon --daemon unix:$P/q0.sock --key k$QLOG --witness $P/k$QLOG.wit --vk $P/k$QLOG.vk --by-path"
+                bq="cuzk bench --queue $PG_URL --key k$QLOG --witness $P/k$QLOG.wit --vk $P/k$QLOG.vk"
+                step "queue-warm-p$pf" $bd --concurrency 4 --proofs 4
+                step "queue-direct-$QLOG-p$pf" $bd --concurrency 8 --proofs 24
+                step "queue-queued-$QLOG-p$pf" $bq --concurrency 8 --proofs 24
+                step "queue-stop-q0-p$pf" stop_daemon q0
+            }
+        done
         half=$(($(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i 0 2>/dev/null || echo 4096) / 2))
         NAME=g0 QUEUE=$PG_URL start_daemon "$SLOG" 2 CUZK_VRAM_LIMIT=${half}MiB &&
             NAME=g1 QUEUE=$PG_URL start_daemon "$SLOG" 2 CUZK_VRAM_LIMIT=${half}MiB &&
