@@ -77,7 +77,7 @@ pk = "k$log.pk"
 r1cs = "k$log.r1cs"
 trusted = true
 EOF
-    [ -n "${QUEUE:-}" ] && printf '[queue]\nurl = "%s"\nhost = "%s"\npoll_ms = 50\nprefetch = %s\n' "$QUEUE" "$name" "${PREFETCH:-1}" >>"$P/$name.toml"
+    [ -n "${QUEUE:-}" ] && printf '[queue]\nurl = "%s"\nhost = "%s"\npoll_ms = 50\nprefetch = %s\n' "$QUEUE" "$name" "${PREFETCH:-2}" >>"$P/$name.toml"
     env "$@" "$B/cuzk" --log info daemon --config "$P/$name.toml" >"$dlog" 2>&1 &
     DAEMON=$!
     PIDS[$name]=$DAEMON
@@ -224,7 +224,7 @@ for part in "$@"; do
         step "key-$QLOG" make_key "$QLOG"
         step "key-$SLOG" make_key "$SLOG"
         step pg-start start_pg || continue
-        # One host holds its workers plus `prefetch` jobs: 1 (the default), then 2.
+        # One host holds its workers plus `prefetch` jobs: 1, then 2 (the default).
         for pf in 1 2; do
             NAME=q0 QUEUE=$PG_URL PREFETCH=$pf start_daemon "$QLOG" 2 && {
                 bd="cuzk bench-daemon --daemon unix:$P/q0.sock --key k$QLOG --witness $P/k$QLOG.wit --vk $P/k$QLOG.vk --by-path"

