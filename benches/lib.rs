@@ -19,6 +19,27 @@ pub fn gpu() -> Gpu {
     }
 }
 
+/// The row groups a bench runs: the words of its command line that are not flags (as in
+/// `cargo bench --bench gpu_ntt -- "H pipeline 2^27"`), each selecting the groups whose name
+/// contains it; with none, every group. A group's result is still checked before it is timed.
+#[derive(Debug)]
+pub struct Only(Vec<String>);
+
+impl Only {
+    pub fn from_args() -> Self {
+        Self(
+            std::env::args()
+                .skip(1)
+                .filter(|a| !a.starts_with('-'))
+                .collect(),
+        )
+    }
+
+    pub fn runs(&self, group: &str) -> bool {
+        self.0.is_empty() || self.0.iter().any(|w| group.contains(w.as_str()))
+    }
+}
+
 /// Panics with `what` unless `ok`: a bench whose result is wrong must not report a time.
 pub fn check(ok: bool, what: &str) {
     assert!(

@@ -1,11 +1,12 @@
 //! GPU MSM bench: G1 2^20, 2^24, 2^26 and G2 2^24 (resident, scratch freed per call,
 //! precomputed copies, host scalars, sparse, streamed), each size checked once against the CPU
 //! MSM, then timed; per-phase profiles (`msm_profile` lines) and a summary table.
-//! `cargo bench -p cuzk-benches --bench gpu_msm` (needs a GPU).
+//! `cargo bench -p cuzk-benches --bench gpu_msm [-- GROUP...]` (needs a GPU; groups: `G1 2^20`,
+//! `G1 2^24`, `G1 2^26`, `G2 2^24`).
 
 #![forbid(unsafe_code)]
 
-use cuzk_benches::{Summary, check, gpu};
+use cuzk_benches::{Only, Summary, check, gpu};
 use cuzk_field::{Fr, G1Affine, G2Affine};
 use cuzk_gpu::Gpu;
 use cuzk_msm::gpu::{GpuMsm, MsmProfile, Precompute};
@@ -76,9 +77,15 @@ fn bench_precomputed<P: MsmPoint>(
 fn main() {
     let g = gpu();
     let mut summary = Summary::default();
+    let only = Only::from_args();
     let mut rng = ChaCha20Rng::seed_from_u64(5);
-    let g1: Vec<G1Affine> = testing::random_points(1 << 26, &mut ChaCha20Rng::seed_from_u64(26));
-    for (log, target) in [(20u32, 12.0), (24, 110.0), (26, 420.0)] {
+    let g1_sizes: Vec<(u32, f64)> = [(20u32, 12.0), (24, 110.0), (26, 420.0)]
+        .into_iter()
+        .filter(|(log, _)| only.runs(&format!("G1 2^{log}")))
+        .collect();
+    let g1_len = g1_sizes.last().map_or(0, |(log, _)| 1usize << log);
+    let g1: Vec<G1Affine> = testing::random_points(g1_len, &mut ChaCha20Rng::seed_from_u64(26));
+    for (log, target) in g1_sizes {
         let n = 1usize << log;
         let s = testing::random_scalars(n, ScalarKind::Random, &mut rng);
         let dev = g.vram().from_host(&s).unwrap();
@@ -160,26 +167,33 @@ fn main() {
         }
     }
     drop(g1);
+    if only.runs("G2 2^24") {
+        bench_g2(&g, &mut rng, &mut summary);
+    }
+    summary.print("MSM");
+}
+
+/// G2 2^24: resident, precomputed copies, scratch freed per call.
+fn bench_g2(g: &Gpu, rng: &mut ChaCha20Rng, summary: &mut Summary) {
     let n = 1usize << 24;
-    let g2: Vec<G2Affine> = testing::random_points(n, &mut rng);
-    let s = testing::random_scalars(n, ScalarKind::Random, &mut rng);
+    let g2: Vec<G2Affine> = testing::random_points(n, rng);
+    let s = testing::random_scalars(n, ScalarKind::Random, rng);
     let dev = g.vram().from_host(&s).unwrap();
-    let ctx = GpuMsm::resident(&g, &g2).unwrap();
+    let ctx = GpuMsm::resident(g, &g2).unwrap();
     let want = cpu::msm(&g2, &s).unwrap();
     check(ctx.msm_device(&dev).unwrap() == want, "G2 2^24 random");
-    let ms = median_ms(ctx.stream(), &g, || {
+    let ms = median_ms(ctx.stream(), g, || {
         ctx.msm_device(&dev).unwrap();
     });
     row("G2 2^24 random, resident", ms, 330.0);
     summary.add("MSM G2 2^24 (target)", ms, Some(330.0));
     profile(&ctx, &dev, "G2 2^24 random");
-    bench_precomputed(&g, &g2, 2, &dev, want, "G2 2^24 precomputed x2", 330.0);
-    bench_precomputed(&g, &g2, 4, &dev, want, "G2 2^24 precomputed x4", 330.0);
+    bench_precomputed(g, &g2, 2, &dev, want, "G2 2^24 precomputed x2", 330.0);
+    bench_precomputed(g, &g2, 4, &dev, want, "G2 2^24 precomputed x4", 330.0);
     let ctx = ctx.keep_scratch(false);
-    let ms = median_ms(ctx.stream(), &g, || {
+    let ms = median_ms(ctx.stream(), g, || {
         ctx.msm_device(&dev).unwrap();
     });
     row("G2 2^24 random, scratch freed per call", ms, 330.0);
     profile(&ctx, &dev, "G2 2^24 random freed-scratch");
-    summary.print("MSM");
 }

@@ -1,12 +1,13 @@
 //! GPU NTT bench: forward transforms 2^20..2^26, the coset forward 2^24 and the H pipeline
 //! 2^24..2^27, each checked once against the CPU reference, then timed; pass-split sweeps and a
-//! summary table last. `cargo bench -p cuzk-benches --bench gpu_ntt` (needs a GPU).
+//! summary table last. `cargo bench -p cuzk-benches --bench gpu_ntt [-- GROUP...]` (needs a GPU;
+//! groups: `forward 2^20`..`forward 2^26`, `H pipeline 2^24`, `H pipeline 2^26`, `H pipeline 2^27`).
 
 #![forbid(unsafe_code)]
 
 use std::time::Instant;
 
-use cuzk_benches::{Summary, check, gpu};
+use cuzk_benches::{Only, Summary, check, gpu};
 use cuzk_field::Fr;
 use cuzk_gpu::{Gpu, Stream};
 use cuzk_ntt::gpu::{check_fits, configured_split};
@@ -30,6 +31,7 @@ fn median_ms(g: &Gpu, stream: &Stream, runs: usize, f: impl FnMut()) -> f64 {
 fn main() {
     let g = gpu();
     let mut summary = Summary::default();
+    let only = Only::from_args();
     let stream = g.stream("bench").unwrap();
     let cpu_all = std::env::var_os("CUZK_BENCH_CPU_ALL").is_some();
     let floor_fwd =
@@ -76,6 +78,9 @@ fn main() {
     let mut h_sweeps: Vec<(u32, f64)> = Vec::new();
     let mut sweep_rows: Vec<(String, &'static str, f64)> = Vec::new();
     for (lg, target) in [(20u32, None), (22, None), (24, Some(4.0)), (26, Some(17.0))] {
+        if !only.runs(&format!("forward 2^{lg}")) {
+            continue;
+        }
         let d = Domain::new(lg).unwrap();
         let x = random_fr(d.size(), 11);
         let mut dev = g.vram().from_host(&x).unwrap();
@@ -165,6 +170,9 @@ fn main() {
         }
     }
     for (lg, target) in [(24u32, Some(30.0)), (26, None), (27, Some(280.0))] {
+        if !only.runs(&format!("H pipeline 2^{lg}")) {
+            continue;
+        }
         let d = Domain::new(lg).unwrap();
         let n = d.size();
         // One random source vector on the device, three working vectors refilled from it.
