@@ -26,13 +26,20 @@ pub fn gpu() -> Gpu {
 pub struct Only(Vec<String>);
 
 impl Only {
-    pub fn from_args() -> Self {
-        Self(
-            std::env::args()
-                .skip(1)
-                .filter(|a| !a.starts_with('-'))
-                .collect(),
-        )
+    /// The words of the command line, each of which must select one of `groups` (a typo must not
+    /// run nothing and look like a pass): exits with status 2 naming the groups otherwise.
+    pub fn from_args(groups: &[&str]) -> Self {
+        let words: Vec<String> = std::env::args()
+            .skip(1)
+            .filter(|a| !a.starts_with('-'))
+            .collect();
+        for w in &words {
+            if !groups.iter().any(|g| g.contains(w.as_str())) {
+                eprintln!("no row group matches {w:?}; the groups are {groups:?}");
+                std::process::exit(2);
+            }
+        }
+        Self(words)
     }
 
     pub fn runs(&self, group: &str) -> bool {

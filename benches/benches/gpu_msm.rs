@@ -77,7 +77,7 @@ fn bench_precomputed<P: MsmPoint>(
 fn main() {
     let g = gpu();
     let mut summary = Summary::default();
-    let only = Only::from_args();
+    let only = Only::from_args(&["G1 2^20", "G1 2^24", "G1 2^26", "G2 2^24"]);
     let mut rng = ChaCha20Rng::seed_from_u64(5);
     let g1_sizes: Vec<(u32, f64)> = [(20u32, 12.0), (24, 110.0), (26, 420.0)]
         .into_iter()

@@ -31,7 +31,15 @@ fn median_ms(g: &Gpu, stream: &Stream, runs: usize, f: impl FnMut()) -> f64 {
 fn main() {
     let g = gpu();
     let mut summary = Summary::default();
-    let only = Only::from_args();
+    let only = Only::from_args(&[
+        "forward 2^20",
+        "forward 2^22",
+        "forward 2^24",
+        "forward 2^26",
+        "H pipeline 2^24",
+        "H pipeline 2^26",
+        "H pipeline 2^27",
+    ]);
     let stream = g.stream("bench").unwrap();
     let cpu_all = std::env::var_os("CUZK_BENCH_CPU_ALL").is_some();
     let floor_fwd =
