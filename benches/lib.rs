@@ -28,7 +28,7 @@ pub struct Only(Vec<String>);
 impl Only {
     /// The words of the command line, each of which must select one of `groups` (a typo must not
     /// run nothing and look like a pass): exits with status 2 naming the groups otherwise.
-    pub fn from_args(groups: &[&str]) -> Self {
+    pub fn from_args(groups: &[String]) -> Self {
         let words: Vec<String> = std::env::args()
             .skip(1)
             .filter(|a| !a.starts_with('-'))

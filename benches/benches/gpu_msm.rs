@@ -77,11 +77,16 @@ fn bench_precomputed<P: MsmPoint>(
 fn main() {
     let g = gpu();
     let mut summary = Summary::default();
-    let only = Only::from_args(&["G1 2^20", "G1 2^24", "G1 2^26", "G2 2^24"]);
+    let g1_sizes = [(20u32, 12.0), (24, 110.0), (26, 420.0)];
+    let g1_group = |log: u32| format!("G1 2^{log}");
+    let groups: Vec<String> = (g1_sizes.iter().map(|s| g1_group(s.0)))
+        .chain([G2_GROUP.to_string()])
+        .collect();
+    let only = Only::from_args(&groups);
     let mut rng = ChaCha20Rng::seed_from_u64(5);
-    let g1_sizes: Vec<(u32, f64)> = [(20u32, 12.0), (24, 110.0), (26, 420.0)]
+    let g1_sizes: Vec<(u32, f64)> = g1_sizes
         .into_iter()
-        .filter(|(log, _)| only.runs(&format!("G1 2^{log}")))
+        .filter(|&(log, _)| only.runs(&g1_group(log)))
         .collect();
     let g1_len = g1_sizes.last().map_or(0, |(log, _)| 1usize << log);
     let g1: Vec<G1Affine> = testing::random_points(g1_len, &mut ChaCha20Rng::seed_from_u64(26));
@@ -167,11 +172,13 @@ fn main() {
         }
     }
     drop(g1);
-    if only.runs("G2 2^24") {
+    if only.runs(G2_GROUP) {
         bench_g2(&g, &mut rng, &mut summary);
     }
     summary.print("MSM");
 }
+
+const G2_GROUP: &str = "G2 2^24";
 
 /// G2 2^24: resident, precomputed copies, scratch freed per call.
 fn bench_g2(g: &Gpu, rng: &mut ChaCha20Rng, summary: &mut Summary) {

@@ -31,15 +31,14 @@ fn median_ms(g: &Gpu, stream: &Stream, runs: usize, f: impl FnMut()) -> f64 {
 fn main() {
     let g = gpu();
     let mut summary = Summary::default();
-    let only = Only::from_args(&[
-        "forward 2^20",
-        "forward 2^22",
-        "forward 2^24",
-        "forward 2^26",
-        "H pipeline 2^24",
-        "H pipeline 2^26",
-        "H pipeline 2^27",
-    ]);
+    let forward_sizes = [(20u32, None), (22, None), (24, Some(4.0)), (26, Some(17.0))];
+    let h_sizes = [(24u32, Some(30.0)), (26, None), (27, Some(280.0))];
+    let forward_group = |lg: u32| format!("forward 2^{lg}");
+    let h_group = |lg: u32| format!("H pipeline 2^{lg}");
+    let groups: Vec<String> = (forward_sizes.iter().map(|s| forward_group(s.0)))
+        .chain(h_sizes.iter().map(|s| h_group(s.0)))
+        .collect();
+    let only = Only::from_args(&groups);
     let stream = g.stream("bench").unwrap();
     let cpu_all = std::env::var_os("CUZK_BENCH_CPU_ALL").is_some();
     let floor_fwd =
@@ -85,8 +84,8 @@ fn main() {
     let mut defaults: Vec<(String, f64)> = Vec::new();
     let mut h_sweeps: Vec<(u32, f64)> = Vec::new();
     let mut sweep_rows: Vec<(String, &'static str, f64)> = Vec::new();
-    for (lg, target) in [(20u32, None), (22, None), (24, Some(4.0)), (26, Some(17.0))] {
-        if !only.runs(&format!("forward 2^{lg}")) {
+    for (lg, target) in forward_sizes {
+        if !only.runs(&forward_group(lg)) {
             continue;
         }
         let d = Domain::new(lg).unwrap();
@@ -177,8 +176,8 @@ fn main() {
             );
         }
     }
-    for (lg, target) in [(24u32, Some(30.0)), (26, None), (27, Some(280.0))] {
-        if !only.runs(&format!("H pipeline 2^{lg}")) {
+    for (lg, target) in h_sizes {
+        if !only.runs(&h_group(lg)) {
             continue;
         }
         let d = Domain::new(lg).unwrap();
