@@ -47,9 +47,9 @@ pub struct ProveArgs {
     pk: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "auto")]
     pk_format: PkFormat,
-    /// Load bellperson parameters trusted by this digest of the whole file (`sha256:HEX` or
-    /// `blake2b:HEX`, a BLAKE2b-512 prefix of 16+ bytes as Filecoin publishes) instead of
-    /// subgroup-checking every point.
+    /// Load bellperson parameters trusted by this digest of the whole file (`sha256:HEX`,
+    /// `blake2b:HEX`, a BLAKE2b-512 prefix of 16+ bytes as Filecoin publishes, or `blake3:HEX`,
+    /// the fastest) instead of subgroup-checking every point.
     #[arg(long)]
     pk_digest: Option<String>,
     /// The witness: cuzk's file or a `.wtns` (detected).
@@ -98,10 +98,11 @@ pub struct BenchParamsArgs {
     #[arg(long)]
     keep: bool,
     /// Load each mode this many times (the best time is reported; the fully checked load of a
-    /// 2^24 file takes minutes even on 16 cores).
+    /// 2^24 file takes minutes on 16 cores without a GPU; with one, the subgroup checks run on
+    /// it).
     #[arg(long, default_value_t = 1)]
     runs: u32,
-    /// Skip the fully checked load (hours on 2 cores at 2^24).
+    /// Skip the fully checked load (hours on 2 cores without a GPU at 2^24).
     #[arg(long)]
     no_full: bool,
 }
@@ -337,6 +338,16 @@ pub fn bench_params(args: BenchParamsArgs) -> Result<()> {
         b_g2: cuzk_msm::testing::random_points::<G2Affine>(n, &mut rng),
     };
     params.write_file(&path)?;
+    // Each load is compared with these (the first and last point of every query).
+    let ends = |q: &[G1Affine]| [q[0], q[q.len() - 1]];
+    let sample = |p: &BpParameters| {
+        (
+            [ends(&p.h), ends(&p.l), ends(&p.a), ends(&p.b_g1)],
+            [p.b_g2[0], p.b_g2[p.b_g2.len() - 1]],
+            p.vk.ic.clone(),
+        )
+    };
+    let expected = sample(&params);
     drop(params);
     let made = start.elapsed();
     let bytes = std::fs::metadata(&path)?.len() as f64;
@@ -363,24 +374,29 @@ pub fn bench_params(args: BenchParamsArgs) -> Result<()> {
     );
     let (t_b2, b) = hash_time(Digest::Blake2b(vec![]))?;
     let blake = Digest::Blake2b(b);
+    let (t_b3, b) = hash_time(Digest::Blake3([0; 32]))?;
+    let blake3 = Digest::Blake3(
+        b.try_into()
+            .map_err(|_| anyhow::anyhow!("BLAKE3 is 32 bytes"))?,
+    );
+    let full = match cuzk_groth16::subgroup_gpu::available_gpu() {
+        Some(g) => format!("full checks (GPU {})", g.info().name),
+        None => "full checks (CPU)".to_string(),
+    };
     let modes = [
         ("trusted by SHA-256", PointChecks::TrustedDigest(sha)),
         ("trusted by BLAKE2b-512", PointChecks::TrustedDigest(blake)),
-        ("full (subgroup) checks", PointChecks::Full),
+        ("trusted by BLAKE3", PointChecks::TrustedDigest(blake3)),
+        (full.as_str(), PointChecks::Full),
     ];
-    println!("\n{:<28} {:>10} {:>10}", "load (page cache)", "s", "GB/s");
-    println!(
-        "{:<28} {:>10.2} {:>10.2}",
-        "read + SHA-256 only",
-        t_sha,
-        gb / t_sha
-    );
-    println!(
-        "{:<28} {:>10.2} {:>10.2}",
-        "read + BLAKE2b only",
-        t_b2,
-        gb / t_b2
-    );
+    println!("\n{:<32} {:>10} {:>10}", "load (page cache)", "s", "GB/s");
+    for (name, t) in [
+        ("read + SHA-256 only", t_sha),
+        ("read + BLAKE2b only", t_b2),
+        ("read + BLAKE3 only", t_b3),
+    ] {
+        println!("{name:<32} {t:>10.2} {:>10.2}", gb / t);
+    }
     for (name, checks) in modes {
         if args.no_full && checks == PointChecks::Full {
             continue;
@@ -390,9 +406,12 @@ pub fn bench_params(args: BenchParamsArgs) -> Result<()> {
             let t = Instant::now();
             let p = BpParameters::read(&path, &checks)?;
             best = best.min(t.elapsed().as_secs_f64());
+            if sample(&p) != expected {
+                bail!("{name}: the loaded points differ from the written ones");
+            }
             drop(p);
         }
-        println!("{name:<28} {best:>10.2} {:>10.2}", gb / best);
+        println!("{name:<32} {best:>10.2} {:>10.2}", gb / best);
     }
     if !args.keep {
         let _ = std::fs::remove_file(&path);

@@ -21,6 +21,7 @@ use std::io::Write;
 use std::path::Path;
 
 use cuzk_field::{G1Affine, G2Affine};
+use cuzk_groth16::subgroup_gpu::Gpu;
 use cuzk_groth16::{Proof, ProvingKey, R1cs, VerifyingKey};
 
 use crate::FormatError;
@@ -117,6 +118,13 @@ fn len_u32(n: usize) -> std::io::Result<u32> {
     })
 }
 
+/// The point checks of a read: the subgroup checks or none, and where they run.
+#[derive(Clone, Copy)]
+struct Checks<'a> {
+    subgroup: bool,
+    gpu: Option<&'a Gpu>,
+}
+
 fn one<P: Point>(src: &mut impl Source, field: &str) -> Result<P, FormatError> {
     let b = src.take_small(P::UNCOMPRESSED, field)?;
     decode_one(&b, src.file(), field, Encoding::Uncompressed)
@@ -131,7 +139,11 @@ fn read_vk(src: &mut impl Source) -> Result<BpVerifyingKey, FormatError> {
     let delta_g2 = one(src, "vk.delta_g2")?;
     let n = src.u32_be("vk.ic length")? as usize;
     let file = src.file().to_string();
-    let ic = src.points(n, 96, spec(&file, "vk.ic", true))?;
+    let always = Checks {
+        subgroup: true,
+        gpu: None,
+    };
+    let ic = src.points(n, 96, spec(&file, "vk.ic", always))?;
     Ok(BpVerifyingKey {
         alpha_g1,
         beta_g1,
@@ -143,7 +155,8 @@ fn read_vk(src: &mut impl Source) -> Result<BpVerifyingKey, FormatError> {
     })
 }
 
-fn spec<'a>(file: &'a str, field: &'a str, subgroup: bool) -> ArraySpec<'a> {
+fn spec<'a>(file: &'a str, field: &'a str, checks: Checks<'a>) -> ArraySpec<'a> {
+    let subgroup = checks.subgroup;
     ArraySpec {
         file,
         field,
@@ -153,22 +166,23 @@ fn spec<'a>(file: &'a str, field: &'a str, subgroup: bool) -> ArraySpec<'a> {
         subgroup,
         // Trusted files (no subgroup checks) are vouched for by their digest.
         on_curve: subgroup,
+        gpu: checks.gpu,
     }
 }
 
-fn read_queries(src: &mut impl Source, subgroup: bool) -> Result<BpParameters, FormatError> {
+fn read_queries(src: &mut impl Source, checks: Checks<'_>) -> Result<BpParameters, FormatError> {
     let vk = read_vk(src)?;
     let file = src.file().to_string();
     let n = src.u32_be("h length")? as usize;
-    let h = src.points(n, 96, spec(&file, "h", subgroup))?;
+    let h = src.points(n, 96, spec(&file, "h", checks))?;
     let n = src.u32_be("l length")? as usize;
-    let l = src.points(n, 96, spec(&file, "l", subgroup))?;
+    let l = src.points(n, 96, spec(&file, "l", checks))?;
     let n = src.u32_be("a length")? as usize;
-    let a = src.points(n, 96, spec(&file, "a", subgroup))?;
+    let a = src.points(n, 96, spec(&file, "a", checks))?;
     let n = src.u32_be("b_g1 length")? as usize;
-    let b_g1 = src.points(n, 96, spec(&file, "b_g1", subgroup))?;
+    let b_g1 = src.points(n, 96, spec(&file, "b_g1", checks))?;
     let n = src.u32_be("b_g2 length")? as usize;
-    let b_g2 = src.points(n, 192, spec(&file, "b_g2", subgroup))?;
+    let b_g2 = src.points(n, 192, spec(&file, "b_g2", checks))?;
     Ok(BpParameters {
         vk,
         h,
@@ -177,6 +191,21 @@ fn read_queries(src: &mut impl Source, subgroup: bool) -> Result<BpParameters, F
         b_g1,
         b_g2,
     })
+}
+
+/// The GPU for the subgroup checks of a fully checked read, when there is one.
+fn gpu_for(checks: &PointChecks) -> Option<Gpu> {
+    match checks {
+        PointChecks::Full => cuzk_groth16::subgroup_gpu::available_gpu(),
+        PointChecks::TrustedDigest(_) => None,
+    }
+}
+
+fn point_checks<'a>(checks: &PointChecks, gpu: Option<&'a Gpu>) -> Checks<'a> {
+    Checks {
+        subgroup: matches!(checks, PointChecks::Full),
+        gpu,
+    }
 }
 
 impl BpParameters {
@@ -203,7 +232,8 @@ impl BpParameters {
             Some(b) => BlockStream::open_with_block(path, digest, b)?,
             None => BlockStream::open(path, digest)?,
         };
-        let parsed = read_queries(&mut s, matches!(checks, PointChecks::Full));
+        let gpu = gpu_for(checks);
+        let parsed = read_queries(&mut s, point_checks(checks, gpu.as_ref()));
         match parsed {
             Ok(p) => {
                 s.finish("b_g2")?;
@@ -219,7 +249,8 @@ impl BpParameters {
             d.check(file, bytes)?;
         }
         let mut c = Cursor::new(file, bytes);
-        let p = read_queries(&mut c, matches!(checks, PointChecks::Full))?;
+        let gpu = gpu_for(checks);
+        let p = read_queries(&mut c, point_checks(checks, gpu.as_ref()))?;
         c.finish("b_g2")?;
         Ok(p)
     }

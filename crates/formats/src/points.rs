@@ -3,6 +3,7 @@
 use std::sync::Mutex;
 
 use cuzk_field::{DecodeError, Fp, Fp2, G1Affine, G2Affine};
+use cuzk_groth16::subgroup_gpu::{self, Gpu, PointCheckError};
 use rayon::prelude::*;
 
 use crate::FormatError;
@@ -11,7 +12,8 @@ use crate::FormatError;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PointChecks {
     /// Canonical coordinates, on the curve, in the prime-order subgroup: for files of unknown
-    /// origin. The subgroup check dominates and runs on every core.
+    /// origin. The subgroup check dominates: it runs on the first GPU when there is one (large
+    /// arrays, after their decoding), else on every core.
     Full,
     /// Instead of the point checks the whole file must hash to this digest (as Filecoin checks
     /// its parameters against published digests); the hash runs beside the parallel decoding.
@@ -34,6 +36,8 @@ pub(crate) trait Point: Copy + Send + Sync + Default + PartialEq {
     fn identity_point(&self) -> bool;
     fn on_curve(&self) -> bool;
     fn in_subgroup(&self) -> bool;
+    /// Every point in the subgroup, checked on the GPU (points on the curve).
+    fn subgroup_on_gpu(gpu: &Gpu, points: &[Self]) -> Result<(), PointCheckError>;
     /// zcash uncompressed, canonical and on the curve (cuzk-field's decoder).
     fn decode_uncompressed(bytes: &[u8]) -> Result<Self, DecodeError>;
     fn encode_uncompressed(&self, out: &mut Vec<u8>);
@@ -144,6 +148,9 @@ impl Point for G1Affine {
     fn to_fps(&self) -> [Fp; 4] {
         [self.x(), self.y(), Fp::ZERO, Fp::ZERO]
     }
+    fn subgroup_on_gpu(gpu: &Gpu, points: &[Self]) -> Result<(), PointCheckError> {
+        subgroup_gpu::check_subgroup_g1(gpu, points)
+    }
     point_common!(G1Affine, "96");
 }
 
@@ -156,6 +163,9 @@ impl Point for G2Affine {
     fn to_fps(&self) -> [Fp; 4] {
         let (x, y) = (self.x(), self.y());
         [x.c0(), x.c1(), y.c0(), y.c1()]
+    }
+    fn subgroup_on_gpu(gpu: &Gpu, points: &[Self]) -> Result<(), PointCheckError> {
+        subgroup_gpu::check_subgroup_g2(gpu, points)
     }
     point_common!(G2Affine, "192");
 }
@@ -181,6 +191,85 @@ pub(crate) struct ArraySpec<'a> {
     pub(crate) subgroup: bool,
     /// Check the curve equation (off only for files vouched for by a digest).
     pub(crate) on_curve: bool,
+    /// Where the subgroup checks of large arrays run instead of the CPU's decode.
+    pub(crate) gpu: Option<&'a Gpu>,
+}
+
+/// Arrays at least this long have their subgroup checks on the GPU (when there is one): for
+/// fewer points the upload and launch cost more than the CPU's checks.
+const GPU_MIN_POINTS: usize = 1 << 12;
+
+impl<'a> ArraySpec<'a> {
+    /// The GPU that checks an array of `count` points for the subgroup, if any.
+    fn subgroup_gpu(&self, count: usize) -> Option<&'a Gpu> {
+        self.gpu
+            .filter(|_| self.subgroup && count >= GPU_MIN_POINTS)
+    }
+
+    /// The spec for decoding `count` points: without the subgroup checks when the GPU does them
+    /// afterwards ([`check_subgroup_after`]).
+    pub(crate) fn for_decode(self, count: usize) -> Self {
+        if self.subgroup_gpu(count).is_some() {
+            Self {
+                subgroup: false,
+                ..self
+            }
+        } else {
+            self
+        }
+    }
+}
+
+/// The subgroup checks [`ArraySpec::for_decode`] left out, on the GPU, for a whole decoded
+/// array (canonical and on the curve: the CPU decode checked that). A GPU failure (no memory,
+/// a lost device) falls back to the CPU's checks: a slower load, the same verdict.
+pub(crate) fn check_subgroup_after<P: Point>(
+    points: &[P],
+    spec: ArraySpec<'_>,
+) -> Result<(), FormatError> {
+    match spec.subgroup_gpu(points.len()) {
+        Some(gpu) => subgroup_on(gpu, points, spec),
+        None => Ok(()),
+    }
+}
+
+/// The error of a failed decode of `count` points whose subgroup checks were left to the GPU,
+/// made the one the CPU path gives: the lowest failing index, so a point outside the subgroup
+/// before the decode's failing index wins. `points` holds the records decoded so far.
+pub(crate) fn lowest_error<P: Point>(
+    points: &[P],
+    spec: ArraySpec<'_>,
+    count: usize,
+    e: FormatError,
+) -> FormatError {
+    let index = match &e {
+        FormatError::BadPoint { index, .. } | FormatError::IdentityPoint { index, .. } => *index,
+        _ => return e,
+    };
+    match spec.subgroup_gpu(count) {
+        Some(gpu) => match subgroup_on(gpu, &points[..index.min(points.len())], spec) {
+            Err(first) => first,
+            Ok(()) => e,
+        },
+        None => e,
+    }
+}
+
+fn subgroup_on<P: Point>(gpu: &Gpu, points: &[P], spec: ArraySpec<'_>) -> Result<(), FormatError> {
+    let first = match P::subgroup_on_gpu(gpu, points) {
+        Ok(()) => None,
+        Err(PointCheckError::NotInSubgroup { index }) => Some(index),
+        Err(PointCheckError::Gpu(_)) => points.par_iter().position_first(|p| !p.in_subgroup()),
+    };
+    match first {
+        None => Ok(()),
+        Some(index) => Err(FormatError::BadPoint {
+            file: spec.file.to_string(),
+            field: spec.field.to_string(),
+            index,
+            source: DecodeError::NotInSubgroup,
+        }),
+    }
 }
 
 /// Decodes `bytes` (a whole number of encodings) into a new vector, in parallel.
@@ -189,7 +278,15 @@ pub(crate) fn decode_array<P: Point>(
     spec: ArraySpec<'_>,
 ) -> Result<Vec<P>, FormatError> {
     let mut out = Vec::new();
-    decode_into(bytes, spec, &mut out)?;
+    let size = match spec.encoding {
+        Encoding::Uncompressed => P::UNCOMPRESSED,
+        Encoding::Lem => P::LEM,
+    };
+    let count = bytes.len() / size;
+    if let Err(e) = decode_into(bytes, spec.for_decode(count), &mut out) {
+        return Err(lowest_error(&out, spec, count, e));
+    }
+    check_subgroup_after(&out, spec)?;
     Ok(out)
 }
 
@@ -272,6 +369,7 @@ pub(crate) fn decode_one<P: Point>(
         reject_identity: false,
         subgroup: true,
         on_curve: true,
+        gpu: None,
     };
     Ok(decode_array::<P>(bytes, spec)?[0])
 }

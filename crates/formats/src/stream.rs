@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
 use std::thread::JoinHandle;
 
-use crate::points::{ArraySpec, Point, decode_into};
+use crate::points::{ArraySpec, Point, check_subgroup_after, decode_into, lowest_error};
 use crate::{Digest, FormatError};
 
 /// Bytes per block: big enough that one block keeps every core busy decoding, small enough
@@ -162,6 +162,8 @@ impl BlockStream {
             return Err(self.truncated(spec.field, bytes));
         }
         let mut out: Vec<P> = Vec::with_capacity(count);
+        let full = spec;
+        let spec = spec.for_decode(count);
         while out.len() < count {
             if !self.fill()? {
                 return Err(self.truncated(spec.field, (count - out.len()) * size));
@@ -172,14 +174,17 @@ impl BlockStream {
                 // One record across the block boundary.
                 let rec = self.take_small(size, spec.field)?;
                 let before = out.len();
-                decode_into::<P>(&rec, spec, &mut out).map_err(|e| reindex(e, before))?;
+                decode_into::<P>(&rec, spec, &mut out)
+                    .map_err(|e| lowest_error(&out, full, count, reindex(e, before)))?;
                 continue;
             }
             let slice = &b.data[self.offset..self.offset + whole * size];
             let before = out.len();
-            decode_into::<P>(slice, spec, &mut out).map_err(|e| reindex(e, before))?;
+            decode_into::<P>(slice, spec, &mut out)
+                .map_err(|e| lowest_error(&out, full, count, reindex(e, before)))?;
             self.offset += whole * size;
         }
+        check_subgroup_after(&out, full)?;
         Ok(out)
     }
 

@@ -79,6 +79,9 @@ impl Zkey {
             d.check(file, bytes)?;
         }
         let subgroup = matches!(checks, PointChecks::Full);
+        let gpu = subgroup
+            .then(cuzk_groth16::subgroup_gpu::available_gpu)
+            .flatten();
         let bin = BinFile::parse(file, bytes, "zkey", 1)?;
         let mut p = Cursor::new(file, bin.section(1, "protocol")?);
         let protocol = p.u32_le("protocol")?;
@@ -132,6 +135,7 @@ impl Zkey {
             reject_identity: false,
             subgroup,
             on_curve: true,
+            gpu: gpu.as_ref(),
         };
         let arr = |id: u32, name: &'static str, count: usize, size: usize| {
             bin.sized_section(id, name, (count * size) as u64)

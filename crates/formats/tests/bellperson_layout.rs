@@ -57,6 +57,18 @@ fn parameters_round_trip_in_every_check_mode_and_map_back_to_cuzk() {
     let b2 = to_hex(&blake.compute_like(&bytes)[..16]);
     let trusted_b2 = PointChecks::TrustedDigest(Digest::parse(&format!("blake2b:{b2}")).unwrap());
     assert_eq!(BpParameters::read(&path, &trusted_b2).unwrap(), bp);
+    let b3 = to_hex(&Digest::Blake3([0; 32]).compute_like(&bytes));
+    let trusted_b3 = PointChecks::TrustedDigest(Digest::parse(&format!("blake3:{b3}")).unwrap());
+    assert_eq!(BpParameters::read(&path, &trusted_b3).unwrap(), bp);
+    let wrong_b3 = PointChecks::TrustedDigest(Digest::Blake3([1; 32]));
+    assert!(matches!(
+        BpParameters::read(&path, &wrong_b3),
+        Err(FormatError::DigestMismatch {
+            algorithm: "BLAKE3",
+            ..
+        })
+    ));
+    assert!(Digest::parse(&format!("blake3:{}", &b3[..62])).is_err());
     assert_eq!(
         BpParameters::from_bytes("mem", &bytes, &PointChecks::Full).unwrap(),
         bp

@@ -29,6 +29,7 @@ pub mod prover;
 pub mod r1cs;
 pub mod setup;
 pub mod setup_gpu;
+pub mod subgroup_gpu;
 pub mod sim;
 mod timing;
 pub mod verifier;
