@@ -31,10 +31,12 @@ use blstrs::Scalar;
 use cuzk_field::Fr;
 use cuzk_groth16::{R1cs, R1csBuilder, R1csError, Variable, Witness};
 
-/// blstrs's scalar as cuzk's (same Montgomery limbs).
+/// blstrs's scalar as cuzk's: both wrap `blst_fr`, and blstrs keeps its limbs reduced, so this
+/// is a 32-byte copy (`Fr` is `Pod`), inlined into the witness conversion's loop.
+#[inline]
 pub fn fr_from_scalar(s: &Scalar) -> Fr {
     let raw: blst::blst_fr = (*s).into();
-    Fr::from_montgomery(raw.l).expect("a blstrs scalar is reduced")
+    bytemuck::cast(raw.l)
 }
 
 /// cuzk's scalar as blstrs's.
@@ -67,6 +69,7 @@ pub enum BellpepperError {
 /// Namespaces only name things for debugging: both systems ignore them.
 macro_rules! no_namespaces {
     () => {
+        #[inline]
         fn push_namespace<NR, N>(&mut self, _: N)
         where
             NR: Into<String>,
@@ -74,8 +77,10 @@ macro_rules! no_namespaces {
         {
         }
 
+        #[inline]
         fn pop_namespace(&mut self) {}
 
+        #[inline]
         fn get_root(&mut self) -> &mut Self::Root {
             self
         }
@@ -230,6 +235,7 @@ impl ConstraintSystem<Scalar> for WitnessCs {
         )))
     }
 
+    #[inline]
     fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, _: LA, _: LB, _: LC)
     where
         A: FnOnce() -> AR,
@@ -318,12 +324,8 @@ impl CompiledCircuit {
                 found_aux: cs.aux.len(),
             });
         }
-        let z: Vec<Fr> = cs
-            .inputs
-            .iter()
-            .chain(&cs.aux)
-            .map(fr_from_scalar)
-            .collect();
+        let mut z = Vec::with_capacity(inputs + 1 + aux);
+        z.extend(cs.inputs.iter().chain(&cs.aux).map(fr_from_scalar));
         Ok(Witness::from_assignment(inputs, z)?)
     }
 }
