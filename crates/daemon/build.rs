@@ -6,6 +6,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut config = tonic_prost_build::Config::new();
     config.protoc_executable(protoc_bin_vendored::protoc_bin_path()?);
     tonic_prost_build::configure()
+        // A witness chunk is sliced out of the receive buffer, not copied into a Vec.
+        .bytes(".cuzk.v1.SubmitRequest.chunk")
         .file_descriptor_set_path(out.join("cuzk_v1_descriptor.bin"))
         .compile_with_config(config, &["proto/cuzk/v1/cuzk.proto"], &["proto"])?;
     Ok(())

@@ -11,6 +11,7 @@
 #   overhead:    throughput at 2^24, 2 workers x 3 in flight: in process (witness in memory,
 #                and by path), then through the daemon (witness by path, and streamed), with Status/Metrics latency under load;
 #                overhead-daemon: the daemon half alone.
+#   upload:      issue 20's streamed upload at 2^24 alone (one worker, six `cuzk submit`s).
 #   faults:      a failure at every driver call of one proof and of one engine job.
 #   memory:      another process takes device memory while the engine proves (2^24).
 #   soak:        1000 proofs at 2^20 through one daemon (priorities, cancels, bad requests).
@@ -118,6 +119,16 @@ stop_pg() { "${PG_AS[@]}" "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m fast -w stop; }
 sql() { env ${PG_LIBDIR:+LD_LIBRARY_PATH=$PG_LIBDIR} "$PG_BIN/psql" -At "$PG_URL" -c "$1"; }
 D="--daemon unix:$P/d.sock"
 
+# The streamed upload alone, $2 times for key k$1: `cuzk submit` prints each upload's rate,
+# timed until the daemon has received, checksummed and decoded the whole witness; --wait keeps
+# the next upload off the CPU time of the proof before it.
+uploads() {
+    local i
+    for i in $(seq "$2"); do
+        cuzk submit $D --key "k$1" --witness "$P/k$1.wit" --wait --proof "$P/upload.proof" >/dev/null || return 1
+    done
+}
+
 # kill -9 of a GPU daemon while it proves key k$1, then a restart on the same socket: the stale
 # socket is removed, the whole device budget is there (nothing held by the dead process), and a
 # proof verifies.
@@ -189,8 +200,15 @@ for part in "$@"; do
             step daemon-24-path-c3 $bd --by-path --concurrency 3 --proofs 20
             step daemon-24-stream-c3 $bd --concurrency 3 --proofs 20
             step daemon-24-path-c1 $bd --by-path --concurrency 1 --proofs 5
-            # The streamed upload alone: `cuzk submit` returns once the witness is in and parsed.
-            step daemon-24-upload bash -c "for i in 1 2 3; do $B/cuzk submit $D --key k24 --witness $P/k24.wit >/dev/null || exit 1; done"
+            step daemon-24-upload uploads 24 3
+            stop_daemon
+        }
+        [ -n "${KEEP_KEYS:-}" ] || rm -f "$P"/k24.*
+        ;;
+    upload)
+        step key-24 make_key 24
+        start_daemon 24 1 && {
+            step daemon-24-upload uploads 24 6
             stop_daemon
         }
         [ -n "${KEEP_KEYS:-}" ] || rm -f "$P"/k24.*

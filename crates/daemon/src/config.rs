@@ -128,8 +128,9 @@ pub struct DaemonConfig {
     pub backend: String,
     /// Engine: GPU ordinals; absent: all.
     pub gpus: Option<Vec<usize>>,
-    /// Engine: workers per device.
-    pub workers_per_device: usize,
+    /// Engine: workers per device; absent: what each device's memory admits for the loaded
+    /// keys, at most 2.
+    pub workers_per_device: Option<usize>,
     /// Engine: witness files read ahead of the workers at once; 0: each worker reads its own.
     pub read_ahead: usize,
     /// Engine: logical devices per physical device.
@@ -163,7 +164,7 @@ impl Default for DaemonConfig {
             result_ttl_s: 3600.0,
             backend: "auto".into(),
             gpus: None,
-            workers_per_device: engine.workers_per_device,
+            workers_per_device: None,
             read_ahead: engine.read_ahead,
             split: 1,
             host_memory: None,
@@ -215,7 +216,7 @@ impl DaemonConfig {
                 self.max_message_bytes
             ));
         }
-        if self.max_jobs == 0 || self.workers_per_device == 0 || self.split == 0 {
+        if self.max_jobs == 0 || self.workers_per_device == Some(0) || self.split == 0 {
             return bad("max_jobs, workers_per_device and split must be at least 1".into());
         }
         if let Some(q) = &self.queue {
@@ -255,7 +256,10 @@ impl DaemonConfig {
             backend: self.backend_choice()?,
             gpus: self.gpus.clone(),
             split: self.split,
-            workers_per_device: self.workers_per_device,
+            workers_per_device: match self.workers_per_device {
+                Some(n) => cuzk_scheduler::Workers::Fixed(n),
+                None => cuzk_scheduler::Workers::Auto,
+            },
             read_ahead: self.read_ahead,
             host_memory: self.host_memory,
             cpu_device_memory: self.cpu_device_memory,

@@ -41,6 +41,11 @@ pub enum DaemonError {
     Transport(#[from] tonic::transport::Error),
 }
 
+/// The HTTP/2 flow-control window a stream may have in flight: a few witness chunks.
+const H2_STREAM_WINDOW: u32 = 16 << 20;
+/// The largest HTTP/2 frame the daemon accepts.
+const H2_MAX_FRAME: u32 = 1 << 20;
+
 fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> DaemonError {
     let what = what.into();
     move |source| DaemonError::Io { what, source }
@@ -242,7 +247,12 @@ impl Daemon {
         let stop = async {
             let _ = stop_rx.await;
         };
+        // A streamed witness is hundreds of MiB: h2's defaults (1 MiB windows, 16 KiB frames)
+        // cut it into 32768 frames per 512 MiB, each a wakeup and a syscall on both ends.
         let router = Server::builder()
+            .initial_stream_window_size(H2_STREAM_WINDOW)
+            .initial_connection_window_size(2 * H2_STREAM_WINDOW)
+            .max_frame_size(H2_MAX_FRAME)
             .add_service(health)
             .add_service(reflection)
             .add_service(prover);

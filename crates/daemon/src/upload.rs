@@ -4,6 +4,7 @@
 
 use std::io::{self, Read};
 
+use prost::bytes::{Buf, Bytes};
 use tokio::sync::mpsc;
 
 /// Chunks in flight between the gRPC stream and the parser (each at most one message).
@@ -11,35 +12,29 @@ pub const CHUNKS_IN_FLIGHT: usize = 16;
 
 /// The `Read` end: blocks for the next chunk; the sender dropped is the end of the data.
 pub struct ChunkReader {
-    rx: mpsc::Receiver<Vec<u8>>,
-    chunk: Vec<u8>,
-    pos: usize,
+    rx: mpsc::Receiver<Bytes>,
+    chunk: Bytes,
 }
 
 impl ChunkReader {
-    pub fn new(rx: mpsc::Receiver<Vec<u8>>) -> Self {
+    pub fn new(rx: mpsc::Receiver<Bytes>) -> Self {
         Self {
             rx,
-            chunk: Vec::new(),
-            pos: 0,
+            chunk: Bytes::new(),
         }
     }
 }
 
 impl Read for ChunkReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        while self.pos == self.chunk.len() {
+        while self.chunk.is_empty() {
             match self.rx.blocking_recv() {
-                Some(c) => {
-                    self.chunk = c;
-                    self.pos = 0;
-                }
+                Some(c) => self.chunk = c,
                 None => return Ok(0),
             }
         }
-        let n = buf.len().min(self.chunk.len() - self.pos);
-        buf[..n].copy_from_slice(&self.chunk[self.pos..self.pos + n]);
-        self.pos += n;
+        let n = buf.len().min(self.chunk.len());
+        self.chunk.copy_to_slice(&mut buf[..n]);
         Ok(n)
     }
 }
@@ -52,7 +47,7 @@ mod tests {
     fn reads_chunks_in_order_across_boundaries_and_ends_when_the_sender_drops() {
         let (tx, rx) = mpsc::channel(CHUNKS_IN_FLIGHT);
         let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
-        let chunks: Vec<Vec<u8>> = data.chunks(333).map(<[u8]>::to_vec).collect();
+        let chunks: Vec<Bytes> = data.chunks(333).map(Bytes::copy_from_slice).collect();
         let reader = std::thread::spawn(move || {
             let mut r = ChunkReader::new(rx);
             let mut got = vec![0u8; 1000];

@@ -402,7 +402,7 @@ async fn resubmission_with_a_request_id_is_idempotent() {
 async fn cancel_stops_queued_and_running_jobs() {
     let f = big();
     let mut cfg = config("cancel");
-    cfg.workers_per_device = 1;
+    cfg.workers_per_device = Some(1);
     let d = start(cfg).await;
     let mut c = d.client().await;
     load(&mut c, "big", "big").await;
@@ -531,14 +531,14 @@ async fn bad_requests_among_twenty_good_ones_fail_alone() {
                     msg: Some(pb::submit_request::Msg::Header(h)),
                 },
                 pb::SubmitRequest {
-                    msg: Some(pb::submit_request::Msg::Chunk(vec![0; 100 << 10])),
+                    msg: Some(pb::submit_request::Msg::Chunk(vec![0; 100 << 10].into())),
                 },
             ];
             let e = c.submit(tokio_stream::iter(msgs)).await.unwrap_err();
             assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
             // No header first.
             let msgs = vec![pb::SubmitRequest {
-                msg: Some(pb::submit_request::Msg::Chunk(vec![1])),
+                msg: Some(pb::submit_request::Msg::Chunk(vec![1].into())),
             }];
             let e = c.submit(tokio_stream::iter(msgs)).await.unwrap_err();
             assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
@@ -621,7 +621,9 @@ async fn a_client_gone_mid_stream_frees_its_partial_witness() {
     .await
     .unwrap();
     tx.send(pb::SubmitRequest {
-        msg: Some(pb::submit_request::Msg::Chunk(f.witness[..1000].to_vec())),
+        msg: Some(pb::submit_request::Msg::Chunk(
+            f.witness[..1000].to_vec().into(),
+        )),
     })
     .await
     .unwrap();
@@ -774,7 +776,7 @@ async fn shutdown_drains_running_jobs_and_a_restart_is_clean() {
 async fn shutdown_past_the_drain_timeout_cancels_the_rest() {
     let f = big();
     let mut cfg = config("cut");
-    cfg.workers_per_device = 1;
+    cfg.workers_per_device = Some(1);
     cfg.drain_timeout_s = 0.0;
     let d = start(cfg).await;
     let mut c = d.client().await;

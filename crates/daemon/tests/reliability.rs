@@ -54,7 +54,7 @@ fn config(sock: &Path) -> DaemonConfig {
         listen: Some(format!("unix:{}", sock.display())),
         param_dir: fixture().dir.clone(),
         backend: "cpu".into(),
-        workers_per_device: 1,
+        workers_per_device: Some(1),
         host_memory: Some(2 << 30),
         cpu_device_memory: 512 * MIB,
         drain_timeout_s: 5.0,
@@ -290,7 +290,7 @@ async fn security_request_sizes_are_bounded() {
         })),
     };
     let chunk = |b: &[u8]| pb::SubmitRequest {
-        msg: Some(pb::submit_request::Msg::Chunk(b.to_vec())),
+        msg: Some(pb::submit_request::Msg::Chunk(b.to_vec().into())),
     };
     // A declared size other than the key's witness size, larger or smaller.
     for s in [size + 1, size - 1, u64::MAX] {
