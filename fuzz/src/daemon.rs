@@ -74,7 +74,7 @@ pub fn harness_config(dir: &Path) -> DaemonConfig {
         param_dir: dir.to_owned(),
         witness_dir: Some(dir.join("w")),
         backend: "cpu".into(),
-        workers_per_device: 1,
+        workers_per_device: Some(1),
         host_memory: Some(1 << 30),
         cpu_device_memory: 256 << 20,
         max_message_bytes: MAX_MESSAGE,

@@ -45,9 +45,9 @@ pub(crate) struct Args {
     public_inputs: usize,
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// GPU workers per device.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
-    workers: u32,
+    /// GPU workers per device; default: what each device's memory admits for the key, at most 2.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16))]
+    workers: Option<u32>,
     /// Proofs in flight at once.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub concurrency: u32,
@@ -112,7 +112,10 @@ pub(crate) fn run(a: Args, choice: BackendChoice) -> Result<()> {
     };
     let engine = Engine::new(EngineConfig {
         backend: choice,
-        workers_per_device: a.workers as usize,
+        workers_per_device: match a.workers {
+            Some(n) => cuzk_scheduler::Workers::Fixed(n as usize),
+            None => cuzk_scheduler::Workers::Auto,
+        },
         split: a.split as usize,
         ..EngineConfig::from_env()?
     })?;
@@ -148,7 +151,9 @@ pub(crate) fn run(a: Args, choice: BackendChoice) -> Result<()> {
             .collect();
         let title = format!(
             "cuzk bench: {} workers, {} in flight, {}% boolean",
-            a.workers, a.concurrency, a.boolean_percent
+            a.workers.map_or("auto".into(), |n| n.to_string()),
+            a.concurrency,
+            a.boolean_percent
         );
         std::fs::write(p, cuzk_daemon::svg::scaling(&points, &title)?)
             .with_context(|| format!("cannot write {}", p.display()))?;
@@ -181,16 +186,12 @@ pub(crate) fn run(a: Args, choice: BackendChoice) -> Result<()> {
 }
 
 fn run_size(engine: &Engine, a: &Args, log_constraints: u32) -> Result<SizeResult> {
-    let (proofs, workers, concurrency) = (
-        a.proofs as usize,
-        a.workers as usize,
-        a.concurrency as usize,
-    );
+    let (proofs, concurrency) = (a.proofs as usize, a.concurrency as usize);
     let devices = engine.devices();
     let on_gpu = devices.iter().any(|(_, gpu)| *gpu);
     println!(
-        "cuzk bench: 2^{} constraints, {}% boolean, {} proofs, {} in flight, {} workers per device",
-        log_constraints, a.boolean_percent, proofs, concurrency, workers
+        "cuzk bench: 2^{} constraints, {}% boolean, {} proofs, {} in flight",
+        log_constraints, a.boolean_percent, proofs, concurrency
     );
     for (i, (name, _)) in devices.iter().enumerate() {
         println!("  device {i}: {name}");
@@ -233,6 +234,15 @@ fn run_size(engine: &Engine, a: &Args, log_constraints: u32) -> Result<SizeResul
         None,
     )?;
     let load = start.elapsed();
+    // Under the auto rule the key's memory plan decides the workers; report what ran.
+    let workers: Vec<usize> = engine
+        .status()
+        .devices
+        .iter()
+        .map(|d| d.workers.len())
+        .collect();
+    println!("  workers per device: {workers:?}");
+    let warm_count: usize = workers.iter().sum();
     let witness = Arc::new(witness);
     let file = if a.by_path {
         let path = std::env::temp_dir().join(format!(
@@ -272,7 +282,7 @@ fn run_size(engine: &Engine, a: &Args, log_constraints: u32) -> Result<SizeResul
     };
 
     // Warm-up: one proof per worker, so every worker's buffers exist before timing.
-    let warm: Vec<_> = (0..workers * devices.len())
+    let warm: Vec<_> = (0..warm_count)
         .map(|_| engine.submit(spec()))
         .collect::<Result<_, _>>()?;
     for h in warm {
@@ -397,7 +407,7 @@ fn run_size(engine: &Engine, a: &Args, log_constraints: u32) -> Result<SizeResul
     }
     println!(
         "all {} proofs verified ({} failed, {} self-check failures)",
-        proofs + workers * devices.len(),
+        proofs + warm_count,
         st.counters.failed,
         st.counters.self_check_failed
     );

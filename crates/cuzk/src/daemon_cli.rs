@@ -216,7 +216,7 @@ pub fn run(command: DaemonCommand, choice: BackendChoice) -> Result<()> {
             c.listen = listen.or(c.listen);
             c.param_dir = param_dir.unwrap_or(c.param_dir);
             c.http_listen = http.or(c.http_listen);
-            c.workers_per_device = workers.unwrap_or(c.workers_per_device);
+            c.workers_per_device = workers.or(c.workers_per_device);
             c.drain_timeout_s = drain_timeout.unwrap_or(c.drain_timeout_s);
             c.token_file = token_file.or(c.token_file);
             if let Some(url) = queue {

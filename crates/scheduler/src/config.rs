@@ -5,8 +5,34 @@ use cuzk_vram::BudgetConfig;
 
 const GIB: u64 = 1 << 30;
 
+/// How many GPU workers each device runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workers {
+    /// What the device's memory admits for the keys loaded on it, at most
+    /// [`Workers::AUTO_MAX`]: a second worker takes jobs only while the staging room holds one
+    /// job's witness beside another's a, b, c. A worker the room cannot serve would hold a job
+    /// at the staging gate that another device could run.
+    Auto,
+    /// Exactly this many per device. Admission keeps any number safe: jobs wait for room.
+    Fixed(usize),
+}
+
+impl Workers {
+    /// Two, since one proof's CPU phases already overlap another's device phases.
+    pub const AUTO_MAX: usize = 2;
+
+    /// Worker threads started per device.
+    pub fn threads(self) -> usize {
+        match self {
+            Workers::Auto => Self::AUTO_MAX,
+            Workers::Fixed(n) => n.max(1),
+        }
+    }
+}
+
 /// How an [`crate::Engine`] is set up. `Default` is what a user gets with no settings: every
-/// GPU of the host (the CPU when there is none), two workers per device, self-check on.
+/// GPU of the host (the CPU when there is none), the workers each device's memory admits (at
+/// most two), self-check on.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     /// Which prover: the GPUs when present (auto), the CPU, or the GPUs only.
@@ -16,9 +42,8 @@ pub struct EngineConfig {
     /// Splits each physical device into this many logical devices, each with an equal share
     /// of its budget (tests of multi-device scheduling on one GPU or on the CPU).
     pub split: usize,
-    /// GPU workers per device. Memory admission makes any number safe; more than two rarely
-    /// helps, since one proof's CPU phases already overlap another's device phases.
-    pub workers_per_device: usize,
+    /// GPU workers per device.
+    pub workers_per_device: Workers,
     /// Witness files read ahead of the workers at once (queued jobs, in queue order, while host
     /// memory leaves room for one more job beside them); 0: each worker reads its own.
     pub read_ahead: usize,
@@ -41,7 +66,7 @@ impl Default for EngineConfig {
             backend: BackendChoice::Auto,
             gpus: None,
             split: 1,
-            workers_per_device: 2,
+            workers_per_device: Workers::Auto,
             read_ahead: 2,
             vram: BudgetConfig::default(),
             cpu_device_memory: 16 * GIB,

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -12,7 +12,7 @@ use cuzk_groth16::{BackendChoice, BackendError, R1cs, io};
 use cuzk_vram::{Budget, FakeBackend, Vram};
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use crate::config::EngineConfig;
+use crate::config::{EngineConfig, Workers};
 use crate::gate::{Gate, GateError};
 use crate::job::{
     JobError, JobHandle, JobId, JobOutput, JobShared, JobSpec, JobState, Priority, ReadAhead, Span,
@@ -101,6 +101,9 @@ pub(crate) struct Device {
     /// largest device phase's allocations and the tables).
     pub(crate) staging: Gate,
     pub(crate) workers: Mutex<Vec<WorkerStatus>>,
+    /// Workers that take jobs: all of them, or under [`Workers::Auto`] what the staging room
+    /// admits for the loaded keys (`refresh_staging`).
+    pub(crate) admitted: AtomicUsize,
     /// Seconds the GPU lock was held.
     pub(crate) busy: Mutex<f64>,
 }
@@ -124,6 +127,7 @@ pub struct DeviceStatus {
     pub staging_capacity: u64,
     pub staging_in_use: u64,
     pub pinned_in_use: u64,
+    /// The workers that take jobs (and any still finishing one after the room shrank).
     pub workers: Vec<WorkerStatus>,
     /// Keys loaded here, with their resident device bytes.
     pub keys: Vec<(String, u64)>,
@@ -259,7 +263,11 @@ impl Engine {
         config: EngineConfig,
         devices: Vec<(String, DeviceKind, Vram)>,
     ) -> Result<Self, EngineError> {
-        let workers = config.workers_per_device.max(1);
+        let workers = config.workers_per_device.threads();
+        let admitted = match config.workers_per_device {
+            Workers::Auto => 1,
+            Workers::Fixed(_) => workers,
+        };
         let devices: Vec<Device> = devices
             .into_iter()
             .enumerate()
@@ -271,6 +279,7 @@ impl Engine {
                 lock: Gate::new("GPU lock", 1),
                 staging: Gate::new("staging room", 0),
                 workers: Mutex::new(vec![WorkerStatus::default(); workers]),
+                admitted: AtomicUsize::new(admitted),
                 busy: Mutex::new(0.0),
             })
             .collect();
@@ -547,8 +556,20 @@ impl Inner {
 
     pub(crate) fn refresh_staging(&self, dev: &Device) {
         let ceiling = self.staging_room_under(dev, None, dev.vram.budget().total());
-        dev.staging
-            .set_capacity(self.staging_room(dev, None), ceiling);
+        let room = self.staging_room(dev, None);
+        dev.staging.set_capacity(room, ceiling);
+        if self.config.workers_per_device == Workers::Auto {
+            let two = self.keys.read().values().all(|k| {
+                k.on[dev.index]
+                    .as_ref()
+                    .is_none_or(|l| room >= l.needs.witness + l.needs.evaluations)
+            });
+            let n = if two { Workers::AUTO_MAX } else { 1 };
+            if dev.admitted.swap(n, Ordering::SeqCst) != n {
+                tracing::info!(device = %dev.name, workers = n, staging_room = room, "workers admitted");
+                self.queue_cond.notify_all();
+            }
+        }
     }
 
     pub(crate) fn submit(&self, me: &Arc<Inner>, spec: JobSpec) -> Result<JobHandle, JobError> {
@@ -635,6 +656,10 @@ impl Inner {
         loop {
             if self.closing.load(Ordering::SeqCst) && q.is_empty() {
                 return None;
+            }
+            if w >= self.devices[d].admitted.load(Ordering::SeqCst) {
+                self.queue_cond.wait_for(&mut q, Duration::from_millis(100));
+                continue;
             }
             let pick = {
                 let keys = self.keys.read();
@@ -740,7 +765,15 @@ impl Inner {
                     staging_capacity: d.staging.capacity(),
                     staging_in_use: d.staging.in_use(),
                     pinned_in_use: d.vram.host_budget().in_use(),
-                    workers: d.workers.lock().clone(),
+                    workers: {
+                        let admitted = d.admitted.load(Ordering::SeqCst);
+                        let all = d.workers.lock();
+                        all.iter()
+                            .enumerate()
+                            .filter(|(w, s)| *w < admitted || s.job.is_some())
+                            .map(|(_, s)| s.clone())
+                            .collect()
+                    },
                     keys: dk,
                     busy_seconds: *d.busy.lock(),
                 }

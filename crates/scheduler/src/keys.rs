@@ -163,7 +163,7 @@ impl Inner {
             device: dev.index,
             source,
         };
-        let workers = self.config.workers_per_device.max(1);
+        let workers = self.config.workers_per_device.threads();
         let (backend, needs, resident): (Arc<dyn ProverBackend>, StagingNeeds, u64) =
             match &dev.kind {
                 DeviceKind::Gpu(gpu) => {

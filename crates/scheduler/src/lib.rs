@@ -41,7 +41,7 @@ mod keys;
 mod read_ahead;
 mod run;
 
-pub use config::EngineConfig;
+pub use config::{EngineConfig, Workers};
 pub use engine::{Counters, DeviceStatus, Engine, EngineError, EngineStatus, WorkerStatus};
 pub use gate::{Gate, GateError, Permit};
 pub use job::{

@@ -9,7 +9,7 @@ use std::time::Duration;
 use cuzk_groth16::{Fr, ProvingKey, R1cs, Witness, generate_parameters_with_toxic_waste};
 use cuzk_scheduler::{
     Engine, EngineConfig, EngineError, JobError, JobHandle, JobSpec, JobStatus, KeySource,
-    Priority, SpanKind, WitnessSource,
+    Priority, SpanKind, WitnessSource, Workers,
 };
 use cuzk_vram::{Budget, FakeBackend, Faults, Vram};
 use rand::SeedableRng;
@@ -65,7 +65,7 @@ fn memories(count: usize, device: u64) -> (Vec<Vram>, Vec<Arc<FakeBackend>>) {
 
 fn config(workers: usize) -> EngineConfig {
     EngineConfig {
-        workers_per_device: workers,
+        workers_per_device: Workers::Fixed(workers),
         host_memory: Some(4 << 30),
         ..EngineConfig::default()
     }
@@ -136,6 +136,46 @@ fn grid_every_job_completes_and_every_budget_returns() {
                 assert_idle(&engine, host_idle);
             }
         }
+    }
+}
+
+#[test]
+fn auto_workers_are_what_the_staging_room_admits_for_the_loaded_keys() {
+    let c = circuit(8, 2);
+    let (zb, eb) = staged_bytes(&c);
+    // One proof's largest staged buffer admits one worker; room for a witness beside another
+    // proof's a, b, c admits two.
+    for (budget, admitted) in [(eb.max(zb), 1), (64 * MIB, 2)] {
+        let (mems, _) = memories(1, budget);
+        let engine = Engine::on_cpu(
+            EngineConfig {
+                workers_per_device: Workers::Auto,
+                ..config(1)
+            },
+            mems,
+        )
+        .unwrap();
+        engine.load_key("k", key(&c), None).unwrap();
+        let host_idle = engine.status().host_in_use;
+        assert_eq!(engine.status().devices[0].workers.len(), admitted, "budget {budget}");
+        let jobs: Vec<JobHandle> = (0..6)
+            .map(|_| engine.submit(JobSpec::new("k", memory(&c))).unwrap())
+            .collect();
+        for h in &jobs {
+            verify(&c, h);
+        }
+        let workers: std::collections::BTreeSet<usize> =
+            engine.timeline().iter().map(|s| s.worker).collect();
+        assert_eq!(
+            workers,
+            (0..admitted).collect(),
+            "budget {budget}: the workers that ran jobs"
+        );
+        assert_idle(&engine, host_idle);
+        // Unloading the key and loading it again recomputes the same rule.
+        engine.unload_key("k").unwrap();
+        engine.load_key("k", key(&c), None).unwrap();
+        assert_eq!(engine.status().devices[0].workers.len(), admitted);
     }
 }
 

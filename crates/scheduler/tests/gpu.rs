@@ -10,6 +10,7 @@ use cuzk_gpu::Gpu;
 use cuzk_groth16::{ProvingKey, R1cs, ToxicWaste, Witness, demo, setup_gpu};
 use cuzk_scheduler::{
     Engine, EngineConfig, JobHandle, JobOutput, JobSpec, KeySource, SpanKind, WitnessSource,
+    Workers,
 };
 use cuzk_vram::BudgetConfig;
 use rand::SeedableRng;
@@ -53,7 +54,7 @@ fn engine(workers: usize, cap: Option<u64>) -> Engine {
     Engine::new(EngineConfig {
         backend: cuzk_groth16::BackendChoice::Gpu,
         gpus: Some(vec![0]),
-        workers_per_device: workers,
+        workers_per_device: Workers::Fixed(workers),
         vram: BudgetConfig {
             vram_limit: cap,
             ..BudgetConfig::default()

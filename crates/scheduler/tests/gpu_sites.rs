@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cuzk_groth16::{ToxicWaste, demo, generate_parameters_with_toxic_waste};
-use cuzk_scheduler::{Engine, EngineConfig, JobError, JobSpec, KeySource, WitnessSource};
+use cuzk_scheduler::{
+    Engine, EngineConfig, JobError, JobSpec, KeySource, WitnessSource, Workers,
+};
 use cuzk_vram::inject::{INJECTED, Injection, Site};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
@@ -24,7 +26,7 @@ fn gpu_a_failure_at_every_driver_call_of_a_job_fails_it_alone() {
     let engine = Engine::new(EngineConfig {
         backend: cuzk_groth16::BackendChoice::Gpu,
         gpus: Some(vec![0]),
-        workers_per_device: 1,
+        workers_per_device: Workers::Fixed(1),
         ..EngineConfig::default()
     })
     .expect("gpu_* tests need an NVIDIA GPU");
