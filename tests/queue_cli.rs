@@ -157,7 +157,7 @@ poll_ms = 50
     /// Queues `n` jobs of the key, alternating inline and path witnesses and the priorities.
     fn submit(&self, n: usize) -> Vec<i64> {
         let witness = std::fs::read(self.path("k.wit")).unwrap();
-        let sha256 = cuzk_queue::file_sha256(&self.path("k.wit")).unwrap();
+        let checksum = cuzk_queue::witness_checksum(&self.path("k.wit")).unwrap();
         let jobs: Vec<NewJob> = (0..n)
             .map(|i| NewJob {
                 request_id: Some(format!("job-{i}")),
@@ -169,7 +169,7 @@ poll_ms = 50
                 } else {
                     WitnessRef::Path {
                         path: s(&self.path("k.wit")).to_owned(),
-                        sha256,
+                        checksum,
                     }
                 },
                 max_failures: 3,

@@ -88,11 +88,11 @@ fn new_job(work: &Work, job: &QueueJob, request_id: Option<String>) -> Result<Ne
     } else {
         let p = std::path::absolute(&work.witness)
             .with_context(|| format!("{}", work.witness.display()))?;
-        let sha256 =
-            cuzk_queue::file_sha256(&p).with_context(|| format!("cannot read {}", p.display()))?;
+        let checksum = cuzk_queue::witness_checksum(&p)
+            .with_context(|| format!("cannot read {}", p.display()))?;
         WitnessRef::Path {
             path: p.to_string_lossy().into_owned(),
-            sha256,
+            checksum,
         }
     };
     Ok(NewJob {

@@ -49,7 +49,7 @@ fn resolver(witness_dir: Option<PathBuf>) -> WitnessResolver {
 /// engine. The database need not be up yet: the worker retries until it is.
 pub async fn start(daemon: &Daemon, config: &QueueConfig) -> Result<WorkerHandle, QueueModeError> {
     config.validate().map_err(QueueModeError::Config)?;
-    let queue = Queue::open(&config.url, config.pool_size, config.connect_timeout())?;
+    let queue = Queue::open_host(&config.url, config.pool_size, config.connect_timeout())?;
     let mut backoff = Duration::from_millis(200);
     // Migrations must be in place before the first claim; wait for the database to come up.
     loop {

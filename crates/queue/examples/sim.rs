@@ -43,7 +43,8 @@ fn main() -> Result<()> {
     let url = url.unwrap_or_else(|| server.as_ref().map(|s| s.url()).unwrap_or_default());
     let rt = tokio::runtime::Runtime::new()?;
     let report = rt.block_on(async {
-        let q = Queue::connect(&url, pool.unwrap_or(config.hosts), Duration::from_secs(10)).await?;
+        let q = Queue::open_host(&url, pool.unwrap_or(config.hosts), Duration::from_secs(10))?;
+        q.migrate().await?;
         simulate(&q, &config).await
     })?;
     println!(

@@ -16,13 +16,14 @@ pub struct QueueConfig {
     pub lease_s: f64,
     /// Seconds between heartbeats (lease renewals, cancel checks, expired-lease sweeps).
     pub heartbeat_s: f64,
-    /// Milliseconds between claim attempts while the queue is empty or the engine is full.
+    /// Milliseconds between claim attempts while the queue is empty or the engine is full: the
+    /// fallback, as a host is woken at once by the queue's notifications (LISTEN cuzk_jobs) and
+    /// by its engine finishing a job.
     pub poll_ms: u64,
-    /// Jobs claimed beyond the engine's workers, so a worker that frees finds one waiting
-    /// whose witness digest is checked and read (2: 8.6% more proofs/s than 1 at 2^24 on the
-    /// H200, where one digest check and read take about as long as a proof's device phases).
+    /// Jobs claimed beyond the engine's workers: they wait in the engine's queue, where its
+    /// read-ahead reads their witnesses, so a worker that frees finds one read.
     pub prefetch: usize,
-    /// Database connections this host keeps at most.
+    /// Database connections this host keeps at most (one more listens for notifications).
     pub pool_size: usize,
     /// Seconds to wait for a connection to the database.
     pub connect_timeout_s: f64,

@@ -27,4 +27,4 @@ pub use db::{
     CancelOutcome, Claimed, HostRow, Job, Lease, NewJob, Outcome, Queue, QueueError, QueueStatus,
     State, Submitted, WitnessRef,
 };
-pub use worker::{Stopper, WitnessResolver, WorkerHandle, file_sha256, key_digest};
+pub use worker::{Stopper, WitnessResolver, WorkerHandle, key_digest, witness_checksum};

@@ -98,6 +98,8 @@ pub async fn simulate(queue: &Queue, config: &SimConfig) -> Result<SimReport, Qu
     let keys = vec![(SIM_KEY.0.to_owned(), SIM_KEY.1.to_owned())];
     let lease = Duration::from_secs(60);
     let total = config.jobs as u64;
+    // The hosts' connections are opened at their start, before the clock.
+    queue.warm().await?;
     let start = Instant::now();
     let mut hosts = tokio::task::JoinSet::new();
     for h in 0..config.hosts {

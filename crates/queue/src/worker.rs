@@ -3,7 +3,7 @@
 //! and writes each result back in the statement that marks the job done.
 
 use std::collections::HashMap;
-use std::io::Read;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -39,19 +39,31 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// SHA-256 of a file, streamed.
-pub fn file_sha256(path: &std::path::Path) -> std::io::Result<[u8; 32]> {
+/// A cuzk witness file's checksum: the BLAKE3 of its contents that ends the file. A job names
+/// its witness file by it; the host compares it when the job starts, and the engine checks the
+/// contents against it in the one pass that reads the file, so no host hashes a file twice.
+pub fn witness_checksum(path: &std::path::Path) -> std::io::Result<[u8; 32]> {
     let mut f = std::fs::File::open(path)?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
+    // Magic, kind, format version (whose checksum is BLAKE3); then the body and the checksum.
+    let mut head = [0u8; 9];
+    f.read_exact(&mut head)?;
+    if head[..4] != io::MAGIC
+        || head[4] != io::FileKind::Witness as u8
+        || head[5..] != io::FORMAT_VERSION.to_le_bytes()
+        || f.metadata()?.len() < 9 + 16 + 32
+    {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "not a cuzk witness file of format version {}",
+                io::FORMAT_VERSION
+            ),
+        ));
     }
-    Ok(h.finalize().into())
+    f.seek(SeekFrom::End(-32))?;
+    let mut sum = [0u8; 32];
+    f.read_exact(&mut sum)?;
+    Ok(sum)
 }
 
 /// A job this host holds the lease of.
@@ -94,6 +106,7 @@ pub struct WorkerHandle {
     stop: Stopper,
     claimer: tokio::task::JoinHandle<()>,
     heartbeat: tokio::task::JoinHandle<()>,
+    listener: tokio::task::JoinHandle<()>,
 }
 
 impl std::fmt::Debug for WorkerHandle {
@@ -129,11 +142,13 @@ pub fn spawn(
     let (stop, stop_rx) = watch::channel(false);
     let claimer = tokio::spawn(claim_loop(inner.clone(), stop_rx.clone()));
     let heartbeat = tokio::spawn(heartbeat_loop(inner.clone(), stop_rx));
+    let listener = tokio::spawn(listen_loop(inner.clone()));
     WorkerHandle {
         inner,
         stop: Stopper(Arc::new(stop)),
         claimer,
         heartbeat,
+        listener,
     }
 }
 
@@ -158,6 +173,7 @@ impl WorkerHandle {
     pub async fn finish(self, timeout: Duration) {
         self.stop_claiming();
         let _ = self.claimer.await;
+        self.listener.abort();
         let deadline = Instant::now() + timeout;
         while !self.inner.held.lock().is_empty() && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -284,6 +300,22 @@ async fn claim_loop(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
     }
 }
 
+/// Wakes the claim loop when jobs are queued; while the notifications are down (the database
+/// restarted), the claim loop's poll finds the jobs.
+async fn listen_loop(inner: Arc<Inner>) {
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        let since = Instant::now();
+        let e = inner.queue.listen(|| inner.freed.notify_one()).await;
+        if since.elapsed() > MAX_BACKOFF * 2 {
+            backoff = Duration::from_millis(200);
+        }
+        tracing::warn!(error = %e, backoff_ms = backoff.as_millis() as u64, "no queue notifications; claiming by polling meanwhile");
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
 async fn heartbeat_loop(inner: Arc<Inner>, stop: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(inner.config.heartbeat());
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -383,14 +415,17 @@ async fn run_job(inner: Arc<Inner>, job: Claimed) {
             if cancel_now {
                 handle.cancel();
             }
-            match tokio::task::spawn_blocking(move || handle.wait(None)).await {
+            let r = match tokio::task::spawn_blocking(move || handle.wait(None)).await {
                 Ok(Some(r)) => r,
                 Ok(None) => Err(JobError::Shutdown),
                 Err(e) => Err(JobError::Failed {
                     phase: "wait",
                     message: e.to_string(),
                 }),
-            }
+            };
+            // The engine has a free slot now: claim its next job while this result is written.
+            inner.freed.notify_one();
+            r
         }
         Err(e) => Err(e),
     };
@@ -464,7 +499,11 @@ async fn start(inner: &Arc<Inner>, job: &Claimed) -> Result<JobHandle, JobError>
             ),
         });
     }
-    let source = match &job.witness {
+    let witness = job
+        .witness
+        .as_ref()
+        .map_err(|e| JobError::Witness(e.clone()))?;
+    let source = match witness {
         WitnessRef::Inline(bytes) => {
             let bytes = bytes.clone();
             let w = tokio::task::spawn_blocking(move || io::read_witness(&bytes[..]))
@@ -473,18 +512,15 @@ async fn start(inner: &Arc<Inner>, job: &Claimed) -> Result<JobHandle, JobError>
                 .map_err(|e| JobError::Witness(format!("inline witness: {e}")))?;
             WitnessSource::Memory(Arc::new(w))
         }
-        WitnessRef::Path { path, sha256 } => {
+        WitnessRef::Path { path, checksum } => {
             let file = (inner.resolve)(path).map_err(JobError::Witness)?;
-            let f = file.clone();
-            let got = tokio::task::spawn_blocking(move || file_sha256(&f))
-                .await
-                .map_err(|e| JobError::Witness(e.to_string()))?
-                .map_err(|e| JobError::Witness(format!("{path}: {e}")))?;
-            if got != *sha256 {
+            let got =
+                witness_checksum(&file).map_err(|e| JobError::Witness(format!("{path}: {e}")))?;
+            if got != *checksum {
                 return Err(JobError::Witness(format!(
-                    "{path}: SHA-256 {} differs from the job's {}",
+                    "{path}: checksum {} differs from the job's {}",
                     hex(&got),
-                    hex(sha256)
+                    hex(checksum)
                 )));
             }
             WitnessSource::File(file)

@@ -66,7 +66,7 @@ async fn migrations_apply_once_from_hosts_starting_together() {
         q.count("SELECT count(*) FROM refinery_schema_history")
             .await
             .unwrap(),
-        1
+        2
     );
 }
 
@@ -225,7 +225,7 @@ fn engine_with_key() -> (Arc<Engine>, String, cuzk_groth16::VerifyingKey, Vec<u8
     let vk = pk.vk.clone();
     let config = EngineConfig {
         backend: cuzk_groth16::BackendChoice::Cpu,
-        workers_per_device: 2,
+        workers_per_device: cuzk_scheduler::Workers::Fixed(2),
         cpu_device_memory: 1 << 30,
         host_memory: Some(4 << 30),
         ..EngineConfig::default()
@@ -248,14 +248,14 @@ fn engine_with_key() -> (Arc<Engine>, String, cuzk_groth16::VerifyingKey, Vec<u8
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_worker_proves_queued_jobs_and_refuses_a_witness_whose_digest_differs() {
+async fn a_worker_proves_queued_jobs_and_refuses_a_witness_whose_checksum_differs() {
     let (pg, q) = server().await;
     let (engine, digest, vk, witness) = engine_with_key();
     let dir = std::env::temp_dir().join(format!("cuzk-queue-worker-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("w.wit");
     std::fs::write(&path, &witness).unwrap();
-    let sha = cuzk_queue::file_sha256(&path).unwrap();
+    let checksum = cuzk_queue::witness_checksum(&path).unwrap();
     let mut ids = Vec::new();
     for i in 0..12 {
         let w = if i % 2 == 0 {
@@ -263,7 +263,7 @@ async fn a_worker_proves_queued_jobs_and_refuses_a_witness_whose_digest_differs(
         } else {
             WitnessRef::Path {
                 path: path.display().to_string(),
-                sha256: sha,
+                checksum,
             }
         };
         let j = NewJob {
@@ -283,7 +283,7 @@ async fn a_worker_proves_queued_jobs_and_refuses_a_witness_whose_digest_differs(
         priority: Priority::Normal,
         witness: WitnessRef::Path {
             path: path.display().to_string(),
-            sha256: [0; 32],
+            checksum: [0; 32],
         },
         max_failures: 2,
     };
@@ -325,7 +325,7 @@ async fn a_worker_proves_queued_jobs_and_refuses_a_witness_whose_digest_differs(
         .unwrap()
         .unwrap();
     assert_eq!((j.state, j.failures), (State::Failed, 2));
-    assert!(j.last_error.unwrap().contains("SHA-256"));
+    assert!(j.last_error.unwrap().contains("checksum"));
     let st = q.status().await.unwrap();
     assert_eq!(st.hosts.len(), 1);
     assert_eq!(st.hosts[0].capacity, 2);
@@ -333,6 +333,97 @@ async fn a_worker_proves_queued_jobs_and_refuses_a_witness_whose_digest_differs(
     w.finish(TIMEOUT).await;
     assert_eq!(q.status().await.unwrap().hosts[0].capacity, 0);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The job names the file by its trailer; the engine's read checks the contents against it,
+/// so a file changed in place (trailer kept) fails the job rather than proving another witness.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_witness_changed_under_its_checksum_fails_in_the_engines_read() {
+    let (pg, q) = server().await;
+    let (engine, digest, _vk, mut witness) = engine_with_key();
+    let dir = std::env::temp_dir().join(format!("cuzk-queue-changed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("w.wit");
+    // A byte of the first witness element, past the 9-byte header and the two lengths.
+    witness[9 + 16 + 3] ^= 1;
+    std::fs::write(&path, &witness).unwrap();
+    let mut j = job("small", Priority::Normal);
+    j.key_digest = digest;
+    j.max_failures = 1;
+    j.witness = WitnessRef::Path {
+        path: path.display().to_string(),
+        checksum: cuzk_queue::witness_checksum(&path).unwrap(),
+    };
+    let id = q.submit(&j).await.unwrap().id;
+    let config = QueueConfig {
+        url: pg.url(),
+        host: Some("h".into()),
+        poll_ms: 50,
+        ..QueueConfig::default()
+    };
+    let resolve: cuzk_queue::WitnessResolver = Arc::new(|p: &str| Ok(p.into()));
+    let w = worker::spawn(q.clone(), engine, config, resolve);
+    let j = q
+        .wait(id, Some(Duration::from_secs(60)), Duration::from_millis(20))
+        .await
+        .unwrap()
+        .expect("the job finishes");
+    assert_eq!(j.state, State::Failed);
+    assert!(j.last_error.unwrap().contains("checksum mismatch"));
+    w.finish(TIMEOUT).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A host wakes on the queue's notification: with a poll far longer than the test, a job
+/// submitted while the host idles is claimed and proved at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_host_is_woken_by_a_submit() {
+    let (pg, q) = server().await;
+    let (engine, digest, _vk, witness) = engine_with_key();
+    let config = QueueConfig {
+        url: pg.url(),
+        host: Some("idle-host".into()),
+        poll_ms: 600_000,
+        ..QueueConfig::default()
+    };
+    let host = Queue::open_host(&pg.url(), 4, TIMEOUT).unwrap();
+    let resolve: cuzk_queue::WitnessResolver = Arc::new(|p: &str| Ok(p.into()));
+    let w = worker::spawn(host, engine, config, resolve);
+    // Its first claim finds nothing; then it waits on its poll (10 minutes) or a notification.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut j = job("small", Priority::Normal);
+    j.key_digest = digest;
+    j.witness = WitnessRef::Inline(witness);
+    let id = q.submit(&j).await.unwrap().id;
+    let j = q
+        .wait(id, Some(Duration::from_secs(60)), Duration::from_millis(20))
+        .await
+        .unwrap()
+        .expect("the idle host was woken and proved the job");
+    assert_eq!(j.state, State::Done, "{:?}", j.last_error);
+    w.finish(TIMEOUT).await;
+}
+
+/// A row queued by an older client names its witness file by a whole-file SHA-256: the claim
+/// hands it over as refused, with the reason, and the other jobs of the claim are unaffected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_with_an_old_sha256_digest_is_refused_clearly() {
+    let (_pg, q) = server().await;
+    let inserted = q
+        .count(
+            "WITH i AS (INSERT INTO cuzk_jobs (key_id, key_digest, priority, witness_path,
+                                                witness_sha256)
+                        VALUES ('k', 'd', 2, '/old.wit', decode(repeat('00', 32), 'hex'))
+                        RETURNING id) SELECT count(*) FROM i",
+        )
+        .await
+        .unwrap();
+    assert_eq!(inserted, 1);
+    q.submit(&job("k", Priority::Normal)).await.unwrap();
+    let c = q.claim("a", &keys("k"), 2, TIMEOUT).await.unwrap();
+    assert_eq!(c.len(), 2);
+    assert!(c[0].witness.as_ref().unwrap_err().contains("SHA-256"));
+    assert_eq!(c[1].witness, Ok(WitnessRef::Inline(vec![1, 2, 3])));
 }
 
 /// The issue's scale check: 64 simulated hosts, 10,000 jobs, no job claimed twice. Prints the
@@ -350,9 +441,8 @@ async fn sixty_four_hosts_claim_ten_thousand_jobs_none_twice() {
         job_time: Duration::from_millis(20),
         poll: Duration::from_millis(20),
     };
-    let q = Queue::connect(&pg.url(), config.hosts, TIMEOUT)
-        .await
-        .unwrap();
+    let q = Queue::open_host(&pg.url(), config.hosts, TIMEOUT).unwrap();
+    q.migrate().await.unwrap();
     let r = simulate(&q, &config).await.unwrap();
     println!("queue simulation, 64 hosts x 2 slots, 10000 jobs of 20 ms: {r}");
     assert_eq!(r.double_claims_seen, 0);
