@@ -232,7 +232,9 @@ fn bench_on_the_cpu_prints_medians_and_verifies_every_proof() {
         "GPU-bound limit",
         "setup (cpu)",
         "peak host memory",
-        "all 3 proofs verified (0 failed",
+        // No --workers: the simulated device's memory admits two, each warmed up once.
+        "workers per device: [2]",
+        "all 4 proofs verified (0 failed",
     ] {
         assert!(out.contains(want), "missing {want:?} in:\n{out}");
     }
