@@ -10,6 +10,8 @@ v=${PG_VERSION:-15}
 src=/usr/lib/postgresql/$v
 [ -x "$src/bin/initdb" ] || { echo "no $src/bin/initdb (apt-get install postgresql-$v)"; exit 1; }
 d=$(mktemp -d)
+# The archive's top folder takes this mode, and the server runs as `nobody` there.
+chmod 755 "$d"
 trap 'rm -rf "$d"' EXIT
 mkdir -p "$d/usr/lib/postgresql/$v/bin" "$d/usr/lib/postgresql/$v/lib" "$d/usr/share/postgresql" "$d/libs"
 cp -a "$src"/bin/{postgres,initdb,pg_ctl,psql} "$d/usr/lib/postgresql/$v/bin/"
