@@ -514,8 +514,11 @@ async fn start(inner: &Arc<Inner>, job: &Claimed) -> Result<JobHandle, JobError>
         }
         WitnessRef::Path { path, checksum } => {
             let file = (inner.resolve)(path).map_err(JobError::Witness)?;
-            let got =
-                witness_checksum(&file).map_err(|e| JobError::Witness(format!("{path}: {e}")))?;
+            let f = file.clone();
+            let got = tokio::task::spawn_blocking(move || witness_checksum(&f))
+                .await
+                .map_err(|e| JobError::Witness(e.to_string()))?
+                .map_err(|e| JobError::Witness(format!("{path}: {e}")))?;
             if got != *checksum {
                 return Err(JobError::Witness(format!(
                     "{path}: checksum {} differs from the job's {}",
