@@ -259,7 +259,10 @@ fn subgroup_on<P: Point>(gpu: &Gpu, points: &[P], spec: ArraySpec<'_>) -> Result
     let first = match P::subgroup_on_gpu(gpu, points) {
         Ok(()) => None,
         Err(PointCheckError::NotInSubgroup { index }) => Some(index),
-        Err(PointCheckError::Gpu(_)) => points.par_iter().position_first(|p| !p.in_subgroup()),
+        Err(PointCheckError::Gpu(e)) => {
+            tracing::warn!(file = spec.file, field = spec.field, error = %e, "GPU subgroup check failed; checking on the CPU");
+            points.par_iter().position_first(|p| !p.in_subgroup())
+        }
     };
     match first {
         None => Ok(()),
