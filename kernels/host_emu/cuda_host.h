@@ -1,4 +1,5 @@
-// CUDA-on-the-host shim shared by the kernel emulators (kernels/msm/host_emu, kernels/ntt/host_emu):
+// CUDA-on-the-host shim shared by the kernel emulators (kernels/msm/host_emu, kernels/ntt/host_emu,
+// kernels/setup/check_host_emu.cpp):
 // one std::thread per CUDA thread of a block, a sleeping barrier for __syncthreads, blocks one
 // after another, std::atomic_ref for the atomics. Include it before the kernel header.
 #pragma once
@@ -42,6 +43,13 @@ inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, uint32_t sh)
     return (uint32_t)((((uint64_t)hi << 32) | lo) >> (sh & 31));
 }
 inline uint32_t atomicAdd(uint32_t* p, uint32_t v) { return std::atomic_ref<uint32_t>(*p).fetch_add(v); }
+inline uint32_t atomicMin(uint32_t* p, uint32_t v)
+{
+    std::atomic_ref<uint32_t> a(*p);
+    uint32_t old = a.load();
+    while (old > v && !a.compare_exchange_weak(old, v)) {}
+    return old;
+}
 inline uint32_t atomicMax(uint32_t* p, uint32_t v)
 {
     std::atomic_ref<uint32_t> a(*p);

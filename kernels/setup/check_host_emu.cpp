@@ -1,5 +1,5 @@
 // Host check of kernels/setup/check.cu without a GPU: g++ compiles the kernels with the PTX carry
-// instructions emulated (CUZK_HOST_EMU, see ff/ptx.cuh) and runs every thread in a loop.
+// instructions emulated (CUZK_HOST_EMU, see ff/ptx.cuh) on the shared CUDA-on-the-host shim.
 // Inputs come from the ignored test `host_emu_subgroup_check` in crates/groth16/src/subgroup_gpu.rs:
 // affine points (g1.bin, g2.bin) and cuzk-field's verdict per point (g1.ok, g2.ok: one byte each).
 //   emu <dir>  -> exit status 0 iff every point's verdict and each kernel's first failing index
@@ -7,22 +7,14 @@
 #define CUZK_HOST_EMU 1
 #include <cstdio>
 #include <cstdint>
-#include <vector>
-#include <algorithm>
-#include <cstring>
 #include <cstdlib>
-#define __device__
-#define __constant__
-#define __align__(x) alignas(x)
-#define __noinline__
+#include <vector>
+// ptx.cuh first: its host-emulation block defines __device__, __align__ and friends.
+#include "ff/ptx.cuh"
+#include "host_emu/cuda_host.h"
 #define __global__
 #define __launch_bounds__(x)
-#define __forceinline__ inline
-struct dim3e { unsigned x; };
-static dim3e blockIdx, blockDim, gridDim, threadIdx;
-using std::min;
-#include "ff/ptx.cuh"
-inline uint32_t atomicMin(uint32_t* a, uint32_t v) { uint32_t old = *a; if (v < old) *a = v; return old; }
+#define __noinline__
 #include "check.cu"
 static const char* dir = ".";
 template <class T> std::vector<T> load(const char* name) {
@@ -34,10 +26,6 @@ template <class T> std::vector<T> load(const char* name) {
     if (!f) { fprintf(stderr, "cannot open %s\n", p); exit(2); }
     while (fread(&x, sizeof(T), 1, f) == 1) v.push_back(x);
     fclose(f); return v;
-}
-template <class K> void run(K k, unsigned grid, unsigned block) {
-    gridDim.x = grid; blockDim.x = block;
-    for (unsigned b = 0; b < grid; b++) for (unsigned t = 0; t < block; t++) { blockIdx.x = b; threadIdx.x = t; k(); }
 }
 template <class A, class IN, class K>
 int check(const char* pts, const char* oks, IN in, K kernel) {
@@ -55,7 +43,7 @@ int check(const char* pts, const char* oks, IN in, K kernel) {
     uint32_t first = UINT32_MAX;
     const uint32_t n = p.size();
     // Fewer threads than points: the grid-stride loop is exercised too.
-    run([&] { kernel(&first, p.data(), n); }, 3, 8);
+    launch(3, 8, [&] { kernel(&first, p.data(), n); });
     if (first != expect_first) { bad++; printf("%s: kernel's first failing index %u, expected %u\n", pts, first, expect_first); }
     printf("%s: %u points, %d in the subgroup, %d mismatches\n", pts, n, members, bad);
     return bad;

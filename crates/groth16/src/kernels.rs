@@ -227,6 +227,45 @@ pub fn check_subgroup<A: Pod>(
 }
 
 #[cfg(test)]
+/// Compiles `kernels/<source>` with g++ (the kernels' PTX emulated on the host) and runs it on a
+/// fresh folder holding `files`, with `args` after the folder; returns its output, panicking
+/// unless it exits 0.
+pub(crate) fn run_host_emu(source: &str, files: &[(&str, &[u8])], args: &[String]) -> String {
+    let stem = source.replace(['/', '.'], "-");
+    let dir = std::env::temp_dir().join(format!("cuzk-{stem}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, bytes) in files {
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+    let kernels = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kernels");
+    let exe = dir.join("emu");
+    let cc = std::process::Command::new(std::env::var("CXX").unwrap_or_else(|_| "g++".into()))
+        .args([
+            "-std=c++20",
+            "-O1",
+            "-pthread",
+            "-Wno-unknown-pragmas",
+            "-I",
+        ])
+        .arg(&kernels)
+        .arg("-o")
+        .arg(&exe)
+        .arg(kernels.join(source))
+        .status()
+        .unwrap();
+    assert!(cc.success(), "g++ failed on {source}");
+    let out = std::process::Command::new(&exe)
+        .arg(&dir)
+        .args(args)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{source}: {text}");
+    text
+}
+
+#[cfg(test)]
 mod tests {
     use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
     use rand::SeedableRng;
@@ -234,7 +273,7 @@ mod tests {
 
     /// Runs `kernels/setup/host_emu.cpp` (the kernels compiled by g++ with emulated PTX) on a
     /// window-7 table (digits cross limb boundaries, last window partial) against blst:
-    /// `cargo test -p cuzk-gpu --lib host_emu -- --ignored` (needs g++, no GPU).
+    /// `cargo test -p cuzk-groth16 --lib host_emu -- --ignored` (needs g++, no GPU).
     #[test]
     #[ignore = "host emulation: needs g++"]
     fn host_emu_setup_kernels() {
@@ -257,35 +296,16 @@ mod tests {
         sc[332] = Fr::ZERO;
         let e1: Vec<G1Affine> = sc.iter().map(|s| (g1 * *s).to_affine()).collect();
         let e2: Vec<G2Affine> = sc.iter().map(|s| (g2 * *s).to_affine()).collect();
-        let dir = std::env::temp_dir().join(format!("cuzk-setup-emu-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let write = |name: &str, bytes: &[u8]| std::fs::write(dir.join(name), bytes).unwrap();
-        write("t1.bin", bytemuck::cast_slice(&t1));
-        write("t2.bin", bytemuck::cast_slice(&t2));
-        write("sc.bin", bytemuck::cast_slice(&sc));
-        write("e1.bin", bytemuck::cast_slice(&e1));
-        write("e2.bin", bytemuck::cast_slice(&e2));
-        let kernels = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kernels");
-        let exe = dir.join("emu");
-        let cc = std::process::Command::new(std::env::var("CXX").unwrap_or_else(|_| "g++".into()))
-            .args(["-std=c++17", "-O1", "-Wno-unknown-pragmas", "-I"])
-            .arg(&kernels)
-            .arg("-o")
-            .arg(&exe)
-            .arg(kernels.join("setup/host_emu.cpp"))
-            .status()
-            .unwrap();
-        assert!(cc.success(), "g++ failed");
-        let out = std::process::Command::new(&exe)
-            .arg(&dir)
-            .arg(w.to_string())
-            .output()
-            .unwrap();
-        let _ = std::fs::remove_dir_all(&dir);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
+        super::run_host_emu(
+            "setup/host_emu.cpp",
+            &[
+                ("t1.bin", bytemuck::cast_slice(&t1)),
+                ("t2.bin", bytemuck::cast_slice(&t2)),
+                ("sc.bin", bytemuck::cast_slice(&sc)),
+                ("e1.bin", bytemuck::cast_slice(&e1)),
+                ("e2.bin", bytemuck::cast_slice(&e2)),
+            ],
+            &[w.to_string()],
         );
     }
 }

@@ -29,8 +29,8 @@ pub mod prover;
 pub mod r1cs;
 pub mod setup;
 pub mod setup_gpu;
-pub mod subgroup_gpu;
 pub mod sim;
+pub mod subgroup_gpu;
 mod timing;
 pub mod verifier;
 

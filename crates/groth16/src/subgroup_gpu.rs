@@ -219,29 +219,17 @@ mod tests {
         let ok1: Vec<u8> = g1.iter().map(|p| u8::from(p.is_torsion_free())).collect();
         let ok2: Vec<u8> = g2.iter().map(|p| u8::from(p.is_torsion_free())).collect();
         assert!(ok1.contains(&0) && ok1.contains(&1) && ok2.contains(&0) && ok2.contains(&1));
-        let dir = std::env::temp_dir().join(format!("cuzk-check-emu-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let write = |name: &str, bytes: &[u8]| std::fs::write(dir.join(name), bytes).unwrap();
-        write("g1.bin", bytemuck::cast_slice(&g1));
-        write("g2.bin", bytemuck::cast_slice(&g2));
-        write("g1.ok", &ok1);
-        write("g2.ok", &ok2);
-        let kernels = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kernels");
-        let exe = dir.join("emu");
-        let cc = std::process::Command::new(std::env::var("CXX").unwrap_or_else(|_| "g++".into()))
-            .args(["-std=c++17", "-O1", "-Wno-unknown-pragmas", "-I"])
-            .arg(&kernels)
-            .arg("-o")
-            .arg(&exe)
-            .arg(kernels.join("setup/check_host_emu.cpp"))
-            .status()
-            .unwrap();
-        assert!(cc.success(), "g++ failed");
-        let out = std::process::Command::new(&exe).arg(&dir).output().unwrap();
-        let _ = std::fs::remove_dir_all(&dir);
-        let text = String::from_utf8_lossy(&out.stdout);
+        let text = crate::kernels::run_host_emu(
+            "setup/check_host_emu.cpp",
+            &[
+                ("g1.bin", bytemuck::cast_slice(&g1)),
+                ("g2.bin", bytemuck::cast_slice(&g2)),
+                ("g1.ok", &ok1),
+                ("g2.ok", &ok2),
+            ],
+            &[],
+        );
         println!("{text}");
-        assert!(out.status.success(), "{text}");
     }
 
     /// The GPU check against `is_torsion_free`, members and non-members at random positions,
