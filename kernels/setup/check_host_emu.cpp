@@ -16,17 +16,7 @@
 #define __launch_bounds__(x)
 #define __noinline__
 #include "check.cu"
-static const char* dir = ".";
-template <class T> std::vector<T> load(const char* name) {
-    char p[4096];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE* f = fopen(p, "rb");
-    std::vector<T> v;
-    T x;
-    if (!f) { fprintf(stderr, "cannot open %s\n", p); exit(2); }
-    while (fread(&x, sizeof(T), 1, f) == 1) v.push_back(x);
-    fclose(f); return v;
-}
+#include "host_emu/files.h"
 template <class A, class IN, class K>
 int check(const char* pts, const char* oks, IN in, K kernel) {
     auto p = load<A>(pts);
@@ -50,7 +40,7 @@ int check(const char* pts, const char* oks, IN in, K kernel) {
 }
 int main(int argc, char** argv) {
     if (argc != 2) { fprintf(stderr, "usage: emu <dir>\n"); return 2; }
-    dir = argv[1];
+    emu_dir = argv[1];
     int bad = check<g1_affine_t>("g1.bin", "g1.ok", g1_in_subgroup, cuzk_check_g1_subgroup);
     bad += check<g2_affine_t>("g2.bin", "g2.ok", g2_in_subgroup, cuzk_check_g2_subgroup);
     return bad != 0;

@@ -24,24 +24,14 @@ using std::min;
 inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, uint32_t s)
 { return (uint32_t)((((uint64_t)hi << 32) | lo) >> (s & 31)); }
 #include "setup.cu"
-static const char* dir = ".";
-template <class T> std::vector<T> load(const char* name) {
-    char p[4096];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE* f = fopen(p, "rb");
-    std::vector<T> v;
-    T x;
-    if (!f) { fprintf(stderr, "cannot open %s\n", p); exit(2); }
-    while (fread(&x, sizeof(T), 1, f) == 1) v.push_back(x);
-    fclose(f); return v;
-}
+#include "host_emu/files.h"
 template <class K> void run(K k, unsigned grid, unsigned block) {
     gridDim.x = grid; blockDim.x = block;
     for (unsigned b = 0; b < grid; b++) for (unsigned t = 0; t < block; t++) { blockIdx.x = b; threadIdx.x = t; k(); }
 }
 int main(int argc, char** argv) {
     if (argc != 3) { fprintf(stderr, "usage: emu <dir> <window>\n"); return 2; }
-    dir = argv[1];
+    emu_dir = argv[1];
     const uint32_t w = (uint32_t)atoi(argv[2]), windows = (255 + w - 1) / w;
     auto sc = load<fr_t>("sc.bin");
     auto t1 = load<g1_affine_t>("t1.bin");
