@@ -86,7 +86,10 @@ pub async fn witness_stream(
 ) -> Result<ReceiverStream<pb::SubmitRequest>, ClientError> {
     // Opened synchronously (a quick call): no borrow of the file lives across an await.
     let opened = std::fs::File::open(&path).and_then(|f| f.metadata().map(|m| (f, m.len())));
-    let (mut file, size) = opened.map_err(|source| ClientError::Io { path, source })?;
+    let (mut file, size) = match opened {
+        Ok(v) => v,
+        Err(source) => return Err(ClientError::Io { path, source }),
+    };
     header.witness = Some(pb::submit_header::Witness::WitnessSize(size));
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     tx.try_send(pb::SubmitRequest {
@@ -99,7 +102,12 @@ pub async fn witness_stream(
         loop {
             let mut buf = Vec::with_capacity(CHUNK);
             match (&mut file).take(CHUNK as u64).read_to_end(&mut buf) {
-                Ok(0) | Err(_) => break, // the daemon reports a short stream as truncated
+                Ok(0) => break,
+                // The stream ends short: the daemon refuses it as truncated.
+                Err(e) => {
+                    tracing::error!(path = %path.display(), error = %e, "cannot read the witness; the upload stops");
+                    break;
+                }
                 Ok(_) => {}
             }
             let chunk = pb::SubmitRequest {

@@ -587,9 +587,9 @@ impl R1cs {
                 let mut bad = None;
                 for (j, ((a, b), c)) in a.iter_mut().zip(b).zip(c).enumerate() {
                     let row = base + j;
-                    *a = self.a.dot_row(row, zl, &va, &k);
-                    *b = self.b.dot_row(row, zl, &vb, &k);
-                    *c = self.c.dot_row(row, zl, &vc, &k);
+                    *a = self.a.dot_row(row, zl, va, &k);
+                    *b = self.b.dot_row(row, zl, vb, &k);
+                    *c = self.c.dot_row(row, zl, vc, &k);
                     if bad.is_none() && !satisfied(*a, *b, *c) {
                         bad = Some(row);
                     }

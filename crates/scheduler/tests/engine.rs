@@ -157,7 +157,11 @@ fn auto_workers_are_what_the_staging_room_admits_for_the_loaded_keys() {
         .unwrap();
         engine.load_key("k", key(&c), None).unwrap();
         let host_idle = engine.status().host_in_use;
-        assert_eq!(engine.status().devices[0].workers.len(), admitted, "budget {budget}");
+        assert_eq!(
+            engine.status().devices[0].workers.len(),
+            admitted,
+            "budget {budget}"
+        );
         let jobs: Vec<JobHandle> = (0..6)
             .map(|_| engine.submit(JobSpec::new("k", memory(&c))).unwrap())
             .collect();
