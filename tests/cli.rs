@@ -302,7 +302,8 @@ fn bench_over_sizes_draws_the_scaling_plot_and_the_timeline() {
     let plot = std::fs::read_to_string(plot).unwrap();
     assert!(plot.starts_with("<svg") && plot.contains("2^6") && plot.contains("2^7"));
     let timeline = std::fs::read_to_string(timeline).unwrap();
-    assert!(timeline.contains("worker 0") && timeline.contains("GPU lock"));
+    // Lanes of workers (which of the two auto workers ran the timed proofs is up to the race).
+    assert!(timeline.contains("worker ") && timeline.contains("GPU lock"));
     let rows: serde_json::Value = serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap();
     assert_eq!(rows.as_array().map(Vec::len), Some(2));
     assert!(rows[1]["proofs_per_s"].as_f64().unwrap() > 0.0);
