@@ -324,8 +324,12 @@ impl CompiledCircuit {
                 found_aux: cs.aux.len(),
             });
         }
-        let mut z = Vec::with_capacity(inputs + 1 + aux);
-        z.extend(cs.inputs.iter().chain(&cs.aux).map(fr_from_scalar));
+        let z: Vec<Fr> = cs
+            .inputs
+            .iter()
+            .chain(&cs.aux)
+            .map(fr_from_scalar)
+            .collect();
         Ok(Witness::from_assignment(inputs, z)?)
     }
 }

@@ -193,14 +193,6 @@ fn read_queries(src: &mut impl Source, checks: Checks<'_>) -> Result<BpParameter
     })
 }
 
-/// The GPU for the subgroup checks of a fully checked read, when there is one.
-fn gpu_for(checks: &PointChecks) -> Option<Gpu> {
-    match checks {
-        PointChecks::Full => cuzk_groth16::subgroup_gpu::available_gpu(),
-        PointChecks::TrustedDigest(_) => None,
-    }
-}
-
 fn point_checks<'a>(checks: &PointChecks, gpu: Option<&'a Gpu>) -> Checks<'a> {
     Checks {
         subgroup: matches!(checks, PointChecks::Full),
@@ -232,7 +224,7 @@ impl BpParameters {
             Some(b) => BlockStream::open_with_block(path, digest, b)?,
             None => BlockStream::open(path, digest)?,
         };
-        let gpu = gpu_for(checks);
+        let gpu = crate::points::subgroup_gpu_for(checks);
         let parsed = read_queries(&mut s, point_checks(checks, gpu.as_ref()));
         match parsed {
             Ok(p) => {
@@ -249,7 +241,7 @@ impl BpParameters {
             d.check(file, bytes)?;
         }
         let mut c = Cursor::new(file, bytes);
-        let gpu = gpu_for(checks);
+        let gpu = crate::points::subgroup_gpu_for(checks);
         let p = read_queries(&mut c, point_checks(checks, gpu.as_ref()))?;
         c.finish("b_g2")?;
         Ok(p)

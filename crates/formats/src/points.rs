@@ -195,6 +195,14 @@ pub(crate) struct ArraySpec<'a> {
     pub(crate) gpu: Option<&'a Gpu>,
 }
 
+/// The GPU for the subgroup checks of a fully checked read, when there is one.
+pub(crate) fn subgroup_gpu_for(checks: &PointChecks) -> Option<Gpu> {
+    match checks {
+        PointChecks::Full => subgroup_gpu::available_gpu(),
+        PointChecks::TrustedDigest(_) => None,
+    }
+}
+
 /// Arrays at least this long have their subgroup checks on the GPU (when there is one): for
 /// fewer points the upload and launch cost more than the CPU's checks.
 const GPU_MIN_POINTS: usize = 1 << 12;

@@ -79,9 +79,7 @@ impl Zkey {
             d.check(file, bytes)?;
         }
         let subgroup = matches!(checks, PointChecks::Full);
-        let gpu = subgroup
-            .then(cuzk_groth16::subgroup_gpu::available_gpu)
-            .flatten();
+        let gpu = crate::points::subgroup_gpu_for(checks);
         let bin = BinFile::parse(file, bytes, "zkey", 1)?;
         let mut p = Cursor::new(file, bin.section(1, "protocol")?);
         let protocol = p.u32_le("protocol")?;
