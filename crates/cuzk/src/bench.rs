@@ -59,6 +59,11 @@ pub(crate) struct Args {
     /// --by-path`; without it the jobs share one witness in memory.
     #[arg(long, conflicts_with = "queue")]
     by_path: bool,
+    /// Make the key on GPU 0 and keep its points only there, never on the host (for keys
+    /// larger than host memory beside their circuit: 72 GiB at 2^27). Its jobs run on that
+    /// GPU, whose budget must hold every point.
+    #[arg(long, conflicts_with_all = ["queue", "split"])]
+    key_on_device: bool,
     /// Draw time per proof against size (SVG).
     #[arg(long)]
     plot: Option<PathBuf>,
@@ -206,14 +211,32 @@ fn run_size(engine: &Engine, a: &Args, log_constraints: u32) -> Result<SizeResul
     )?;
     let tw = cuzk_groth16::ToxicWaste::random(&mut rng);
     let start = Instant::now();
+    let circuit = Arc::new(circuit);
     // The GPU makes the key when the GPU proves (same key as the CPU setup).
-    let (pk, setup_where) = if on_gpu {
-        let gpu = cuzk_gpu::Gpu::first()?;
-        let (pk, _) = cuzk_groth16::setup_gpu::generate_parameters_gpu(&gpu, &circuit, &tw)?;
-        (pk, "gpu")
+    let (source, setup_where) = if a.key_on_device {
+        let gpu = engine
+            .gpu(0)
+            .context("--key-on-device needs a GPU as device 0")?;
+        let (backend, pk, _) = cuzk_groth16::GpuBackend::generate_key(&gpu, &circuit, &tw)?;
+        let source = KeySource::Held {
+            pk: Arc::new(pk),
+            r1cs: circuit.clone(),
+            backend: Arc::new(backend),
+            device: 0,
+        };
+        (source, "gpu, kept there")
     } else {
-        let (pk, _) = cuzk_groth16::generate_parameters_with_toxic_waste(&circuit, &tw)?;
-        (pk, "cpu")
+        let pk = if on_gpu {
+            let gpu = cuzk_gpu::Gpu::first()?;
+            cuzk_groth16::setup_gpu::generate_parameters_gpu(&gpu, &circuit, &tw)?.0
+        } else {
+            cuzk_groth16::generate_parameters_with_toxic_waste(&circuit, &tw)?.0
+        };
+        let source = KeySource::Memory {
+            pk: Arc::new(pk),
+            r1cs: circuit.clone(),
+        };
+        (source, if on_gpu { "gpu" } else { "cpu" })
     };
     let setup = start.elapsed();
     progress::done(
@@ -223,16 +246,13 @@ fn run_size(engine: &Engine, a: &Args, log_constraints: u32) -> Result<SizeResul
             setup.as_secs_f64()
         ),
     );
-    let pvk = cuzk_groth16::prepare_verifying_key(&pk.vk);
+    let vk = match &source {
+        KeySource::Memory { pk, .. } | KeySource::Held { pk, .. } => pk.vk.clone(),
+        KeySource::Files { .. } => bail!("the bench makes its own key"),
+    };
+    let pvk = cuzk_groth16::prepare_verifying_key(&vk);
     let start = Instant::now();
-    engine.load_key(
-        "bench",
-        KeySource::Memory {
-            pk: Arc::new(pk),
-            r1cs: Arc::new(circuit),
-        },
-        None,
-    )?;
+    engine.load_key("bench", source, None)?;
     let load = start.elapsed();
     // Under the auto rule the key's memory plan decides the workers; report what ran.
     let workers: Vec<usize> = engine

@@ -63,6 +63,7 @@ fn placeholder_key(r1cs: &R1cs, domain: usize) -> ProvingKey {
         b_g2_query: vec![Default::default(); m],
         h_query: vec![Default::default(); domain - 1],
         l_query: vec![Default::default(); r1cs.num_private()],
+        held: None,
     }
 }
 

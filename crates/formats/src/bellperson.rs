@@ -271,6 +271,13 @@ impl BpParameters {
     /// unconstrained private variable), so such a key is an error naming the entry.
     pub fn from_proving_key(pk: &ProvingKey) -> Result<Self, FormatError> {
         let name = "cuzk proving key";
+        if pk.held.is_some() {
+            return Err(FormatError::invalid(
+                name,
+                "queries",
+                "the points are held by a GPU only; there is no host copy to write",
+            ));
+        }
         for (field, q) in [("h", &pk.h_query), ("l", &pk.l_query), ("ic", &pk.vk.ic)] {
             if let Some(i) = q.iter().position(G1Affine::is_identity) {
                 return Err(FormatError::IdentityPoint {
@@ -333,6 +340,7 @@ impl BpParameters {
             b_g2_query: scatter(self.b_g2, &used_b),
             h_query: self.h,
             l_query: self.l,
+            held: None,
         })
     }
 }

@@ -284,6 +284,14 @@ pub(crate) fn host_witness_msm<B: ProverBackend + ?Sized>(
     })
 }
 
+/// The error of a backend asked to prove with a key whose points another device holds.
+pub(crate) fn held_elsewhere(backend: &'static str) -> BackendError {
+    BackendError::new(
+        backend,
+        "the key's points are held by the GPU backend that made them, and nowhere else: prove on that backend",
+    )
+}
+
 /// What the prover needs from an engine. Every implementation must return exactly what
 /// [`CpuBackend`] returns (the GPU one is checked bit for bit against it).
 pub trait ProverBackend: Send + Sync + fmt::Debug {
@@ -298,8 +306,11 @@ pub trait ProverBackend: Send + Sync + fmt::Debug {
     /// domain size: a backend plans its memory here and may load the key's points (a no-op
     /// when the same key is already loaded).
     fn prepare(&self, pk: &ProvingKey, domain_size: usize) -> Result<(), BackendError> {
-        let _ = (pk, domain_size);
-        Ok(())
+        let _ = domain_size;
+        match pk.held {
+            Some(_) => Err(held_elsewhere(self.name())),
+            None => Ok(()),
+        }
     }
 
     /// Highest device memory in use so far, in bytes (None for host-only backends).

@@ -50,6 +50,8 @@ const STAGING_THREADS: usize = 4;
 /// Residency priority, most valuable first.
 const PRIORITY: [Query; 5] = [Query::A, Query::BG1, Query::L, Query::H, Query::BG2];
 const G1_QUERIES: [Query; 4] = [Query::A, Query::BG1, Query::H, Query::L];
+const HOLDS_ANOTHER_KEY: &str =
+    "this backend holds the points of a key made on its device and proves that key only";
 
 mod phase;
 use phase::fail;
@@ -59,12 +61,14 @@ mod memory;
 use memory::point_bytes;
 pub use memory::{MemoryPlan, QueryPlan, msm_run_bytes, quotient_bytes};
 
-/// Which points a context holds: address, length and three sample points.
+/// Which points a context holds: address, length and three sample points of a host slice,
+/// or the token of a key whose points only this device holds ([`DeviceHeld`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct KeyId<P> {
     ptr: usize,
     len: usize,
     samples: [Option<P>; 3],
+    held: Option<u64>,
 }
 
 impl<P: MsmPoint> KeyId<P> {
@@ -77,6 +81,16 @@ impl<P: MsmPoint> KeyId<P> {
                 p.get(p.len() / 2).copied(),
                 p.last().copied(),
             ],
+            held: None,
+        }
+    }
+
+    fn held(token: u64, len: usize) -> Self {
+        Self {
+            ptr: 0,
+            len,
+            samples: [None; 3],
+            held: Some(token),
         }
     }
 }
@@ -89,6 +103,11 @@ struct Ctx<P: MsmPoint> {
 impl<P: MsmPoint> Ctx<P> {
     fn resident_bytes(&self) -> u64 {
         self.msm.resident_bytes()
+    }
+
+    /// Points with no host copy: never evicted, never reloaded.
+    fn is_held(&self) -> bool {
+        self.id.held.is_some()
     }
 
     /// Loads `points` resident (falling back to streamed if the budget is short) or streamed.
@@ -184,9 +203,29 @@ impl State {
         }
     }
 
-    /// Drops the resident context of `q`, if it is one; returns whether it did.
+    /// The token of the device-held key whose points this state holds, if any.
+    fn held_token(&self) -> Option<u64> {
+        self.g1
+            .iter()
+            .flatten()
+            .map(|c| c.id.held)
+            .chain(self.g2.iter().map(|c| c.id.held))
+            .flatten()
+            .next()
+    }
+
+    /// Drops the resident context of `q`, if it is one that can be loaded again; returns
+    /// whether it did.
     fn evict(&mut self, q: Query) -> bool {
         if self.residency(q) != Some(true) {
+            return false;
+        }
+        let held = if q == Query::BG2 {
+            self.g2.as_ref().is_some_and(Ctx::is_held)
+        } else {
+            g1_index(q).is_some_and(|i| self.g1[i].as_ref().is_some_and(Ctx::is_held))
+        };
+        if held {
             return false;
         }
         if q == Query::BG2 {
@@ -209,11 +248,8 @@ fn g1_points(pk: &ProvingKey, q: Query) -> &[G1Affine] {
 
 /// Every query of `pk` with its length, G1 first.
 fn query_lens(pk: &ProvingKey) -> Vec<(Query, usize)> {
-    let mut lens: Vec<(Query, usize)> = G1_QUERIES
-        .iter()
-        .map(|&q| (q, g1_points(pk, q).len()))
-        .collect();
-    lens.push((Query::BG2, pk.b_g2_query.len()));
+    let mut lens: Vec<(Query, usize)> = G1_QUERIES.iter().map(|&q| (q, pk.query_len(q))).collect();
+    lens.push((Query::BG2, pk.query_len(Query::BG2)));
     lens
 }
 
@@ -255,10 +291,35 @@ impl GpuBackend {
         }
     }
 
+    /// A backend holding the points of the device-made key `token`: `g1` in the order of
+    /// [`G1_QUERIES`] (A, B in G1, H, L), `g2` the B query in G2 (`None` for an empty query).
+    pub(crate) fn holding(
+        gpu: Gpu,
+        token: u64,
+        g1: [Option<GpuMsm<G1Affine>>; 4],
+        g2: Option<GpuMsm<G2Affine>>,
+    ) -> Self {
+        let held = |msm: GpuMsm<_>| Ctx {
+            id: KeyId::held(token, msm.len()),
+            msm,
+        };
+        let b = Self::new(gpu);
+        let mut st = b.lock();
+        for (slot, msm) in st.g1.iter_mut().zip(g1) {
+            *slot = msm.map(held);
+        }
+        st.g2 = g2.map(|msm| Ctx {
+            id: KeyId::held(token, msm.len()),
+            msm,
+        });
+        drop(st);
+        b
+    }
+
     /// A backend with `pk`'s points already loaded (resident where the plan allows).
     pub fn with_key(gpu: Gpu, pk: &ProvingKey) -> Result<Self, BackendError> {
         let b = Self::new(gpu);
-        b.prepare(pk, pk.h_query.len() + 1)?;
+        b.prepare(pk, pk.domain_size())?;
         Ok(b)
     }
 
@@ -388,13 +449,20 @@ impl GpuBackend {
         slot: fn(&mut State, Query) -> Option<&mut Option<Ctx<P>>>,
     ) -> Result<P::Projective, BackendError> {
         let phase = Phase::Msm(query);
-        if points.is_empty() {
+        let slot = slot(st, query)
+            .ok_or_else(|| fail(phase, format!("query {query} is not in this group")))?;
+        let held = slot.as_ref().is_some_and(Ctx::is_held);
+        if held && !points.is_empty() {
+            return Err(fail(phase, HOLDS_ANOTHER_KEY));
+        }
+        if points.is_empty() && !held {
             return Ok(P::Projective::default());
         }
         let _hold = self.squeeze(phase)?;
-        let slot = slot(st, query)
-            .ok_or_else(|| fail(phase, format!("query {query} is not in this group")))?;
-        let msm = self.ensure(slot, query, points)?;
+        let msm = match slot {
+            Some(c) if held => &c.msm,
+            _ => self.ensure(slot, query, points)?,
+        };
         match scalars {
             Scalars::Host(s) => msm.msm(s),
             Scalars::Device(d, offset) => msm.msm_device_at(d, offset),
@@ -532,6 +600,11 @@ impl GpuBackend {
         let room = self.gpu.vram().budget().available() + st.resident_bytes();
         let plan = MemoryPlan::staged(n, &query_lens(pk), room, self.sm_count(), staging)
             .map_err(|e| fail(phase, e))?;
+        let plan = if pk.held.is_some() {
+            plan.all_resident()
+        } else {
+            plan
+        };
         self.load_plan(&mut st, pk, plan.clone(), phase)?;
         Ok(plan)
     }
@@ -606,6 +679,49 @@ impl GpuBackend {
         Ok((dev, upload?))
     }
 
+    /// For a backend holding a device-made key: `pk` must be that key, its points all still
+    /// here, and `plan` (which counts them all resident) must fit.
+    fn check_held(
+        &self,
+        st: &mut State,
+        pk: &ProvingKey,
+        token: u64,
+        plan: MemoryPlan,
+        phase: Phase,
+    ) -> Result<(), BackendError> {
+        if pk.held.map(|h| h.token) != Some(token) {
+            return Err(fail(phase, HOLDS_ANOTHER_KEY));
+        }
+        for q in Query::ALL {
+            let len = pk.query_len(q);
+            let ok = if q == Query::BG2 {
+                st.g2.as_ref().map(|c| c.id) == Some(KeyId::held(token, len))
+            } else {
+                g1_index(q).and_then(|i| st.g1[i].as_ref()).map(|c| c.id)
+                    == Some(KeyId::held(token, len))
+            };
+            if !ok && len > 0 {
+                return Err(fail(
+                    phase,
+                    format!("the device no longer holds the key's {q} points"),
+                ));
+            }
+        }
+        if !plan.fits() {
+            return Err(fail(
+                phase,
+                VramError::OutOfBudget {
+                    kind: "device",
+                    requested: plan.work_bytes,
+                    available: plan.room.saturating_sub(plan.resident_bytes()),
+                },
+            ));
+        }
+        self.side().overlap_upload = plan.overlap_upload;
+        st.plan = Some(plan);
+        Ok(())
+    }
+
     /// Makes `pk`'s queries resident or streamed as `plan` says, keeping contexts that
     /// already hold the same points in the same way.
     fn load_plan(
@@ -615,6 +731,12 @@ impl GpuBackend {
         plan: MemoryPlan,
         phase: Phase,
     ) -> Result<(), BackendError> {
+        if let Some(token) = st.held_token() {
+            return self.check_held(st, pk, token, plan, phase);
+        }
+        if pk.held.is_some() {
+            return Err(fail(phase, crate::backend::held_elsewhere(NAME)));
+        }
         let g1_points = |q: Query| g1_points(pk, q);
         if !plan.fits() {
             tracing::warn!(
@@ -751,6 +873,11 @@ impl ProverBackend for GpuBackend {
         let room = self.gpu.vram().budget().available() + st.resident_bytes();
         let plan = MemoryPlan::new(domain_size, &query_lens(pk), room, self.sm_count())
             .map_err(|e| fail(phase, e))?;
+        let plan = if pk.held.is_some() {
+            plan.all_resident()
+        } else {
+            plan
+        };
         self.load_plan(&mut st, pk, plan, phase)
     }
 

@@ -334,6 +334,11 @@ fn inconsistent(msg: impl Into<String>) -> FormatError {
 /// `ic[num_public + 1]`, β_g1, δ_g1, `a[m]`, `b_g1[m]`, `b_g2[m]`, `h[n − 1]`,
 /// `l[m − num_public − 1]`.
 pub fn write_proving_key(w: impl Write, pk: &ProvingKey) -> Result<(), FormatError> {
+    if pk.held.is_some() {
+        return Err(inconsistent(
+            "the key's points are held by a GPU only; there is no host copy to write",
+        ));
+    }
     let m = pk.a_query.len();
     let n = pk.h_query.len() + 1;
     let np = pk
@@ -400,6 +405,7 @@ pub fn read_proving_key_with(r: impl Read, checks: PointChecks) -> Result<Provin
         b_g2_query,
         h_query,
         l_query,
+        held: None,
     })
 }
 

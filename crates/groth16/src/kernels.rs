@@ -149,18 +149,29 @@ pub fn fixed_base_mul<S: Pod, A: Pod>(
     }
 }
 
-/// `out[i]` = the affine form of XYZZ point i (identity → (0, 0)), on `stream`.
+/// `out[offset + i]` = the affine form of XYZZ point i (identity → (0, 0)) for every point
+/// of `xyzz`, on `stream`.
 pub fn batch_to_affine<A: Pod>(
     gpu: &Gpu,
     stream: &Stream,
     group: Curve,
     xyzz: &DeviceBuffer<u32>,
     out: &mut DeviceBuffer<A>,
+    offset: usize,
 ) -> Result<()> {
     let (_, kernel, block) = names(group);
     check_affine::<A>(kernel, group)?;
-    let n = out.len();
+    let n = xyzz.len() / xyzz_words(group);
     check_xyzz(kernel, group, xyzz, n, "points")?;
+    if offset.checked_add(n).is_none_or(|end| end > out.len()) {
+        return Err(invalid(
+            kernel,
+            format!(
+                "{n} points at offset {offset} overrun an output of {}",
+                out.len()
+            ),
+        ));
+    }
     let n32 =
         u32::try_from(n).map_err(|_| invalid(kernel, format!("{n} points: more than 2^32")))?;
     if n == 0 {
@@ -168,16 +179,17 @@ pub fn batch_to_affine<A: Pod>(
     }
     let threads = n.div_ceil(AFFINE_PER_THREAD as usize);
     let cfg = LaunchConfig::for_elements(threads, block)?;
+    let dst = out.device_ptr() + (offset * size_of::<A>()) as u64;
     // SAFETY: thread t handles points t + j·T (T = launched threads ≥ threads, j < 32) below n
-    // only: it reads xyzz point i and writes out[i] (both n long, checked). `out` is borrowed
-    // mutably for the call.
+    // only: it reads xyzz point i and writes out[offset + i] (offset + n ≤ out.len(), checked;
+    // `dst` is that element's address). `out` is borrowed mutably for the call.
     unsafe {
         gpu.launch(
             stream,
             MODULE,
             kernel,
             cfg,
-            &[&*out, xyzz, &n32, &AFFINE_PER_THREAD],
+            &[&dst, xyzz, &n32, &AFFINE_PER_THREAD],
         )
     }
 }

@@ -41,11 +41,40 @@ pub struct ProvingKey {
     pub h_query: Vec<G1Affine>,
     /// `(β·u_i(τ) + α·v_i(τ) + w_i(τ)) / δ · G1` for each private variable.
     pub l_query: Vec<G1Affine>,
+    /// `Some` for a key whose query points exist only in one GPU's memory: the five vectors
+    /// above are then empty, and the GPU backend that made the key holds the points.
+    pub held: Option<DeviceHeld>,
+}
+
+/// The shape of a key held by a device ([`crate::GpuBackend::generate_key`]): a key too large
+/// for host memory beside its circuit (a 2^27 key is 72 GiB) never has a host copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceHeld {
+    /// Tells this key's device points from every other key's in the process.
+    pub token: u64,
+    pub num_variables: usize,
+    pub num_private: usize,
+    pub domain_size: usize,
 }
 
 impl ProvingKey {
     pub fn num_variables(&self) -> usize {
-        self.a_query.len()
+        self.held.map_or(self.a_query.len(), |h| h.num_variables)
+    }
+
+    /// How many points `q` has, on the host or held by a device.
+    pub fn query_len(&self, q: crate::Query) -> usize {
+        use crate::Query;
+        match (self.held, q) {
+            (Some(h), Query::A | Query::BG1 | Query::BG2) => h.num_variables,
+            (Some(h), Query::H) => h.domain_size - 1,
+            (Some(h), Query::L) => h.num_private,
+            (None, Query::A) => self.a_query.len(),
+            (None, Query::BG1) => self.b_g1_query.len(),
+            (None, Query::BG2) => self.b_g2_query.len(),
+            (None, Query::H) => self.h_query.len(),
+            (None, Query::L) => self.l_query.len(),
+        }
     }
 
     pub fn num_public(&self) -> usize {
@@ -54,7 +83,7 @@ impl ProvingKey {
 
     /// The QAP domain size n the key was made for.
     pub fn domain_size(&self) -> usize {
-        self.h_query.len() + 1
+        self.held.map_or(self.h_query.len() + 1, |h| h.domain_size)
     }
 }
 

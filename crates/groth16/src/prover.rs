@@ -18,7 +18,7 @@ use cuzk_field::{Fr, G1Projective};
 use cuzk_ntt::{Domain, NttError};
 use rand_core::RngCore;
 
-use crate::backend::{BackendError, CpuBackend, Evaluations, ProverBackend, WitnessMsms};
+use crate::backend::{BackendError, CpuBackend, Evaluations, ProverBackend, Query, WitnessMsms};
 use crate::keys::{Proof, ProvingKey};
 use crate::r1cs::{R1cs, Witness, WitnessError};
 use crate::timing::timed;
@@ -148,11 +148,11 @@ pub fn witness_map(r1cs: &R1cs, z: &[Fr], abc: &mut Evaluations) -> Result<(), W
 fn check_key(pk: &ProvingKey, r1cs: &R1cs, n: usize) -> Result<(), ProveError> {
     let m = r1cs.num_variables();
     let checks = [
-        ("a_query", m, pk.a_query.len()),
-        ("b_g1_query", m, pk.b_g1_query.len()),
-        ("b_g2_query", m, pk.b_g2_query.len()),
-        ("h_query", n - 1, pk.h_query.len()),
-        ("l_query", r1cs.num_private(), pk.l_query.len()),
+        ("a_query", m, pk.query_len(Query::A)),
+        ("b_g1_query", m, pk.query_len(Query::BG1)),
+        ("b_g2_query", m, pk.query_len(Query::BG2)),
+        ("h_query", n - 1, pk.query_len(Query::H)),
+        ("l_query", r1cs.num_private(), pk.query_len(Query::L)),
         ("ic", r1cs.num_public() + 1, pk.vk.ic.len()),
     ];
     for (what, expected, found) in checks {

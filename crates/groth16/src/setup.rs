@@ -30,6 +30,9 @@ pub enum SetupError {
     /// A device failure of the GPU setup (CUDA error, VRAM budget, launch check).
     #[error("GPU setup failed: {0}")]
     Gpu(#[from] cuzk_gpu::GpuError),
+    /// The MSM context over points made on the device could not be built.
+    #[error("GPU setup could not keep the key's points on the device: {0}")]
+    Held(String),
 }
 
 /// The secret trapdoor of one setup; whoever knows it can forge proofs.
@@ -226,8 +229,6 @@ pub(crate) fn assemble(
     g1_points: Vec<G1Affine>,
     b_g2_query: Vec<G2Affine>,
 ) -> ProvingKey {
-    let g1 = G1Projective::generator();
-    let g2 = G2Projective::generator();
     // Parallel copies into exact-size vectors: `split_off` copied each tail on one thread
     // (~3 s at 2^24) and left `a_query` holding the capacity of every G1 point.
     let part = |r: std::ops::Range<usize>| {
@@ -241,6 +242,20 @@ pub(crate) fn assemble(
     let l_query = part(2 * m + num_instance..3 * m);
     let h_query = part(3 * m..g1_points.len());
     drop(g1_points);
+    ProvingKey {
+        a_query,
+        b_g1_query,
+        b_g2_query,
+        h_query,
+        l_query,
+        ..key_without_queries(tw, ic)
+    }
+}
+
+/// The verifying key and the single points of a proving key; its queries empty.
+pub(crate) fn key_without_queries(tw: &ToxicWaste, ic: Vec<G1Affine>) -> ProvingKey {
+    let g1 = G1Projective::generator();
+    let g2 = G2Projective::generator();
     let vk = VerifyingKey {
         alpha_g1: (g1 * tw.alpha).to_affine(),
         beta_g2: (g2 * tw.beta).to_affine(),
@@ -252,11 +267,12 @@ pub(crate) fn assemble(
         vk,
         beta_g1: (g1 * tw.beta).to_affine(),
         delta_g1: (g1 * tw.delta).to_affine(),
-        a_query,
-        b_g1_query,
-        b_g2_query,
-        h_query,
-        l_query,
+        a_query: Vec::new(),
+        b_g1_query: Vec::new(),
+        b_g2_query: Vec::new(),
+        h_query: Vec::new(),
+        l_query: Vec::new(),
+        held: None,
     }
 }
 

@@ -8,16 +8,21 @@
 //! budget: per chunk one kernel computes `s·G` in XYZZ with mixed additions, a second converts
 //! to affine with one inversion per 32 points (`kernels/setup.cu`).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
 use cuzk_gpu::{DeviceBuffer, Gpu, GpuError, Stream};
+use cuzk_msm::gpu::GpuMsm;
 use cuzk_msm::kernels::Curve;
 
+use crate::GpuBackend;
 use crate::fixed_base::{AffinePoint, FixedBaseTable, best_window};
-use crate::keys::ProvingKey;
+use crate::keys::{DeviceHeld, ProvingKey};
 use crate::r1cs::R1cs;
-use crate::setup::{SetupError, SetupTimings, ToxicWaste, assemble, key_scalars};
+use crate::setup::{
+    SetupError, SetupTimings, ToxicWaste, assemble, key_scalars, key_without_queries,
+};
 use crate::timing::timed;
 
 /// Largest window on the device: 22 windows of 4095 points (8.6 MB for G1) stay in L2;
@@ -91,64 +96,229 @@ fn batch_mul<P: AffinePoint>(
     generator: P::Projective,
     scalars: &[Fr],
 ) -> Result<Vec<P>, GpuError> {
-    let mut out = vec![P::default(); scalars.len()];
     if scalars.is_empty() {
-        return Ok(out);
+        return Ok(Vec::new());
     }
-    let window = gpu_window(scalars.len());
-    let table = FixedBaseTable::<P>::with_window(generator, window);
-    let d_table = gpu.vram().from_host(table.points())?;
-    drop(table);
-    let chunk = chunk_len(gpu.vram().budget().available(), scalars.len(), group);
-    in_chunks(
-        gpu, stream, group, &d_table, window, scalars, chunk, &mut out,
-    )?;
-    Ok(out)
+    let table = DeviceTable::new(gpu, generator, scalars.len())?;
+    table.to_host(gpu, stream, group, scalars)
 }
 
-/// The products of `scalars` into `out` (same length), `chunk` scalars per kernel pair.
-#[allow(clippy::too_many_arguments)]
-fn in_chunks<P: AffinePoint>(
-    gpu: &Gpu,
-    stream: &Stream,
-    group: Curve,
-    d_table: &DeviceBuffer<P>,
+/// A generator's window table on the device.
+struct DeviceTable<P: AffinePoint> {
+    points: DeviceBuffer<P>,
     window: usize,
-    scalars: &[Fr],
-    chunk: usize,
-    out: &mut [P],
-) -> Result<(), GpuError> {
-    let words = crate::kernels::xyzz_words(group);
-    // Buffers are sized to the chunk; only the last (shorter) chunk reallocates them.
-    let mut bufs: Option<(DeviceBuffer<Fr>, DeviceBuffer<u32>, DeviceBuffer<P>)> = None;
-    for (s, o) in scalars.chunks(chunk).zip(out.chunks_mut(chunk)) {
-        let (d_scalars, d_xyzz, d_out) = match bufs.take() {
-            Some(b) if b.0.len() == s.len() => b,
-            other => {
-                drop(other);
-                (
-                    gpu.alloc::<Fr>(s.len())?,
-                    gpu.alloc::<u32>(s.len() * words)?,
-                    gpu.alloc::<P>(s.len())?,
-                )
-            }
-        };
-        let (mut d_scalars, mut d_xyzz, mut d_out) = (d_scalars, d_xyzz, d_out);
-        d_scalars.copy_from_host_on(s, stream.cuda())?;
-        crate::kernels::fixed_base_mul(
-            gpu,
-            stream,
-            group,
-            d_table,
-            window as u32,
-            &d_scalars,
-            &mut d_xyzz,
-        )?;
-        crate::kernels::batch_to_affine(gpu, stream, group, &d_xyzz, &mut d_out)?;
-        d_out.copy_to_host_on(o, stream.cuda())?;
-        bufs = Some((d_scalars, d_xyzz, d_out));
+}
+
+impl<P: AffinePoint> DeviceTable<P> {
+    /// The table of `generator` with the best window for `count` products.
+    fn new(gpu: &Gpu, generator: P::Projective, count: usize) -> Result<Self, GpuError> {
+        Self::with_window(gpu, generator, gpu_window(count))
     }
-    Ok(())
+
+    fn with_window(gpu: &Gpu, generator: P::Projective, window: usize) -> Result<Self, GpuError> {
+        let table = FixedBaseTable::<P>::with_window(generator, window);
+        let points = gpu.vram().from_host(table.points())?;
+        Ok(Self { points, window })
+    }
+
+    /// The products of `scalars`, downloaded into a host vector.
+    fn to_host(
+        &self,
+        gpu: &Gpu,
+        stream: &Stream,
+        group: Curve,
+        scalars: &[Fr],
+    ) -> Result<Vec<P>, GpuError> {
+        let chunk = chunk_len(gpu.vram().budget().available(), scalars.len(), group);
+        self.to_host_in(gpu, stream, group, scalars, chunk)
+    }
+
+    /// [`Self::to_host`] in chunks of `chunk` products.
+    fn to_host_in(
+        &self,
+        gpu: &Gpu,
+        stream: &Stream,
+        group: Curve,
+        scalars: &[Fr],
+        chunk: usize,
+    ) -> Result<Vec<P>, GpuError> {
+        let mut out = vec![P::default(); scalars.len()];
+        // Sized to the chunk; only the last (shorter) chunk reallocates it.
+        let mut d_out: Option<DeviceBuffer<P>> = None;
+        self.in_chunks(gpu, stream, group, scalars, chunk, |xyzz, at, n| {
+            let mut d = match d_out.take() {
+                Some(d) if d.len() == n => d,
+                other => {
+                    drop(other);
+                    gpu.alloc::<P>(n)?
+                }
+            };
+            crate::kernels::batch_to_affine(gpu, stream, group, xyzz, &mut d, 0)?;
+            d.copy_to_host_on(&mut out[at..at + n], stream.cuda())?;
+            d_out = Some(d);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// The products of `scalars` in a device buffer that never leaves the device (`None` for
+    /// no scalars); complete when this returns.
+    fn to_device(
+        &self,
+        gpu: &Gpu,
+        stream: &Stream,
+        group: Curve,
+        scalars: &[Fr],
+    ) -> Result<Option<DeviceBuffer<P>>, GpuError> {
+        if scalars.is_empty() {
+            return Ok(None);
+        }
+        let out = gpu.alloc::<P>(scalars.len())?;
+        let chunk = chunk_len(gpu.vram().budget().available(), scalars.len(), group);
+        self.to_device_in(gpu, stream, group, scalars, chunk, out)
+    }
+
+    /// [`Self::to_device`] into `out` (as long as `scalars`) in chunks of `chunk` products.
+    fn to_device_in(
+        &self,
+        gpu: &Gpu,
+        stream: &Stream,
+        group: Curve,
+        scalars: &[Fr],
+        chunk: usize,
+        mut out: DeviceBuffer<P>,
+    ) -> Result<Option<DeviceBuffer<P>>, GpuError> {
+        self.in_chunks(gpu, stream, group, scalars, chunk, |xyzz, at, _| {
+            crate::kernels::batch_to_affine(gpu, stream, group, xyzz, &mut out, at)
+        })?;
+        stream.synchronize()?;
+        Ok(Some(out))
+    }
+
+    /// Runs the fixed-base products of `scalars`, `chunk` at a time, handing each chunk's XYZZ
+    /// points, its offset and its length to `store`.
+    fn in_chunks(
+        &self,
+        gpu: &Gpu,
+        stream: &Stream,
+        group: Curve,
+        scalars: &[Fr],
+        chunk: usize,
+        mut store: impl FnMut(&DeviceBuffer<u32>, usize, usize) -> Result<(), GpuError>,
+    ) -> Result<(), GpuError> {
+        let words = crate::kernels::xyzz_words(group);
+        // Sized to the chunk; only the last (shorter) chunk reallocates them.
+        let mut bufs: Option<(DeviceBuffer<Fr>, DeviceBuffer<u32>)> = None;
+        for (k, s) in scalars.chunks(chunk).enumerate() {
+            let (mut d_scalars, mut d_xyzz) = match bufs.take() {
+                Some(b) if b.0.len() == s.len() => b,
+                other => {
+                    drop(other);
+                    (
+                        gpu.alloc::<Fr>(s.len())?,
+                        gpu.alloc::<u32>(s.len() * words)?,
+                    )
+                }
+            };
+            d_scalars.copy_from_host_on(s, stream.cuda())?;
+            crate::kernels::fixed_base_mul(
+                gpu,
+                stream,
+                group,
+                &self.points,
+                self.window as u32,
+                &d_scalars,
+                &mut d_xyzz,
+            )?;
+            store(&d_xyzz, k * chunk, s.len())?;
+            bufs = Some((d_scalars, d_xyzz));
+        }
+        Ok(())
+    }
+}
+
+/// An MSM context over points made on the device.
+fn resident<P: cuzk_msm::MsmPoint>(
+    gpu: &Gpu,
+    points: DeviceBuffer<P>,
+) -> Result<GpuMsm<P>, SetupError> {
+    GpuMsm::from_device(gpu, points).map_err(|e| SetupError::Held(e.to_string()))
+}
+
+/// Process-unique tokens of device-held keys.
+static NEXT_HELD_TOKEN: AtomicU64 = AtomicU64::new(1);
+
+impl GpuBackend {
+    /// The proving key of `r1cs` made on `gpu` and kept there: every query's points go from
+    /// the setup kernels into the returned backend's resident MSM contexts and never reach
+    /// the host, so a key larger than host memory beside its circuit (72 GiB at 2^27) can
+    /// prove. The returned key has the verifying key and the single points, and is
+    /// [`DeviceHeld`](crate::keys::DeviceHeld): only this backend proves it. The points are
+    /// those of [`generate_parameters_gpu`] for the same toxic waste.
+    pub fn generate_key(
+        gpu: &Gpu,
+        r1cs: &R1cs,
+        tw: &ToxicWaste,
+    ) -> Result<(Self, ProvingKey, SetupTimings), SetupError> {
+        let _span = tracing::info_span!(
+            "setup_on_device",
+            constraints = r1cs.num_constraints(),
+            variables = r1cs.num_variables()
+        )
+        .entered();
+        let start = Instant::now();
+        let ks = key_scalars(r1cs, tw)?;
+        let (m, ni) = (ks.num_variables, ks.num_instance);
+        let stream = gpu.stream("setup")?;
+        let (g1, t_g1) = timed("setup.g1", || -> Result<_, SetupError> {
+            let table = DeviceTable::<G1Affine>::new(gpu, G1Projective::generator(), ks.g1.len())?;
+            let ic = table.to_host(gpu, &stream, Curve::G1, &ks.g1[2 * m..2 * m + ni])?;
+            let held = |range: std::ops::Range<usize>| -> Result<_, SetupError> {
+                let points = table.to_device(gpu, &stream, Curve::G1, &ks.g1[range])?;
+                points.map(|p| resident(gpu, p)).transpose()
+            };
+            // In the order of the backend's G1 queries: A, B, H, L.
+            let queries = [
+                held(0..m)?,
+                held(m..2 * m)?,
+                held(3 * m..ks.g1.len())?,
+                held(2 * m + ni..3 * m)?,
+            ];
+            Ok((ic, queries))
+        });
+        let (ic, g1) = g1?;
+        let (g2, t_g2) = timed("setup.g2", || -> Result<_, SetupError> {
+            let table =
+                DeviceTable::<G2Affine>::new(gpu, G2Projective::generator(), ks.b_g2.len())?;
+            let points = table.to_device(gpu, &stream, Curve::G2, &ks.b_g2)?;
+            points.map(|p| resident(gpu, p)).transpose()
+        });
+        let g2 = g2?;
+        let token = NEXT_HELD_TOKEN.fetch_add(1, Ordering::Relaxed);
+        let pk = ProvingKey {
+            held: Some(DeviceHeld {
+                token,
+                num_variables: m,
+                num_private: m - ni,
+                domain_size: ks.g1.len() - 3 * m + 1,
+            }),
+            ..key_without_queries(tw, ic)
+        };
+        let backend = Self::holding(gpu.clone(), token, g1, g2);
+        let timings = SetupTimings {
+            lagrange: ks.t_lagrange,
+            qap_at_tau: ks.t_qap,
+            g1: t_g1,
+            g2: t_g2,
+            total: start.elapsed(),
+        };
+        tracing::info!(
+            total_ms = timings.total.as_secs_f64() * 1e3,
+            resident_bytes = backend.resident_bytes(),
+            "key made and held on the device"
+        );
+        Ok((backend, pk, timings))
+    }
 }
 
 #[cfg(test)]
@@ -173,33 +343,40 @@ mod tests {
         scalars[2499] = Fr::ZERO;
         let g1 = G1Projective::generator();
         for window in [1, 5, 8, 12] {
-            let table = FixedBaseTable::<G1Affine>::with_window(g1, window);
-            let d_table = gpu.vram().from_host(table.points()).unwrap();
-            let mut out = vec![G1Affine::default(); scalars.len()];
-            in_chunks(
-                &gpu,
-                &stream,
-                Curve::G1,
-                &d_table,
-                window,
-                &scalars,
-                1000,
-                &mut out,
-            )
-            .unwrap();
+            let table = DeviceTable::<G1Affine>::with_window(&gpu, g1, window).unwrap();
+            let out = table
+                .to_host_in(&gpu, &stream, Curve::G1, &scalars, 1000)
+                .unwrap();
             for (i, (s, p)) in scalars.iter().zip(&out).enumerate() {
                 assert_eq!(*p, (g1 * *s).to_affine(), "G1 window {window} scalar {i}");
             }
+            // Into one device buffer at each chunk's offset: the same points.
+            let d_out = gpu.alloc::<G1Affine>(scalars.len()).unwrap();
+            let held = table
+                .to_device_in(&gpu, &stream, Curve::G1, &scalars, 1000, d_out)
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                held.to_vec().unwrap(),
+                out,
+                "G1 window {window} on the device"
+            );
         }
         let g2 = G2Projective::generator();
-        let table = FixedBaseTable::<G2Affine>::with_window(g2, 7);
-        let d_table = gpu.vram().from_host(table.points()).unwrap();
+        let table = DeviceTable::<G2Affine>::with_window(&gpu, g2, 7).unwrap();
         let few = &scalars[..700];
-        let mut out = vec![G2Affine::default(); few.len()];
-        in_chunks(&gpu, &stream, Curve::G2, &d_table, 7, few, 300, &mut out).unwrap();
+        let out = table
+            .to_host_in(&gpu, &stream, Curve::G2, few, 300)
+            .unwrap();
         for (i, (s, p)) in few.iter().zip(&out).enumerate() {
             assert_eq!(*p, (g2 * *s).to_affine(), "G2 scalar {i}");
         }
+        let d_out = gpu.alloc::<G2Affine>(few.len()).unwrap();
+        let held = table
+            .to_device_in(&gpu, &stream, Curve::G2, few, 300, d_out)
+            .unwrap()
+            .unwrap();
+        assert_eq!(held.to_vec().unwrap(), out, "G2 on the device");
     }
 
     #[test]

@@ -359,6 +359,16 @@ impl Engine {
         &self.inner.config
     }
 
+    /// Device `index`'s GPU handle, whose memory budget this engine admits jobs against: a
+    /// key made on it ([`cuzk_groth16::GpuBackend::generate_key`]) loads as
+    /// [`KeySource::Held`]. `None` for a CPU device or no such index.
+    pub fn gpu(&self, index: usize) -> Option<Gpu> {
+        match &self.inner.devices.get(index)?.kind {
+            DeviceKind::Gpu(gpu) => Some(gpu.clone()),
+            DeviceKind::Cpu => None,
+        }
+    }
+
     /// Loads a key once, on the given devices (all when `None`), and names it `id`. Each device
     /// makes as much of it resident as leaves room for the staged data of its workers' proofs.
     pub fn load_key(

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use cuzk_groth16::{
-    BackendError, Domain, GpuBackend, PreparedVerifyingKey, ProverBackend, ProvingKey, R1cs,
+    BackendError, Domain, GpuBackend, PreparedVerifyingKey, ProverBackend, ProvingKey, Query, R1cs,
     SimBackend, StagingNeeds, io,
 };
 
@@ -25,6 +25,17 @@ pub enum KeySource {
         pk: std::path::PathBuf,
         r1cs: std::path::PathBuf,
         checks: io::PointChecks,
+    },
+    /// A key made on an engine's GPU by [`GpuBackend::generate_key`] (on the [`Gpu`] of
+    /// [`crate::Engine::gpu`]), whose points only `backend` holds: it loads on that device
+    /// alone.
+    ///
+    /// [`Gpu`]: cuzk_gpu::Gpu
+    Held {
+        pk: Arc<ProvingKey>,
+        r1cs: Arc<R1cs>,
+        backend: Arc<GpuBackend>,
+        device: usize,
     },
 }
 /// A key as loaded on one device.
@@ -83,15 +94,27 @@ impl Inner {
         if self.keys.read().contains_key(id) {
             return Err(EngineError::KeyExists(id.into()));
         }
-        let (pk, r1cs) = match source {
-            KeySource::Memory { pk, r1cs } => (pk, r1cs),
+        let (pk, r1cs, held) = match source {
+            KeySource::Memory { pk, r1cs } => (pk, r1cs, None),
             KeySource::Files { pk, r1cs, checks } => {
                 tracing::info!(key = id, path = %pk.display(), ?checks, "reading proving key");
                 let p = read(&pk, |r| io::read_proving_key_with(r, checks))?;
                 let c = read(&r1cs, io::read_r1cs)?;
-                (Arc::new(p), Arc::new(c))
+                (Arc::new(p), Arc::new(c), None)
             }
+            KeySource::Held {
+                pk,
+                r1cs,
+                backend,
+                device,
+            } => (pk, r1cs, Some((backend, device))),
         };
+        if pk.held.is_some() && held.is_none() {
+            return Err(EngineError::Mismatch {
+                key: id.into(),
+                reason: "its points are held by the GPU backend that made them: load it as KeySource::Held".into(),
+            });
+        }
         let domain =
             Domain::for_size(r1cs.num_constraints()).map_err(|e| EngineError::Mismatch {
                 key: id.into(),
@@ -99,10 +122,11 @@ impl Inner {
             })?;
         let n = domain.size();
         let shape = [
-            ("a_query", r1cs.num_variables(), pk.a_query.len()),
-            ("b_g2_query", r1cs.num_variables(), pk.b_g2_query.len()),
-            ("h_query", n - 1, pk.h_query.len()),
-            ("l_query", r1cs.num_private(), pk.l_query.len()),
+            ("a_query", r1cs.num_variables(), pk.query_len(Query::A)),
+            ("b_g1_query", r1cs.num_variables(), pk.query_len(Query::BG1)),
+            ("b_g2_query", r1cs.num_variables(), pk.query_len(Query::BG2)),
+            ("h_query", n - 1, pk.query_len(Query::H)),
+            ("l_query", r1cs.num_private(), pk.query_len(Query::L)),
             ("ic", r1cs.num_public() + 1, pk.vk.ic.len()),
         ];
         if let Some((what, want, got)) = shape.into_iter().find(|(_, w, g)| w != g) {
@@ -115,9 +139,20 @@ impl Inner {
             .host
             .try_acquire(key_host_bytes(&pk, &r1cs))
             .map_err(EngineError::Host)?;
-        let wanted: Vec<usize> = match devices {
-            Some(list) => list.to_vec(),
-            None => (0..self.devices.len()).collect(),
+        let wanted: Vec<usize> = match (&held, devices) {
+            (Some((_, d)), None) => vec![*d],
+            (Some((_, d)), Some(list)) if list == [*d] => vec![*d],
+            (Some((_, d)), Some(_)) => {
+                return Err(EngineError::Backend {
+                    device: *d,
+                    source: BackendError::new(
+                        "engine",
+                        format!("a key held by device {d} loads on that device only"),
+                    ),
+                });
+            }
+            (None, Some(list)) => list.to_vec(),
+            (None, None) => (0..self.devices.len()).collect(),
         };
         let mut on: Vec<Option<Loaded>> = (0..self.devices.len()).map(|_| None).collect();
         for d in wanted {
@@ -125,7 +160,8 @@ impl Inner {
                 device: d,
                 source: BackendError::new("engine", format!("no device {d}")),
             })?;
-            on[d] = Some(self.load_on(dev, id, &pk, n)?);
+            let backend = held.as_ref().map(|(b, _)| b.clone());
+            on[d] = Some(self.load_on(dev, id, &pk, n, backend)?);
         }
         let key = Arc::new(Key {
             id: id.into(),
@@ -149,13 +185,15 @@ impl Inner {
         Ok(())
     }
 
-    /// Loads `pk` on one device, holding its GPU lock so that no device phase runs meanwhile.
+    /// Loads `pk` on one device, holding its GPU lock so that no device phase runs meanwhile;
+    /// `held` is the backend that holds a device-made key's points.
     pub(crate) fn load_on(
         &self,
         dev: &Device,
         id: &str,
         pk: &ProvingKey,
         n: usize,
+        held: Option<Arc<GpuBackend>>,
     ) -> Result<Loaded, EngineError> {
         let never = || false;
         let _lock = dev.lock.acquire(1, Priority::High, &never)?;
@@ -164,37 +202,53 @@ impl Inner {
             source,
         };
         let workers = self.config.workers_per_device.threads();
-        let (backend, needs, resident): (Arc<dyn ProverBackend>, StagingNeeds, u64) =
-            match &dev.kind {
-                DeviceKind::Gpu(gpu) => {
-                    let b = GpuBackend::new(gpu.clone());
-                    b.set_evaluation_sets(workers);
-                    let needs = b.staging_needs(pk, n).map_err(backend_err)?;
-                    // Two workers overlap one proof's a, b, c with another's witness.
-                    let target = if workers > 1 {
-                        needs.witness + needs.evaluations
-                    } else {
-                        needs.witness.max(needs.evaluations)
-                    };
-                    let plan = b.load_staged(pk, n, target).map_err(backend_err)?;
-                    b.pin_evaluation_sets(n);
-                    tracing::info!(
-                        key = id,
-                        device = %dev.name,
-                        resident = b.resident_bytes(),
-                        lock = plan.lock_bytes(),
-                        staging = target,
-                        "key loaded"
-                    );
-                    let resident = b.resident_bytes();
-                    (Arc::new(b), needs, resident)
-                }
-                DeviceKind::Cpu => {
-                    let b = SimBackend::new(dev.vram.clone());
-                    let needs = b.staging_needs(pk, n).map_err(backend_err)?;
-                    (Arc::new(b), needs, 0)
-                }
-            };
+        let (backend, needs, resident): (Arc<dyn ProverBackend>, StagingNeeds, u64) = match &dev
+            .kind
+        {
+            DeviceKind::Gpu(gpu) => {
+                let b = match held {
+                    Some(b) if b.gpu().vram().budget().same_as(dev.vram.budget()) => b,
+                    Some(_) => {
+                        return Err(backend_err(BackendError::new(
+                            "engine",
+                            "the key's points are held by another device (make it on Engine::gpu's device)",
+                        )));
+                    }
+                    None => Arc::new(GpuBackend::new(gpu.clone())),
+                };
+                b.set_evaluation_sets(workers);
+                let needs = b.staging_needs(pk, n).map_err(backend_err)?;
+                // Two workers overlap one proof's a, b, c with another's witness.
+                let target = if workers > 1 {
+                    needs.witness + needs.evaluations
+                } else {
+                    needs.witness.max(needs.evaluations)
+                };
+                let plan = b.load_staged(pk, n, target).map_err(backend_err)?;
+                b.pin_evaluation_sets(n);
+                tracing::info!(
+                    key = id,
+                    device = %dev.name,
+                    resident = b.resident_bytes(),
+                    lock = plan.lock_bytes(),
+                    staging = target,
+                    "key loaded"
+                );
+                let resident = b.resident_bytes();
+                (b, needs, resident)
+            }
+            DeviceKind::Cpu if held.is_some() => {
+                return Err(backend_err(BackendError::new(
+                    "engine",
+                    "a key held by a GPU cannot load on a CPU device",
+                )));
+            }
+            DeviceKind::Cpu => {
+                let b = SimBackend::new(dev.vram.clone());
+                let needs = b.staging_needs(pk, n).map_err(backend_err)?;
+                (Arc::new(b), needs, 0)
+            }
+        };
         let loaded = Loaded {
             backend,
             needs,

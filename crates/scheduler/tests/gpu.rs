@@ -397,3 +397,108 @@ fn take_and_hold(bytes: u64) {
     std::io::stdout().flush().unwrap();
     let _ = std::io::stdin().read_to_end(&mut Vec::new());
 }
+
+/// A key made on the engine's GPU and held only there: the host never has its points (the
+/// process's peak RSS stays below the key's size), every proof verifies and equals the proof
+/// of the same key made on the host, and unloading it leaves the device budget empty.
+/// `CUZK_ENGINE_TEST_LOG` sets the size (default 2^22).
+#[test]
+#[ignore = "gpu"]
+fn gpu_engine_proves_with_a_key_held_on_the_device() {
+    let log = log_or(22);
+    let mut rng = ChaCha20Rng::seed_from_u64(27);
+    let (r1cs, witness) = demo::circuit_with(log, 4, 75, &mut rng).unwrap();
+    let (r1cs, witness) = (Arc::new(r1cs), Arc::new(witness));
+    let tw = ToxicWaste::random(&mut rng);
+    let engine = Engine::new(EngineConfig {
+        backend: cuzk_groth16::BackendChoice::Gpu,
+        gpus: Some(vec![0]),
+        ..EngineConfig::default()
+    })
+    .expect("a GPU engine");
+    let gpu = engine.gpu(0).expect("device 0 is a GPU");
+    let t = Instant::now();
+    let (backend, pk, _) = cuzk_groth16::GpuBackend::generate_key(&gpu, &r1cs, &tw).unwrap();
+    println!(
+        "2^{log}: key made and held in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    assert!(pk.held.is_some() && pk.a_query.is_empty() && pk.h_query.is_empty());
+    let pk = Arc::new(pk);
+    let backend = Arc::new(backend);
+    assert!(backend.resident_bytes() > 0);
+    // On another device, or a list naming another, it is refused.
+    let err = engine
+        .load_key(
+            "k",
+            KeySource::Held {
+                pk: pk.clone(),
+                r1cs: r1cs.clone(),
+                backend: backend.clone(),
+                device: 0,
+            },
+            Some(&[0, 0]),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("device 0 only"), "{err}");
+    engine
+        .load_key(
+            "k",
+            KeySource::Held {
+                pk: pk.clone(),
+                r1cs: r1cs.clone(),
+                backend: backend.clone(),
+                device: 0,
+            },
+            None,
+        )
+        .expect("the held key loads");
+    // The held key's proof equals the CPU prover's with the same key made on the host, for
+    // the same r and s (the engine being idle, its backend proves directly).
+    let (host_pk, _) = setup_gpu::generate_parameters_gpu(&gpu, &r1cs, &tw).unwrap();
+    assert_eq!(host_pk.vk, pk.vk);
+    let (r, s) = (
+        cuzk_groth16::Fr::random(&mut rng),
+        cuzk_groth16::Fr::random(&mut rng),
+    );
+    let host = cuzk_groth16::create_proof_with_randomness(&host_pk, &r1cs, &witness, r, s).unwrap();
+    let (held, _) =
+        cuzk_groth16::create_proof_with_backend(&*backend, &pk, &r1cs, &witness, r, s).unwrap();
+    assert_eq!(
+        held, host,
+        "held key's proof = host key's CPU proof for the same r, s"
+    );
+    // The held backend proves its own key only; another backend cannot prove the held key.
+    let err = cuzk_groth16::create_proof_with_backend(&*backend, &host_pk, &r1cs, &witness, r, s)
+        .unwrap_err();
+    assert!(err.to_string().contains("proves that key only"), "{err}");
+    drop(host_pk);
+    let other = cuzk_groth16::GpuBackend::new(gpu.clone());
+    let err =
+        cuzk_groth16::create_proof_with_backend(&other, &pk, &r1cs, &witness, r, s).unwrap_err();
+    assert!(err.to_string().contains("held by the GPU backend"), "{err}");
+    drop((other, backend));
+
+    let f = Fixture {
+        pk: pk.clone(),
+        r1cs: r1cs.clone(),
+        witness: witness.clone(),
+    };
+    let (out, wall) = run(&engine, &f, 6, 3);
+    report(
+        &format!("2^{log} held key, auto workers x 3"),
+        &engine,
+        &out,
+        wall,
+    );
+    assert_eq!(engine.status().counters.failed, 0);
+    assert_eq!(engine.status().counters.completed, 6);
+
+    engine.unload_key("k").unwrap();
+    let d = &engine.status().devices[0];
+    assert_eq!(
+        (d.budget_in_use, d.pinned_in_use),
+        (0, 0),
+        "device and pinned budgets empty after the held key's unload"
+    );
+}

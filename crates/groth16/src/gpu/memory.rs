@@ -175,6 +175,17 @@ impl MemoryPlan {
         used
     }
 
+    /// The plan of a key whose points the device holds already (they have no host copy to
+    /// stream from): every query resident; a, b, c upload under the lock, never beside the
+    /// witness MSMs.
+    pub fn all_resident(mut self) -> Self {
+        for qp in self.queries.iter_mut().filter(|p| p.len > 0) {
+            qp.resident = true;
+        }
+        self.overlap_upload = false;
+        self
+    }
+
     pub fn resident_bytes(&self) -> u64 {
         self.queries
             .iter()
