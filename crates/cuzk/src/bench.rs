@@ -59,6 +59,10 @@ pub(crate) struct Args {
     /// --by-path`; without it the jobs share one witness in memory.
     #[arg(long, conflicts_with = "queue")]
     by_path: bool,
+    /// Exactly N constraints instead of 2^K, in the same 2^K domain (N in (2^(K-1), 2^K]): a
+    /// 32 GiB PoRep partition has ~130M in 2^27.
+    #[arg(long, requires = "log_constraints")]
+    constraints: Option<usize>,
     /// Make the key on GPU 0 and keep its points only there, never on the host (for keys
     /// larger than host memory beside their circuit: 72 GiB at 2^27). Its jobs run on that
     /// GPU, whose budget must hold every point.
@@ -194,21 +198,29 @@ fn run_size(engine: &Engine, a: &Args, log_constraints: u32) -> Result<SizeResul
     let (proofs, concurrency) = (a.proofs as usize, a.concurrency as usize);
     let devices = engine.devices();
     let on_gpu = devices.iter().any(|(_, gpu)| *gpu);
+    let size = match a.constraints {
+        Some(n) => format!("{n} constraints (domain 2^{log_constraints})"),
+        None => format!("2^{log_constraints} constraints"),
+    };
     println!(
-        "cuzk bench: 2^{} constraints, {}% boolean, {} proofs, {} in flight",
-        log_constraints, a.boolean_percent, proofs, concurrency
+        "cuzk bench: {size}, {}% boolean, {proofs} proofs, {concurrency} in flight",
+        a.boolean_percent
     );
     for (i, (name, _)) in devices.iter().enumerate() {
         println!("  device {i}: {name}");
     }
     let mut rng = ChaCha20Rng::seed_from_u64(a.seed);
     let pb = progress::spinner(format!("2^{log_constraints}: circuit and key"));
-    let (circuit, witness) = cuzk_groth16::demo::circuit_with(
-        log_constraints,
-        a.public_inputs,
-        a.boolean_percent,
-        &mut rng,
-    )?;
+    let rows = match a.constraints {
+        None => 1usize << log_constraints,
+        Some(n) if n > (1 << log_constraints) / 2 && n <= 1 << log_constraints => n,
+        Some(n) => bail!(
+            "--constraints {n} is not in (2^{0}/2, 2^{0}]",
+            log_constraints
+        ),
+    };
+    let (circuit, witness) =
+        cuzk_groth16::demo::circuit_with_rows(rows, a.public_inputs, a.boolean_percent, &mut rng)?;
     let tw = cuzk_groth16::ToxicWaste::random(&mut rng);
     let start = Instant::now();
     let circuit = Arc::new(circuit);

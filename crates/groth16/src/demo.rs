@@ -1,8 +1,8 @@
 //! Demo circuits whose witnesses look like real ones: about 70% of the values are bits from
 //! bit decompositions (booleanity and packing constraints), the rest full-width field elements
 //! from chains of squarings and products, with a few public inputs feeding the chains.
-//! Satisfied by construction; the total row count (instance rows included) is exactly 2^k, so
-//! the QAP domain is 2^k.
+//! Satisfied by construction; the total row count (instance rows included) is exactly 2^k (or
+//! the given count, whose QAP domain is the next power of two).
 
 use cuzk_field::Fr;
 use rand_core::RngCore;
@@ -17,15 +17,10 @@ const BITS_PER_VALUE: usize = 32;
 /// Why a demo circuit could not be made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DemoError {
-    #[error(
-        "2^{log_constraints} rows cannot hold {num_public} public inputs plus their instance rows"
-    )]
-    TooSmall {
-        log_constraints: u32,
-        num_public: usize,
-    },
-    #[error("2^{0} constraints is above the supported maximum 2^28")]
-    TooLarge(u32),
+    #[error("{rows} rows cannot hold {num_public} public inputs plus their instance rows")]
+    TooSmall { rows: usize, num_public: usize },
+    #[error("{0} constraints is above the supported maximum 2^28")]
+    TooLarge(usize),
     #[error("boolean percentage {0} is above 100")]
     BadPercent(u32),
     #[error(transparent)]
@@ -50,19 +45,29 @@ pub fn circuit_with(
     boolean_percent: u32,
     rng: &mut impl RngCore,
 ) -> Result<(R1cs, Witness), DemoError> {
+    let rows = 1usize
+        .checked_shl(log_constraints)
+        .ok_or(DemoError::TooLarge(usize::MAX))?;
+    circuit_with_rows(rows, num_public, boolean_percent, rng)
+}
+
+/// As [`circuit_with`], with exactly `rows` rows (the domain is the next power of two: a
+/// 32 GiB PoRep partition has ~130M constraints in a 2^27 domain).
+pub fn circuit_with_rows(
+    rows: usize,
+    num_public: usize,
+    boolean_percent: u32,
+    rng: &mut impl RngCore,
+) -> Result<(R1cs, Witness), DemoError> {
     if boolean_percent > 100 {
         return Err(DemoError::BadPercent(boolean_percent));
     }
-    if log_constraints > 28 {
-        return Err(DemoError::TooLarge(log_constraints));
+    if rows > 1 << 28 {
+        return Err(DemoError::TooLarge(rows));
     }
-    let rows = 1usize << log_constraints;
     // Each public input starts a chain with one product row; keep at least one more row.
     let Some(budget) = rows.checked_sub(2 * num_public + 2) else {
-        return Err(DemoError::TooSmall {
-            log_constraints,
-            num_public,
-        });
+        return Err(DemoError::TooSmall { rows, num_public });
     };
     let total = budget + num_public + 1; // constraints excluding instance rows
     // Every public input needs its own product row in the field part.
@@ -188,8 +193,15 @@ mod tests {
         ));
         assert_eq!(
             circuit(29, 1, &mut rng).unwrap_err(),
-            DemoError::TooLarge(29)
+            DemoError::TooLarge(1 << 29)
         );
+        // Rows short of a power of two: that many constraints, the next power's domain,
+        // fewer variables than the domain (as a 2^27 Filecoin partition has).
+        let (r1cs, w) = circuit_with_rows(1000, 3, 75, &mut rng).unwrap();
+        assert_eq!(r1cs.num_constraints(), 1000);
+        assert_eq!(r1cs.domain_size(), 1024);
+        assert!(r1cs.num_variables() < 1024, "{}", r1cs.num_variables());
+        assert_eq!(r1cs.is_satisfied(&w), Ok(()));
     }
 
     #[test]

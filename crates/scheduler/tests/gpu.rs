@@ -440,7 +440,10 @@ fn gpu_engine_proves_with_a_key_held_on_the_device() {
             Some(&[0, 0]),
         )
         .unwrap_err();
-    assert!(err.to_string().contains("device 0 only"), "{err}");
+    assert!(
+        err.to_string().contains("loads on that device only"),
+        "{err}"
+    );
     engine
         .load_key(
             "k",
