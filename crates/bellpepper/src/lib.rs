@@ -15,21 +15,27 @@
 //! [`CompiledCircuit`] keeps the system of one synthesis; later proofs of the same circuit run
 //! [`CompiledCircuit::witness`], a witness-only synthesis ([`WitnessCs`]: no linear combination
 //! is built, the `enforce` closures are never called), and the prover's sparse matrix-vector
-//! product A·z, B·z, C·z does the rest.
+//! product A·z, B·z, C·z does the rest. [`CompiledCircuit::witness_and_evaluations`] does both
+//! at once: the product runs on another thread during the synthesis, row by row as the values
+//! each row reads are allocated, so little of it is left when synthesis ends.
 //!
 //! Scalars cross the boundary as blst's own Montgomery limbs (`blstrs::Scalar` and cuzk's `Fr`
 //! both wrap `blst_fr`), so conversion is a copy.
 
 #![forbid(unsafe_code)]
 
+mod overlap;
 pub mod sha256_circuit;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 
 use bellpepper_core::{
     Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable as BpVariable,
 };
 use blstrs::Scalar;
 use cuzk_field::Fr;
-use cuzk_groth16::{R1cs, R1csBuilder, R1csError, Variable, Witness};
+use cuzk_groth16::{R1cs, R1csBuilder, R1csError, Variable, Witness, WitnessError};
 
 /// blstrs's scalar as cuzk's: both wrap `blst_fr`, and blstrs keeps its limbs reduced, so this
 /// is a 32-byte copy (`Fr` is `Pod`), inlined into the witness conversion's loop.
@@ -188,14 +194,37 @@ pub struct WitnessCs {
     /// The one, then the inputs.
     inputs: Vec<Scalar>,
     aux: Vec<Scalar>,
+    /// When `aux` reaches this length, the next call hands the values to the evaluator
+    /// (`usize::MAX` when nothing is streamed): one comparison per call.
+    flush_at: usize,
+    stream: Option<AuxStream>,
+}
+
+/// Where [`WitnessCs`] sends completed aux values, as blocks of `Fr`.
+#[derive(Debug)]
+struct AuxStream {
+    blocks: mpsc::Sender<Vec<Fr>>,
+    /// Emptied blocks coming back, so no block is allocated twice.
+    spare: mpsc::Receiver<Vec<Fr>>,
+    sent: usize,
+    block: usize,
+    /// The aux values the compiled circuit has.
+    total: usize,
+}
+
+impl AuxStream {
+    /// The size of the next block: `block`, shrinking by halves near the end (the compiled
+    /// circuit says where that is), so that few values are left when synthesis ends: their
+    /// rows are the ones evaluated after it.
+    fn next_block(&self) -> usize {
+        let left = self.total.saturating_sub(self.sent);
+        (left / 2).max(MIN_TAIL_BLOCK).min(self.block).max(1)
+    }
 }
 
 impl Default for WitnessCs {
     fn default() -> Self {
-        Self {
-            inputs: vec![Scalar::from(1u64)],
-            aux: Vec::new(),
-        }
+        Self::with_capacity(0, 0)
     }
 }
 
@@ -206,6 +235,33 @@ impl WitnessCs {
         Self {
             inputs: v,
             aux: Vec::with_capacity(aux),
+            flush_at: usize::MAX,
+            stream: None,
+        }
+    }
+
+    /// Sends the aux values not sent yet. Only called at the start of a call: a slice handed
+    /// out by `allocate_empty_aux` is filled before the gadget can call again, so every value
+    /// present then is final.
+    #[cold]
+    #[inline(never)]
+    fn flush(&mut self) {
+        let Some(s) = &mut self.stream else { return };
+        if s.sent < self.aux.len() {
+            let mut buf = s.spare.try_recv().unwrap_or_default();
+            buf.clear();
+            buf.extend(self.aux[s.sent..].iter().map(fr_from_scalar));
+            // A closed channel means the evaluator panicked: joining it reports that.
+            let _ = s.blocks.send(buf);
+            s.sent = self.aux.len();
+        }
+        self.flush_at = s.sent + s.next_block();
+    }
+
+    #[inline(always)]
+    fn maybe_flush(&mut self) {
+        if self.aux.len() >= self.flush_at {
+            self.flush();
         }
     }
 }
@@ -219,6 +275,7 @@ impl ConstraintSystem<Scalar> for WitnessCs {
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
+        self.maybe_flush();
         self.aux.push(f()?);
         Ok(BpVariable::new_unchecked(Index::Aux(self.aux.len() - 1)))
     }
@@ -244,6 +301,7 @@ impl ConstraintSystem<Scalar> for WitnessCs {
         LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
         LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
     {
+        self.maybe_flush();
     }
 
     no_namespaces!();
@@ -257,10 +315,12 @@ impl ConstraintSystem<Scalar> for WitnessCs {
     }
 
     fn extend_aux(&mut self, new_aux: &[Scalar]) {
+        self.maybe_flush();
         self.aux.extend_from_slice(new_aux);
     }
 
     fn allocate_empty(&mut self, aux_n: usize, inputs_n: usize) -> (&mut [Scalar], &mut [Scalar]) {
+        self.maybe_flush();
         (grow(&mut self.aux, aux_n), grow(&mut self.inputs, inputs_n))
     }
 
@@ -269,6 +329,7 @@ impl ConstraintSystem<Scalar> for WitnessCs {
     }
 
     fn allocate_empty_aux(&mut self, n: usize) -> &mut [Scalar] {
+        self.maybe_flush();
         grow(&mut self.aux, n)
     }
 
@@ -295,17 +356,29 @@ pub fn synthesize<C: Circuit<Scalar>>(circuit: C) -> Result<(R1cs, Witness), Bel
     cs.finish()
 }
 
-/// A circuit's constraint system, synthesized once and kept for its later proofs.
+/// A circuit's constraint system, synthesized once and kept for its later proofs, with the
+/// order in which witness-only synthesis completes its rows.
 #[derive(Debug, Clone)]
 pub struct CompiledCircuit {
-    pub r1cs: R1cs,
+    r1cs: R1cs,
+    schedule: overlap::Schedule,
 }
 
 impl CompiledCircuit {
+    /// Keeps `r1cs` (the system of a full synthesis of the circuit).
+    pub fn new(r1cs: R1cs) -> Self {
+        let schedule = overlap::Schedule::new(&r1cs);
+        Self { r1cs, schedule }
+    }
+
     /// Synthesizes `circuit` fully; returns the kept system and this instance's witness.
     pub fn compile<C: Circuit<Scalar>>(circuit: C) -> Result<(Self, Witness), BellpepperError> {
         let (r1cs, w) = synthesize(circuit)?;
-        Ok((Self { r1cs }, w))
+        Ok((Self::new(r1cs), w))
+    }
+
+    pub fn r1cs(&self) -> &R1cs {
+        &self.r1cs
     }
 
     /// The witness of another instance of the same circuit, by witness-only synthesis. The
@@ -316,14 +389,7 @@ impl CompiledCircuit {
         let aux = self.r1cs.num_private();
         let mut cs = WitnessCs::with_capacity(inputs, aux);
         circuit.synthesize(&mut cs)?;
-        if cs.inputs.len() != inputs + 1 || cs.aux.len() != aux {
-            return Err(BellpepperError::ShapeChanged {
-                inputs,
-                aux,
-                found_inputs: cs.inputs.len() - 1,
-                found_aux: cs.aux.len(),
-            });
-        }
+        self.check_shape(&cs)?;
         let z: Vec<Fr> = cs
             .inputs
             .iter()
@@ -332,4 +398,125 @@ impl CompiledCircuit {
             .collect();
         Ok(Witness::from_assignment(inputs, z)?)
     }
+
+    /// [`Self::witness`] and `R1cs::evaluate_into`'s A·z, B·z, C·z in one pass: the product
+    /// runs on another thread while the circuit synthesizes, each row as soon as the aux
+    /// values it reads exist (see the `overlap` module); the rows left when synthesis ends
+    /// (those of the last, small block and those that read a public input) are evaluated then,
+    /// in parallel. Each row costs what it costs in `evaluate_into`: what is saved is the
+    /// product's time, hidden behind the synthesis when a core is free for it.
+    ///
+    /// The outputs are `evaluate_into`'s exactly: the first `num_constraints` entries of
+    /// `a`, `b`, `c` are written, the rest left untouched. Like `evaluate_into`, an unsatisfied
+    /// witness still fills them and is an error naming the first failing row
+    /// ([`WitnessError::Unsatisfied`] in [`BellpepperError::Witness`]); the witness is not
+    /// returned then. When synthesis fails or the circuit's shape changed, the outputs hold
+    /// partial results.
+    pub fn witness_and_evaluations<C: Circuit<Scalar>>(
+        &self,
+        circuit: C,
+        a: &mut [Fr],
+        b: &mut [Fr],
+        c: &mut [Fr],
+    ) -> Result<Witness, BellpepperError> {
+        let aux = self.r1cs.num_private();
+        self.witness_and_evaluations_in_blocks(circuit, aux_block(aux), [a, b, c])
+    }
+
+    fn witness_and_evaluations_in_blocks<C: Circuit<Scalar>>(
+        &self,
+        circuit: C,
+        block: usize,
+        [a, b, c]: [&mut [Fr]; 3],
+    ) -> Result<Witness, BellpepperError> {
+        let r1cs = &self.r1cs;
+        let n = r1cs.num_constraints();
+        let shortest = a.len().min(b.len()).min(c.len());
+        if shortest < n {
+            return Err(WitnessError::OutputLength {
+                expected: n,
+                found: shortest,
+            }
+            .into());
+        }
+        let (a, b, c) = (&mut a[..n], &mut b[..n], &mut c[..n]);
+        let rows = cuzk_groth16::RowEvaluator::new(r1cs);
+        let schedule = &self.schedule;
+        let (inputs, aux) = (r1cs.num_public(), r1cs.num_private());
+        let stop = AtomicBool::new(false);
+
+        let (synthesized, cs, sent, evaluator) = std::thread::scope(|scope| {
+            let (blocks_tx, blocks_rx) = mpsc::channel::<Vec<Fr>>();
+            let (spare_tx, spare_rx) = mpsc::channel();
+            let (ea, eb, ec) = (&mut *a, &mut *b, &mut *c);
+            let rows = &rows;
+            let stop = &stop;
+            let evaluator = scope.spawn(move || {
+                let mut e = overlap::Evaluator::new(r1cs);
+                for values in blocks_rx {
+                    e.append(&values);
+                    let _ = spare_tx.send(values);
+                    e.evaluate_ready(rows, schedule, [&mut *ea, &mut *eb, &mut *ec], stop);
+                }
+                e
+            });
+            // Owned here, so that a panicking circuit drops the sender and the evaluator ends.
+            let mut cs = WitnessCs::with_capacity(inputs, aux);
+            let stream = AuxStream {
+                blocks: blocks_tx,
+                spare: spare_rx,
+                sent: 0,
+                block,
+                total: aux,
+            };
+            cs.flush_at = stream.next_block();
+            cs.stream = Some(stream);
+            let synthesized = circuit.synthesize(&mut cs);
+            // The values not sent yet are the last block's: they go to `finish` below, which
+            // evaluates the rows left in parallel. Dropping the stream ends the evaluator.
+            stop.store(true, Ordering::Relaxed);
+            let sent = cs.stream.take().map_or(0, |s| s.sent);
+            let evaluator = evaluator
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (synthesized, cs, sent, evaluator)
+        });
+        synthesized?;
+        self.check_shape(&cs)?;
+        let (z, first_bad) = evaluator.finish(
+            cs.aux[sent..].iter().map(fr_from_scalar),
+            cs.inputs.iter().map(fr_from_scalar),
+            &rows,
+            schedule,
+            [a, b, c],
+        );
+        overlap::check(first_bad)?;
+        Ok(Witness::from_assignment(inputs, z)?)
+    }
+
+    fn check_shape(&self, cs: &WitnessCs) -> Result<(), BellpepperError> {
+        let (inputs, aux) = (self.r1cs.num_public(), self.r1cs.num_private());
+        if cs.inputs.len() != inputs + 1 || cs.aux.len() != aux {
+            return Err(BellpepperError::ShapeChanged {
+                inputs,
+                aux,
+                found_inputs: cs.inputs.len() - 1,
+                found_aux: cs.aux.len(),
+            });
+        }
+        Ok(())
+    }
 }
+
+/// The smallest block [`AuxStream::next_block`] shrinks to.
+const MIN_TAIL_BLOCK: usize = 1 << 8;
+
+/// Aux values per block handed to the evaluator: about 16 blocks a synthesis, and a few
+/// smaller ones at the end. Each hand-off can wake the evaluator's thread, which costs the
+/// synthesizing thread ~10 µs on a VM (64 blocks cost it 1 ms at 2^17 rows).
+fn aux_block(aux: usize) -> usize {
+    (aux / 16).clamp(1 << 12, 1 << 16)
+}
+
+#[cfg(test)]
+mod tests;

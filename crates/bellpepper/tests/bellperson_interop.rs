@@ -152,10 +152,11 @@ fn cuzk_proves_with_bellperson_parameters_and_bellperson_verifies() {
     assert!(!bp::verify_proof(&pvk, &bp_proof, &wrong).unwrap());
 
     // Witness-only synthesis of another instance proves with the kept system.
-    let compiled = CompiledCircuit { r1cs };
+    let compiled = CompiledCircuit::new(r1cs);
     let c2 = instance(11);
     let w2 = compiled.witness(c2.clone()).unwrap();
-    let proof2 = create_proof(&pk, &compiled.r1cs, &w2, &mut ChaCha8Rng::seed_from_u64(4)).unwrap();
+    let proof2 =
+        create_proof(&pk, compiled.r1cs(), &w2, &mut ChaCha8Rng::seed_from_u64(4)).unwrap();
     let bp_proof2 = bp::Proof::<Bls12>::read(&proof_to_bytes(&proof2)[..]).unwrap();
     assert!(bp::verify_proof(&pvk, &bp_proof2, &public(&c2)).unwrap());
 }

@@ -196,10 +196,10 @@ impl Gpu {
         T: std::any::Any + Send + Sync,
     {
         let mut cached = self.inner.cached.lock();
-        if let Some(v) = cached.get(&std::any::TypeId::of::<T>()) {
-            if let Ok(t) = v.clone().downcast::<T>() {
-                return Ok(t);
-            }
+        if let Some(v) = cached.get(&std::any::TypeId::of::<T>())
+            && let Ok(t) = v.clone().downcast::<T>()
+        {
+            return Ok(t);
         }
         let t = make()?;
         cached.insert(std::any::TypeId::of::<T>(), t.clone());

@@ -46,7 +46,8 @@ pub use prover::{
     create_proof_with_randomness, witness_map,
 };
 pub use r1cs::{
-    LinearCombination, R1cs, R1csBuilder, R1csError, SparseMatrix, Variable, Witness, WitnessError,
+    LinearCombination, R1cs, R1csBuilder, R1csError, RowEvaluator, SparseMatrix, Variable, Witness,
+    WitnessError,
 };
 pub use setup::{
     SetupError, SetupTimings, ToxicWaste, generate_parameters, generate_parameters_with_toxic_waste,

@@ -570,13 +570,7 @@ impl R1cs {
             });
         }
         let (a, b, c) = (&mut a[..n], &mut b[..n], &mut c[..n]);
-        let k = EvalConsts::new();
-        let zl: &[Limbs] = bytemuck::cast_slice(z);
-        let (va, vb, vc): (&[Limbs], &[Limbs], &[Limbs]) = (
-            bytemuck::cast_slice(&self.a.vals),
-            bytemuck::cast_slice(&self.b.vals),
-            bytemuck::cast_slice(&self.c.vals),
-        );
+        let rows = RowEvaluator::new(self);
         let first_bad = a
             .par_chunks_mut(EVAL_CHUNK_ROWS)
             .zip(b.par_chunks_mut(EVAL_CHUNK_ROWS))
@@ -587,10 +581,9 @@ impl R1cs {
                 let mut bad = None;
                 for (j, ((a, b), c)) in a.iter_mut().zip(b).zip(c).enumerate() {
                     let row = base + j;
-                    *a = self.a.dot_row(row, zl, va, &k);
-                    *b = self.b.dot_row(row, zl, vb, &k);
-                    *c = self.c.dot_row(row, zl, vc, &k);
-                    if bad.is_none() && !satisfied(*a, *b, *c) {
+                    let v = rows.eval(row, z);
+                    [*a, *b, *c] = v;
+                    if bad.is_none() && !RowEvaluator::satisfied(v) {
                         bad = Some(row);
                     }
                 }
@@ -604,17 +597,61 @@ impl R1cs {
     }
 }
 
-/// `a·b = c`, skipping the multiplication when a or b is 0 or 1 (bit constraints).
-#[inline]
-fn satisfied(a: Fr, b: Fr, c: Fr) -> bool {
-    if a == Fr::ZERO || b == Fr::ZERO {
-        c == Fr::ZERO
-    } else if a == Fr::ONE {
-        b == c
-    } else if b == Fr::ONE {
-        a == c
-    } else {
-        a * b == c
+/// Rows of a system evaluated one at a time, in any order (`R1cs::evaluate_into` runs it over
+/// every row; a caller that learns z piece by piece evaluates the rows whose values it has).
+pub struct RowEvaluator<'a> {
+    r1cs: &'a R1cs,
+    vals: [&'a [Limbs]; 3],
+    k: EvalConsts,
+}
+
+impl fmt::Debug for RowEvaluator<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RowEvaluator")
+            .field("rows", &self.r1cs.num_constraints())
+            .finish()
+    }
+}
+
+impl<'a> RowEvaluator<'a> {
+    pub fn new(r1cs: &'a R1cs) -> Self {
+        Self {
+            r1cs,
+            vals: [
+                bytemuck::cast_slice(&r1cs.a.vals),
+                bytemuck::cast_slice(&r1cs.b.vals),
+                bytemuck::cast_slice(&r1cs.c.vals),
+            ],
+            k: EvalConsts::new(),
+        }
+    }
+
+    /// (A·z, B·z, C·z) of row `row < num_constraints`; `z` must have at least the columns the
+    /// row reads (callers index within range: out-of-range panics).
+    #[inline(always)]
+    pub fn eval(&self, row: usize, z: &[Fr]) -> [Fr; 3] {
+        let z: &[Limbs] = bytemuck::cast_slice(z);
+        let r = self.r1cs;
+        [
+            r.a.dot_row(row, z, self.vals[0], &self.k),
+            r.b.dot_row(row, z, self.vals[1], &self.k),
+            r.c.dot_row(row, z, self.vals[2], &self.k),
+        ]
+    }
+
+    /// Whether an evaluated row satisfies `a·b = c`, skipping the multiplication when a or b
+    /// is 0 or 1 (bit constraints).
+    #[inline]
+    pub fn satisfied([a, b, c]: [Fr; 3]) -> bool {
+        if a == Fr::ZERO || b == Fr::ZERO {
+            c == Fr::ZERO
+        } else if a == Fr::ONE {
+            b == c
+        } else if b == Fr::ONE {
+            a == c
+        } else {
+            a * b == c
+        }
     }
 }
 
