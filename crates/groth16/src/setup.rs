@@ -124,13 +124,7 @@ pub fn generate_parameters_with_toxic_waste(
         FixedBaseTable::<G2Affine>::new(G2Projective::generator(), m).batch_mul(&ks.b_g2)
     });
     let pk = assemble(tw, ks.num_instance, m, g1_points, b_g2_query);
-    let timings = SetupTimings {
-        lagrange: ks.t_lagrange,
-        qap_at_tau: ks.t_qap,
-        g1: t_g1,
-        g2: t_g2,
-        total: start.elapsed(),
-    };
+    let timings = ks.timings(t_g1, t_g2, start);
     tracing::info!(total_ms = timings.total.as_secs_f64() * 1e3, "setup done");
     Ok((pk, timings))
 }
@@ -146,6 +140,19 @@ pub(crate) struct KeyScalars {
     pub(crate) num_instance: usize,
     pub(crate) t_lagrange: Duration,
     pub(crate) t_qap: Duration,
+}
+
+impl KeyScalars {
+    /// The setup's timings, given its point phases and its start.
+    pub(crate) fn timings(&self, g1: Duration, g2: Duration, start: Instant) -> SetupTimings {
+        SetupTimings {
+            lagrange: self.t_lagrange,
+            qap_at_tau: self.t_qap,
+            g1,
+            g2,
+            total: start.elapsed(),
+        }
+    }
 }
 
 /// Checks the toxic waste and computes every key scalar (Lagrange coefficients at τ, then

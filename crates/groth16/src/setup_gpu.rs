@@ -58,13 +58,7 @@ pub fn generate_parameters_gpu(
     });
     let b_g2_query = b_g2_query?;
     let pk = assemble(tw, ks.num_instance, ks.num_variables, g1_points, b_g2_query);
-    let timings = SetupTimings {
-        lagrange: ks.t_lagrange,
-        qap_at_tau: ks.t_qap,
-        g1: t_g1,
-        g2: t_g2,
-        total: start.elapsed(),
-    };
+    let timings = ks.timings(t_g1, t_g2, start);
     tracing::info!(
         total_ms = timings.total.as_secs_f64() * 1e3,
         "GPU setup done"
@@ -305,13 +299,7 @@ impl GpuBackend {
             ..key_without_queries(tw, ic)
         };
         let backend = Self::holding(gpu.clone(), token, g1, g2);
-        let timings = SetupTimings {
-            lagrange: ks.t_lagrange,
-            qap_at_tau: ks.t_qap,
-            g1: t_g1,
-            g2: t_g2,
-            total: start.elapsed(),
-        };
+        let timings = ks.timings(t_g1, t_g2, start);
         tracing::info!(
             total_ms = timings.total.as_secs_f64() * 1e3,
             resident_bytes = backend.resident_bytes(),

@@ -427,34 +427,20 @@ fn gpu_engine_proves_with_a_key_held_on_the_device() {
     let pk = Arc::new(pk);
     let backend = Arc::new(backend);
     assert!(backend.resident_bytes() > 0);
+    let held = || KeySource::Held {
+        pk: pk.clone(),
+        r1cs: r1cs.clone(),
+        backend: backend.clone(),
+        device: 0,
+    };
     // On another device, or a list naming another, it is refused.
-    let err = engine
-        .load_key(
-            "k",
-            KeySource::Held {
-                pk: pk.clone(),
-                r1cs: r1cs.clone(),
-                backend: backend.clone(),
-                device: 0,
-            },
-            Some(&[0, 0]),
-        )
-        .unwrap_err();
+    let err = engine.load_key("k", held(), Some(&[0, 0])).unwrap_err();
     assert!(
         err.to_string().contains("loads on that device only"),
         "{err}"
     );
     engine
-        .load_key(
-            "k",
-            KeySource::Held {
-                pk: pk.clone(),
-                r1cs: r1cs.clone(),
-                backend: backend.clone(),
-                device: 0,
-            },
-            None,
-        )
+        .load_key("k", held(), None)
         .expect("the held key loads");
     // The held key's proof equals the CPU prover's with the same key made on the host, for
     // the same r and s (the engine being idle, its backend proves directly).
