@@ -299,19 +299,16 @@ impl GpuBackend {
         g1: [Option<GpuMsm<G1Affine>>; 4],
         g2: Option<GpuMsm<G2Affine>>,
     ) -> Self {
-        let held = |msm: GpuMsm<_>| Ctx {
-            id: KeyId::held(token, msm.len()),
-            msm,
-        };
+        fn held<P: MsmPoint>(token: u64, msm: GpuMsm<P>) -> Ctx<P> {
+            let id = KeyId::held(token, msm.len());
+            Ctx { id, msm }
+        }
         let b = Self::new(gpu);
         let mut st = b.lock();
         for (slot, msm) in st.g1.iter_mut().zip(g1) {
-            *slot = msm.map(held);
+            *slot = msm.map(|m| held(token, m));
         }
-        st.g2 = g2.map(|msm| Ctx {
-            id: KeyId::held(token, msm.len()),
-            msm,
-        });
+        st.g2 = g2.map(|m| held(token, m));
         drop(st);
         b
     }
