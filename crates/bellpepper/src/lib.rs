@@ -35,7 +35,7 @@ use bellpepper_core::{
 };
 use blstrs::Scalar;
 use cuzk_field::Fr;
-use cuzk_groth16::{R1cs, R1csBuilder, R1csError, Variable, Witness, WitnessError};
+use cuzk_groth16::{R1cs, R1csBuilder, R1csError, Variable, Witness};
 
 /// blstrs's scalar as cuzk's: both wrap `blst_fr`, and blstrs keeps its limbs reduced, so this
 /// is a 32-byte copy (`Fr` is `Pod`), inlined into the witness conversion's loop.
@@ -409,7 +409,7 @@ impl CompiledCircuit {
     /// The outputs are `evaluate_into`'s exactly: the first `num_constraints` entries of
     /// `a`, `b`, `c` are written, the rest left untouched. Like `evaluate_into`, an unsatisfied
     /// witness still fills them and is an error naming the first failing row
-    /// ([`WitnessError::Unsatisfied`] in [`BellpepperError::Witness`]); the witness is not
+    /// ([`cuzk_groth16::WitnessError::Unsatisfied`] in [`BellpepperError::Witness`]); the witness is not
     /// returned then. When synthesis fails or the circuit's shape changed, the outputs hold
     /// partial results.
     pub fn witness_and_evaluations<C: Circuit<Scalar>>(
@@ -430,16 +430,7 @@ impl CompiledCircuit {
         [a, b, c]: [&mut [Fr]; 3],
     ) -> Result<Witness, BellpepperError> {
         let r1cs = &self.r1cs;
-        let n = r1cs.num_constraints();
-        let shortest = a.len().min(b.len()).min(c.len());
-        if shortest < n {
-            return Err(WitnessError::OutputLength {
-                expected: n,
-                found: shortest,
-            }
-            .into());
-        }
-        let (a, b, c) = (&mut a[..n], &mut b[..n], &mut c[..n]);
+        let [a, b, c] = r1cs.row_outputs([a, b, c])?;
         let rows = cuzk_groth16::RowEvaluator::new(r1cs);
         let schedule = &self.schedule;
         let (inputs, aux) = (r1cs.num_public(), r1cs.num_private());

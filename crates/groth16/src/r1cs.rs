@@ -544,6 +544,23 @@ impl R1cs {
         self.evaluate_into(witness.assignment(), &mut a, &mut b, &mut c)
     }
 
+    /// The first `num_constraints` entries of each output, where A·z, B·z, C·z go; an output
+    /// shorter than that is an error.
+    pub fn row_outputs<'o>(
+        &self,
+        [a, b, c]: [&'o mut [Fr]; 3],
+    ) -> Result<[&'o mut [Fr]; 3], WitnessError> {
+        let n = self.num_constraints();
+        let shortest = a.len().min(b.len()).min(c.len());
+        if shortest < n {
+            return Err(WitnessError::OutputLength {
+                expected: n,
+                found: shortest,
+            });
+        }
+        Ok([&mut a[..n], &mut b[..n], &mut c[..n]])
+    }
+
     /// `A·z`, `B·z`, `C·z` into the first `num_constraints` entries of the outputs, in parallel
     /// over row chunks, checking `a·b = c` row by row while the chunk is in cache. Entries past
     /// the rows are left untouched (callers zero-pad). An unsatisfied witness still fills the
@@ -561,15 +578,7 @@ impl R1cs {
                 found: z.len(),
             });
         }
-        let n = self.num_constraints();
-        let shortest = a.len().min(b.len()).min(c.len());
-        if shortest < n {
-            return Err(WitnessError::OutputLength {
-                expected: n,
-                found: shortest,
-            });
-        }
-        let (a, b, c) = (&mut a[..n], &mut b[..n], &mut c[..n]);
+        let [a, b, c] = self.row_outputs([a, b, c])?;
         let rows = RowEvaluator::new(self);
         let first_bad = a
             .par_chunks_mut(EVAL_CHUNK_ROWS)
