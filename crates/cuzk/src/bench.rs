@@ -225,18 +225,19 @@ fn run_size(engine: &Engine, a: &Args, log_constraints: u32) -> Result<SizeResul
     let start = Instant::now();
     let circuit = Arc::new(circuit);
     // The GPU makes the key when the GPU proves (same key as the CPU setup).
-    let (source, setup_where) = if a.key_on_device {
+    let (source, vk, setup_where) = if a.key_on_device {
         let gpu = engine
             .gpu(0)
             .context("--key-on-device needs a GPU as device 0")?;
         let (backend, pk, _) = cuzk_groth16::GpuBackend::generate_key(&gpu, &circuit, &tw)?;
+        let vk = pk.vk.clone();
         let source = KeySource::Held {
             pk: Arc::new(pk),
             r1cs: circuit.clone(),
             backend: Arc::new(backend),
             device: 0,
         };
-        (source, "gpu, kept there")
+        (source, vk, "gpu, kept there")
     } else {
         let pk = if on_gpu {
             let gpu = cuzk_gpu::Gpu::first()?;
@@ -244,11 +245,12 @@ fn run_size(engine: &Engine, a: &Args, log_constraints: u32) -> Result<SizeResul
         } else {
             cuzk_groth16::generate_parameters_with_toxic_waste(&circuit, &tw)?.0
         };
+        let vk = pk.vk.clone();
         let source = KeySource::Memory {
             pk: Arc::new(pk),
             r1cs: circuit.clone(),
         };
-        (source, if on_gpu { "gpu" } else { "cpu" })
+        (source, vk, if on_gpu { "gpu" } else { "cpu" })
     };
     let setup = start.elapsed();
     progress::done(
@@ -258,10 +260,6 @@ fn run_size(engine: &Engine, a: &Args, log_constraints: u32) -> Result<SizeResul
             setup.as_secs_f64()
         ),
     );
-    let vk = match &source {
-        KeySource::Memory { pk, .. } | KeySource::Held { pk, .. } => pk.vk.clone(),
-        KeySource::Files { .. } => bail!("the bench makes its own key"),
-    };
     let pvk = cuzk_groth16::prepare_verifying_key(&vk);
     let start = Instant::now();
     engine.load_key("bench", source, None)?;
