@@ -598,7 +598,7 @@ impl GpuBackend {
         let plan = MemoryPlan::staged(n, &query_lens(pk), room, self.sm_count(), staging)
             .map_err(|e| fail(phase, e))?;
         let plan = if pk.held.is_some() {
-            plan.all_resident()
+            plan.as_held(|q| st.residency(q) == Some(true))
         } else {
             plan
         };
@@ -871,7 +871,7 @@ impl ProverBackend for GpuBackend {
         let plan = MemoryPlan::new(domain_size, &query_lens(pk), room, self.sm_count())
             .map_err(|e| fail(phase, e))?;
         let plan = if pk.held.is_some() {
-            plan.all_resident()
+            plan.as_held(|q| st.residency(q) == Some(true))
         } else {
             plan
         };

@@ -41,8 +41,9 @@ pub struct ProvingKey {
     pub h_query: Vec<G1Affine>,
     /// `(β·u_i(τ) + α·v_i(τ) + w_i(τ)) / δ · G1` for each private variable.
     pub l_query: Vec<G1Affine>,
-    /// `Some` for a key whose query points exist only in one GPU's memory: the five vectors
-    /// above are then empty, and the GPU backend that made the key holds the points.
+    /// `Some` for a key whose query points only the GPU backend that made it holds (in device
+    /// memory, or in page-locked host memory it streams from): the five vectors above are
+    /// then empty.
     pub held: Option<DeviceHeld>,
 }
 

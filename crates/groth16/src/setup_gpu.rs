@@ -12,18 +12,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
-use cuzk_gpu::{DeviceBuffer, Gpu, GpuError, Stream};
+use cuzk_gpu::{DeviceBuffer, Gpu, GpuError, PinnedBuffer, Stream};
 use cuzk_msm::gpu::GpuMsm;
 use cuzk_msm::kernels::Curve;
 
-use crate::GpuBackend;
 use crate::fixed_base::{AffinePoint, FixedBaseTable, best_window};
+use crate::gpu::MemoryPlan;
 use crate::keys::{DeviceHeld, ProvingKey};
 use crate::r1cs::R1cs;
 use crate::setup::{
     SetupError, SetupTimings, ToxicWaste, assemble, key_scalars, key_without_queries,
 };
 use crate::timing::timed;
+use crate::{GpuBackend, Query};
 
 /// Largest window on the device: 22 windows of 4095 points (8.6 MB for G1) stay in L2;
 /// w = 16 would save 6 of 22 additions but make every table read a DRAM access.
@@ -137,6 +138,34 @@ impl<P: AffinePoint> DeviceTable<P> {
         chunk: usize,
     ) -> Result<Vec<P>, GpuError> {
         let mut out = vec![P::default(); scalars.len()];
+        self.download_into(gpu, stream, group, scalars, chunk, &mut out)?;
+        Ok(out)
+    }
+
+    /// The products of `scalars` in page-locked host memory (from which an MSM streams them).
+    fn to_pinned(
+        &self,
+        gpu: &Gpu,
+        stream: &Stream,
+        group: Curve,
+        scalars: &[Fr],
+    ) -> Result<PinnedBuffer<P>, GpuError> {
+        let mut out = gpu.vram().pinned::<P>(scalars.len())?;
+        let chunk = chunk_len(gpu.vram().budget().available(), scalars.len(), group);
+        self.download_into(gpu, stream, group, scalars, chunk, &mut out)?;
+        Ok(out)
+    }
+
+    /// The products of `scalars` into `out` (as long), `chunk` at a time.
+    fn download_into(
+        &self,
+        gpu: &Gpu,
+        stream: &Stream,
+        group: Curve,
+        scalars: &[Fr],
+        chunk: usize,
+        out: &mut [P],
+    ) -> Result<(), GpuError> {
         // Sized to the chunk; only the last (shorter) chunk reallocates it.
         let mut d_out: Option<DeviceBuffer<P>> = None;
         self.in_chunks(gpu, stream, group, scalars, chunk, |xyzz, at, n| {
@@ -151,8 +180,7 @@ impl<P: AffinePoint> DeviceTable<P> {
             d.copy_to_host_on(&mut out[at..at + n], stream.cuda())?;
             d_out = Some(d);
             Ok(())
-        })?;
-        Ok(out)
+        })
     }
 
     /// The products of `scalars` in a device buffer that never leaves the device (`None` for
@@ -231,22 +259,44 @@ impl<P: AffinePoint> DeviceTable<P> {
     }
 }
 
-/// An MSM context over points made on the device.
-fn resident<P: cuzk_msm::MsmPoint>(
+/// One query's points made for a held key: resident on the device when `plan` keeps the
+/// query resident, else in page-locked host memory streamed on every MSM (`None`: no points).
+fn place<P: AffinePoint + cuzk_msm::MsmPoint>(
     gpu: &Gpu,
-    points: DeviceBuffer<P>,
-) -> Result<GpuMsm<P>, SetupError> {
-    GpuMsm::from_device(gpu, points).map_err(|e| SetupError::Held(e.to_string()))
+    stream: &Stream,
+    table: &DeviceTable<P>,
+    plan: &MemoryPlan,
+    q: Query,
+    scalars: &[Fr],
+) -> Result<Option<GpuMsm<P>>, SetupError> {
+    if scalars.is_empty() {
+        return Ok(None);
+    }
+    let group = if q == Query::BG2 {
+        Curve::G2
+    } else {
+        Curve::G1
+    };
+    let msm = if plan.is_resident(q) {
+        let points = table.to_device(gpu, stream, group, scalars)?;
+        points.map(|p| GpuMsm::from_device(gpu, p)).transpose()
+    } else {
+        let points = table.to_pinned(gpu, stream, group, scalars)?;
+        GpuMsm::streamed(gpu, points).map(Some)
+    };
+    msm.map_err(|e| SetupError::Held(e.to_string()))
 }
 
 /// Process-unique tokens of device-held keys.
 static NEXT_HELD_TOKEN: AtomicU64 = AtomicU64::new(1);
 
 impl GpuBackend {
-    /// The proving key of `r1cs` made on `gpu` and kept there: every query's points go from
-    /// the setup kernels into the returned backend's resident MSM contexts and never reach
-    /// the host, so a key larger than host memory beside its circuit (72 GiB at 2^27) can
-    /// prove. The returned key has the verifying key and the single points, and is
+    /// The proving key of `r1cs` made on `gpu` and held by the returned backend: each query's
+    /// points go from the setup kernels into a resident MSM context, or, for the queries a
+    /// proof's memory plan cannot keep resident (a VRAM cap), into page-locked host memory the
+    /// context owns and streams from; there is no other host copy, so a key larger than host
+    /// memory beside its circuit and its pinned copy (72 GiB at 2^27) can prove. The returned
+    /// key has the verifying key and the single points, and is
     /// [`DeviceHeld`](crate::keys::DeviceHeld): only this backend proves it. The points are
     /// those of [`generate_parameters_gpu`] for the same toxic waste.
     pub fn generate_key(
@@ -261,32 +311,47 @@ impl GpuBackend {
         )
         .entered();
         let start = Instant::now();
-        let ks = key_scalars(r1cs, tw)?;
+        let mut ks = key_scalars(r1cs, tw)?;
         let (m, ni) = (ks.num_variables, ks.num_instance);
+        let mut g1s = std::mem::take(&mut ks.g1);
+        let b_g2 = std::mem::take(&mut ks.b_g2);
+        let n = g1s.len() - 3 * m + 1;
+        let lens = [
+            (Query::A, m),
+            (Query::BG1, m),
+            (Query::H, n - 1),
+            (Query::L, m - ni),
+            (Query::BG2, m),
+        ];
+        // The queries a proof's plan keeps resident go to device memory; the rest to
+        // page-locked host memory the backend owns and streams from.
+        let sm = gpu.info().sm_count as usize;
+        let plan = MemoryPlan::new(n, &lens, gpu.vram().budget().available(), sm)
+            .map_err(|e| SetupError::Held(e.to_string()))?;
         let stream = gpu.stream("setup")?;
         let (g1, t_g1) = timed("setup.g1", || -> Result<_, SetupError> {
-            let table = DeviceTable::<G1Affine>::new(gpu, G1Projective::generator(), ks.g1.len())?;
-            let ic = table.to_host(gpu, &stream, Curve::G1, &ks.g1[2 * m..2 * m + ni])?;
-            let held = |range: std::ops::Range<usize>| -> Result<_, SetupError> {
-                let points = table.to_device(gpu, &stream, Curve::G1, &ks.g1[range])?;
-                points.map(|p| resident(gpu, p)).transpose()
+            let table = DeviceTable::<G1Affine>::new(gpu, G1Projective::generator(), g1s.len())?;
+            // From the tail of [a | b_g1 | ic | l | h], each query's scalars freed once made.
+            let tail = |g1s: &mut Vec<Fr>, q: Query, from: usize| -> Result<_, SetupError> {
+                let made = place(gpu, &stream, &table, &plan, q, &g1s[from..])?;
+                g1s.truncate(from);
+                g1s.shrink_to_fit();
+                Ok(made)
             };
+            let h = tail(&mut g1s, Query::H, 3 * m)?;
+            let l = tail(&mut g1s, Query::L, 2 * m + ni)?;
+            let ic = table.to_host(gpu, &stream, Curve::G1, &g1s[2 * m..])?;
+            let b = tail(&mut g1s, Query::BG1, m)?;
+            let a = tail(&mut g1s, Query::A, 0)?;
             // In the order of the backend's G1 queries: A, B, H, L.
-            let queries = [
-                held(0..m)?,
-                held(m..2 * m)?,
-                held(3 * m..ks.g1.len())?,
-                held(2 * m + ni..3 * m)?,
-            ];
-            Ok((ic, queries))
+            Ok((ic, [a, b, h, l]))
         });
         let (ic, g1) = g1?;
         let (g2, t_g2) = timed("setup.g2", || -> Result<_, SetupError> {
-            let table =
-                DeviceTable::<G2Affine>::new(gpu, G2Projective::generator(), ks.b_g2.len())?;
-            let points = table.to_device(gpu, &stream, Curve::G2, &ks.b_g2)?;
-            points.map(|p| resident(gpu, p)).transpose()
+            let table = DeviceTable::<G2Affine>::new(gpu, G2Projective::generator(), b_g2.len())?;
+            place(gpu, &stream, &table, &plan, Query::BG2, &b_g2)
         });
+        drop(b_g2);
         let g2 = g2?;
         let token = NEXT_HELD_TOKEN.fetch_add(1, Ordering::Relaxed);
         let pk = ProvingKey {
@@ -294,7 +359,7 @@ impl GpuBackend {
                 token,
                 num_variables: m,
                 num_private: m - ni,
-                domain_size: ks.g1.len() - 3 * m + 1,
+                domain_size: n,
             }),
             ..key_without_queries(tw, ic)
         };

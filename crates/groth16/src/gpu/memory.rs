@@ -175,12 +175,12 @@ impl MemoryPlan {
         used
     }
 
-    /// The plan of a key whose points the device holds already (they have no host copy to
-    /// stream from): every query resident; a, b, c upload under the lock, never beside the
-    /// witness MSMs.
-    pub fn all_resident(mut self) -> Self {
-        for qp in self.queries.iter_mut().filter(|p| p.len > 0) {
-            qp.resident = true;
+    /// The plan of a key whose points the backend holds already, resident or in its pinned
+    /// memory (there is no host copy to load from): each query as `resident` says it is held;
+    /// a, b, c upload under the lock, never beside the witness MSMs.
+    pub fn as_held(mut self, resident: impl Fn(Query) -> bool) -> Self {
+        for qp in self.queries.iter_mut() {
+            qp.resident = qp.len > 0 && resident(qp.query);
         }
         self.overlap_upload = false;
         self
