@@ -341,6 +341,7 @@ impl GpuBackend {
             let h = tail(&mut g1s, Query::H, 3 * m)?;
             let l = tail(&mut g1s, Query::L, 2 * m + ni)?;
             let ic = table.to_host(gpu, &stream, Curve::G1, &g1s[2 * m..])?;
+            g1s.truncate(2 * m);
             let b = tail(&mut g1s, Query::BG1, m)?;
             let a = tail(&mut g1s, Query::A, 0)?;
             // In the order of the backend's G1 queries: A, B, H, L.
