@@ -676,8 +676,8 @@ impl GpuBackend {
         Ok((dev, upload?))
     }
 
-    /// For a backend holding a device-made key: `pk` must be that key, its points all still
-    /// here, and `plan` (which counts them all resident) must fit.
+    /// For a backend holding a device-made key: `pk` must be that key and its points all still
+    /// here; `plan` counts them as they are held.
     fn check_held(
         &self,
         st: &mut State,
@@ -705,14 +705,12 @@ impl GpuBackend {
             }
         }
         if !plan.fits() {
-            return Err(fail(
-                phase,
-                VramError::OutOfBudget {
-                    kind: "device",
-                    requested: plan.work_bytes,
-                    available: plan.room.saturating_sub(plan.resident_bytes()),
-                },
-            ));
+            // As for any key: the phases allocate within the budget or fail cleanly.
+            tracing::warn!(
+                room = plan.room,
+                work = plan.work_bytes,
+                "the device budget is below what one phase needs beside the held key; the proof may fail"
+            );
         }
         self.side().overlap_upload = plan.overlap_upload;
         st.plan = Some(plan);
