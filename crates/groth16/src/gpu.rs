@@ -704,17 +704,22 @@ impl GpuBackend {
                 ));
             }
         }
+        self.adopt(st, plan);
+        Ok(())
+    }
+
+    /// Makes `plan` the current one. One that does not fit is a warning, not an error: the
+    /// phases allocate within the budget or fail cleanly.
+    fn adopt(&self, st: &mut State, plan: MemoryPlan) {
         if !plan.fits() {
-            // As for any key: the phases allocate within the budget or fail cleanly.
             tracing::warn!(
                 room = plan.room,
                 work = plan.work_bytes,
-                "the device budget is below what one phase needs beside the held key; the proof may fail"
+                "the device budget is below what one phase needs; the proof may fail"
             );
         }
         self.side().overlap_upload = plan.overlap_upload;
         st.plan = Some(plan);
-        Ok(())
     }
 
     /// Makes `pk`'s queries resident or streamed as `plan` says, keeping contexts that
@@ -733,13 +738,6 @@ impl GpuBackend {
             return Err(fail(phase, crate::backend::held_elsewhere(NAME)));
         }
         let g1_points = |q: Query| g1_points(pk, q);
-        if !plan.fits() {
-            tracing::warn!(
-                room = plan.room,
-                work = plan.work_bytes,
-                "the device budget is below what one phase needs; the proof may fail"
-            );
-        }
         // Drop what is stale or changes residency first, so its memory is free for the rest.
         for (i, &q) in G1_QUERIES.iter().enumerate() {
             let keep = st.g1[i].as_ref().is_some_and(|c| {
@@ -778,8 +776,7 @@ impl GpuBackend {
             room = plan.room,
             "gpu memory plan"
         );
-        self.side().overlap_upload = plan.overlap_upload;
-        st.plan = Some(plan);
+        self.adopt(st, plan);
         Ok(())
     }
 
