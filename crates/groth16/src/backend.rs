@@ -29,6 +29,14 @@ pub enum Query {
 impl Query {
     pub const ALL: [Query; 5] = [Query::A, Query::BG1, Query::BG2, Query::H, Query::L];
 
+    /// The group of the query's points.
+    pub fn group(self) -> cuzk_msm::Group {
+        match self {
+            Query::BG2 => cuzk_msm::Group::G2,
+            _ => cuzk_msm::Group::G1,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Query::A => "A",

@@ -27,7 +27,6 @@ use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
 use cuzk_gpu::transfer::Staging;
 use cuzk_gpu::{DeviceBuffer, Gpu, GpuError, PinnedBuffer, Reservation, Vram, VramError};
 use cuzk_msm::gpu::{GpuMsm, Plan};
-use cuzk_msm::kernels::Curve;
 use cuzk_msm::{Group, MsmError, MsmPoint};
 use cuzk_ntt::Domain;
 use rayon::prelude::*;
@@ -142,6 +141,14 @@ fn is_out_of_budget(e: &MsmError) -> bool {
     )
 }
 
+/// How a context holds its points.
+struct Holding {
+    resident: bool,
+    /// The token of a device-held key.
+    held: Option<u64>,
+    len: usize,
+}
+
 #[derive(Default)]
 struct State {
     /// Indexed like [`G1_QUERIES`].
@@ -195,37 +202,38 @@ impl State {
             + self.g2.as_ref().map_or(0, |c| c.msm.kept_bytes())
     }
 
-    fn residency(&self, q: Query) -> Option<bool> {
-        if q == Query::BG2 {
-            self.g2.as_ref().map(|c| c.msm.is_resident())
-        } else {
-            self.g1[g1_index(q)?].as_ref().map(|c| c.msm.is_resident())
+    /// How `q`'s context holds its points, if there is one.
+    fn holding(&self, q: Query) -> Option<Holding> {
+        fn of<P: MsmPoint>(c: &Ctx<P>) -> Holding {
+            Holding {
+                resident: c.msm.is_resident(),
+                held: c.id.held,
+                len: c.id.len,
+            }
         }
+        if q == Query::BG2 {
+            self.g2.as_ref().map(of)
+        } else {
+            self.g1[g1_index(q)?].as_ref().map(of)
+        }
+    }
+
+    fn residency(&self, q: Query) -> Option<bool> {
+        self.holding(q).map(|h| h.resident)
     }
 
     /// The token of the device-held key whose points this state holds, if any.
     fn held_token(&self) -> Option<u64> {
-        self.g1
-            .iter()
-            .flatten()
-            .map(|c| c.id.held)
-            .chain(self.g2.iter().map(|c| c.id.held))
-            .flatten()
-            .next()
+        Query::ALL.into_iter().find_map(|q| self.holding(q)?.held)
     }
 
     /// Drops the resident context of `q`, if it is one that can be loaded again; returns
     /// whether it did.
     fn evict(&mut self, q: Query) -> bool {
-        if self.residency(q) != Some(true) {
-            return false;
-        }
-        let held = if q == Query::BG2 {
-            self.g2.as_ref().is_some_and(Ctx::is_held)
-        } else {
-            g1_index(q).is_some_and(|i| self.g1[i].as_ref().is_some_and(Ctx::is_held))
-        };
-        if held {
+        if !self
+            .holding(q)
+            .is_some_and(|h| h.resident && h.held.is_none())
+        {
             return false;
         }
         if q == Query::BG2 {
@@ -691,12 +699,9 @@ impl GpuBackend {
         }
         for q in Query::ALL {
             let len = pk.query_len(q);
-            let ok = if q == Query::BG2 {
-                st.g2.as_ref().map(|c| c.id) == Some(KeyId::held(token, len))
-            } else {
-                g1_index(q).and_then(|i| st.g1[i].as_ref()).map(|c| c.id)
-                    == Some(KeyId::held(token, len))
-            };
+            let ok = st
+                .holding(q)
+                .is_some_and(|h| h.held == Some(token) && h.len == len);
             if !ok && len > 0 {
                 return Err(fail(
                     phase,

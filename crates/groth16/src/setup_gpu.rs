@@ -272,11 +272,7 @@ fn place<P: AffinePoint + cuzk_msm::MsmPoint>(
     if scalars.is_empty() {
         return Ok(None);
     }
-    let group = if q == Query::BG2 {
-        Curve::G2
-    } else {
-        Curve::G1
-    };
+    let group = Curve::from(P::GROUP);
     let msm = if plan.is_resident(q) {
         let points = table.to_device(gpu, stream, group, scalars)?;
         points.map(|p| GpuMsm::from_device(gpu, p)).transpose()

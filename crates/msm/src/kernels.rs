@@ -20,6 +20,15 @@ pub enum Curve {
     G2,
 }
 
+impl From<crate::Group> for Curve {
+    fn from(g: crate::Group) -> Self {
+        match g {
+            crate::Group::G1 => Curve::G1,
+            crate::Group::G2 => Curve::G2,
+        }
+    }
+}
+
 impl Curve {
     /// Bytes of one affine point (blst_p1_affine / blst_p2_affine).
     pub const fn affine_bytes(self) -> usize {

@@ -41,12 +41,8 @@ pub fn msm_run_bytes(group: Group, len: usize, sm_count: usize) -> Result<u64, V
     if len == 0 {
         return Ok(0);
     }
-    let curve = match group {
-        Group::G1 => Curve::G1,
-        Group::G2 => Curve::G2,
-    };
     let plan = Plan::new(len, len, None, sm_count);
-    Ok(Vram::bytes_for::<Fr>(len)? + plan.scratch_bytes(curve) + SLACK)
+    Ok(Vram::bytes_for::<Fr>(len)? + plan.scratch_bytes(group.into()) + SLACK)
 }
 
 /// What a resident context over the query's `len` points holds (points and identity bits).
@@ -140,11 +136,7 @@ impl MemoryPlan {
     fn query_plans(lens: &[(Query, usize)], sm_count: usize) -> Result<Vec<QueryPlan>, VramError> {
         lens.iter()
             .map(|&(query, len)| {
-                let group = if query == Query::BG2 {
-                    Group::G2
-                } else {
-                    Group::G1
-                };
+                let group = query.group();
                 Ok(QueryPlan {
                     query,
                     len,

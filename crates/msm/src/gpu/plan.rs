@@ -95,10 +95,7 @@ pub(super) fn env_window() -> Option<u32> {
 }
 
 pub(super) fn curve<P: MsmPoint>() -> Curve {
-    match P::GROUP {
-        Group::G1 => Curve::G1,
-        Group::G2 => Curve::G2,
-    }
+    P::GROUP.into()
 }
 
 /// Words of the identity bits of `len` resident points (at least one: no empty buffers).
