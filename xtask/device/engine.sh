@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The proving engine on a GPU machine, from a cuzk bundle (`cargo xtask bundle`): its GPU
-# tests, then `cuzk bench` rows through the engine. Usage: engine.sh BUNDLE tests|bench.
+# tests, then `cuzk bench` rows through the engine, and keys held on the device under a cap.
+# Usage: engine.sh BUNDLE tests|bench|held.
 # Logs go to $OUT (or /tmp/engine-out); a short table is printed last.
 set -u
 B=${1:?bundle dir}
@@ -13,8 +14,21 @@ step() { # name, command...
     local t0=$(date +%s.%N)
     "$@" >"$out/$name.log" 2>&1
     local rc=$? t1=$(date +%s.%N)
+    [ -s "$out/$name.hwm" ] && echo "peak host memory (VmHWM) $(cat "$out/$name.hwm")" >>"$out/$name.log"
     tail -n 40 "$out/$name.log"
     rows+=("$(awk -v n="$name" -v r="$rc" -v a="$t0" -v b="$t1" 'BEGIN{printf "%-34s rc=%-3s %6.1f s", n, r, b-a}')")
+}
+# Runs a command with its peak resident host memory polled into $out/NAME.hwm.
+with_hwm() { # name, command...
+    local name=$1; shift
+    "$@" &
+    local pid=$!
+    while kill -0 $pid 2>/dev/null; do
+        awk '/VmHWM/ {print $2/1048576 " GiB"}' /proc/$pid/status >"$out/$name.hwm.new" 2>/dev/null &&
+            [ -s "$out/$name.hwm.new" ] && mv "$out/$name.hwm.new" "$out/$name.hwm"
+        sleep 1
+    done
+    wait $pid
 }
 nvidia-smi -L
 "$B/cuzk" devices
@@ -31,8 +45,14 @@ bench)
     step bench-26-w2c3 $c --log-constraints 26 --proofs 6 --workers 2 --concurrency 3
     step bench-26-w2c3-16gib env CUZK_VRAM_LIMIT=16GiB $c --log-constraints 26 --proofs 6 --workers 2 --concurrency 3
     ;;
+held)
+    t="$B/tests/cuzk-groth16-setup_gpu --ignored --exact gpu_held_key_streams_what_the_cap_leaves_out_from_pinned_memory --nocapture"
+    step held-2_16 with_hwm held-2_16 $t
+    step held-2_27-16gib with_hwm held-2_27-16gib env CUZK_HELD_LOG=27 CUZK_HELD_CONSTRAINTS=130000000 \
+        CUZK_HELD_CAP_GIB=16 CUZK_PINNED_LIMIT=118GiB $t
+    ;;
 esac
 echo
 echo "=== engine $part"
 for r in "${rows[@]}"; do echo "$r"; done
-grep -h -E 'proofs/s|GPU-bound|test result|^2\^' "$out"/*.log | tail -n 60
+grep -h -E 'proofs/s|GPU-bound|test result|^2\^|^proof [0-9]|rows \(2|VmHWM' "$out"/*.log | tail -n 60

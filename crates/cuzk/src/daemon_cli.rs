@@ -691,7 +691,9 @@ async fn bench(
     let mut tasks = Vec::new();
     for _ in 0..concurrency.min(proofs) {
         let (next, done, work, pvk) = (next.clone(), done.clone(), work.clone(), pvk.clone());
-        let c = c.clone();
+        // A connection per task: one HTTP/2 connection carries its streams over one socket,
+        // one after another, so concurrent witness uploads would share one core's transport.
+        let c = connect(&conn).await?;
         tasks.push(tokio::spawn(async move {
             let mut results = Vec::new();
             while next.fetch_add(1, Ordering::SeqCst) < n {
@@ -717,10 +719,11 @@ async fn bench(
         }));
     }
     // While the proofs run: how long Status and Metrics take to answer (they must stay quick
-    // with the GPU saturated, for monitoring).
+    // with the GPU saturated, for monitoring). On a connection of its own, as a monitor has:
+    // on the proofs' connection a request would queue behind their witness chunks.
     let probing = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let probe = {
-        let (mut c, probing) = (c.clone(), probing.clone());
+        let (mut c, probing) = (connect(&conn).await?, probing.clone());
         tokio::spawn(async move {
             let (mut status, mut metrics) = (Vec::new(), Vec::new());
             while probing.load(Ordering::SeqCst) {
