@@ -416,12 +416,12 @@ impl GpuBackend {
 
     /// The context for `points` in `slot`, loading it if the slot is empty or holds other
     /// points (resident if the points plus one run fit the free budget).
-    fn ensure<'s, P: MsmPoint>(
+    fn ensure<P: MsmPoint>(
         &self,
-        slot: &'s mut Option<Ctx<P>>,
+        slot: &mut Option<Ctx<P>>,
         query: Query,
         points: &[P],
-    ) -> Result<&'s GpuMsm<P>, BackendError> {
+    ) -> Result<(), BackendError> {
         let phase = Phase::Msm(query);
         let id = KeyId::of(points);
         if slot.as_ref().is_some_and(|c| c.id != id) {
@@ -434,10 +434,7 @@ impl GpuBackend {
             let resident = need <= self.gpu.vram().budget().available();
             *slot = Some(Ctx::load(&self.gpu, points, resident, phase)?);
         }
-        match slot {
-            Some(c) => Ok(&c.msm),
-            None => Err(fail(phase, "no MSM context")),
-        }
+        Ok(())
     }
 
     fn sm_count(&self) -> usize {
@@ -454,6 +451,7 @@ impl GpuBackend {
         slot: fn(&mut State, Query) -> Option<&mut Option<Ctx<P>>>,
     ) -> Result<P::Projective, BackendError> {
         let phase = Phase::Msm(query);
+        let cap = st.plan.as_ref().and_then(MemoryPlan::streamed_cap);
         let slot = slot(st, query)
             .ok_or_else(|| fail(phase, format!("query {query} is not in this group")))?;
         let held = slot.as_ref().is_some_and(Ctx::is_held);
@@ -464,10 +462,16 @@ impl GpuBackend {
             return Ok(P::Projective::default());
         }
         let _hold = self.squeeze(phase)?;
-        let msm = match slot {
-            Some(c) if held => &c.msm,
-            _ => self.ensure(slot, query, points)?,
+        if !held {
+            self.ensure(slot, query, points)?;
+        }
+        let Some(ctx) = slot.as_mut() else {
+            return Err(fail(phase, "no MSM context"));
         };
+        // A streamed context takes no more than the plan gives one MSM (resident ones ignore
+        // the cap).
+        ctx.msm.set_vram_limit(cap);
+        let msm = &ctx.msm;
         match scalars {
             Scalars::Host(s) => msm.msm(s),
             Scalars::Device(d, offset) => msm.msm_device_at(d, offset),
@@ -945,8 +949,16 @@ impl ProverBackend for GpuBackend {
         let plan = MemoryPlan::staged(n, &query_lens(pk), 0, self.sm_count(), 0)
             .map_err(|e| fail(phase, e))?;
         let needs = StagingNeeds::nominal(pk.num_variables(), n).map_err(|e| fail(phase, e))?;
+        // Before the key is placed: each query's larger run, resident or streamed; the plan
+        // of [`Self::load_staged`] says what the placed queries take.
+        let lock = plan
+            .queries
+            .iter()
+            .map(QueryPlan::largest_bytes)
+            .max()
+            .unwrap_or(0);
         Ok(StagingNeeds {
-            lock: plan.lock_bytes(),
+            lock: lock.max(SLACK),
             ..needs
         })
     }

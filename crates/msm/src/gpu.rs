@@ -39,6 +39,10 @@ const THREADS_PER_SM: usize = 256;
 /// fits, so that chunk i+1's upload hides behind chunk i's compute (one chunk = no overlap).
 const OVERLAP_MIN_N: usize = 1 << 22;
 const MIN_CHUNKS: usize = 4;
+/// Points per chunk a planned streamed MSM counts on ([`GpuMsm::streamed_bytes_for`]): ~200 MB
+/// of G1 points per upload (4 ms at 50 GB/s), so uploads still hide behind compute, in
+/// ~2 GB of device memory (2.4 GB for G2).
+pub const STREAM_PLAN_CHUNK: usize = 1 << 21;
 /// Largest window a plan accepts (table, `with_window_bits`, `CUZK_MSM_WINDOW`).
 pub const MAX_WINDOW_BITS: u32 = 22;
 /// Largest window the cost model picks (beyond it the buckets outgrow what accumulation saves,
@@ -344,6 +348,23 @@ impl<P: MsmPoint> GpuMsm<P> {
     pub fn with_vram_limit(mut self, bytes: u64) -> Self {
         self.vram_limit = Some(bytes);
         self
+    }
+
+    /// As [`Self::with_vram_limit`] on an existing context (`None`: what the budget has).
+    pub fn set_vram_limit(&mut self, bytes: Option<u64>) {
+        self.vram_limit = bytes;
+    }
+
+    /// Device bytes one streamed MSM over `len` points plans for: chunks of at most
+    /// [`STREAM_PLAN_CHUNK`] points (a caller that caps a streamed context at this, with
+    /// [`Self::set_vram_limit`], knows what its MSMs take; more room gives larger chunks).
+    pub fn streamed_bytes_for(len: usize, sm_count: usize) -> u64 {
+        if len == 0 {
+            return 0;
+        }
+        let chunk = len.min(STREAM_PLAN_CHUNK);
+        let plan = Plan::for_curve(chunk, chunk, None, sm_count, curve::<P>());
+        exec::chunk_bytes_with::<P>(&plan, chunk)
     }
 
     pub fn len(&self) -> usize {

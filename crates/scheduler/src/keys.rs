@@ -225,6 +225,11 @@ impl Inner {
                     needs.witness.max(needs.evaluations)
                 };
                 let plan = b.load_staged(pk, n, target).map_err(backend_err)?;
+                // The lock room as the key is placed: a streamed query's MSM runs in chunks.
+                let needs = StagingNeeds {
+                    lock: plan.lock_bytes(),
+                    ..needs
+                };
                 b.pin_evaluation_sets(n);
                 tracing::info!(
                     key = id,

@@ -47,18 +47,58 @@ fn plan_streams_everything_when_room_is_tiny_and_says_it_does_not_fit() {
 
 #[test]
 fn residency_follows_priority() {
-    // Room for the work plus exactly two G1 queries.
     let log = 20;
-    let base = MemoryPlan::new(1 << log, &lens(log), 0, 132).unwrap();
+    let resident = |room: u64| -> Vec<Query> {
+        let p = MemoryPlan::new(1 << log, &lens(log), room, 132).unwrap();
+        p.queries
+            .iter()
+            .filter(|q| q.resident)
+            .map(|q| q.query)
+            .collect()
+    };
+    // At the least room that makes A resident (bisection: residency grows with room) A goes
+    // first, though L's points are fewer; one G1 query's points more make B (G1) resident.
+    let (mut lo, mut hi) = (0u64, 100 * GIB);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if !resident(mid).contains(&Query::A) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
     let g1 = GpuMsm::<G1Affine>::resident_bytes_for(1 << log, 1).unwrap();
-    let p = MemoryPlan::new(1 << log, &lens(log), base.work_bytes + 2 * g1, 132).unwrap();
-    let res: Vec<Query> = p
-        .queries
-        .iter()
-        .filter(|q| q.resident)
-        .map(|q| q.query)
-        .collect();
-    assert_eq!(res, vec![Query::A, Query::BG1]);
+    assert_eq!(resident(hi), vec![Query::A]);
+    assert_eq!(resident(hi + g1), vec![Query::A, Query::BG1]);
+}
+
+/// A 32 GiB PoRep partition's domain under a 16 GiB card: no query fits resident, and the
+/// streamed MSMs run in chunks small enough that a, b, c (12.9 GB) stage beside them.
+#[test]
+fn a_2_27_key_streamed_under_16_gib_leaves_room_for_a_b_c() {
+    let log = 27;
+    let n = 1usize << log;
+    let room = 16 * GIB;
+    let one_shot = MemoryPlan::new(n, &lens(log), room, 132).unwrap();
+    assert!(one_shot.fits(), "{one_shot:?}");
+    assert_eq!(one_shot.resident_bytes(), 0);
+    assert_eq!(
+        one_shot.work_bytes, one_shot.quotient_bytes,
+        "the quotient is the largest phase"
+    );
+    assert_eq!(one_shot.streamed_cap(), None);
+
+    let evaluations = 3 * 32 * n as u64;
+    let staged = MemoryPlan::staged(n, &lens(log), room, 132, evaluations).unwrap();
+    assert!(staged.fits(), "{staged:?}");
+    assert_eq!(staged.resident_bytes(), 0);
+    let largest_chunks = staged.queries.iter().map(|q| q.stream_bytes).max().unwrap();
+    assert_eq!(staged.lock_bytes(), largest_chunks);
+    assert!(staged.lock_bytes() < 3 * GIB, "{}", staged.lock_bytes());
+    assert_eq!(staged.streamed_cap(), Some(staged.lock_bytes()));
+    // Resident, one MSM of 2^27 would take its scalars and scratch: more than a, b, c leave.
+    let resident_run = staged.queries.iter().map(|q| q.run_bytes).max().unwrap();
+    assert!(resident_run + evaluations > room);
 }
 
 #[test]

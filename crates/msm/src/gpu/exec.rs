@@ -130,9 +130,7 @@ impl<P: MsmPoint> GpuMsm<P> {
 
     /// Device bytes a streamed MSM with chunks of `len` points needs.
     pub(super) fn chunk_bytes(&self, len: usize) -> u64 {
-        let plan = self.plan(len, len);
-        let per = 2 * (size_of::<P>() + 32) + 32 + 2 * 256;
-        (per * len) as u64 + plan.scratch_bytes(curve::<P>()) + 4096
+        chunk_bytes_with::<P>(&self.plan(len, len), len)
     }
 
     pub(super) fn streamed_msm(
@@ -243,4 +241,12 @@ impl<P: MsmPoint> GpuMsm<P> {
         }
         Ok(combine::<P>(&windows, plan.c) + ones)
     }
+}
+
+/// Device bytes of a streamed MSM's chunk of `len` points under `plan`: two point and two
+/// scalar buffers (one uploads while the other computes), the canonical scalars, the
+/// per-point sort entries, and the plan's scratch.
+pub(super) fn chunk_bytes_with<P: MsmPoint>(plan: &Plan, len: usize) -> u64 {
+    let per = 2 * (size_of::<P>() + 32) + 32 + 2 * 256;
+    (per * len) as u64 + plan.scratch_bytes(curve::<P>()) + 4096
 }
