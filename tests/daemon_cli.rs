@@ -34,6 +34,36 @@ fn strip_ansi(s: &str) -> String {
     out
 }
 
+/// The daemon's rayon threads run `COMPUTE_NICE_INCREMENT` nicer than its other threads, so
+/// that its service threads answer promptly while every core computes.
+fn compute_threads_are_nicer(pid: u32) {
+    let nice = |stat: &str| -> i32 {
+        // Fields after the parenthesised name: state is field 3, nice field 19.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        rest.split(' ').nth(16).unwrap().parse().unwrap()
+    };
+    let (mut compute, mut service) = (Vec::new(), Vec::new());
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = t.unwrap().path();
+        let (Ok(comm), Ok(stat)) = (
+            std::fs::read_to_string(dir.join("comm")),
+            std::fs::read_to_string(dir.join("stat")),
+        ) else {
+            continue; // a thread that ended meanwhile
+        };
+        if comm.starts_with("cuzk-compute-") {
+            compute.push(nice(&stat));
+        } else if comm.starts_with("tokio") || comm.trim() == "cuzk" {
+            service.push(nice(&stat));
+        }
+    }
+    assert!(!compute.is_empty() && !service.is_empty(), "{compute:?} {service:?}");
+    let base = service[0];
+    assert!(service.iter().all(|&n| n == base), "{service:?}");
+    let want = (base + cuzk_daemon::priority::COMPUTE_NICE_INCREMENT).min(19);
+    assert!(compute.iter().all(|&n| n == want), "compute {compute:?}, service {service:?}");
+}
+
 #[test]
 fn daemon_serves_the_client_commands_and_drains_on_sigterm() {
     let dir = std::env::temp_dir().join(format!("cuzk-daemon-cli-{}", std::process::id()));
@@ -55,6 +85,7 @@ fn daemon_serves_the_client_commands_and_drains_on_sigterm() {
     let d = format!("unix:{}", s(&sock));
     let keys = ok(&["keys", "--daemon", &d]);
     assert!(keys.starts_with("k  constraints 256"), "{keys}");
+    compute_threads_are_nicer(daemon.child.id());
 
     let bench = ok(&[
         "bench-daemon",

@@ -404,6 +404,7 @@ pub fn run(command: DaemonCommand, choice: BackendChoice) -> Result<()> {
 
 async fn serve(config: DaemonConfig) -> Result<()> {
     let engine_config = config.engine()?;
+    cuzk_daemon::priority::nice_compute_pool();
     // Opening devices and starting workers blocks; keep it off the runtime's threads.
     let engine =
         tokio::task::spawn_blocking(move || cuzk_scheduler::Engine::new(engine_config)).await??;
@@ -723,21 +724,27 @@ async fn bench(
     // on the proofs' connection a request would queue behind their witness chunks.
     let probing = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let probe = {
-        let (mut c, probing) = (connect(&conn).await?, probing.clone());
-        tokio::spawn(async move {
-            let (mut status, mut metrics) = (Vec::new(), Vec::new());
-            while probing.load(Ordering::SeqCst) {
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                let t = Instant::now();
-                if c.status(pb::StatusRequest {}).await.is_ok() {
-                    status.push(t.elapsed().as_secs_f64());
+        let (conn, probing) = (conn.clone(), probing.clone());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        std::thread::spawn(move || {
+            rt.block_on(async move {
+                let mut c = connect(&conn).await?;
+                let (mut status, mut metrics) = (Vec::new(), Vec::new());
+                while probing.load(Ordering::SeqCst) {
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    let t = Instant::now();
+                    if c.status(pb::StatusRequest {}).await.is_ok() {
+                        status.push(t.elapsed().as_secs_f64());
+                    }
+                    let t = Instant::now();
+                    if c.metrics(pb::MetricsRequest {}).await.is_ok() {
+                        metrics.push(t.elapsed().as_secs_f64());
+                    }
                 }
-                let t = Instant::now();
-                if c.metrics(pb::MetricsRequest {}).await.is_ok() {
-                    metrics.push(t.elapsed().as_secs_f64());
-                }
-            }
-            (status, metrics)
+                anyhow::Ok((status, metrics))
+            })
         })
     };
     let mut results = Vec::new();
@@ -746,7 +753,9 @@ async fn bench(
     }
     let wall = start.elapsed().as_secs_f64();
     probing.store(false, Ordering::SeqCst);
-    let (mut status_s, mut metrics_s) = probe.await?;
+    let (mut status_s, mut metrics_s) = probe
+        .join()
+        .map_err(|_| anyhow::anyhow!("the Status probe panicked"))??;
     let after = c.status(pb::StatusRequest {}).await?.into_inner();
     let timeline = c
         .timeline(pb::TimelineRequest { last_s: wall + 5.0 })

@@ -19,6 +19,7 @@ pub mod config;
 mod http;
 pub mod metrics;
 pub mod paths;
+pub mod priority;
 pub mod queue_mode;
 mod server;
 pub mod service;
