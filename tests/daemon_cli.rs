@@ -57,11 +57,17 @@ fn compute_threads_are_nicer(pid: u32) {
             service.push(nice(&stat));
         }
     }
-    assert!(!compute.is_empty() && !service.is_empty(), "{compute:?} {service:?}");
+    assert!(
+        !compute.is_empty() && !service.is_empty(),
+        "{compute:?} {service:?}"
+    );
     let base = service[0];
     assert!(service.iter().all(|&n| n == base), "{service:?}");
     let want = (base + cuzk_daemon::priority::COMPUTE_NICE_INCREMENT).min(19);
-    assert!(compute.iter().all(|&n| n == want), "compute {compute:?}, service {service:?}");
+    assert!(
+        compute.iter().all(|&n| n == want),
+        "compute {compute:?}, service {service:?}"
+    );
 }
 
 #[test]

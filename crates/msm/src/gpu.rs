@@ -39,10 +39,10 @@ const THREADS_PER_SM: usize = 256;
 /// fits, so that chunk i+1's upload hides behind chunk i's compute (one chunk = no overlap).
 const OVERLAP_MIN_N: usize = 1 << 22;
 const MIN_CHUNKS: usize = 4;
-/// Points per chunk a planned streamed MSM counts on ([`GpuMsm::streamed_bytes_for`]): ~200 MB
-/// of G1 points per upload (4 ms at 50 GB/s), so uploads still hide behind compute, in
-/// ~2 GB of device memory (2.4 GB for G2).
-pub const STREAM_PLAN_CHUNK: usize = 1 << 21;
+/// Device bytes a planned streamed MSM's chunks take at most ([`GpuMsm::streamed_bytes_for`]):
+/// 2^22 G1 points (3.7 GB, 400 MB of points per upload) or 2^21 G2 points (2.5 GB), which
+/// leaves room on a 16 GiB card for a 2^27 proof's a, b, c (12.9 GB) beside one MSM.
+pub const STREAM_PLAN_BYTES: u64 = 4_000_000_000;
 /// Largest window a plan accepts (table, `with_window_bits`, `CUZK_MSM_WINDOW`).
 pub const MAX_WINDOW_BITS: u32 = 22;
 /// Largest window the cost model picks (beyond it the buckets outgrow what accumulation saves,
@@ -355,16 +355,22 @@ impl<P: MsmPoint> GpuMsm<P> {
         self.vram_limit = bytes;
     }
 
-    /// Device bytes one streamed MSM over `len` points plans for: chunks of at most
-    /// [`STREAM_PLAN_CHUNK`] points (a caller that caps a streamed context at this, with
-    /// [`Self::set_vram_limit`], knows what its MSMs take; more room gives larger chunks).
+    /// Device bytes one streamed MSM over `len` points plans for: the chunk halved, as the
+    /// MSM halves it, until it takes at most [`STREAM_PLAN_BYTES`] (a caller that caps a
+    /// streamed context at this, with [`Self::set_vram_limit`], knows what its MSMs take).
     pub fn streamed_bytes_for(len: usize, sm_count: usize) -> u64 {
         if len == 0 {
             return 0;
         }
-        let chunk = len.min(STREAM_PLAN_CHUNK);
-        let plan = Plan::for_curve(chunk, chunk, None, sm_count, curve::<P>());
-        exec::chunk_bytes_with::<P>(&plan, chunk)
+        let bytes = |c: usize| {
+            let plan = Plan::for_curve(c, c, None, sm_count, curve::<P>());
+            exec::chunk_bytes_with::<P>(&plan, c)
+        };
+        let mut chunk = len;
+        while chunk > 1024 && bytes(chunk) > STREAM_PLAN_BYTES {
+            chunk = chunk.div_ceil(2);
+        }
+        bytes(chunk)
     }
 
     pub fn len(&self) -> usize {

@@ -94,7 +94,12 @@ fn a_2_27_key_streamed_under_16_gib_leaves_room_for_a_b_c() {
     assert_eq!(staged.resident_bytes(), 0);
     let largest_chunks = staged.queries.iter().map(|q| q.stream_bytes).max().unwrap();
     assert_eq!(staged.lock_bytes(), largest_chunks);
-    assert!(staged.lock_bytes() < 3 * GIB, "{}", staged.lock_bytes());
+    // Beside a, b, c and an engine's 64 MiB of device tables.
+    assert!(
+        staged.lock_bytes() + evaluations + (64 << 20) <= room,
+        "{}",
+        staged.lock_bytes()
+    );
     assert_eq!(staged.streamed_cap(), Some(staged.lock_bytes()));
     // Resident, one MSM of 2^27 would take its scalars and scratch: more than a, b, c leave.
     let resident_run = staged.queries.iter().map(|q| q.run_bytes).max().unwrap();
