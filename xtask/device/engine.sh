@@ -48,15 +48,12 @@ bench)
 held)
     # A key made on the device and held there under a cap: the one-shot prover's test at
     # 2^16, then the engine at a 32 GiB PoRep partition's size under 16 GiB (every query
-    # streamed from pinned host memory), and the 2^26 16 GiB row and acceptance test again.
+    # streamed from pinned host memory).
     step held-2_16 with_hwm held-2_16 "$B/tests/cuzk-groth16-setup_gpu" --ignored --exact \
         gpu_held_key_streams_what_the_cap_leaves_out_from_pinned_memory --nocapture
     step bench-27-16gib-held with_hwm bench-27-16gib-held env CUZK_VRAM_LIMIT=16GiB CUZK_PINNED_LIMIT=118GiB \
         "$B/cuzk" --backend gpu bench --log-constraints 27 --constraints 130000000 --boolean-percent 75 \
         --proofs 4 --workers 1 --concurrency 2 --key-on-device
-    step bench-26-w2c3-16gib env CUZK_VRAM_LIMIT=16GiB "$B/cuzk" --backend gpu bench --boolean-percent 75 \
-        --log-constraints 26 --proofs 6 --workers 2 --concurrency 3
-    step accept-2_26-16gib "$B/tests/cuzk-scheduler-gpu" --ignored gpu_engine_two_workers_three_jobs_in_16_gib --exact --nocapture
     ;;
 esac
 echo
