@@ -123,6 +123,11 @@ fn daemon_serves_the_client_commands_and_drains_on_sigterm() {
         "{bench}"
     );
     assert!(bench.contains("GPU busy"), "{bench}");
+    // The daemon's own handling time of the probe's calls, read from its metrics.
+    assert!(
+        bench.contains("Status during the run: ") && bench.contains("handled by the daemon: "),
+        "{bench}"
+    );
     let j: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(p("bench.json")).unwrap()).unwrap();
     assert_eq!(j["latency_s"].as_array().unwrap().len(), 4);

@@ -197,8 +197,9 @@ for part in "$@"; do
         start_daemon 24 2 && {
             bd="cuzk bench-daemon $D --key k24 --witness $P/k24.wit --vk $P/k24.vk"
             step daemon-24-warm $bd --by-path --concurrency 3 --proofs 4
-            step daemon-24-path-c3 $bd --by-path --concurrency 3 --proofs 20
-            step daemon-24-stream-c3 $bd --concurrency 3 --proofs 20
+            # 40 proofs: ~150 Status calls in each, so a p99 is not just the slowest call.
+            step daemon-24-path-c3 $bd --by-path --concurrency 3 --proofs 40
+            step daemon-24-stream-c3 $bd --concurrency 3 --proofs 40
             step daemon-24-path-c1 $bd --by-path --concurrency 1 --proofs 5
             step daemon-24-upload uploads 24 3
             stop_daemon

@@ -653,6 +653,23 @@ async fn one_proof(
 }
 
 /// The `q`-quantile of sorted values (nearest rank).
+/// The answer time a monitoring call must stay under with the GPU saturated.
+const SLOW_ANSWER_S: f64 = 0.01;
+
+/// From the daemon's Prometheus text: how many `method` calls it handled, and how many of them
+/// took over `bound` seconds (`bound` must be one of the histogram's bucket bounds).
+fn rpc_calls_over(text: &str, method: &str, bound: f64) -> Option<(u64, u64)> {
+    let value = |series: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse::<u64>().ok())
+    };
+    let count = value(&format!("cuzk_rpc_seconds_count{{method=\"{method}\"}} "))?;
+    let within = value(&format!(
+        "cuzk_rpc_seconds_bucket{{method=\"{method}\",le=\"{bound}\"}} "
+    ))?;
+    Some((count, count.saturating_sub(within)))
+}
+
 fn quantile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -680,6 +697,7 @@ async fn bench(
     };
     let mut c = connect(&conn).await?;
     let before = c.status(pb::StatusRequest {}).await?.into_inner();
+    let handled_before = c.metrics(pb::MetricsRequest {}).await?.into_inner().text;
     let t0_daemon = c
         .timeline(pb::TimelineRequest { last_s: 1.0 })
         .await?
@@ -731,16 +749,17 @@ async fn bench(
         std::thread::spawn(move || {
             rt.block_on(async move {
                 let mut c = connect(&conn).await?;
+                // (seconds into the run, answer time)
                 let (mut status, mut metrics) = (Vec::new(), Vec::new());
                 while probing.load(Ordering::SeqCst) {
                     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                     let t = Instant::now();
                     if c.status(pb::StatusRequest {}).await.is_ok() {
-                        status.push(t.elapsed().as_secs_f64());
+                        status.push(((t - start).as_secs_f64(), t.elapsed().as_secs_f64()));
                     }
                     let t = Instant::now();
                     if c.metrics(pb::MetricsRequest {}).await.is_ok() {
-                        metrics.push(t.elapsed().as_secs_f64());
+                        metrics.push(((t - start).as_secs_f64(), t.elapsed().as_secs_f64()));
                     }
                 }
                 anyhow::Ok((status, metrics))
@@ -753,10 +772,11 @@ async fn bench(
     }
     let wall = start.elapsed().as_secs_f64();
     probing.store(false, Ordering::SeqCst);
-    let (mut status_s, mut metrics_s) = probe
+    let (status_s, metrics_s) = probe
         .join()
         .map_err(|_| anyhow::anyhow!("the Status probe panicked"))??;
     let after = c.status(pb::StatusRequest {}).await?.into_inner();
+    let handled_after = c.metrics(pb::MetricsRequest {}).await?.into_inner().text;
     let timeline = c
         .timeline(pb::TimelineRequest { last_s: wall + 5.0 })
         .await?
@@ -775,15 +795,35 @@ async fn bench(
         quantile(&lat, 0.95),
         lat.last().copied().unwrap_or(0.0),
     );
-    for (what, v) in [("Status", &mut status_s), ("Metrics", &mut metrics_s)] {
+    for (what, calls) in [("Status", &status_s), ("Metrics", &metrics_s)] {
+        let mut v: Vec<f64> = calls.iter().map(|c| c.1).collect();
         v.sort_by(f64::total_cmp);
         println!(
             "{what} during the run: {} calls, answer p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms",
             v.len(),
-            quantile(v, 0.5) * 1e3,
-            quantile(v, 0.99) * 1e3,
+            quantile(&v, 0.5) * 1e3,
+            quantile(&v, 0.99) * 1e3,
             v.last().copied().unwrap_or(0.0) * 1e3
         );
+        let slow: Vec<String> = calls
+            .iter()
+            .filter(|c| c.1 > SLOW_ANSWER_S)
+            .map(|(at, took)| format!("{took_ms:.1} ms at {at:.2} s", took_ms = took * 1e3))
+            .collect();
+        if !slow.is_empty() {
+            println!("  over {:.0} ms: {}", SLOW_ANSWER_S * 1e3, slow.join(", "));
+        }
+        // The daemon's own handling time (cuzk_rpc_seconds): a slow answer with a quick handler
+        // waited for the transport or a thread, not for the daemon's work.
+        let over = |text: &str| rpc_calls_over(text, what, SLOW_ANSWER_S);
+        if let (Some(b), Some(a)) = (over(&handled_before), over(&handled_after)) {
+            println!(
+                "  handled by the daemon: {} calls, {} of them over {:.0} ms",
+                a.0 - b.0,
+                a.1 - b.1,
+                SLOW_ANSWER_S * 1e3
+            );
+        }
     }
     for d in &after.devices {
         let b0 = before

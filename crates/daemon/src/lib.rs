@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod paths;
 pub mod priority;
 pub mod queue_mode;
+mod rpc_timing;
 mod server;
 pub mod service;
 pub mod svg;

@@ -1,8 +1,9 @@
 //! Prometheus text for the daemon: the engine's counters and memory, queue depth, GPU busy
-//! seconds, and phase-duration histograms observed as jobs finish.
+//! seconds, phase-duration histograms observed as jobs finish, and each RPC's handling time.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::time::Duration;
 
 use cuzk_scheduler::{EngineStatus, JobTimings};
 use parking_lot::Mutex;
@@ -64,6 +65,7 @@ struct State {
     queue_wait: Histogram,
     run: Histogram,
     rejected: BTreeMap<&'static str, u64>,
+    rpc: BTreeMap<&'static str, Histogram>,
 }
 
 /// What the daemon observes beside the engine's own counters.
@@ -84,6 +86,16 @@ impl Metrics {
                 .or_default()
                 .observe((span.end - span.start).max(0.0));
         }
+    }
+
+    /// A Prover call's handling time, by method name.
+    pub fn rpc(&self, method: &'static str, took: Duration) {
+        self.state
+            .lock()
+            .rpc
+            .entry(method)
+            .or_default()
+            .observe(took.as_secs_f64());
     }
 
     /// A request refused before it became a job, by gRPC code name.
@@ -236,6 +248,13 @@ impl Metrics {
             "# HELP cuzk_run_seconds Worker start to result.\n# TYPE cuzk_run_seconds histogram"
         );
         s.run.render(&mut o, "cuzk_run_seconds", "");
+        let _ = writeln!(
+            o,
+            "# HELP cuzk_rpc_seconds Time the daemon took to handle each Prover call, request to answer.\n# TYPE cuzk_rpc_seconds histogram"
+        );
+        for (method, h) in &s.rpc {
+            h.render(&mut o, "cuzk_rpc_seconds", &format!("method=\"{method}\""));
+        }
         o
     }
 }

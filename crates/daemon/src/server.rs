@@ -242,7 +242,10 @@ impl Daemon {
         })
         .max_decoding_message_size(max)
         .max_encoding_message_size(max.max(64 << 20));
-        let prover = InterceptedService::new(prover, crate::auth::Check::new(token));
+        let prover = crate::rpc_timing::RpcTiming::new(
+            InterceptedService::new(prover, crate::auth::Check::new(token)),
+            shared.clone(),
+        );
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let stop = async {
             let _ = stop_rx.await;

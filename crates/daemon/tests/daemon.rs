@@ -306,6 +306,12 @@ async fn load_submit_await_status_metrics() {
         "{m}"
     );
     assert!(m.contains("cuzk_queue_depth{priority=\"high\"} 0"), "{m}");
+    // Each Prover call is timed by method; this Metrics call is not counted before its answer.
+    assert!(
+        m.contains("cuzk_rpc_seconds_count{method=\"ListKeys\"} 1")
+            && m.contains("cuzk_rpc_seconds_bucket{method=\"ListKeys\",le=\"+Inf\"} 1"),
+        "{m}"
+    );
     assert!(
         m.contains("cuzk_gpu_busy_seconds_total{device=\"0\"}"),
         "{m}"
