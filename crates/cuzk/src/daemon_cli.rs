@@ -652,7 +652,6 @@ async fn one_proof(
     Ok(r)
 }
 
-/// The `q`-quantile of sorted values (nearest rank).
 /// The answer time a monitoring call must stay under with the GPU saturated.
 const SLOW_ANSWER_S: f64 = 0.01;
 
@@ -670,6 +669,7 @@ fn rpc_calls_over(text: &str, method: &str, bound: f64) -> Option<(u64, u64)> {
     Some((count, count.saturating_sub(within)))
 }
 
+/// The `q`-quantile of sorted values (nearest rank).
 fn quantile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
