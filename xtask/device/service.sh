@@ -12,6 +12,9 @@
 #                and by path), then through the daemon (witness by path, and streamed), with Status/Metrics latency under load;
 #                overhead-daemon: the daemon half alone.
 #   upload:      issue 20's streamed upload at 2^24 alone (one worker, six `cuzk submit`s).
+#   probe:       Status and GET /metrics answer times at 2^24, 2 workers x 3 in flight, from
+#                processes of their own (probe.py, beside two controls without the daemon):
+#                idle, while witnesses stream, and with witnesses by path; then 3 uploads.
 #   faults:      a failure at every driver call of one proof and of one engine job.
 #   memory:      another process takes device memory while the engine proves (2^24).
 #   soak:        1000 proofs at 2^20 through one daemon (priorities, cancels, bad requests).
@@ -23,9 +26,11 @@
 # `cargo xtask reliability --gpu $OUT` writes RELIABILITY.md's GPU rows from these logs.
 set -u
 # For a dry run of the scripts on a machine without a GPU: BACKEND=cpu, CRASH_LOG=14, QLOG=12,
-# SLOG=10.
+# SLOG=10, PLOG=12.
 BACKEND=${BACKEND:-gpu}
+HERE=$(cd "$(dirname "$0")" && pwd)
 CRASH_LOG=${CRASH_LOG:-22}
+PLOG=${PLOG:-24}
 B=$(cd "${1:?bundle dir}" && pwd)
 shift
 out=${OUT:-/tmp/service-out}
@@ -65,6 +70,8 @@ start_daemon() {
     shift 2
     local dlog="$out/daemon-$log.log"
     [ "$name" = d ] || dlog="$out/$name-$log.log"
+    local http=""
+    [ -n "${HTTP_PORT:-}" ] && http="http_listen = \"127.0.0.1:$HTTP_PORT\""
     # No rm of an old socket: the daemon removes a stale one itself (the crash part checks it).
     cat >"$P/$name.toml" <<EOF
 listen = "unix:$P/$name.sock"
@@ -72,6 +79,7 @@ param_dir = "$P"
 backend = "${DBACKEND:-$BACKEND}"
 workers_per_device = $workers
 read_ahead = ${READ_AHEAD:-2}
+$http
 [[keys]]
 id = "k$log"
 pk = "k$log.pk"
@@ -205,6 +213,24 @@ for part in "$@"; do
             stop_daemon
         }
         [ -n "${KEEP_KEYS:-}" ] || rm -f "$P"/k24.*
+        ;;
+    probe)
+        step "key-$PLOG" make_key "$PLOG"
+        HTTP_PORT=9829 start_daemon "$PLOG" 2 ${DAEMON_ENV:-} && {
+            bd="cuzk bench-daemon $D --key k$PLOG --witness $P/k$PLOG.wit --vk $P/k$PLOG.vk --concurrency 3"
+            step daemon-$PLOG-warm $bd --by-path --proofs 4
+            step probe-idle python3 "$HERE/probe.py" "$P/d.sock" 9829 5 probe-idle
+            for how in stream path; do
+                # 60 proofs take 20-25 s: the probes' 15 s start 2 s in and end before them.
+                (sleep 2 && python3 "$HERE/probe.py" "$P/d.sock" 9829 15 "probe-$how" >"$out/probe-$how.out" 2>&1) &
+                step "daemon-$PLOG-$how-probed" $bd $([ $how = path ] && echo --by-path) --proofs 60
+                wait $!
+                cat "$out/probe-$how.out"
+            done
+            step "daemon-$PLOG-upload" uploads "$PLOG" 3
+            stop_daemon
+        }
+        [ -n "${KEEP_KEYS:-}" ] || rm -f "$P"/k"$PLOG".*
         ;;
     upload)
         step key-24 make_key 24
