@@ -95,14 +95,15 @@ fn harness() -> &'static Harness {
         write_key_files(&dir).expect("write the harness's key files");
         let config = harness_config(&dir);
         let engine = Engine::new(config.engine().expect("engine config")).expect("CPU engine");
-        let shared = Arc::new(Shared::new(config, engine).expect("daemon state"));
-        shared
-            .load_key_files("k", "k.pk", "k.r1cs", None, false)
-            .expect("load the harness key");
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("tokio runtime");
+        let shared =
+            Arc::new(Shared::new(config, engine, rt.handle().clone()).expect("daemon state"));
+        shared
+            .load_key_files("k", "k.pk", "k.r1cs", None, false)
+            .expect("load the harness key");
         Harness {
             one: std::sync::Mutex::new(()),
             rt,

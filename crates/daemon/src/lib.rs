@@ -16,6 +16,7 @@
 pub mod auth;
 pub mod client;
 pub mod config;
+mod connections;
 mod http;
 pub mod metrics;
 pub mod paths;

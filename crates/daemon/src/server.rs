@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use cuzk_scheduler::Engine;
 use tokio::net::{TcpListener, UnixListener};
-use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
+use tonic::service::Routes;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Server;
 
 use crate::config::{ConfigError, DaemonConfig, Listen};
+use crate::connections;
 use crate::pb;
 use crate::service::{ProverService, Shared};
 
@@ -37,14 +37,7 @@ pub enum DaemonError {
     TcpWithoutToken(String),
     #[error("key {id:?}: {message}")]
     Preload { id: String, message: String },
-    #[error("gRPC server: {0}")]
-    Transport(#[from] tonic::transport::Error),
 }
-
-/// The HTTP/2 flow-control window a stream may have in flight: a few witness chunks.
-const H2_STREAM_WINDOW: u32 = 16 << 20;
-/// The largest HTTP/2 frame the daemon accepts.
-const H2_MAX_FRAME: u32 = 1 << 20;
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> DaemonError {
     let what = what.into();
@@ -155,7 +148,8 @@ impl Daemon {
             ),
             None => None,
         };
-        let shared = Shared::new(config, engine).map_err(io_err("config"))?;
+        let shared = Shared::new(config, engine, tokio::runtime::Handle::current())
+            .map_err(io_err("config"))?;
         Ok(Self {
             shared: Arc::new(shared),
             listener,
@@ -246,35 +240,27 @@ impl Daemon {
             InterceptedService::new(prover, crate::auth::Check::new(token)),
             shared.clone(),
         );
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let stop = async {
-            let _ = stop_rx.await;
-        };
-        // A streamed witness is hundreds of MiB: h2's defaults (1 MiB windows, 16 KiB frames)
-        // cut it into 32768 frames per 512 MiB, each a wakeup and a syscall on both ends.
-        let router = Server::builder()
-            .initial_stream_window_size(H2_STREAM_WINDOW)
-            .initial_connection_window_size(2 * H2_STREAM_WINDOW)
-            .max_frame_size(H2_MAX_FRAME)
-            .add_service(health)
+        let routes = Routes::new(health)
             .add_service(reflection)
-            .add_service(prover);
-        let (unix_path, server) = match listener {
+            .add_service(prover)
+            .prepare();
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let (open_tx, mut open_rx) = tokio::sync::mpsc::channel::<()>(1);
+        let (unix_path, listener) = match listener {
             Listener::Unix {
                 listener,
                 path,
                 ino,
-            } => (
-                Some((path, ino)),
-                tokio::spawn(
-                    router.serve_with_incoming_shutdown(UnixListenerStream::new(listener), stop),
-                ),
-            ),
-            Listener::Tcp(l) => (
-                None,
-                tokio::spawn(router.serve_with_incoming_shutdown(TcpListenerStream::new(l), stop)),
-            ),
+            } => (Some((path, ino)), connections::Listener::Unix(listener)),
+            Listener::Tcp(l) => (None, connections::Listener::Tcp(l)),
         };
+        let accepting = tokio::spawn(connections::serve(
+            listener,
+            routes,
+            stop_rx,
+            open_tx,
+            shared.config.max_jobs + 64,
+        ));
         let (http_stop_tx, http_stop_rx) = tokio::sync::oneshot::channel::<()>();
         let http_task = http.map(|l| {
             let app = crate::http::router(shared.clone());
@@ -287,35 +273,19 @@ impl Daemon {
             })
         });
         tracing::info!("serving");
-        let mut server = server;
-        let failed = tokio::select! {
-            () = shutdown => None,
-            r = &mut server => Some(r),
-        };
-        if let Some(r) = failed {
-            // The server ended by itself: an accept error.
-            stop_jobs(&shared, Duration::ZERO).await;
-            remove_socket(unix_path);
-            return match r {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(e)) => Err(e.into()),
-                Err(e) => Err(DaemonError::Io {
-                    what: "server task".into(),
-                    source: std::io::Error::other(e),
-                }),
-            };
-        }
+        shutdown.await;
         health_reporter
             .set_not_serving::<pb::prover_server::ProverServer<ProverService>>()
             .await;
         stop_jobs(&shared, shared.config.drain_timeout()).await;
-        let _ = stop_tx.send(());
-        if tokio::time::timeout(Duration::from_secs(10), &mut server)
+        // Every connection's thread holds a sender: all dropped, all connections are closed.
+        let _ = stop_tx.send(true);
+        let _ = accepting.await;
+        if tokio::time::timeout(Duration::from_secs(10), open_rx.recv())
             .await
             .is_err()
         {
-            tracing::warn!("gRPC connections still open after 10 s; closing them");
-            server.abort();
+            tracing::warn!("gRPC connections still open after 10 s; exiting without them");
         }
         let _ = http_stop_tx.send(());
         if let Some(h) = http_task {

@@ -72,6 +72,9 @@ pub struct Shared {
     upload_bytes: AtomicU64,
     /// No new jobs (shutting down).
     pub(crate) closing: AtomicBool,
+    /// The daemon's main runtime: work that outlives the call that started it runs here, not
+    /// on the connection's runtime, which ends with its connection.
+    runtime: tokio::runtime::Handle,
 }
 
 impl std::fmt::Debug for Shared {
@@ -202,7 +205,11 @@ fn timings(t: &cuzk_scheduler::JobTimings) -> pb::Timings {
 }
 
 impl Shared {
-    pub fn new(config: DaemonConfig, engine: Engine) -> std::io::Result<Self> {
+    pub fn new(
+        config: DaemonConfig,
+        engine: Engine,
+        runtime: tokio::runtime::Handle,
+    ) -> std::io::Result<Self> {
         let param_dir = config.param_dir.canonicalize().map_err(|e| {
             std::io::Error::new(
                 e.kind(),
@@ -217,6 +224,7 @@ impl Shared {
             metrics: Metrics::default(),
             upload_bytes: AtomicU64::new(0),
             closing: AtomicBool::new(false),
+            runtime,
         })
     }
 
@@ -507,7 +515,7 @@ impl Shared {
         // One blocking waiter per job in flight: it records metrics and wakes the Awaits.
         let me = self.clone();
         let jid = id.clone();
-        tokio::task::spawn_blocking(move || {
+        self.runtime.spawn_blocking(move || {
             let Some(r) = handle.wait(None) else { return };
             if let Ok(out) = &r {
                 me.metrics.observe(&out.timings);

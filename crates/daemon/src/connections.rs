@@ -1,0 +1,142 @@
+//! Serving gRPC connections, each on a thread of its own.
+//!
+//! A connection that streams a witness at GB/s keeps the thread that polls it busy for tens of
+//! milliseconds at a time (HTTP/2 reads up to its flow-control window per poll). On one shared
+//! runtime that delayed every other connection's I/O and timers, monitoring probes included:
+//! GPU run 93 saw the shared runtime's timers fire up to 114 ms late while a plain thread in
+//! the same process woke on time, and the HTTP port on a runtime of its own answered in under
+//! 6 ms throughout. So each accepted connection gets a current-thread runtime on its own
+//! thread, and a busy connection delays only itself.
+
+use std::io;
+use std::time::Duration;
+
+use hyper::server::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::{mpsc, watch};
+use tonic::service::Routes;
+
+/// The HTTP/2 flow-control window a stream may have in flight: a few witness chunks.
+const H2_STREAM_WINDOW: u32 = 16 << 20;
+/// The largest HTTP/2 frame the daemon accepts. A streamed witness is hundreds of MiB: h2's
+/// defaults (1 MiB windows, 16 KiB frames) cut it into 32768 frames per 512 MiB, each a wakeup
+/// and a syscall on both ends.
+const H2_MAX_FRAME: u32 = 1 << 20;
+
+/// A listening socket of the gRPC service.
+pub(crate) enum Listener {
+    Unix(UnixListener),
+    Tcp(TcpListener),
+}
+
+/// An accepted connection, detached from the runtime that accepted it.
+enum Accepted {
+    Unix(std::os::unix::net::UnixStream),
+    Tcp(std::net::TcpStream),
+}
+
+impl Listener {
+    async fn accept(&self) -> io::Result<Accepted> {
+        Ok(match self {
+            Listener::Unix(l) => Accepted::Unix(l.accept().await?.0.into_std()?),
+            Listener::Tcp(l) => {
+                let (s, _) = l.accept().await?;
+                // Answers are small frames: never hold one back for Nagle's algorithm.
+                s.set_nodelay(true)?;
+                Accepted::Tcp(s.into_std()?)
+            }
+        })
+    }
+}
+
+/// Accepts connections until `stop` is true, serving each on a thread of its own with
+/// `routes`; each thread holds a clone of `open` until its connection has closed. On `stop`,
+/// the threads' connections finish their running calls and close (HTTP/2 GOAWAY).
+pub(crate) async fn serve(
+    listener: Listener,
+    routes: Routes,
+    stop: watch::Receiver<bool>,
+    open: mpsc::Sender<()>,
+    blocking_threads: usize,
+) {
+    let mut stopping = stop.clone();
+    loop {
+        let accepted = tokio::select! {
+            _ = stopping.wait_for(|s| *s) => return,
+            a = listener.accept() => a,
+        };
+        match accepted {
+            Ok(conn) => {
+                let (routes, stop, open) = (routes.clone(), stop.clone(), open.clone());
+                let spawned =
+                    std::thread::Builder::new()
+                        .name("cuzk-conn".into())
+                        .spawn(move || {
+                            serve_on_this_thread(conn, routes, stop, open, blocking_threads)
+                        });
+                if let Err(e) = spawned {
+                    tracing::warn!(error = %e, "no thread for a connection; closing it");
+                }
+            }
+            Err(e) => {
+                // Out of descriptors, or a client gone before the accept: keep listening.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+fn serve_on_this_thread(
+    conn: Accepted,
+    routes: Routes,
+    stop: watch::Receiver<bool>,
+    _open: mpsc::Sender<()>,
+    blocking_threads: usize,
+) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(blocking_threads)
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::warn!(error = %e, "no runtime for a connection; closing it");
+            return;
+        }
+    };
+    let served = rt.block_on(async move {
+        match conn {
+            Accepted::Unix(s) => serve_io(tokio::net::UnixStream::from_std(s)?, routes, stop).await,
+            Accepted::Tcp(s) => serve_io(tokio::net::TcpStream::from_std(s)?, routes, stop).await,
+        }
+    });
+    if let Err(e) = served {
+        tracing::debug!(error = %e, "connection ended with an error");
+    }
+}
+
+async fn serve_io<IO>(io: IO, routes: Routes, mut stop: watch::Receiver<bool>) -> io::Result<()>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let mut builder = http2::Builder::new(TokioExecutor::new());
+    builder
+        .timer(TokioTimer::new())
+        .initial_stream_window_size(H2_STREAM_WINDOW)
+        .initial_connection_window_size(2 * H2_STREAM_WINDOW)
+        .max_frame_size(H2_MAX_FRAME);
+    let conn = builder.serve_connection(TokioIo::new(io), TowerToHyperService::new(routes));
+    let mut conn = std::pin::pin!(conn);
+    let ended = tokio::select! {
+        r = conn.as_mut() => r,
+        _ = stop.wait_for(|s| *s) => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    ended.map_err(io::Error::other)
+}
