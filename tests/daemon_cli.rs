@@ -53,7 +53,10 @@ fn compute_threads_are_nicer(pid: u32) {
         };
         if comm.starts_with("cuzk-compute-") {
             compute.push(nice(&stat));
-        } else if comm.starts_with("tokio") || comm.trim() == "cuzk" {
+        } else if comm.starts_with("tokio")
+            || comm.starts_with("cuzk-conn")
+            || comm.trim() == "cuzk"
+        {
             service.push(nice(&stat));
         }
     }
