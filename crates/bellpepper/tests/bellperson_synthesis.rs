@@ -22,11 +22,11 @@ static SYNTHESIS: Mutex<Vec<Duration>> = Mutex::new(Vec::new());
 struct SynthesisTimes;
 
 impl log::Log for SynthesisTimes {
-    fn enabled(&self, m: &log::Metadata) -> bool {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
         m.target().starts_with("bellperson")
     }
 
-    fn log(&self, r: &log::Record) {
+    fn log(&self, r: &log::Record<'_>) {
         let line = r.args().to_string();
         if let Some(d) = line.strip_prefix("synthesis time: ") {
             let d = parse_debug_duration(d).unwrap_or_else(|| panic!("unreadable: {line}"));

@@ -9,6 +9,7 @@
 //! thread, and a busy connection delays only itself.
 
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::server::conn::http2;
@@ -16,7 +17,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tonic::service::Routes;
 
 /// The HTTP/2 flow-control window a stream may have in flight: a few witness chunks.
@@ -25,6 +26,9 @@ const H2_STREAM_WINDOW: u32 = 16 << 20;
 /// defaults (1 MiB windows, 16 KiB frames) cut it into 32768 frames per 512 MiB, each a wakeup
 /// and a syscall on both ends.
 const H2_MAX_FRAME: u32 = 1 << 20;
+/// Connections served at once, a thread each: past this, new ones wait in the listen backlog
+/// until one closes, so a client that opens connections in a loop cannot exhaust threads.
+pub const MAX_CONNECTIONS: usize = 256;
 
 /// A listening socket of the gRPC service.
 pub(crate) enum Listener {
@@ -63,11 +67,16 @@ pub(crate) async fn serve(
     blocking_threads: usize,
 ) {
     let mut stopping = stop.clone();
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
-        let accepted = tokio::select! {
+        let (slot, accepted) = tokio::select! {
             _ = stopping.wait_for(|s| *s) => return,
-            a = listener.accept() => a,
+            a = async {
+                let slot = slots.clone().acquire_owned().await;
+                (slot, listener.accept().await)
+            } => a,
         };
+        let Ok(slot) = slot else { return }; // the semaphore is never closed
         match accepted {
             Ok(conn) => {
                 let (routes, stop, open) = (routes.clone(), stop.clone(), open.clone());
@@ -75,6 +84,7 @@ pub(crate) async fn serve(
                     std::thread::Builder::new()
                         .name("cuzk-conn".into())
                         .spawn(move || {
+                            let _slot = slot;
                             serve_on_this_thread(conn, routes, stop, open, blocking_threads)
                         });
                 if let Err(e) = spawned {

@@ -39,6 +39,7 @@ pub mod pb {
 }
 
 pub use config::{DaemonConfig, KeyConfig, Listen};
+pub use connections::MAX_CONNECTIONS;
 pub use http::{status_json, timeline_json};
 pub use server::{Daemon, DaemonError};
 pub use service::Shared;

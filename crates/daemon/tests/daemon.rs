@@ -612,6 +612,38 @@ async fn fifty_concurrent_clients() {
     d.stop().await;
 }
 
+/// Each connection is served by a thread of its own: past `MAX_CONNECTIONS` open at once, a new
+/// connection waits until one closes, and is then served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_the_cap_wait_for_one_to_close() {
+    let d = start(config("cap")).await;
+    let path = d.addr.strip_prefix("unix:").unwrap().to_owned();
+    // Connections that never speak HTTP/2 hold their threads.
+    let mut idle = tokio::task::spawn_blocking(move || {
+        (0..cuzk_daemon::MAX_CONNECTIONS)
+            .map(|_| std::os::unix::net::UnixStream::connect(&path).unwrap())
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    let addr = d.addr.clone();
+    let late = tokio::spawn(async move {
+        let mut c = client::connect(Some(&addr), None).await.unwrap();
+        c.status(pb::StatusRequest {}).await.map(|r| r.into_inner())
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!late.is_finished(), "a connection past the cap was served");
+    idle.pop();
+    let s = tokio::time::timeout(Duration::from_secs(10), late)
+        .await
+        .expect("served once a connection closed")
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.completed, 0);
+    drop(idle);
+    d.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_gone_mid_stream_frees_its_partial_witness() {
     let f = small();
