@@ -1,12 +1,10 @@
 //! Serving gRPC connections, each on a thread of its own.
 //!
-//! A connection that streams a witness at GB/s keeps the thread that polls it busy for tens of
-//! milliseconds at a time (HTTP/2 reads up to its flow-control window per poll). On one shared
-//! runtime that delayed every other connection's I/O and timers, monitoring probes included:
-//! GPU run 93 saw the shared runtime's timers fire up to 114 ms late while a plain thread in
-//! the same process woke on time, and the HTTP port on a runtime of its own answered in under
-//! 6 ms throughout. So each accepted connection gets a current-thread runtime on its own
-//! thread, and a busy connection delays only itself.
+//! A connection that streams a witness at GB/s keeps the thread polling it busy for tens of
+//! milliseconds at a time (HTTP/2 reads up to its flow-control window per poll). On a shared
+//! runtime every other connection's I/O and timers, monitoring probes included, wait for it
+//! (PERF-NOTES.md). So each accepted connection gets a current-thread runtime on a thread of
+//! its own, and a busy connection delays only itself.
 
 use std::io;
 use std::sync::Arc;
