@@ -91,6 +91,10 @@ def quantile(v, f):
 
 def main():
     sock, port, seconds, name = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+    try:
+        import grpc  # noqa: F401  (the Status probe's process imports it again)
+    except ImportError:
+        raise SystemExit("probe.py needs python3's grpcio (pip install grpcio)")
     q = mp.Queue()
     procs = [
         mp.Process(target=status_probe, args=(sock, seconds, q)),

@@ -216,7 +216,7 @@ for part in "$@"; do
         ;;
     probe)
         step "key-$PLOG" make_key "$PLOG"
-        HTTP_PORT=9829 start_daemon "$PLOG" 2 ${DAEMON_ENV:-} && {
+        HTTP_PORT=9829 start_daemon "$PLOG" 2 && {
             bd="cuzk bench-daemon $D --key k$PLOG --witness $P/k$PLOG.wit --vk $P/k$PLOG.vk --concurrency 3"
             step daemon-$PLOG-warm $bd --by-path --proofs 4
             step probe-idle python3 "$HERE/probe.py" "$P/d.sock" 9829 5 probe-idle
