@@ -231,8 +231,7 @@ pub fn run(command: DaemonCommand, choice: BackendChoice) -> Result<()> {
                 BackendChoice::Auto => {}
             }
             c.validate()?;
-            // Beside the per-job waiters: key loads, witness parses, status calls.
-            runtime(c.max_jobs + 64)?.block_on(serve(c))
+            runtime(c.blocking_threads())?.block_on(serve(c))
         }
         DaemonCommand::Submit {
             queue: QueueUrl { queue: Some(url) },

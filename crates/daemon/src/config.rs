@@ -268,6 +268,12 @@ impl DaemonConfig {
         })
     }
 
+    /// Blocking threads a runtime of the daemon may start: one per job in flight (its waiter),
+    /// and beside them key loads, witness parses and status calls.
+    pub fn blocking_threads(&self) -> usize {
+        self.max_jobs + 64
+    }
+
     pub fn drain_timeout(&self) -> Duration {
         Duration::from_secs_f64(self.drain_timeout_s)
     }

@@ -15,7 +15,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{Semaphore, watch};
 use tonic::service::Routes;
 
 /// The HTTP/2 flow-control window a stream may have in flight: a few witness chunks.
@@ -26,7 +26,7 @@ const H2_STREAM_WINDOW: u32 = 16 << 20;
 const H2_MAX_FRAME: u32 = 1 << 20;
 /// Connections served at once, a thread each: past this, new ones wait in the listen backlog
 /// until one closes, so a client that opens connections in a loop cannot exhaust threads.
-pub const MAX_CONNECTIONS: usize = 256;
+pub const MAX_CONNECTIONS: u32 = 256;
 
 /// A listening socket of the gRPC service.
 pub(crate) enum Listener {
@@ -55,17 +55,33 @@ impl Listener {
 }
 
 /// Accepts connections until `stop` is true, serving each on a thread of its own with
-/// `routes`; each thread holds a clone of `open` until its connection has closed. On `stop`,
-/// the threads' connections finish their running calls and close (HTTP/2 GOAWAY).
+/// `routes`. On `stop`, the threads' connections finish their running calls and close (HTTP/2
+/// GOAWAY); returns when all have closed, or after 10 s.
 pub(crate) async fn serve(
     listener: Listener,
     routes: Routes,
     stop: watch::Receiver<bool>,
-    open: mpsc::Sender<()>,
+    blocking_threads: usize,
+) {
+    // A slot per open connection, held by its thread until the connection has closed.
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS as usize));
+    accept(&listener, &routes, &stop, &slots, blocking_threads).await;
+    if tokio::time::timeout(Duration::from_secs(10), slots.acquire_many(MAX_CONNECTIONS))
+        .await
+        .is_err()
+    {
+        tracing::warn!("gRPC connections still open after 10 s; exiting without them");
+    }
+}
+
+async fn accept(
+    listener: &Listener,
+    routes: &Routes,
+    stop: &watch::Receiver<bool>,
+    slots: &Arc<Semaphore>,
     blocking_threads: usize,
 ) {
     let mut stopping = stop.clone();
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         let (slot, accepted) = tokio::select! {
             _ = stopping.wait_for(|s| *s) => return,
@@ -77,13 +93,13 @@ pub(crate) async fn serve(
         let Ok(slot) = slot else { return }; // the semaphore is never closed
         match accepted {
             Ok(conn) => {
-                let (routes, stop, open) = (routes.clone(), stop.clone(), open.clone());
+                let (routes, stop) = (routes.clone(), stop.clone());
                 let spawned =
                     std::thread::Builder::new()
                         .name("cuzk-conn".into())
                         .spawn(move || {
                             let _slot = slot;
-                            serve_on_this_thread(conn, routes, stop, open, blocking_threads)
+                            serve_on_this_thread(conn, routes, stop, blocking_threads)
                         });
                 if let Err(e) = spawned {
                     tracing::warn!(error = %e, "no thread for a connection; closing it");
@@ -102,7 +118,6 @@ fn serve_on_this_thread(
     conn: Accepted,
     routes: Routes,
     stop: watch::Receiver<bool>,
-    _open: mpsc::Sender<()>,
     blocking_threads: usize,
 ) {
     let rt = match tokio::runtime::Builder::new_current_thread()

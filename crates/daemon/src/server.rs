@@ -245,7 +245,6 @@ impl Daemon {
             .add_service(prover)
             .prepare();
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let (open_tx, mut open_rx) = tokio::sync::mpsc::channel::<()>(1);
         let (unix_path, listener) = match listener {
             Listener::Unix {
                 listener,
@@ -254,12 +253,11 @@ impl Daemon {
             } => (Some((path, ino)), connections::Listener::Unix(listener)),
             Listener::Tcp(l) => (None, connections::Listener::Tcp(l)),
         };
-        let accepting = tokio::spawn(connections::serve(
+        let serving = tokio::spawn(connections::serve(
             listener,
             routes,
             stop_rx,
-            open_tx,
-            shared.config.max_jobs + 64,
+            shared.config.blocking_threads(),
         ));
         let (http_stop_tx, http_stop_rx) = tokio::sync::oneshot::channel::<()>();
         let http_task = http.map(|l| {
@@ -278,15 +276,8 @@ impl Daemon {
             .set_not_serving::<pb::prover_server::ProverServer<ProverService>>()
             .await;
         stop_jobs(&shared, shared.config.drain_timeout()).await;
-        // Every connection's thread holds a sender: all dropped, all connections are closed.
         let _ = stop_tx.send(true);
-        let _ = accepting.await;
-        if tokio::time::timeout(Duration::from_secs(10), open_rx.recv())
-            .await
-            .is_err()
-        {
-            tracing::warn!("gRPC connections still open after 10 s; exiting without them");
-        }
+        let _ = serving.await;
         let _ = http_stop_tx.send(());
         if let Some(h) = http_task {
             let _ = tokio::time::timeout(Duration::from_secs(5), h).await;
