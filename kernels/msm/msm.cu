@@ -146,12 +146,4 @@ MSM_ACCUMULATE_KERNEL(g1, fp_t, CUZK_MSM_POINT_THREADS, CUZK_MSM_G1_ACC_BLOCKS_P
 MSM_POINT_KERNELS(g2, fp2_t, CUZK_MSM_POINT_THREADS)
 MSM_ACCUMULATE_KERNEL(g2, fp2_t, CUZK_MSM_POINT_THREADS, CUZK_MSM_G2_ACC_BLOCKS_PER_SM, false)
 
-// cuzk: allow-spills msm_accumulate_g2 Fp2 XYZZ acc + affine point + loop state exceed 255 registers around the out-of-line Fp2 calls
-// cuzk: allow-spills msm_ones_g2 same as msm_accumulate_g2 (XYZZ + affine live across Fp2 calls)
-// cuzk: allow-spills msm_accumulate_g1 ~250 B at the 128-register cap: the out-of-line paired products save the caller's registers they use (callee-saved); picked by measurement
-// cuzk: allow-spills msm_bucket_reduce_g1 120-236 B: three XYZZ points live in the g*L ladder (parking acc in global made G2 worse); runs once per MSM
-// cuzk: allow-spills msm_to_jacobian_g2 8 bytes around the out-of-line Fp2 call; runs on nwin + 1 points only
-// cuzk: allow-spills msm_bucket_reduce_g2 ~7-10 KB: three G2 XYZZ points live in the g*L ladder; once per MSM (~1% of a G2 2^24 MSM)
-// cuzk: allow-spills msm_merge_g2 ~0.8 KB: two G2 XYZZ partials per merge step; ~1 ms per MSM
-// cuzk: allow-spills msm_sum_halves_g2 104-316 B: two G2 XYZZ points across the out-of-line Fp2 calls; runs on the window sums only
-// cuzk: allow-spills msm_double_g2 ~150 B around the out-of-line Fp2 calls of the doubling (255 registers); runs once per precomputed copy (setup, not per MSM)
+// Their accepted spills, with the reasons: crates/msm/PERF-NOTES.md, "Accepted spills".

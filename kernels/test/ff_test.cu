@@ -92,8 +92,8 @@ FIELD_UNARY(fp2_neg, fp2_t, -x)
         GRID_STRIDE(i, n) { out[i] = a[i].add_affine(b[i]); }                                        \
     }
 
-// ptxas for sm_80..89 (not sm_90) parks 8 bytes of the doubling on the stack; a test kernel:
-// cuzk: allow-spills g1_jacobian_dbl
+// ptxas for sm_80..89 parks 8 bytes of the doubling on the stack (accepted in
+// kernels/ff/PERF-NOTES.md).
 POINT_KERNELS(g1, fp_t)
 
 // G2: one kernel with an operation selector (same order as the G1 kernels above), so that the

@@ -4,6 +4,7 @@
 // The one nvcc finder/compiler, shared with every kernel crate's build script.
 use cuzk_kernel_build as nvcc;
 
+mod dist;
 mod fuzz;
 mod reliability;
 
@@ -18,19 +19,24 @@ use anyhow::{Context, Result, bail, ensure};
 const USAGE: &str = "usage: cargo xtask <command>
 
   setup-cuda        find nvcc, or install the pinned PyPI CUDA 13.0 toolkit into .cuda/pip
-  kernels           compile kernels/<domain>/*.cu, print registers/smem/stack/spills per kernel;
-                    fails on compile errors and on spills not allowed by
-                    `// cuzk: allow-spills <kernel>` in the kernel sources
+  kernels           compile kernels/<domain>/*.cu for every arch, print registers/smem/stack/
+                    spills per kernel and arch; fails on compile errors and on spills not
+                    accepted by a `cuzk: allow-spills <kernel>[@<archs>] <reason>` line in a
+                    PERF-NOTES.md
   codegen [--check] bindgen kernels/cuzk_shared.h -> crates/gpu/src/bindings.rs
                     (--check: fail if the committed file is stale); finds libclang, or
                     installs the pinned PyPI wheel into .cuda/libclang
   test [ARGS]       the CPU suite: kernels, the bindings check, cargo test --workspace [ARGS],
-                    a check that the bench executables compile, and the fuzz smoke
+                    a check that the bench executables compile, `dist --check`, and the fuzz smoke
                     (CUZK_FUZZ_SMOKE_SECS per target, default 15; 0 skips it)
   gpu-test          build and run only the GPU tests (#[ignore = \"gpu\"] fns named gpu_*);
                     fails without a GPU or if any listed GPU test did not run
   bundle            release, stripped GPU test/bench binaries + cuzk + run.sh in bundle/
                     (sm_90 + PTX only; must stay under 60 MiB)
+  dist [--check]    the release archive dist/cuzk-<version>-linux-x86_64.tar.xz and its .sha256:
+                    stripped cuzk with kernels for every default arch (fails if one does not
+                    compile), example config, systemd unit, README, licenses, third-party list;
+                    --check (CI): test-profile build, then unpack it, run its --version and demo
   fuzz [--smoke | --time SECS] [--target NAME]... [--list]
                     build the libFuzzer driver of fuzz/ (stable, coverage-instrumented) and
                     fuzz each target (--smoke: 25 s each); fails on any crashing input
@@ -58,6 +64,7 @@ fn main() -> Result<()> {
         "test" => test(rest),
         "gpu-test" => gpu_test(),
         "bundle" => bundle(),
+        "dist" => dist::main(rest),
         "fuzz" => fuzz::main(rest),
         "reliability" => reliability::main(rest),
         "help" | "--help" | "-h" => {
@@ -173,7 +180,7 @@ fn kernels() -> Result<()> {
             .collect()
     });
 
-    let allowed = nvcc::allowed_spills(&kernel_sources(&kdir)?);
+    let allowed = nvcc::allowed_spills(&perf_notes(&root)?);
     let mut errors = Vec::new();
     let mut spills = Vec::new();
     for (stem, r) in results {
@@ -191,10 +198,7 @@ fn kernels() -> Result<()> {
                 };
                 println!("  fatbin {} KiB, {how}\n", size / 1024);
                 for k in reps.iter().filter(|k| k.spill_stores + k.spill_loads > 0) {
-                    if !allowed
-                        .iter()
-                        .any(|a| k.name == *a || k.name.contains(a.as_str()))
-                    {
+                    if !allowed.iter().any(|a| a.covers(&k.name, &k.arch)) {
                         spills.push(format!(
                             "{stem}.cu: {} ({}) spills {} B / {} B",
                             k.name, k.arch, k.spill_stores, k.spill_loads
@@ -212,7 +216,7 @@ fn kernels() -> Result<()> {
     );
     ensure!(
         spills.is_empty(),
-        "local-memory spills in kernels without `// {} <kernel>`:\n  {}",
+        "local-memory spills not accepted by a `{} <kernel>[@<archs>] <reason>` line in a PERF-NOTES.md:\n  {}",
         nvcc::ALLOW_SPILLS_MARKER,
         spills.join("\n  ")
     );
@@ -231,18 +235,15 @@ fn cache_dir() -> PathBuf {
         .join("cuzk-kernel-cache")
 }
 
-/// Every file under kernels/ (entry files and the headers they include).
-fn kernel_sources(dir: &Path) -> Result<Vec<String>> {
+/// The PERF-NOTES.md of every crate and kernel folder, where accepted spills are recorded.
+fn perf_notes(root: &Path) -> Result<Vec<String>> {
     let mut out = Vec::new();
-    for e in fs::read_dir(dir)? {
-        let p = e?.path();
-        if p.is_dir() {
-            out.extend(kernel_sources(&p)?);
-        } else if p
-            .extension()
-            .is_some_and(|x| ["cu", "cuh", "h", "hpp"].contains(&x.to_str().unwrap_or("")))
-        {
-            out.push(fs::read_to_string(&p).with_context(|| p.display().to_string())?);
+    for dir in ["crates", "kernels"] {
+        for e in fs::read_dir(root.join(dir))? {
+            let p = e?.path().join("PERF-NOTES.md");
+            if p.is_file() {
+                out.push(fs::read_to_string(&p).with_context(|| p.display().to_string())?);
+            }
         }
     }
     Ok(out)
@@ -381,6 +382,12 @@ fn test(extra: &[String]) -> Result<()> {
     run(cargo().args(["test", "--workspace"]).args(extra))?;
     // The GPU bench executables run only on a GPU machine; here they must compile.
     run(cargo().args(["check", "-p", "cuzk-benches", "--benches"]))?;
+    // The release archive from the test build (its binary and the kernels of every arch).
+    if nvcc::find_nvcc(&root()).is_ok() {
+        dist::main(&["--check".to_string()])?;
+    } else {
+        eprintln!("note: no nvcc: `dist --check` skipped (a release needs its kernels)");
+    }
     // The fuzz smoke (an instrumented build of ~10 min from scratch, then 12 targets):
     // CUZK_FUZZ_SMOKE_SECS per target, 0 to skip.
     let secs = match std::env::var("CUZK_FUZZ_SMOKE_SECS") {

@@ -25,7 +25,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
 #[derive(Parser, Debug)]
-#[command(name = "cuzk", version, about = "GPU Groth16 prover for BLS12-381")]
+#[command(name = "cuzk", version = version(), about = "GPU Groth16 prover for BLS12-381")]
 struct Cli {
     /// Log level for progress events on stderr (error, warn, info, debug, trace).
     #[arg(long, global = true, default_value = "warn", env = "CUZK_LOG")]
@@ -98,6 +98,28 @@ enum Command {
     Daemon(daemon_cli::DaemonCommand),
 }
 
+/// The version, the commit, and the kernels' archs and CUDA release (`cuzk --version`).
+fn version() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        let kernels = if cuzk_gpu::kernels_built() {
+            let archs = cuzk_gpu::kernel_archs();
+            let ptx = cuzk_gpu::ptx_of(archs).unwrap_or_else(|| "no".into());
+            format!(
+                "{archs} + {ptx} PTX, CUDA {}",
+                cuzk_gpu::kernel_cuda_version()
+            )
+        } else {
+            "none (built without nvcc: CPU only)".to_string()
+        };
+        format!(
+            "{} (commit {})\nkernels: {kernels}",
+            env!("CARGO_PKG_VERSION"),
+            env!("CUZK_GIT_COMMIT")
+        )
+    })
+}
+
 fn main() {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
@@ -121,7 +143,10 @@ fn run(command: Command, choice: BackendChoice) -> Result<()> {
             seed,
         } => demo(log_constraints, public_inputs, seed, choice),
         Command::Devices => {
-            print!("{}", cuzk_gpu::devices_report());
+            print!(
+                "{}",
+                cuzk_gpu::devices_report(&cuzk_groth16::kernels::all())
+            );
             Ok(())
         }
         Command::Bench(args) => match args.queue.queue.clone() {

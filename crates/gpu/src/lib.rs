@@ -21,5 +21,8 @@ pub use cuzk_vram::{
 };
 pub use device::{DeviceInfo, Event, Gpu, Stream, device_count, driver_present};
 pub use error::{GpuError, Result, cuda as cuda_error};
-pub use module::{KernelArg, Kernels, LaunchConfig, Module, kernel_archs, kernels_built};
-pub use report::devices_report;
+pub use module::{
+    KernelArg, KernelFit, Kernels, LaunchConfig, Module, kernel_archs, kernel_cuda_version,
+    kernels_built, ptx_of,
+};
+pub use report::{devices_report, kernel_fit_line};

@@ -46,6 +46,76 @@ pub fn kernel_archs() -> &'static str {
     env!("CUZK_KERNEL_ARCHS")
 }
 
+/// The version of nvcc that built the kernels, e.g. `13.0.88` (empty without kernels).
+pub fn kernel_cuda_version() -> &'static str {
+    env!("CUZK_CUDA_VERSION")
+}
+
+/// How a build's kernels run on a device of one compute capability.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KernelFit {
+    /// Machine code for this arch, or for an older minor of its major, which the device runs
+    /// as it is (CUDA's binary compatibility within a major).
+    Sass(String),
+    /// No machine code it can run: the driver compiles this PTX at the first load.
+    Jit(String),
+    /// The device is older than every target.
+    Unsupported,
+    /// The build has no kernels.
+    NotBuilt,
+}
+
+/// (major, minor, arch-specific, name) of each `sm_NN` target in `archs`; an arch-specific
+/// target (`sm_90a`) runs on its own arch only and carries no PTX.
+fn targets(archs: &str) -> Vec<(i32, i32, bool, &str)> {
+    archs
+        .split(',')
+        .filter_map(|a| {
+            let n = a.strip_prefix("sm_")?;
+            let digits = n.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+            let v: i32 = digits.parse().ok()?;
+            Some((v / 10, v % 10, digits.len() != n.len(), a))
+        })
+        .collect()
+}
+
+/// The PTX a build of `archs` embeds (`compute_120`): the newest target's, as nvcc is asked.
+pub fn ptx_of(archs: &str) -> Option<String> {
+    targets(archs)
+        .into_iter()
+        .filter(|t| !t.2)
+        .max_by_key(|&(ma, mi, _, _)| (ma, mi))
+        .map(|(ma, mi, _, _)| format!("compute_{ma}{mi}"))
+}
+
+impl KernelFit {
+    /// `archs` as [`kernel_archs`] gives them (`sm_80,sm_90`, PTX for the newest); `cc` the
+    /// device's compute capability.
+    pub fn of(archs: &str, cc: (i32, i32)) -> Self {
+        let targets = targets(archs);
+        if targets.is_empty() {
+            return Self::NotBuilt;
+        }
+        let sass = targets
+            .iter()
+            .filter(|&&(ma, mi, specific, _)| {
+                ma == cc.0 && if specific { mi == cc.1 } else { mi <= cc.1 }
+            })
+            .max_by_key(|&&(_, mi, _, _)| mi);
+        if let Some(&(_, _, _, a)) = sass {
+            return Self::Sass(a.to_string());
+        }
+        let newest = targets
+            .iter()
+            .filter(|t| !t.2)
+            .max_by_key(|&&(ma, mi, _, _)| (ma, mi));
+        match newest {
+            Some(&(ma, mi, _, _)) if (ma, mi) <= cc => Self::Jit(format!("compute_{ma}{mi}")),
+            _ => Self::Unsupported,
+        }
+    }
+}
+
 /// One kernel entry file (`kernels/<domain>/<name>.cu`) as its crate embeds it. Names are
 /// unique across crates: a device loads each module once, by name.
 #[derive(Debug, Clone, Copy)]
@@ -403,5 +473,39 @@ impl<T: Pod> KernelArg for DeviceBuffer<T> {
     }
     fn size(&self) -> usize {
         std::mem::size_of::<u64>()
+    }
+}
+
+#[cfg(test)]
+mod fit_tests {
+    use super::KernelFit;
+
+    const ARCHS: &str = "sm_80,sm_86,sm_89,sm_90,sm_100,sm_120";
+
+    #[test]
+    fn each_card_finds_its_machine_code_or_the_ptx() {
+        let sass = |a: &str| KernelFit::Sass(a.to_string());
+        assert_eq!(KernelFit::of(ARCHS, (9, 0)), sass("sm_90"));
+        assert_eq!(KernelFit::of(ARCHS, (8, 7)), sass("sm_86"));
+        assert_eq!(KernelFit::of(ARCHS, (10, 3)), sass("sm_100"));
+        assert_eq!(KernelFit::of(ARCHS, (12, 1)), sass("sm_120"));
+        assert_eq!(
+            KernelFit::of(ARCHS, (13, 0)),
+            KernelFit::Jit("compute_120".into())
+        );
+        assert_eq!(KernelFit::of(ARCHS, (7, 5)), KernelFit::Unsupported);
+        // Without Blackwell targets, Blackwell cards run the newest target's PTX.
+        assert_eq!(
+            KernelFit::of("sm_80,sm_86,sm_89,sm_90", (12, 0)),
+            KernelFit::Jit("compute_90".into())
+        );
+        assert_eq!(KernelFit::of("sm_90a", (9, 0)), sass("sm_90a"));
+        assert_eq!(KernelFit::of("sm_90a", (10, 0)), KernelFit::Unsupported);
+        assert_eq!(KernelFit::of("", (9, 0)), KernelFit::NotBuilt);
+        assert_eq!(
+            super::ptx_of("sm_120,sm_90").as_deref(),
+            Some("compute_120")
+        );
+        assert_eq!(super::ptx_of("sm_90a"), None);
     }
 }

@@ -19,7 +19,7 @@ fn no_driver_is_an_error_not_a_panic() {
     assert_eq!(Gpu::all().unwrap_err(), GpuError::NoDriver);
     assert_eq!(Gpu::first().unwrap_err(), GpuError::NoDriver);
     assert_eq!(cuzk_gpu::device_count().unwrap_err(), GpuError::NoDriver);
-    let r = devices_report();
+    let r = devices_report(&[]);
     assert!(r.contains("No CUDA driver"), "{r}");
 }
 
@@ -27,7 +27,7 @@ fn no_driver_is_an_error_not_a_panic() {
 fn kernels_report_matches_build() {
     if kernels_built() {
         assert!(!cuzk_gpu::kernel_archs().is_empty());
-        assert!(devices_report().contains(cuzk_gpu::kernel_archs()));
+        assert!(devices_report(&[]).contains(cuzk_gpu::kernel_archs()));
     } else {
         assert!(cuzk_gpu::kernel_archs().is_empty());
         let e = GpuError::KernelsNotBuilt;
@@ -36,7 +36,7 @@ fn kernels_report_matches_build() {
                 .contains("kernels were not built: run `cargo xtask setup-cuda`"),
             "{e}"
         );
-        assert!(devices_report().contains("kernels were not built"));
+        assert!(devices_report(&[]).contains("kernels were not built"));
     }
 }
 
@@ -78,7 +78,7 @@ fn launch_config_rounding() {
 #[ignore = "gpu"]
 fn gpu_devices_report_lists_devices() {
     let g = gpu();
-    let r = devices_report();
+    let r = devices_report(&[]);
     assert!(r.contains(&g.info().name), "{r}");
     assert!(g.info().compute_capability >= (8, 0), "{:?}", g.info());
     assert!(g.info().budget > 0 && g.info().budget <= g.info().free_at_start);

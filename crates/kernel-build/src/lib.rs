@@ -84,17 +84,21 @@ fn build_nvcc(root: &Path) -> Option<PathBuf> {
 
 /// Build script of the runtime (cuzk-gpu), which embeds no kernels: sets `cfg(cuzk_kernels)`
 /// when nvcc is found (then every kernel crate of the same build embeds its kernels, or the
-/// build fails) and `CUZK_KERNEL_ARCHS` to the SASS archs they are built for.
+/// build fails), `CUZK_KERNEL_ARCHS` to the SASS archs they are built for and
+/// `CUZK_CUDA_VERSION` to nvcc's version.
 pub fn probe() {
     let root = repo_root();
     rerun_directives(&root);
-    let Some(_) = build_nvcc(&root) else {
+    let Some(nvcc) = build_nvcc(&root) else {
         println!("cargo::rustc-env=CUZK_KERNEL_ARCHS=");
+        println!("cargo::rustc-env=CUZK_CUDA_VERSION=");
         return;
     };
     let archs = archs().unwrap_or_else(|e| panic!("{e}"));
+    let version = nvcc_version(&nvcc).unwrap_or_else(|e| panic!("{e}"));
     println!("cargo::rustc-cfg=cuzk_kernels");
     println!("cargo::rustc-env=CUZK_KERNEL_ARCHS={}", archs.join(","));
+    println!("cargo::rustc-env=CUZK_CUDA_VERSION={version}");
 }
 
 /// Build script of a kernel crate: compiles every `kernels/<domain>/*.cu` (one nvcc per file,

@@ -5,8 +5,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// SASS targets of a full build; PTX is added for the newest so future GPUs can JIT.
-pub const DEFAULT_ARCHS: &[&str] = &["sm_80", "sm_86", "sm_89", "sm_90"];
+/// SASS targets of a full build: A100, RTX 30xx, RTX 40xx/L40, H100/H200, B200, RTX 50xx. PTX
+/// is added for the newest so that later GPUs can JIT.
+pub const DEFAULT_ARCHS: &[&str] = &["sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"];
 /// Env vars that change what gets built (build.rs reruns when they change).
 pub const ENV_VARS: &[&str] = &[
     "NVCC",
@@ -28,7 +29,8 @@ pub const PIP_PACKAGES: &[&str] = &[
     "nvidia-cuda-runtime==13.0.96",
     "nvidia-cuda-cccl==13.0.85",
 ];
-/// Source marker that allows local-memory spills in one kernel: `// cuzk: allow-spills NAME`.
+/// The PERF-NOTES.md line that accepts a kernel's local-memory spills, with the reason:
+/// `cuzk: allow-spills NAME[@sm_80,sm_120] why`.
 pub const ALLOW_SPILLS_MARKER: &str = "cuzk: allow-spills";
 
 /// Why no nvcc was found (for messages).
@@ -88,6 +90,24 @@ pub fn find_nvcc(repo_root: &Path) -> Result<PathBuf, NoNvcc> {
         .into_iter()
         .find(|p| p.is_file())
         .ok_or(NoNvcc::NotFound)
+}
+
+/// nvcc's release and build number, e.g. `13.0.88`, from the `V13.0.88` of `nvcc --version`.
+pub fn nvcc_version(nvcc: &Path) -> Result<String, String> {
+    let out = Command::new(nvcc)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", nvcc.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    parse_nvcc_version(&text)
+        .ok_or_else(|| format!("{} --version printed no version: {text}", nvcc.display()))
+}
+
+fn parse_nvcc_version(text: &str) -> Option<String> {
+    text.split_whitespace()
+        .filter_map(|w| w.strip_prefix('V'))
+        .find(|v| v.split('.').count() >= 2 && v.split('.').all(|n| n.parse::<u32>().is_ok()))
+        .map(str::to_string)
 }
 
 /// SASS archs from `CUZK_CUDA_ARCHS` (comma/space separated, e.g. `sm_90`), else the full list.
@@ -368,12 +388,45 @@ pub fn parse_ptxas(log: &str) -> Vec<KernelReport> {
     out
 }
 
-/// Kernels whose spills are allowed by a `// cuzk: allow-spills NAME` comment anywhere in `srcs`.
-pub fn allowed_spills(srcs: &[String]) -> Vec<String> {
-    srcs.iter()
+/// A spill accepted in a PERF-NOTES.md: `cuzk: allow-spills NAME[@sm_80,sm_86] reason`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowedSpill {
+    /// A kernel name, or a part of the names of several.
+    pub kernel: String,
+    /// The archs it is accepted on; `None`: every arch.
+    pub archs: Option<Vec<String>>,
+}
+
+impl AllowedSpill {
+    pub fn covers(&self, kernel: &str, arch: &str) -> bool {
+        kernel.contains(self.kernel.as_str())
+            && self
+                .archs
+                .as_ref()
+                .is_none_or(|a| a.iter().any(|x| x == arch))
+    }
+}
+
+/// The spills accepted by `cuzk: allow-spills NAME[@ARCH,ARCH] reason` lines in `texts`.
+pub fn allowed_spills(texts: &[String]) -> Vec<AllowedSpill> {
+    texts
+        .iter()
         .flat_map(|s| s.lines())
         .filter_map(|l| l.split(ALLOW_SPILLS_MARKER).nth(1))
-        .filter_map(|rest| rest.split_whitespace().next().map(str::to_string))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .map(|word| {
+            let word = word.trim_matches('`');
+            match word.split_once('@') {
+                Some((k, archs)) => AllowedSpill {
+                    kernel: k.to_string(),
+                    archs: Some(archs.split(',').map(str::to_string).collect()),
+                },
+                None => AllowedSpill {
+                    kernel: word.to_string(),
+                    archs: None,
+                },
+            }
+        })
         .collect()
 }
 
@@ -423,6 +476,16 @@ pub fn const_name(stem: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nvcc_version_is_read_from_its_banner() {
+        let banner = "nvcc: NVIDIA (R) Cuda compiler driver\nCopyright (c) 2005-2025 NVIDIA Corporation\n\
+                      Built on Wed_Jul_16_07:30:01_PM_PDT_2025\n\
+                      Cuda compilation tools, release 13.0, V13.0.88\n\
+                      Build cuda_13.0.r13.0/compiler.36424714_0\n";
+        assert_eq!(parse_nvcc_version(banner).as_deref(), Some("13.0.88"));
+        assert_eq!(parse_nvcc_version("Version of nothing"), None);
+    }
 
     const LOG: &str = "ptxas info    : 0 bytes gmem
 ptxas info    : Compiling entry function 'cuzk_smoke_fill' for 'sm_80'
@@ -500,9 +563,13 @@ ptxas info    : Used 40 registers, used 0 barriers, 368 bytes cmem[0]
             ]
         );
         assert_eq!(const_name("msm-g1"), "MSM_G1");
-        assert_eq!(
-            allowed_spills(&["x // cuzk: allow-spills big_kernel\n".into()]),
-            ["big_kernel"]
-        );
+        let allowed = allowed_spills(&[
+            "- `cuzk: allow-spills big_kernel` why\n- cuzk: allow-spills pass4@sm_80,sm_120 why\n"
+                .into(),
+        ]);
+        assert!(allowed[0].covers("cuzk_big_kernel", "sm_90"));
+        assert!(allowed[1].covers("ntt_pass4_dif", "sm_120"));
+        assert!(!allowed[1].covers("ntt_pass4_dif", "sm_90"));
+        assert!(!allowed[0].covers("small_kernel", "sm_90"));
     }
 }
