@@ -35,9 +35,9 @@ mod timing;
 pub mod verifier;
 
 pub use backend::{
-    BackendChoice, BackendError, CpuBackend, Evaluations, GpuUnavailable, HostVec, MsmValue,
-    ProverBackend, Query, QuotientMsm, StagedEvaluations, StagedWitness, StagingNeeds, WitnessMsms,
-    select_backend, witness_msm_order,
+    BackendChoice, BackendError, BackendErrorKind, CpuBackend, Evaluations, GpuUnavailable,
+    HostVec, MsmValue, ProverBackend, Query, QuotientMsm, Stage, StagedEvaluations, StagedWitness,
+    StagingNeeds, WitnessMsms, select_backend, witness_msm_order,
 };
 pub use gpu::GpuBackend;
 pub use keys::{DeviceHeld, PreparedVerifyingKey, Proof, ProvingKey, VerifyingKey};
