@@ -43,7 +43,7 @@ mod run;
 
 pub use config::{EngineConfig, Workers};
 pub use engine::{Counters, DeviceStatus, Engine, EngineError, EngineStatus, WorkerStatus};
-pub use gate::{Gate, GateError, Permit};
+pub use gate::{Gate, GateError, Permit, Rank};
 pub use job::{
     JobError, JobHandle, JobId, JobOutput, JobSpec, JobStatus, JobTimings, Priority, Span,
     SpanKind, WitnessSource,
