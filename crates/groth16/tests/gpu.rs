@@ -8,12 +8,13 @@ use std::time::Duration;
 
 use cuzk_field::Fr;
 use cuzk_gpu::Gpu;
-use cuzk_groth16::demo::Fixture;
 use cuzk_groth16::gpu::{GpuPhaseError, Phase};
+use cuzk_groth16::testing::demo;
+use cuzk_groth16::testing::demo::Fixture;
 use cuzk_groth16::{
     BackendChoice, GpuBackend, Proof, ProofTimings, ProveError, ProverBackend, Query, ToxicWaste,
-    create_proof_with_randomness, demo, generate_parameters_with_toxic_waste,
-    prepare_verifying_key, select_backend, verify_proof,
+    create_proof_with_randomness, generate_parameters_with_toxic_waste, prepare_verifying_key,
+    select_backend, verify_proof,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};

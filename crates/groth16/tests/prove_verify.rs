@@ -3,10 +3,11 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use cuzk_field::{Fr, G1Projective, G2Projective};
+use cuzk_groth16::testing::demo;
 use cuzk_groth16::{
     BackendError, BackendErrorKind, CpuBackend, Evaluations, MsmValue, ProveError, ProverBackend,
     ProvingKey, Query, R1cs, R1csBuilder, StagedWitness, Variable, VerifyError, Witness,
-    WitnessError, create_proof, create_proof_with_backend, create_proof_with_randomness, demo,
+    WitnessError, create_proof, create_proof_with_backend, create_proof_with_randomness,
     generate_parameters, prepare_verifying_key, verify_proof,
 };
 use cuzk_ntt::Domain;

@@ -29,7 +29,7 @@
 //! lock holder yields between MSMs to a waiting job of higher priority. Cancellation takes a
 //! queued job out at once and stops a running one at its next phase boundary. With no GPU the
 //! same engine runs on the CPU, its staged data in a simulated device memory
-//! ([`cuzk_groth16::SimBackend`]).
+//! ([`cuzk_groth16::testing::SimBackend`]).
 
 #![forbid(unsafe_code)]
 
