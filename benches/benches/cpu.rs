@@ -5,8 +5,9 @@
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use cuzk_field::{Fr, G1Affine, G2Affine};
+use cuzk_groth16::testing::demo;
 use cuzk_groth16::{
-    ToxicWaste, create_proof_with_randomness, demo, generate_parameters_with_toxic_waste,
+    ToxicWaste, create_proof_with_randomness, generate_parameters_with_toxic_waste,
 };
 use cuzk_msm::{cpu, testing::random_points};
 use cuzk_ntt::Domain;

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use cuzk_benches::{Summary, check, gpu};
-use cuzk_groth16::demo::Fixture;
+use cuzk_groth16::testing::demo::Fixture;
 use cuzk_groth16::{GpuBackend, ProofTimings, ProverBackend, prepare_verifying_key, verify_proof};
 
 const GIB: u64 = 1 << 30;

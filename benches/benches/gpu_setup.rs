@@ -8,8 +8,9 @@
 use std::time::Instant;
 
 use cuzk_benches::{Summary, check, gpu};
-use cuzk_groth16::setup_gpu::generate_parameters_gpu;
-use cuzk_groth16::{ToxicWaste, demo, generate_parameters_with_toxic_waste};
+use cuzk_groth16::setup::gpu::generate_parameters_gpu;
+use cuzk_groth16::testing::demo;
+use cuzk_groth16::{ToxicWaste, generate_parameters_with_toxic_waste};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 

@@ -136,7 +136,7 @@ pub mod fixture {
     pub fn circuit(log: u32, seed: u64) -> (R1cs, Witness, ProvingKey) {
         let mut rng = ChaCha20Rng::seed_from_u64(seed);
         let (r1cs, w) =
-            cuzk_groth16::demo::circuit(log, 1, &mut rng).expect("a small demo circuit");
+            cuzk_groth16::testing::demo::circuit(log, 1, &mut rng).expect("a small demo circuit");
         let (pk, _) = cuzk_groth16::generate_parameters_with_toxic_waste(
             &r1cs,
             &ToxicWaste::random(&mut rng),

@@ -1,5 +1,5 @@
 // CUDA-on-the-host shim shared by the kernel emulators (kernels/msm/host_emu, kernels/ntt/host_emu,
-// kernels/setup/check_host_emu.cpp):
+// kernels/msm/check_host_emu.cpp):
 // one std::thread per CUDA thread of a block, a sleeping barrier for __syncthreads, blocks one
 // after another, std::atomic_ref for the atomics. Include it before the kernel header.
 #pragma once

@@ -219,8 +219,12 @@ fn run_size(engine: &Engine, a: &Args, log_constraints: u32) -> Result<SizeResul
             log_constraints
         ),
     };
-    let (circuit, witness) =
-        cuzk_groth16::demo::circuit_with_rows(rows, a.public_inputs, a.boolean_percent, &mut rng)?;
+    let (circuit, witness) = cuzk_groth16::testing::demo::circuit_with_rows(
+        rows,
+        a.public_inputs,
+        a.boolean_percent,
+        &mut rng,
+    )?;
     let tw = cuzk_groth16::ToxicWaste::random(&mut rng);
     let start = Instant::now();
     let circuit = Arc::new(circuit);
@@ -241,7 +245,7 @@ fn run_size(engine: &Engine, a: &Args, log_constraints: u32) -> Result<SizeResul
     } else {
         let pk = if on_gpu {
             let gpu = cuzk_gpu::Gpu::first()?;
-            cuzk_groth16::setup_gpu::generate_parameters_gpu(&gpu, &circuit, &tw)?.0
+            cuzk_groth16::setup::gpu::generate_parameters_gpu(&gpu, &circuit, &tw)?.0
         } else {
             cuzk_groth16::generate_parameters_with_toxic_waste(&circuit, &tw)?.0
         };

@@ -379,7 +379,7 @@ pub fn bench_params(args: BenchParamsArgs) -> Result<()> {
         b.try_into()
             .map_err(|_| anyhow::anyhow!("BLAKE3 is 32 bytes"))?,
     );
-    let full = match cuzk_groth16::subgroup_gpu::available_gpu() {
+    let full = match cuzk_msm::subgroup::Gpu::available() {
         Some(g) => format!("full checks (GPU {})", g.info().name),
         None => "full checks (CPU)".to_string(),
     };

@@ -180,7 +180,7 @@ fn run(command: Command, choice: BackendChoice) -> Result<()> {
             r1cs,
             witness,
         } => {
-            let (circuit, w) = cuzk_groth16::demo::circuit_with(
+            let (circuit, w) = cuzk_groth16::testing::demo::circuit_with(
                 log_constraints,
                 public_inputs,
                 boolean_percent,
@@ -208,7 +208,9 @@ fn run(command: Command, choice: BackendChoice) -> Result<()> {
                 if gpu.is_some() { "GPU" } else { "CPU" }
             ));
             let (key, timings) = match gpu {
-                Some(gpu) => cuzk_groth16::setup_gpu::generate_parameters_gpu(&gpu, &circuit, &tw)?,
+                Some(gpu) => {
+                    cuzk_groth16::setup::gpu::generate_parameters_gpu(&gpu, &circuit, &tw)?
+                }
                 None => cuzk_groth16::generate_parameters_with_toxic_waste(&circuit, &tw)?,
             };
             bar.set_message(format!("writing {}", pk.display()));
@@ -267,7 +269,8 @@ fn demo(
         );
     }
     let start = Instant::now();
-    let (circuit, witness) = cuzk_groth16::demo::circuit(log_constraints, public_inputs, &mut rng)?;
+    let (circuit, witness) =
+        cuzk_groth16::testing::demo::circuit(log_constraints, public_inputs, &mut rng)?;
     let make_circuit = start.elapsed();
     println!(
         "circuit: {} constraints, {} variables",

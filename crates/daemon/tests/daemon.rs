@@ -26,7 +26,7 @@ struct Fixture {
 
 fn make(dir: &Path, name: &str, log: u32, seed: u64) -> Fixture {
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    let (r1cs, w) = cuzk_groth16::demo::circuit(log, 2, &mut rng).unwrap();
+    let (r1cs, w) = cuzk_groth16::testing::demo::circuit(log, 2, &mut rng).unwrap();
     let (pk, _) =
         generate_parameters_with_toxic_waste(&r1cs, &ToxicWaste::random(&mut rng)).unwrap();
     let vk = pk.vk.clone();

@@ -33,7 +33,7 @@ struct Fixture {
 fn make(dir: &Path, log: u32) -> Fixture {
     let mut rng = ChaCha20Rng::seed_from_u64(20);
     let t = Instant::now();
-    let (r1cs, w) = cuzk_groth16::demo::circuit_with(log, 4, 75, &mut rng).unwrap();
+    let (r1cs, w) = cuzk_groth16::testing::demo::circuit_with(log, 4, 75, &mut rng).unwrap();
     let (pk, _) =
         generate_parameters_with_toxic_waste(&r1cs, &ToxicWaste::random(&mut rng)).unwrap();
     let file = |ext: &str| std::fs::File::create(dir.join(format!("soak.{ext}"))).unwrap();

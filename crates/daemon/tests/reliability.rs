@@ -33,7 +33,7 @@ fn fixture() -> &'static Fixture {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let mut rng = ChaCha20Rng::seed_from_u64(9);
-        let (r1cs, w) = cuzk_groth16::demo::circuit(8, 2, &mut rng).unwrap();
+        let (r1cs, w) = cuzk_groth16::testing::demo::circuit(8, 2, &mut rng).unwrap();
         let (pk, _) =
             generate_parameters_with_toxic_waste(&r1cs, &ToxicWaste::random(&mut rng)).unwrap();
         let file = |n: &str| std::fs::File::create(dir.join(n)).unwrap();

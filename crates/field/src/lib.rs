@@ -5,8 +5,19 @@
 //! exactly what the CUDA kernels read: field elements in Montgomery form as little-endian limbs
 //! (Fr: 8 × u32, R = 2^256; Fp: 12 × u32, R = 2^384), affine points as `(x, y)` with the identity
 //! encoded as `(0, 0)`, Jacobian points as `(X, Y, Z)`. All of them are [`bytemuck::Pod`], so a
-//! slice can be copied to the device as bytes with no conversion.
+//! slice can be copied to the device as bytes with no conversion. With the feature `blstrs`,
+//! [`blstrs`](mod@blstrs) views blstrs' slices as these types and back, without copying.
+//!
+//! ```
+//! use cuzk_field::{Fr, G1Affine, G1Projective};
+//!
+//! let p = G1Projective::generator() * Fr::from_u64(5);
+//! let q = G1Affine::generator() * Fr::from_u64(2) + G1Affine::generator() * Fr::from_u64(3);
+//! assert_eq!(p, q);
+//! ```
 
+#[cfg(feature = "blstrs")]
+pub mod blstrs;
 mod curve;
 mod error;
 mod fp2;

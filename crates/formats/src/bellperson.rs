@@ -21,8 +21,8 @@ use std::io::Write;
 use std::path::Path;
 
 use cuzk_field::{G1Affine, G2Affine};
-use cuzk_groth16::subgroup_gpu::Gpu;
 use cuzk_groth16::{Proof, ProvingKey, R1cs, VerifyingKey};
+use cuzk_msm::subgroup::Gpu;
 
 use crate::FormatError;
 use crate::cursor::Cursor;

@@ -3,7 +3,7 @@
 use std::sync::Mutex;
 
 use cuzk_field::{DecodeError, Fp, Fp2, G1Affine, G2Affine};
-use cuzk_groth16::subgroup_gpu::{self, Gpu, PointCheckError};
+use cuzk_msm::subgroup::{self, Gpu, PointCheckError};
 use rayon::prelude::*;
 
 use crate::FormatError;
@@ -149,7 +149,7 @@ impl Point for G1Affine {
         [self.x(), self.y(), Fp::ZERO, Fp::ZERO]
     }
     fn subgroup_on_gpu(gpu: &Gpu, points: &[Self]) -> Result<(), PointCheckError> {
-        subgroup_gpu::check_subgroup_g1(gpu, points)
+        subgroup::check_subgroup_g1(gpu, points)
     }
     point_common!(G1Affine, "96");
 }
@@ -165,7 +165,7 @@ impl Point for G2Affine {
         [x.c0(), x.c1(), y.c0(), y.c1()]
     }
     fn subgroup_on_gpu(gpu: &Gpu, points: &[Self]) -> Result<(), PointCheckError> {
-        subgroup_gpu::check_subgroup_g2(gpu, points)
+        subgroup::check_subgroup_g2(gpu, points)
     }
     point_common!(G2Affine, "192");
 }
@@ -198,7 +198,7 @@ pub(crate) struct ArraySpec<'a> {
 /// The GPU for the subgroup checks of a fully checked read, when there is one.
 pub(crate) fn subgroup_gpu_for(checks: &PointChecks) -> Option<Gpu> {
     match checks {
-        PointChecks::Full => subgroup_gpu::available_gpu(),
+        PointChecks::Full => Gpu::available(),
         PointChecks::TrustedDigest(_) => None,
     }
 }

@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use cuzk_field::{Fr, G1Affine};
 use cuzk_formats::bellperson::{proof_from_bytes, proof_to_bytes};
 use cuzk_formats::{BpParameters, BpVerifyingKey, Digest, FormatError, PointChecks, to_hex};
+use cuzk_groth16::testing::demo;
 use cuzk_groth16::{
-    ProvingKey, R1cs, R1csBuilder, Witness, create_proof, demo, generate_parameters,
+    ProvingKey, R1cs, R1csBuilder, Witness, create_proof, generate_parameters,
     prepare_verifying_key, verify_proof,
 };
 use rand::SeedableRng;

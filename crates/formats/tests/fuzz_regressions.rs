@@ -10,7 +10,7 @@ use rand::SeedableRng;
 #[test]
 fn an_r1cs_header_with_billions_of_public_signals_is_refused() {
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
-    let (r1cs, _) = cuzk_groth16::demo::circuit(3, 1, &mut rng).unwrap();
+    let (r1cs, _) = cuzk_groth16::testing::demo::circuit(3, 1, &mut rng).unwrap();
     let mut c = CircomR1cs::from_r1cs(&r1cs);
     c.num_wires = u32::MAX - 1;
     c.num_pub_out = 0xFF00_FF00;

@@ -5,7 +5,7 @@
 
 use cuzk_field::{G1Affine, G2Affine};
 use cuzk_formats::{BpParameters, BpVerifyingKey, FormatError, PointChecks};
-use cuzk_groth16::subgroup_gpu::{available_gpu, testing};
+use cuzk_msm::subgroup::{Gpu, testing};
 use cuzk_msm::testing::random_points;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -14,7 +14,7 @@ use rand_chacha::ChaCha8Rng;
 #[ignore = "gpu"]
 fn gpu_full_checks_name_the_first_point_outside_the_subgroup() {
     assert!(
-        available_gpu().is_some(),
+        Gpu::available().is_some(),
         "gpu tests need an NVIDIA GPU and built kernels"
     );
     let mut rng = ChaCha8Rng::seed_from_u64(2121);

@@ -95,6 +95,15 @@ impl Gpu {
         (0..n).map(|i| Self::open(i, cfg)).collect()
     }
 
+    /// The first device when a driver, a device and built kernels are all there; `None` tells
+    /// a caller that has a CPU path to take it.
+    pub fn available() -> Option<Gpu> {
+        if !driver_present() || !crate::module::kernels_built() {
+            return None;
+        }
+        Self::first().ok()
+    }
+
     /// The first device (ordinal 0).
     pub fn first() -> Result<Gpu> {
         let cfg = &crate::Config::get()?.budget;

@@ -20,6 +20,22 @@ pub enum GpuError {
     Vram(#[from] VramError),
 }
 
+impl GpuError {
+    /// Whether the driver ran out of device memory (in a runtime call or an allocation).
+    pub fn is_out_of_memory(&self) -> bool {
+        match self {
+            Self::Cuda { name, .. } => name == cuzk_vram::CUDA_OUT_OF_MEMORY,
+            Self::Vram(e) => e.is_out_of_memory(),
+            _ => false,
+        }
+    }
+
+    /// Whether the device budget had no room for a request.
+    pub fn is_out_of_budget(&self) -> bool {
+        matches!(self, Self::Vram(e) if e.is_out_of_budget())
+    }
+}
+
 pub type Result<T, E = GpuError> = std::result::Result<T, E>;
 
 /// Maps a driver error of operation `op` to [`GpuError::Cuda`].

@@ -1,14 +1,15 @@
-//! The heavy steps of a proof behind one trait, so a GPU implementation can replace the CPU one
-//! without changing the prover API: the quotient H (NTTs) and the G1/G2 MSMs, grouped in the
-//! two phases the prover runs: the witness MSMs (A, B in G1 and G2, L: their scalars are the
-//! witness, so they run while the CPU evaluates a, b, c) and the quotient with its H MSM.
+//! The heavy steps of a proof behind one trait, one method per phase, so a GPU implementation
+//! can replace the CPU one without changing the prover API: the witness staged and its four
+//! MSMs (A, B in G1 and G2, L: they run while the CPU evaluates a, b, c), then a, b, c staged
+//! and the quotient H with its MSM. The one-shot prover and the scheduler's engine drive the
+//! same phases; only the engine admits and locks around them.
 
 use core::fmt;
 use core::ops::{Deref, DerefMut};
 use core::str::FromStr;
 use std::time::Duration;
 
-use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
+use cuzk_field::{Fr, G1Affine, G1Projective, G2Projective};
 use cuzk_ntt::Domain;
 use cuzk_vram::{DeviceBuffer, PinnedBuffer, Reservation, Vram, VramError};
 
@@ -37,6 +38,17 @@ impl Query {
         }
     }
 
+    /// The name of the MSM's timing span.
+    pub fn span(self) -> &'static str {
+        match self {
+            Query::A => "msm_a",
+            Query::BG1 => "msm_b_g1",
+            Query::BG2 => "msm_b_g2",
+            Query::H => "msm_h",
+            Query::L => "msm_l",
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Query::A => "A",
@@ -54,25 +66,89 @@ impl fmt::Display for Query {
     }
 }
 
-/// A backend failure (device error, out of memory, bad lengths), with the backend's name.
+/// What went wrong in a backend, for callers that act on it (an engine retries later after
+/// [`BackendErrorKind::OutOfDeviceMemory`], and reports the rest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BackendErrorKind {
+    /// The driver could not allocate device memory (another process, or fragmentation).
+    OutOfDeviceMemory,
+    /// The device budget had no room for a request.
+    OutOfBudget,
+    /// The request does not fit this backend: a key held by another device, data staged
+    /// elsewhere, lengths that do not match.
+    Invalid,
+    /// Any other failure of the device or of a computation.
+    Failed,
+}
+
+/// A backend failure with the backend's name and its [`BackendErrorKind`].
 #[derive(Debug, thiserror::Error)]
 #[error("{backend} backend: {source}")]
 pub struct BackendError {
     pub backend: &'static str,
+    pub kind: BackendErrorKind,
     #[source]
     pub source: Box<dyn std::error::Error + Send + Sync>,
 }
 
 impl BackendError {
+    /// An error whose kind is read from its cause: out of memory or out of budget when a
+    /// memory, GPU, MSM or NTT error in its chain says so, [`BackendErrorKind::Failed`] otherwise.
     pub fn new(
+        backend: &'static str,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        let source = source.into();
+        Self {
+            backend,
+            kind: kind_of(&*source),
+            source,
+        }
+    }
+
+    /// A request this backend cannot serve ([`BackendErrorKind::Invalid`]).
+    pub fn invalid(
         backend: &'static str,
         source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
     ) -> Self {
         Self {
             backend,
+            kind: BackendErrorKind::Invalid,
             source: source.into(),
         }
     }
+
+    pub fn kind(&self) -> BackendErrorKind {
+        self.kind
+    }
+}
+
+/// The kind of the first memory error in `e`'s chain. Wrappers that are `transparent` hide
+/// their inner error from `source()`, so each layer's error type is asked directly.
+fn kind_of(e: &(dyn std::error::Error + 'static)) -> BackendErrorKind {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        let (oom, budget) = if let Some(e) = c.downcast_ref::<VramError>() {
+            (e.is_out_of_memory(), e.is_out_of_budget())
+        } else if let Some(e) = c.downcast_ref::<cuzk_gpu::GpuError>() {
+            (e.is_out_of_memory(), e.is_out_of_budget())
+        } else if let Some(e) = c.downcast_ref::<cuzk_msm::MsmError>() {
+            (e.is_out_of_memory(), e.is_out_of_budget())
+        } else if let Some(e) = c.downcast_ref::<cuzk_ntt::NttError>() {
+            (e.is_out_of_memory(), e.is_out_of_budget())
+        } else {
+            (false, false)
+        };
+        if oom {
+            return BackendErrorKind::OutOfDeviceMemory;
+        }
+        if budget {
+            return BackendErrorKind::OutOfBudget;
+        }
+        cause = c.source();
+    }
+    BackendErrorKind::Failed
 }
 
 /// One host vector of field elements: ordinary memory, or page-locked memory that a GPU
@@ -158,8 +234,6 @@ pub struct WitnessMsms {
     pub b_g1: G1Projective,
     pub b_g2: G2Projective,
     pub l: G1Projective,
-    /// Host → device copies of the witness (zero on the CPU).
-    pub upload: Duration,
     pub time_a: Duration,
     pub time_b_g1: Duration,
     pub time_b_g2: Duration,
@@ -170,32 +244,8 @@ pub struct WitnessMsms {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct QuotientMsm {
     pub h: G1Projective,
-    /// Host → device copies of a, b, c (zero on the CPU).
-    pub upload: Duration,
     pub quotient: Duration,
     pub msm: Duration,
-}
-
-/// The four witness MSMs in order, each timed: `g1(ctx, query, points, offset)` runs one G1
-/// MSM over the witness from `offset` (0 for A and B, `num_public + 1` for L), `g2(ctx,
-/// points)` the G2 one. `ctx` is what both need mutably (a backend's locked state).
-pub(crate) fn run_witness_msms<C>(
-    ctx: &mut C,
-    pk: &ProvingKey,
-    num_public: usize,
-    mut g1: impl FnMut(&mut C, Query, &[G1Affine], usize) -> Result<G1Projective, BackendError>,
-    g2: impl FnOnce(&mut C, &[G2Affine]) -> Result<G2Projective, BackendError>,
-) -> Result<WitnessMsms, BackendError> {
-    let mut out = WitnessMsms::default();
-    let (r, d) = timed("msm_a", || g1(ctx, Query::A, &pk.a_query, 0));
-    (out.a, out.time_a) = (r?, d);
-    let (r, d) = timed("msm_b_g1", || g1(ctx, Query::BG1, &pk.b_g1_query, 0));
-    (out.b_g1, out.time_b_g1) = (r?, d);
-    let (r, d) = timed("msm_b_g2", || g2(ctx, &pk.b_g2_query));
-    (out.b_g2, out.time_b_g2) = (r?, d);
-    let (r, d) = timed("msm_l", || g1(ctx, Query::L, &pk.l_query, num_public + 1));
-    (out.l, out.time_l) = (r?, d);
-    Ok(out)
 }
 
 /// Device bytes one proof of a key needs besides the key's resident points, so that an
@@ -219,6 +269,15 @@ impl StagingNeeds {
             lock: 0,
         })
     }
+}
+
+/// What a reservation of [`ProverBackend::reserve`] is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// The witness, read by the witness MSMs ([`StagingNeeds::witness`] bytes).
+    Witness,
+    /// a, b, c, read by the quotient ([`StagingNeeds::evaluations`] bytes).
+    Evaluations,
 }
 
 /// A proof's witness where its MSMs read it: on the device, or (host backends) the caller's
@@ -274,34 +333,68 @@ pub fn witness_msm_order(num_public: usize) -> [(Query, usize); 4] {
     ]
 }
 
-/// One witness MSM on the host over `z[offset..]`, through `backend`'s host MSMs.
-pub(crate) fn host_witness_msm<B: ProverBackend + ?Sized>(
-    backend: &B,
+/// One witness MSM on the CPU over `z[offset..]` (the host backends' [`ProverBackend::witness_msm`]).
+pub fn host_witness_msm(
     pk: &ProvingKey,
     z: &[Fr],
     query: Query,
     offset: usize,
 ) -> Result<MsmValue, BackendError> {
     let scalars = z.get(offset..).unwrap_or_default();
-    Ok(match query {
-        Query::BG2 => MsmValue::G2(backend.msm_g2(query, &pk.b_g2_query, scalars)?),
-        Query::A => MsmValue::G1(backend.msm_g1(query, &pk.a_query, scalars)?),
-        Query::BG1 => MsmValue::G1(backend.msm_g1(query, &pk.b_g1_query, scalars)?),
-        Query::L => MsmValue::G1(backend.msm_g1(query, &pk.l_query, scalars)?),
-        Query::H => return Err(BackendError::new(backend.name(), "H is not a witness MSM")),
+    let g1 = |points: &[G1Affine]| cuzk_msm::cpu::msm(points, scalars).map(MsmValue::G1);
+    match query {
+        Query::BG2 => cuzk_msm::cpu::msm(&pk.b_g2_query, scalars).map(MsmValue::G2),
+        Query::A => g1(&pk.a_query),
+        Query::BG1 => g1(&pk.b_g1_query),
+        Query::L => g1(&pk.l_query),
+        Query::H => return Err(BackendError::invalid(CPU, "H is not a witness MSM")),
+    }
+    .map_err(|e| BackendError::new(CPU, e))
+}
+
+/// The CPU quotient and H MSM over host evaluations (the host backends' quotient phase).
+pub fn host_quotient_msm(
+    domain: &Domain,
+    abc: Evaluations,
+    h_query: &[G1Affine],
+) -> Result<QuotientMsm, BackendError> {
+    let (h, quotient) = timed("quotient", || CpuBackend.quotient(domain, abc));
+    let h = h?;
+    let Some(coeffs) = h.get(..h_query.len()) else {
+        return Err(BackendError::invalid(
+            CPU,
+            format!(
+                "quotient returned {} coefficients for {} H points",
+                h.len(),
+                h_query.len()
+            ),
+        ));
+    };
+    let (r, msm) = timed("msm_h", || cuzk_msm::cpu::msm(h_query, coeffs));
+    Ok(QuotientMsm {
+        h: r.map_err(|e| BackendError::new(CPU, e))?,
+        quotient,
+        msm,
     })
 }
 
 /// The error of a backend asked to prove with a key whose points another device holds.
 pub(crate) fn held_elsewhere(backend: &'static str) -> BackendError {
-    BackendError::new(
+    BackendError::invalid(
         backend,
         "the key's points are held by the GPU backend that made them, and nowhere else: prove on that backend",
     )
 }
 
-/// What the prover needs from an engine. Every implementation must return exactly what
-/// [`CpuBackend`] returns (the GPU one is checked bit for bit against it).
+const CPU: &str = "cpu";
+
+/// The phases of a proof as an engine drives them, one method each: [`Self::prepare`] once per
+/// proof; the witness staged ([`Self::reserve`], [`Self::stage_witness`]) and its four MSMs
+/// ([`Self::witness_msm`], in [`witness_msm_order`]) while the CPU evaluates a, b, c into
+/// [`Self::evaluation_buffers`]; a, b, c staged ([`Self::stage_evaluations`]); the quotient
+/// and its MSM ([`Self::quotient_msm`]). [`create_proof_with_backend`](crate::create_proof_with_backend)
+/// and the scheduler's engine both drive these. The provided methods are the CPU's; every
+/// implementation must return exactly what they return (the GPU is checked bit for bit).
 pub trait ProverBackend: Send + Sync + fmt::Debug {
     fn name(&self) -> &'static str;
 
@@ -310,9 +403,9 @@ pub trait ProverBackend: Send + Sync + fmt::Debug {
         self.name().to_owned()
     }
 
-    /// Called by the prover once per proof, before any other call, with the key and the
-    /// domain size: a backend plans its memory here and may load the key's points (a no-op
-    /// when the same key is already loaded).
+    /// Called once per proof, before any other call, with the key and the domain size: a
+    /// backend plans its memory here and may load the key's points (a no-op when the same key
+    /// is already loaded).
     fn prepare(&self, pk: &ProvingKey, domain_size: usize) -> Result<(), BackendError> {
         let _ = domain_size;
         match pk.held {
@@ -326,82 +419,24 @@ pub trait ProverBackend: Send + Sync + fmt::Debug {
         None
     }
 
-    /// Host storage for the evaluations of one proof, each of length `n` (contents
-    /// unspecified: the prover overwrites every entry). The GPU backend lends pinned buffers
-    /// it keeps between proofs and takes them back in [`Self::quotient`].
-    fn evaluation_buffers(&self, n: usize) -> Result<Evaluations, BackendError> {
-        Ok(Evaluations::pinned_or_heap(None, n))
-    }
-
-    /// Takes back buffers lent by [`Self::evaluation_buffers`] from a proof that stops before
-    /// staging them (a witness error, a failed MSM, a cancel), so the pool stays whole.
-    fn return_evaluations(&self, abc: Evaluations) {
-        drop(abc);
-    }
-
-    /// The coefficients of H = (A·B − C)/Z (length n; the top one is zero for a satisfied
-    /// witness) from the evaluations of A·z, B·z, C·z on `domain` (each of length n). Takes
-    /// the vectors by value so an implementation can transform in place or free them early.
-    fn quotient(&self, domain: &Domain, abc: Evaluations) -> Result<Vec<Fr>, BackendError>;
-
-    /// Phase run concurrently with the witness map: the MSMs whose scalars are the witness
-    /// `z` (A, B in G1 and G2 over all of z; L over the private part, after `num_public + 1`).
-    /// Calls `staged` once the witness is copied to where the MSMs read it: the prover starts
-    /// the witness map only then (or when this returns), so the copy has the CPU to itself.
-    fn witness_msms(
-        &self,
-        pk: &ProvingKey,
-        z: &[Fr],
-        num_public: usize,
-        staged: &dyn Fn(),
-    ) -> Result<WitnessMsms, BackendError> {
-        staged();
-        run_witness_msms(
-            &mut (),
-            pk,
-            num_public,
-            |(), q, points, at| self.msm_g1(q, points, z.get(at..).unwrap_or_default()),
-            |(), points| self.msm_g2(Query::BG2, points, z),
-        )
-    }
-
-    /// Phase after the witness map: the quotient H from the evaluations, then
-    /// `Σ h_j · h_query_j` over its first `h_query.len()` coefficients (n − 1 of n).
-    fn quotient_msm(
-        &self,
-        domain: &Domain,
-        abc: Evaluations,
-        h_query: &[G1Affine],
-    ) -> Result<QuotientMsm, BackendError> {
-        let (h, quotient) = timed("quotient", || self.quotient(domain, abc));
-        let h = h?;
-        let Some(coeffs) = h.get(..h_query.len()) else {
-            return Err(BackendError::new(
-                self.name(),
-                format!(
-                    "quotient returned {} coefficients for {} H points",
-                    h.len(),
-                    h_query.len()
-                ),
-            ));
-        };
-        let (r, msm) = timed("msm_h", || self.msm_g1(Query::H, h_query, coeffs));
-        Ok(QuotientMsm {
-            h: r?,
-            upload: Duration::ZERO,
-            quotient,
-            msm,
-        })
-    }
-
     /// What one proof of `pk` (domain `n`) needs on the device besides the resident points.
     fn staging_needs(&self, pk: &ProvingKey, n: usize) -> Result<StagingNeeds, BackendError> {
         StagingNeeds::nominal(pk.num_variables(), n).map_err(|e| BackendError::new(self.name(), e))
     }
 
+    /// `bytes` of this backend's own memory to stage `what` into, for a caller that is not an
+    /// engine admitting jobs (which reserves from its device's budget itself). A host backend
+    /// has no device: its room is an unlimited host budget.
+    fn reserve(&self, what: Stage, bytes: u64) -> Result<Reservation, BackendError> {
+        let _ = what;
+        cuzk_vram::Budget::new("host", u64::MAX)
+            .try_acquire_or_err(bytes)
+            .map_err(|e| BackendError::new(self.name(), e))
+    }
+
     /// Copies the witness to where the witness MSMs read it, into `room` (at least
-    /// [`StagingNeeds::witness`] bytes of the device budget, taken by the caller). Runs outside
-    /// any lock the MSMs hold, so it can overlap another proof's kernels.
+    /// [`StagingNeeds::witness`] bytes). Runs outside any lock the MSMs hold, so it can overlap
+    /// another proof's kernels.
     fn stage_witness(&self, z: &[Fr], room: Reservation) -> Result<StagedWitness, BackendError> {
         let _ = z;
         Ok(StagedWitness {
@@ -412,7 +447,7 @@ pub trait ProverBackend: Send + Sync + fmt::Debug {
 
     /// One witness MSM (`query` of [`witness_msm_order`]) over the staged witness from `offset`;
     /// `z` is the same witness on the host.
-    fn staged_msm(
+    fn witness_msm(
         &self,
         pk: &ProvingKey,
         z: &[Fr],
@@ -421,7 +456,20 @@ pub trait ProverBackend: Send + Sync + fmt::Debug {
         offset: usize,
     ) -> Result<MsmValue, BackendError> {
         let _ = staged;
-        host_witness_msm(self, pk, z, query, offset)
+        host_witness_msm(pk, z, query, offset)
+    }
+
+    /// Host storage for the evaluations of one proof, each of length `n` (contents
+    /// unspecified: the witness map overwrites every entry). The GPU backend lends pinned
+    /// buffers it keeps between proofs and takes them back in [`Self::stage_evaluations`].
+    fn evaluation_buffers(&self, n: usize) -> Result<Evaluations, BackendError> {
+        Ok(Evaluations::pinned_or_heap(None, n))
+    }
+
+    /// Takes back buffers lent by [`Self::evaluation_buffers`] from a proof that stops before
+    /// staging them (a witness error, a failed MSM, a cancel), so the pool stays whole.
+    fn return_evaluations(&self, abc: Evaluations) {
+        drop(abc);
     }
 
     /// Copies a, b, c to where the quotient reads them, into `room` (at least
@@ -438,50 +486,33 @@ pub trait ProverBackend: Send + Sync + fmt::Debug {
         })
     }
 
-    /// The quotient H from staged evaluations, then its MSM over `h_query`.
-    fn staged_quotient_msm(
+    /// The coefficients of H = (A·B − C)/Z from the staged evaluations (the top one is zero
+    /// for a satisfied witness), then `Σ h_j · h_query_j` over its first `h_query.len()`
+    /// coefficients (n − 1 of n).
+    fn quotient_msm(
         &self,
         domain: &Domain,
         abc: StagedEvaluations,
         h_query: &[G1Affine],
     ) -> Result<QuotientMsm, BackendError> {
         match abc.data {
-            StagedData::Host(abc) => self.quotient_msm(domain, abc, h_query),
-            StagedData::Device(_) => Err(BackendError::new(
+            StagedData::Host(abc) => host_quotient_msm(domain, abc, h_query),
+            StagedData::Device(_) => Err(BackendError::invalid(
                 self.name(),
                 "device-staged evaluations given to a host backend",
             )),
         }
     }
-
-    /// `Σ scalars[i] · points[i]` in G1 over the key query `query`; lengths are equal (the
-    /// prover guarantees it). `query` only lets a backend reuse points it already holds.
-    fn msm_g1(
-        &self,
-        query: Query,
-        points: &[G1Affine],
-        scalars: &[Fr],
-    ) -> Result<G1Projective, BackendError>;
-
-    /// `Σ scalars[i] · points[i]` in G2 (the `BG2` query).
-    fn msm_g2(
-        &self,
-        query: Query,
-        points: &[G2Affine],
-        scalars: &[Fr],
-    ) -> Result<G2Projective, BackendError>;
 }
 
 /// The CPU engine: cuzk-ntt transforms and cuzk-msm's parallel, sparse-aware MSM (rayon).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CpuBackend;
 
-impl ProverBackend for CpuBackend {
-    fn name(&self) -> &'static str {
-        "cpu"
-    }
-
-    fn quotient(&self, domain: &Domain, abc: Evaluations) -> Result<Vec<Fr>, BackendError> {
+impl CpuBackend {
+    /// The coefficients of H = (A·B − C)/Z (length n) from the evaluations of A·z, B·z, C·z
+    /// on `domain`, transformed in place.
+    pub fn quotient(&self, domain: &Domain, abc: Evaluations) -> Result<Vec<Fr>, BackendError> {
         let Evaluations {
             mut a,
             mut b,
@@ -489,29 +520,17 @@ impl ProverBackend for CpuBackend {
         } = abc;
         domain
             .quotient_in_place(&mut a, &mut b, &mut c)
-            .map_err(|e| BackendError::new("cpu", e))?;
+            .map_err(|e| BackendError::new(CPU, e))?;
         Ok(match a {
             HostVec::Heap(v) => v,
             HostVec::Pinned(p) => p.to_vec(),
         })
     }
+}
 
-    fn msm_g1(
-        &self,
-        _query: Query,
-        points: &[G1Affine],
-        scalars: &[Fr],
-    ) -> Result<G1Projective, BackendError> {
-        cuzk_msm::cpu::msm(points, scalars).map_err(|e| BackendError::new("cpu", e))
-    }
-
-    fn msm_g2(
-        &self,
-        _query: Query,
-        points: &[G2Affine],
-        scalars: &[Fr],
-    ) -> Result<G2Projective, BackendError> {
-        cuzk_msm::cpu::msm(points, scalars).map_err(|e| BackendError::new("cpu", e))
+impl ProverBackend for CpuBackend {
+    fn name(&self) -> &'static str {
+        CPU
     }
 }
 

@@ -23,17 +23,17 @@ use core::fmt;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
+use cuzk_field::{Fr, G1Affine, G2Affine};
 use cuzk_gpu::transfer::Staging;
-use cuzk_gpu::{DeviceBuffer, Gpu, GpuError, PinnedBuffer, Reservation, Vram, VramError};
+use cuzk_gpu::{DeviceBuffer, Gpu, PinnedBuffer, Reservation, Vram, VramError};
 use cuzk_msm::gpu::{GpuMsm, Plan};
-use cuzk_msm::{Group, MsmError, MsmPoint};
+use cuzk_msm::{Group, MsmPoint};
 use cuzk_ntt::Domain;
 use rayon::prelude::*;
 
 use crate::backend::{
-    BackendError, Evaluations, HostVec, MsmValue, ProverBackend, Query, QuotientMsm, StagedData,
-    StagedEvaluations, StagedWitness, StagingNeeds, WitnessMsms, run_witness_msms,
+    BackendError, Evaluations, HostVec, MsmValue, ProverBackend, Query, QuotientMsm, Stage,
+    StagedData, StagedEvaluations, StagedWitness, StagingNeeds,
 };
 use crate::keys::ProvingKey;
 use crate::timing::timed;
@@ -115,7 +115,7 @@ impl<P: MsmPoint> Ctx<P> {
         if resident {
             match GpuMsm::resident(gpu, points) {
                 Ok(msm) => return Ok(Self { id, msm }),
-                Err(e) if is_out_of_budget(&e) => {
+                Err(e) if e.is_out_of_budget() => {
                     tracing::warn!(%phase, "budget too small for resident points; streaming")
                 }
                 Err(e) => return Err(fail(phase, e)),
@@ -129,16 +129,6 @@ impl<P: MsmPoint> Ctx<P> {
         let msm = GpuMsm::streamed(gpu, pinned).map_err(|e| fail(phase, e))?;
         Ok(Self { id, msm })
     }
-}
-
-fn is_out_of_budget(e: &MsmError) -> bool {
-    matches!(
-        e,
-        MsmError::NoRoom { .. }
-            | MsmError::Gpu(GpuError::Vram(
-                VramError::OutOfBudget { .. } | VramError::ExceedsBudget { .. }
-            ))
-    )
 }
 
 /// How a context holds its points.
@@ -441,13 +431,14 @@ impl GpuBackend {
         self.gpu.info().sm_count as usize
     }
 
-    /// One MSM over the key query `query` (loading its points if needed) with `scalars`.
+    /// One MSM over the key query `query` (loading its points if needed) with the scalars of
+    /// `scalars` from `offset` on.
     fn run<P: MsmPoint>(
         &self,
         st: &mut State,
         query: Query,
         points: &[P],
-        scalars: Scalars<'_>,
+        (scalars, offset): (&DeviceBuffer<Fr>, usize),
         slot: fn(&mut State, Query) -> Option<&mut Option<Ctx<P>>>,
     ) -> Result<P::Projective, BackendError> {
         let phase = Phase::Msm(query);
@@ -471,30 +462,24 @@ impl GpuBackend {
         // A streamed context takes no more than the plan gives one MSM (resident ones ignore
         // the cap).
         ctx.msm.set_vram_limit(cap);
-        let msm = &ctx.msm;
-        match scalars {
-            Scalars::Host(s) => msm.msm(s),
-            Scalars::Device(d, offset) => msm.msm_device_at(d, offset),
-        }
-        .map_err(|e| fail(phase, e))
+        ctx.msm
+            .msm_device_at(scalars, offset)
+            .map_err(|e| fail(phase, e))
     }
 
-    /// The witness on the device, in a buffer allocated from `room` (from the budget when
-    /// `None`), copied through two kept page-locked slots (a parallel copy into one overlaps
+    /// The witness on the device, in a buffer allocated from `room`, copied through two kept page-locked slots (a parallel copy into one overlaps
     /// the DMA from the other; a plain pageable copy if pinning fails).
     fn upload_witness(
         &self,
         z: &[Fr],
-        room: Option<&mut Reservation>,
+        room: &mut Reservation,
     ) -> Result<DeviceBuffer<Fr>, BackendError> {
         let phase = Phase::Upload;
         let _hold = self.squeeze(phase)?;
         let vram = self.gpu.vram();
-        let mut dz = match room {
-            Some(r) => vram.alloc_in::<Fr>(r, z.len()),
-            None => vram.alloc::<Fr>(z.len()),
-        }
-        .map_err(|e| fail(phase, e))?;
+        let mut dz = vram
+            .alloc_in::<Fr>(room, z.len())
+            .map_err(|e| fail(phase, e))?;
         let mut uploader = self.uploader.lock().unwrap_or_else(|p| p.into_inner());
         if uploader.is_none() {
             let pool = rayon::ThreadPoolBuilder::new()
@@ -632,29 +617,14 @@ impl GpuBackend {
         }
     }
 
-    /// a, b, c on the device; returns them and the upload time. When the plan leaves room
-    /// for them beside the witness MSMs this runs without the state lock, so the copies
-    /// overlap the MSMs; otherwise (or if the room has gone) it waits for the lock and
-    /// makes room. The pinned evaluation buffers go back to the cache.
-    fn stage_abc(
-        &self,
-        domain: &Domain,
-        abc: Evaluations,
-    ) -> Result<([DeviceBuffer<Fr>; 3], Duration), BackendError> {
+    /// Room for a, b, c on the device (`bytes`, [`StagingNeeds::evaluations`]), with the
+    /// quotient's slack free beside it. When the plan leaves room for them beside the witness
+    /// MSMs this reserves without the state lock, so another proof's copies can overlap the
+    /// MSMs; otherwise (or if the room has gone) it waits for the lock and drops resident key
+    /// points until the quotient fits.
+    fn reserve_evaluations(&self, bytes: u64) -> Result<Reservation, BackendError> {
         let phase = Phase::Quotient;
-        let n = domain.size();
-        for v in [&abc.a, &abc.b, &abc.c] {
-            if v.len() != n {
-                return Err(fail(
-                    phase,
-                    cuzk_ntt::NttError::LengthMismatch {
-                        expected: n,
-                        got: v.len(),
-                    },
-                ));
-            }
-        }
-        let need = quotient_bytes(n).map_err(|e| fail(phase, e))?;
+        let need = bytes + SLACK;
         let overlap = self.side().overlap_upload;
         let mut st = (!overlap).then(|| self.lock());
         if let Some(st) = st.as_mut() {
@@ -665,27 +635,18 @@ impl GpuBackend {
         let leave = self.take_squeeze(phase);
         let hold = self.hold(phase, leave)?;
         let vram = self.gpu.vram();
-        let bufs = match (vram.alloc_many::<Fr>(&[n, n, n]), st.is_some()) {
-            (Ok(b), _) => b,
+        let room = match (vram.reserve(bytes), st.is_some()) {
+            (Ok(r), _) => r,
             (Err(e), true) => return Err(fail(phase, e)),
             (Err(_), false) => {
                 let mut locked = self.lock();
                 self.make_room(&mut locked, need);
                 let _more = self.hold(phase, leave)?;
-                let b = vram
-                    .alloc_many::<Fr>(&[n, n, n])
-                    .map_err(|e| fail(phase, e))?;
-                st = Some(locked);
-                b
+                vram.reserve(bytes).map_err(|e| fail(phase, e))?
             }
         };
         drop(hold);
-        let Ok::<[DeviceBuffer<Fr>; 3], _>(mut dev) = bufs.try_into() else {
-            return Err(fail(phase, "allocation returned a wrong number of buffers"));
-        };
-        let upload = self.upload_evaluations(&mut dev, abc);
-        drop(st);
-        Ok((dev, upload?))
+        Ok(room)
     }
 
     /// For a backend holding a device-made key: `pk` must be that key and its points all still
@@ -796,16 +757,14 @@ impl GpuBackend {
         domain: &Domain,
         dev: [DeviceBuffer<Fr>; 3],
         h_query: &[G1Affine],
-        upload: Duration,
     ) -> Result<QuotientMsm, BackendError> {
         let mut st = self.lock();
         let (h, quotient) = self.device_quotient(domain, dev)?;
         let (r, msm) = timed("msm_h", || {
-            self.run(&mut st, Query::H, h_query, Scalars::Device(&h, 0), g1_slot)
+            self.run(&mut st, Query::H, h_query, (&h, 0), g1_slot)
         });
         Ok(QuotientMsm {
             h: r?,
-            upload,
             quotient,
             msm,
         })
@@ -829,14 +788,6 @@ impl GpuBackend {
         q.map_err(|e| fail(phase, e))?;
         Ok((a, quotient))
     }
-}
-
-/// Where an MSM's scalars are.
-#[derive(Clone, Copy)]
-enum Scalars<'a> {
-    Host(&'a [Fr]),
-    /// `len` scalars from this offset of a device buffer.
-    Device(&'a DeviceBuffer<Fr>, usize),
 }
 
 fn g1_slot(st: &mut State, q: Query) -> Option<&mut Option<Ctx<G1Affine>>> {
@@ -903,47 +854,6 @@ impl ProverBackend for GpuBackend {
         self.recycle(abc);
     }
 
-    fn quotient(&self, domain: &Domain, abc: Evaluations) -> Result<Vec<Fr>, BackendError> {
-        let (dev, _) = self.stage_abc(domain, abc)?;
-        let st = self.lock();
-        let (h, _) = self.device_quotient(domain, dev)?;
-        drop(st);
-        let (down, _) = timed("download", || h.to_vec());
-        down.map_err(|e| fail(Phase::Quotient, e))
-    }
-
-    fn witness_msms(
-        &self,
-        pk: &ProvingKey,
-        z: &[Fr],
-        num_public: usize,
-        staged: &dyn Fn(),
-    ) -> Result<WitnessMsms, BackendError> {
-        let mut st = self.lock();
-        let (dz, upload) = timed("upload_witness", || self.upload_witness(z, None));
-        let dz = dz?;
-        staged();
-        let on_device = |at| Scalars::Device(&dz, at);
-        let out = run_witness_msms(
-            &mut st,
-            pk,
-            num_public,
-            |st, q, points, at| self.run(st, q, points, on_device(at), g1_slot),
-            |st, points| self.run(st, Query::BG2, points, on_device(0), g2_slot),
-        )?;
-        Ok(WitnessMsms { upload, ..out })
-    }
-
-    fn quotient_msm(
-        &self,
-        domain: &Domain,
-        abc: Evaluations,
-        h_query: &[G1Affine],
-    ) -> Result<QuotientMsm, BackendError> {
-        let (dev, upload) = self.stage_abc(domain, abc)?;
-        self.quotient_then_h(domain, dev, h_query, upload)
-    }
-
     fn staging_needs(&self, pk: &ProvingKey, n: usize) -> Result<StagingNeeds, BackendError> {
         let phase = Phase::Prepare;
         let plan = MemoryPlan::staged(n, &query_lens(pk), 0, self.sm_count(), 0)
@@ -963,19 +873,30 @@ impl ProverBackend for GpuBackend {
         })
     }
 
+    fn reserve(&self, what: Stage, bytes: u64) -> Result<Reservation, BackendError> {
+        match what {
+            Stage::Witness => {
+                let phase = Phase::Upload;
+                let _hold = self.squeeze(phase)?;
+                self.gpu.vram().reserve(bytes).map_err(|e| fail(phase, e))
+            }
+            Stage::Evaluations => self.reserve_evaluations(bytes),
+        }
+    }
+
     fn stage_witness(
         &self,
         z: &[Fr],
         mut room: Reservation,
     ) -> Result<StagedWitness, BackendError> {
-        let dz = self.upload_witness(z, Some(&mut room))?;
+        let dz = self.upload_witness(z, &mut room)?;
         Ok(StagedWitness {
             device: Some(dz),
             _room: room,
         })
     }
 
-    fn staged_msm(
+    fn witness_msm(
         &self,
         pk: &ProvingKey,
         _z: &[Fr],
@@ -987,7 +908,7 @@ impl ProverBackend for GpuBackend {
         let Some(dz) = &staged.device else {
             return Err(fail(phase, "the witness was not staged on this device"));
         };
-        let scalars = Scalars::Device(dz, offset);
+        let scalars = (dz, offset);
         let mut st = self.lock();
         match query {
             Query::BG2 => self
@@ -1029,7 +950,7 @@ impl ProverBackend for GpuBackend {
         })
     }
 
-    fn staged_quotient_msm(
+    fn quotient_msm(
         &self,
         domain: &Domain,
         abc: StagedEvaluations,
@@ -1039,45 +960,19 @@ impl ProverBackend for GpuBackend {
         let StagedEvaluations { data, _room } = abc;
         let dev = match data {
             StagedData::Device(dev) => dev,
-            StagedData::Host(abc) => return self.quotient_msm(domain, abc, h_query),
+            StagedData::Host(abc) => {
+                self.recycle(abc);
+                return Err(BackendError::invalid(
+                    NAME,
+                    "evaluations staged on the host given to the GPU backend",
+                ));
+            }
         };
         if dev.iter().any(|d| d.len() != domain.size()) {
             return Err(fail(phase, "staged evaluations are not of the domain size"));
         }
-        self.quotient_then_h(domain, dev, h_query, Duration::ZERO)
+        self.quotient_then_h(domain, dev, h_query)
     }
-
-    fn msm_g1(
-        &self,
-        query: Query,
-        points: &[G1Affine],
-        scalars: &[Fr],
-    ) -> Result<G1Projective, BackendError> {
-        check_lengths(query, points.len(), scalars.len())?;
-        let mut st = self.lock();
-        self.run(&mut st, query, points, Scalars::Host(scalars), g1_slot)
-    }
-
-    fn msm_g2(
-        &self,
-        query: Query,
-        points: &[G2Affine],
-        scalars: &[Fr],
-    ) -> Result<G2Projective, BackendError> {
-        check_lengths(query, points.len(), scalars.len())?;
-        let mut st = self.lock();
-        self.run(&mut st, query, points, Scalars::Host(scalars), g2_slot)
-    }
-}
-
-fn check_lengths(query: Query, points: usize, scalars: usize) -> Result<(), BackendError> {
-    if points != scalars {
-        return Err(fail(
-            Phase::Msm(query),
-            MsmError::LengthMismatch { points, scalars },
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

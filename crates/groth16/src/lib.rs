@@ -10,34 +10,28 @@
 //!    H, five MSMs and the assembly with r, s; the heavy steps go through a [`ProverBackend`].
 //! 4. [`verifier::verify_proof`] — one multi-Miller loop and one final exponentiation.
 //!
-//! [`select_backend`] picks the CPU or the [`GpuBackend`]. [`demo::circuit`] makes realistic
-//! test circuits ([`demo::circuit_with`]: any share of bits); [`io`] reads and writes the versioned,
-//! checksummed file format.
+//! [`select_backend`] picks the CPU or the [`GpuBackend`]. [`testing::demo::circuit`] makes
+//! realistic test circuits ([`testing::demo::circuit_with`]: any share of bits); [`io`] reads and
+//! writes the versioned, checksummed file format. Key generation (CPU and GPU, fixed-base
+//! kernels) is [`setup`].
 
 #![deny(unsafe_code)]
 
 pub mod backend;
-pub mod demo;
-mod fixed_base;
 pub mod gpu;
 pub mod io;
-// The launchers of the setup kernels: the one module allowed `unsafe`.
-#[allow(unsafe_code)]
-pub mod kernels;
 pub mod keys;
 pub mod prover;
 pub mod r1cs;
 pub mod setup;
-pub mod setup_gpu;
-pub mod sim;
-pub mod subgroup_gpu;
+pub mod testing;
 mod timing;
 pub mod verifier;
 
 pub use backend::{
-    BackendChoice, BackendError, CpuBackend, Evaluations, GpuUnavailable, HostVec, MsmValue,
-    ProverBackend, Query, QuotientMsm, StagedEvaluations, StagedWitness, StagingNeeds, WitnessMsms,
-    select_backend, witness_msm_order,
+    BackendChoice, BackendError, BackendErrorKind, CpuBackend, Evaluations, GpuUnavailable,
+    HostVec, MsmValue, ProverBackend, Query, QuotientMsm, Stage, StagedEvaluations, StagedWitness,
+    StagingNeeds, WitnessMsms, select_backend, witness_msm_order,
 };
 pub use gpu::GpuBackend;
 pub use keys::{DeviceHeld, PreparedVerifyingKey, Proof, ProvingKey, VerifyingKey};
@@ -52,7 +46,6 @@ pub use r1cs::{
 pub use setup::{
     SetupError, SetupTimings, ToxicWaste, generate_parameters, generate_parameters_with_toxic_waste,
 };
-pub use sim::SimBackend;
 pub use verifier::{VerifyError, prepare_verifying_key, verify_proof};
 
 pub use cuzk_field::Fr;

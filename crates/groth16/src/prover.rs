@@ -1,10 +1,11 @@
 //! The Groth16 prover: witness map, quotient, five MSMs, assembly.
 //!
-//! Order of work: the backend plans its memory (`prepare`), then the four MSMs whose scalars
-//! are the witness (A, B in G1 and G2, L) run on a second thread while this thread evaluates
-//! a, b, c (and checks every constraint) into the backend's buffers; then the quotient H and
-//! its MSM; then the assembly. On a GPU the witness MSMs keep the device busy while the CPU
-//! does the witness map.
+//! Order of work, the phases of [`ProverBackend`] as the scheduler's engine runs them: the
+//! backend plans its memory (`prepare`) and stages the witness into room of its own memory;
+//! the four MSMs whose scalars are the witness (A, B in G1 and G2, L) run on a second thread
+//! while this thread evaluates a, b, c (and checks every constraint) into the backend's
+//! buffers; then a, b, c are staged, the quotient H and its MSM run; then the assembly. On a
+//! GPU the witness MSMs keep the device busy while the CPU does the witness map.
 //!
 //! With r, s the blinding scalars:
 //! - A = α + Σ z_i·a_i + r·δ (G1)
@@ -18,7 +19,10 @@ use cuzk_field::{Fr, G1Projective};
 use cuzk_ntt::{Domain, NttError};
 use rand_core::RngCore;
 
-use crate::backend::{BackendError, CpuBackend, Evaluations, ProverBackend, Query, WitnessMsms};
+use crate::backend::{
+    BackendError, CpuBackend, Evaluations, ProverBackend, Query, Stage, StagedWitness, WitnessMsms,
+    witness_msm_order,
+};
 use crate::keys::{Proof, ProvingKey};
 use crate::r1cs::{R1cs, Witness, WitnessError};
 use crate::timing::timed;
@@ -51,10 +55,10 @@ pub struct ProofTimings {
     /// a, b, c = A·z, B·z, C·z over the domain, and the satisfaction check (runs at the same
     /// time as the four witness MSMs, whose times are their own).
     pub witness_map: Duration,
-    /// Host → device copy of the witness for the A, B and L MSMs (zero on the CPU).
+    /// Host → device copy of the witness for the A, B and L MSMs (on the CPU only the
+    /// staging call: microseconds).
     pub upload_witness: Duration,
-    /// Host → device copy of a, b, c (zero on the CPU; on a GPU with room it runs while
-    /// the witness MSMs do).
+    /// Host → device copy of a, b, c (on the CPU only the staging call: microseconds).
     pub upload_abc: Duration,
     /// H from a, b, c (7 NTTs and the point-wise step; on a GPU without the upload).
     pub quotient: Duration,
@@ -193,48 +197,62 @@ pub fn create_proof_with_backend(
     let (prepared, d) = timed("prepare", || backend.prepare(pk, n));
     t.prepare = d;
     prepared?;
+    let needs = backend.staging_needs(pk, n)?;
+    let (staged, d) = timed("upload_witness", || {
+        backend.stage_witness(z, backend.reserve(Stage::Witness, needs.witness)?)
+    });
+    t.upload_witness = d;
+    let staged = staged?;
     let mut abc = backend.evaluation_buffers(n)?;
     if [&abc.a, &abc.b, &abc.c].iter().any(|v| v.len() != n) {
-        return Err(BackendError::new(
+        backend.return_evaluations(abc);
+        return Err(BackendError::invalid(
             backend.name(),
             format!("evaluation buffers are not of the domain size {n}"),
         )
         .into());
     }
 
+    // The witness is staged before the witness map starts, so its copy has the CPU to itself.
     let num_public = r1cs.num_public();
     let (msms, evaluated) = std::thread::scope(|scope| {
         let span = tracing::Span::current();
-        let (staged_tx, staged) = std::sync::mpsc::channel::<()>();
-        let msms = scope.spawn(move || {
-            span.in_scope(|| {
-                let signal = move || {
-                    let _ = staged_tx.send(());
-                };
-                backend.witness_msms(pk, z, num_public, &signal)
-            })
-        });
-        // Wait until the backend has copied the witness (or has given up: the sender is
-        // dropped when the thread ends), so the copy does not compete with the witness map.
-        let _ = staged.recv();
+        let staged = &staged;
+        let msms =
+            scope.spawn(move || span.in_scope(|| witness_msms(backend, pk, z, staged, num_public)));
         let evaluated = timed("witness_map", || witness_map(r1cs, z, &mut abc));
         let msms = msms
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         (msms, evaluated)
     });
+    drop(staged);
     let (evaluated, d) = evaluated;
     t.witness_map = d;
-    evaluated?; // a witness error outranks a backend error of the same proof
-    let msms = msms?;
-    t.upload_witness = msms.upload;
+    // A witness error outranks a backend error of the same proof.
+    let msms = match evaluated.map_err(ProveError::from).and_then(|()| Ok(msms?)) {
+        Ok(m) => m,
+        Err(e) => {
+            backend.return_evaluations(abc);
+            return Err(e);
+        }
+    };
     t.msm_a = msms.time_a;
     t.msm_b_g1 = msms.time_b_g1;
     t.msm_b_g2 = msms.time_b_g2;
     t.msm_l = msms.time_l;
 
-    let q = backend.quotient_msm(&domain, abc, &pk.h_query)?;
-    t.upload_abc = q.upload;
+    let (staged, d) = timed("upload_abc", || {
+        match backend.reserve(Stage::Evaluations, needs.evaluations) {
+            Ok(room) => backend.stage_evaluations(abc, room),
+            Err(e) => {
+                backend.return_evaluations(abc);
+                Err(e)
+            }
+        }
+    });
+    t.upload_abc = d;
+    let q = backend.quotient_msm(&domain, staged?, &pk.h_query)?;
     t.quotient = q.quotient;
     t.msm_h = q.msm;
 
@@ -243,6 +261,25 @@ pub fn create_proof_with_backend(
     t.total = start.elapsed();
     tracing::info!(total_ms = t.total.as_secs_f64() * 1e3, "proof done");
     Ok((proof, t))
+}
+
+/// The four witness MSMs over the staged witness, in order, each timed.
+fn witness_msms(
+    backend: &dyn ProverBackend,
+    pk: &ProvingKey,
+    z: &[Fr],
+    staged: &StagedWitness,
+    num_public: usize,
+) -> Result<WitnessMsms, BackendError> {
+    let mut out = WitnessMsms::default();
+    for (query, offset) in witness_msm_order(num_public) {
+        let (value, took) = timed(query.span(), || {
+            backend.witness_msm(pk, z, staged, query, offset)
+        });
+        out.set(query, value?, took)
+            .map_err(|e| BackendError::invalid(backend.name(), e))?;
+    }
+    Ok(out)
 }
 
 /// The proof from the MSM results and the blinding scalars r, s (see the module docs).

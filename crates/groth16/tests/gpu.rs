@@ -8,12 +8,13 @@ use std::time::Duration;
 
 use cuzk_field::Fr;
 use cuzk_gpu::Gpu;
-use cuzk_groth16::demo::Fixture;
 use cuzk_groth16::gpu::{GpuPhaseError, Phase};
+use cuzk_groth16::testing::demo;
+use cuzk_groth16::testing::demo::Fixture;
 use cuzk_groth16::{
     BackendChoice, GpuBackend, Proof, ProofTimings, ProveError, ProverBackend, Query, ToxicWaste,
-    create_proof_with_randomness, demo, generate_parameters_with_toxic_waste,
-    prepare_verifying_key, select_backend, verify_proof,
+    create_proof_with_randomness, generate_parameters_with_toxic_waste, prepare_verifying_key,
+    select_backend, verify_proof,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -154,7 +155,7 @@ fn prove_staged(b: &GpuBackend, f: &Fixture, r: Fr, s: Fr) -> Proof {
         .unwrap();
     let mut msms = cuzk_groth16::WitnessMsms::default();
     for (q, offset) in cuzk_groth16::witness_msm_order(f.r1cs.num_public()) {
-        let v = b.staged_msm(&f.pk, z, &staged, q, offset).unwrap();
+        let v = b.witness_msm(&f.pk, z, &staged, q, offset).unwrap();
         msms.set(q, v, Duration::ZERO).unwrap();
     }
     drop(staged);
@@ -163,7 +164,7 @@ fn prove_staged(b: &GpuBackend, f: &Fixture, r: Fr, s: Fr) -> Proof {
     let abc = b
         .stage_evaluations(abc, vram.reserve(needs.evaluations).unwrap())
         .unwrap();
-    let q = b.staged_quotient_msm(&domain, abc, &f.pk.h_query).unwrap();
+    let q = b.quotient_msm(&domain, abc, &f.pk.h_query).unwrap();
     cuzk_groth16::assemble(&f.pk, r, s, &msms, q.h)
 }
 

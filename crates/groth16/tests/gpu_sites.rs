@@ -11,8 +11,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use cuzk_gpu::Gpu;
-use cuzk_groth16::demo::Fixture;
 use cuzk_groth16::gpu::GpuPhaseError;
+use cuzk_groth16::testing::demo::Fixture;
 use cuzk_groth16::{GpuBackend, ProveError, prepare_verifying_key, verify_proof};
 use cuzk_vram::inject::{INJECTED, Injection, Site};
 

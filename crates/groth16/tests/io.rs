@@ -2,7 +2,8 @@
 
 use cuzk_field::{DecodeError, Fp, Fr, G1Affine, G2Affine};
 use cuzk_groth16::io::{self, FileKind, FormatError, PointChecks};
-use cuzk_groth16::{ProvingKey, R1cs, Witness, create_proof, demo, generate_parameters};
+use cuzk_groth16::testing::demo;
+use cuzk_groth16::{ProvingKey, R1cs, Witness, create_proof, generate_parameters};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 

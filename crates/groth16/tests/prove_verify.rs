@@ -1,11 +1,14 @@
 //! End to end: setup, prove, verify, and every way a proof or witness can be wrong.
 
-use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use cuzk_field::{Fr, G1Projective, G2Projective};
+use cuzk_groth16::testing::demo;
 use cuzk_groth16::{
-    BackendError, CpuBackend, Evaluations, ProveError, ProverBackend, ProvingKey, Query, R1cs,
-    R1csBuilder, Variable, VerifyError, Witness, WitnessError, WitnessMsms, create_proof,
-    create_proof_with_backend, create_proof_with_randomness, demo, generate_parameters,
-    prepare_verifying_key, verify_proof,
+    BackendError, BackendErrorKind, CpuBackend, Evaluations, MsmValue, ProveError, ProverBackend,
+    ProvingKey, Query, R1cs, R1csBuilder, StagedWitness, Variable, VerifyError, Witness,
+    WitnessError, create_proof, create_proof_with_backend, create_proof_with_randomness,
+    generate_parameters, prepare_verifying_key, verify_proof,
 };
 use cuzk_ntt::Domain;
 use proptest::prelude::*;
@@ -133,63 +136,78 @@ fn fixed_randomness_is_deterministic() {
     assert_eq!(verify_proof(&pvk, &p0, w.public_inputs()), Ok(()));
 }
 
-/// A backend that signals "witness staged" late (after its MSMs) or never (failing first):
-/// the prover waits for the signal before the witness map, so both must neither hang nor
-/// change the proof.
+/// A CPU backend whose witness MSM over one query fails, and which counts the evaluation
+/// buffers it lends and gets back.
 #[derive(Debug)]
-struct StagingProbe {
-    fail: bool,
+struct FailingMsm {
+    fails: Query,
+    lent: AtomicUsize,
+    returned: AtomicUsize,
 }
 
-impl ProverBackend for StagingProbe {
+impl ProverBackend for FailingMsm {
     fn name(&self) -> &'static str {
         "probe"
     }
 
-    fn quotient(&self, domain: &Domain, abc: Evaluations) -> Result<Vec<Fr>, BackendError> {
-        CpuBackend.quotient(domain, abc)
-    }
-
-    fn msm_g1(&self, q: Query, p: &[G1Affine], s: &[Fr]) -> Result<G1Projective, BackendError> {
-        CpuBackend.msm_g1(q, p, s)
-    }
-
-    fn msm_g2(&self, q: Query, p: &[G2Affine], s: &[Fr]) -> Result<G2Projective, BackendError> {
-        CpuBackend.msm_g2(q, p, s)
-    }
-
-    fn witness_msms(
+    fn witness_msm(
         &self,
         pk: &ProvingKey,
         z: &[Fr],
-        num_public: usize,
-        staged: &dyn Fn(),
-    ) -> Result<WitnessMsms, BackendError> {
-        if self.fail {
-            return Err(BackendError::new(
-                "probe",
-                "injected failure before staging",
-            ));
+        staged: &StagedWitness,
+        query: Query,
+        offset: usize,
+    ) -> Result<MsmValue, BackendError> {
+        if query == self.fails {
+            return Err(BackendError::invalid("probe", "injected failure"));
         }
-        let out = CpuBackend.witness_msms(pk, z, num_public, &|| {})?;
-        staged();
-        Ok(out)
+        CpuBackend.witness_msm(pk, z, staged, query, offset)
+    }
+
+    fn evaluation_buffers(&self, n: usize) -> Result<Evaluations, BackendError> {
+        self.lent.fetch_add(1, Ordering::Relaxed);
+        CpuBackend.evaluation_buffers(n)
+    }
+
+    fn return_evaluations(&self, abc: Evaluations) {
+        self.returned.fetch_add(1, Ordering::Relaxed);
+        drop(abc);
     }
 }
 
 #[test]
-fn late_or_missing_staging_signal_neither_hangs_nor_changes_the_proof() {
+fn a_failed_witness_msm_fails_the_proof_and_returns_the_evaluation_buffers() {
     let mut rng = rng(5);
     let (r1cs, w) = demo::circuit(8, 2, &mut rng).unwrap();
     let pk = generate_parameters(&r1cs, &mut rng).unwrap();
     let (r, s) = (Fr::random(&mut rng), Fr::random(&mut rng));
-    let want = create_proof_with_randomness(&pk, &r1cs, &w, r, s).unwrap();
-    let (late, _) =
-        create_proof_with_backend(&StagingProbe { fail: false }, &pk, &r1cs, &w, r, s).unwrap();
-    assert_eq!(late, want);
-    let e = create_proof_with_backend(&StagingProbe { fail: true }, &pk, &r1cs, &w, r, s)
-        .expect_err("the backend failed");
-    assert!(matches!(e, ProveError::Backend(_)), "{e}");
+    for (query, _) in cuzk_groth16::witness_msm_order(r1cs.num_public()) {
+        let b = FailingMsm {
+            fails: query,
+            lent: AtomicUsize::new(0),
+            returned: AtomicUsize::new(0),
+        };
+        let e = create_proof_with_backend(&b, &pk, &r1cs, &w, r, s).expect_err("the MSM failed");
+        assert!(
+            matches!(&e, ProveError::Backend(b) if b.kind() == BackendErrorKind::Invalid),
+            "{query}: {e}"
+        );
+        assert_eq!(b.lent.load(Ordering::Relaxed), 1, "{query}");
+        assert_eq!(b.returned.load(Ordering::Relaxed), 1, "{query}");
+    }
+    // A witness error outranks the backend's error of the same proof.
+    let mut bad = w.assignment().to_vec();
+    let last = bad.len() - 1;
+    bad[last] += Fr::ONE;
+    let bad = Witness::from_assignment(r1cs.num_public(), bad).unwrap();
+    let b = FailingMsm {
+        fails: Query::A,
+        lent: AtomicUsize::new(0),
+        returned: AtomicUsize::new(0),
+    };
+    let e = create_proof_with_backend(&b, &pk, &r1cs, &bad, r, s).expect_err("bad witness");
+    assert!(matches!(e, ProveError::Witness(_)), "{e}");
+    assert_eq!(b.returned.load(Ordering::Relaxed), 1);
 }
 
 /// Horner evaluation of coefficients at x.

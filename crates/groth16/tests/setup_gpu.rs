@@ -3,9 +3,10 @@
 //! `cargo test --release -p cuzk-groth16 --test setup_gpu -- --ignored --nocapture`.
 
 use cuzk_gpu::Gpu;
-use cuzk_groth16::setup_gpu::generate_parameters_gpu;
+use cuzk_groth16::setup::gpu::generate_parameters_gpu;
+use cuzk_groth16::testing::demo;
 use cuzk_groth16::{
-    ToxicWaste, create_proof, demo, generate_parameters_with_toxic_waste, prepare_verifying_key,
+    ToxicWaste, create_proof, generate_parameters_with_toxic_waste, prepare_verifying_key,
     verify_proof,
 };
 use rand::SeedableRng;

@@ -5,8 +5,9 @@
 use std::time::Instant;
 
 use cuzk_field::Fr;
+use cuzk_groth16::testing::demo;
 use cuzk_groth16::{
-    CpuBackend, create_proof_with_backend, demo, generate_parameters_with_toxic_waste,
+    CpuBackend, create_proof_with_backend, generate_parameters_with_toxic_waste,
     prepare_verifying_key, setup::ToxicWaste, verify_proof,
 };
 use rand::SeedableRng;

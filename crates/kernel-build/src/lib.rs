@@ -205,3 +205,41 @@ fn write_rs(
     );
     std::fs::write(out.join("kernels.rs"), s).expect("write kernels.rs");
 }
+
+/// Compiles `kernels/<source>` with g++ (the kernels' PTX emulated on the host) and runs it on a
+/// fresh folder holding `files`, with `args` after the folder; returns its output, panicking
+/// unless it exits 0. For the kernel crates' host-emulation tests (a dev-dependency there).
+pub fn run_host_emu(source: &str, files: &[(&str, &[u8])], args: &[String]) -> String {
+    let stem = source.replace(['/', '.'], "-");
+    let dir = std::env::temp_dir().join(format!("cuzk-{stem}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("create the emulator's folder");
+    for (name, bytes) in files {
+        std::fs::write(dir.join(name), bytes).expect("write an emulator input");
+    }
+    let kernels = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kernels");
+    let exe = dir.join("emu");
+    let cc = std::process::Command::new(std::env::var("CXX").unwrap_or_else(|_| "g++".into()))
+        .args([
+            "-std=c++20",
+            "-O1",
+            "-pthread",
+            "-Wno-unknown-pragmas",
+            "-I",
+        ])
+        .arg(&kernels)
+        .arg("-o")
+        .arg(&exe)
+        .arg(kernels.join(source))
+        .status()
+        .expect("run g++");
+    assert!(cc.success(), "g++ failed on {source}");
+    let out = std::process::Command::new(&exe)
+        .arg(&dir)
+        .args(args)
+        .output()
+        .expect("run the emulator");
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{source}: {text}");
+    text
+}

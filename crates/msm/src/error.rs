@@ -17,6 +17,22 @@ pub enum MsmError {
     Gpu(#[from] cuzk_gpu::GpuError),
 }
 
+impl MsmError {
+    /// Whether the driver ran out of device memory.
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(self, Self::Gpu(e) if e.is_out_of_memory())
+    }
+
+    /// Whether the device budget had no room (for the MSM, or even for its smallest chunk).
+    pub fn is_out_of_budget(&self) -> bool {
+        match self {
+            Self::NoRoom { .. } => true,
+            Self::Gpu(e) => e.is_out_of_budget(),
+            _ => false,
+        }
+    }
+}
+
 impl From<cuzk_gpu::VramError> for MsmError {
     fn from(e: cuzk_gpu::VramError) -> Self {
         Self::Gpu(e.into())

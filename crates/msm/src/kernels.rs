@@ -1,5 +1,6 @@
-//! Checked launch wrappers for `kernels/msm/msm.cu` (Pippenger MSM; driven by `gpu`), embedded
-//! by this crate's build script; the only module of cuzk-msm allowed `unsafe`.
+//! Checked launch wrappers for `kernels/msm/msm.cu` (Pippenger MSM; driven by `gpu`) and
+//! `kernels/msm/check.cu` (subgroup checks; driven by `subgroup`), embedded by this crate's
+//! build script; the only module of cuzk-msm allowed `unsafe`.
 //!
 //! Every wrapper checks that each buffer is large enough for what the kernel touches given the
 //! other arguments; kernels additionally clamp data-dependent indices (sorted entries, keys),
@@ -353,6 +354,50 @@ fn check_windows(kernel: &str, win: &Windows, n: usize) -> Result<usize> {
 }
 
 mod sort;
+/// Lowers `first_bad[0]` to the index of every point of `points` outside the prime-order
+/// subgroup of `group` (on `stream`, asynchronous; the caller sets `first_bad[0]` first, to
+/// `u32::MAX` for "none"). The points must be on the curve (the kernel's memory accesses are in
+/// bounds whatever they hold); the identity (0, 0) passes.
+pub fn check_subgroup<A: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    group: Curve,
+    points: &DeviceBuffer<A>,
+    first_bad: &mut DeviceBuffer<u32>,
+) -> Result<()> {
+    let (kernel, block) = match group {
+        Curve::G1 => ("cuzk_check_g1_subgroup", 256),
+        Curve::G2 => ("cuzk_check_g2_subgroup", 128),
+    };
+    let invalid = |reason: String| GpuError::InvalidLaunch {
+        kernel: format!("{}::{kernel}", CHECK.name()),
+        reason,
+    };
+    if size_of::<A>() != group.affine_bytes() {
+        return Err(invalid(format!(
+            "point type has {} bytes, affine {group:?} has {}",
+            size_of::<A>(),
+            group.affine_bytes()
+        )));
+    }
+    if first_bad.len() != 1 {
+        return Err(invalid(format!(
+            "the flag buffer holds {} words, not 1",
+            first_bad.len()
+        )));
+    }
+    let n = points.len();
+    let n32 = u32::try_from(n).map_err(|_| invalid(format!("{n} points: more than 2^32")))?;
+    if n == 0 {
+        return Ok(());
+    }
+    let cfg = LaunchConfig::for_elements(n, block)?;
+    // SAFETY: thread i < n reads points[i] (n = points.len()) and atomically updates
+    // first_bad[0] (one word, checked). `first_bad` is borrowed mutably for the call; callers
+    // order later reads after the stream (DeviceBuffer copies on the same stream do).
+    unsafe { gpu.launch(stream, &CHECK, kernel, cfg, &[&*first_bad, points, &n32]) }
+}
+
 #[cfg(test)]
 use sort::hist_counters;
 pub use sort::*;

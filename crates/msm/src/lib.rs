@@ -1,9 +1,22 @@
 //! Multi-scalar multiplication `Σ scalars[i] · points[i]` over BLS12-381 G1 and G2.
 //!
+//! ```
+//! use cuzk_field::{Fr, G1Affine, G1Projective};
+//!
+//! let points = [G1Affine::generator(); 3];
+//! let scalars = [Fr::from_u64(1), Fr::from_u64(2), Fr::from_u64(3)];
+//! let sum = cuzk_msm::msm(&points, &scalars)?; // on the GPU when there is one
+//! assert_eq!(sum, G1Projective::generator() * Fr::from_u64(6));
+//! # Ok::<(), cuzk_msm::MsmError>(())
+//! ```
+//!
+//! - [`msm`]: the one call, on the first GPU when one is there, else on the CPU.
 //! - [`cpu::msm`]: parallel (rayon) and sparse-aware CPU MSM over blst's Pippenger; the
 //!   reference every GPU path is checked against, and the fallback without a GPU.
 //! - [`cpu::naive_msm`]: double-and-add, the oracle for tests.
 //! - [`gpu::GpuMsm`]: GPU Pippenger over resident or streamed points, G1 and G2.
+//! - [`subgroup`]: GPU checks that many points are in the prime-order subgroup (loading
+//!   parameter files of unknown origin).
 //! - [`testing::random_points`]: many distinct random points quickly, for tests and benches.
 //!
 //! Points are affine ([`MsmPoint`] is implemented for [`G1Affine`] and [`G2Affine`]), scalars are
@@ -17,6 +30,7 @@ pub mod gpu;
 // The launchers of this crate's kernels: the one module allowed `unsafe`.
 #[allow(unsafe_code)]
 pub mod kernels;
+pub mod subgroup;
 pub mod testing;
 
 use core::fmt::Debug;
@@ -27,6 +41,22 @@ use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
 use rand_core::RngCore;
 
 pub use error::MsmError;
+
+/// Below this many points a GPU MSM costs more in uploads and launches than the CPU's.
+const GPU_MIN_POINTS: usize = 1 << 12;
+
+/// `Σ scalars[i] · points[i]` (equal lengths): on the first GPU when a device and the kernels
+/// are there and the MSM is large enough to gain from it, otherwise on every CPU core; the same
+/// point either way. For many MSMs over the same points, keep a [`gpu::GpuMsm`] instead: it
+/// holds the points on the device between calls.
+pub fn msm<P: MsmPoint>(points: &[P], scalars: &[Fr]) -> Result<P::Projective, MsmError> {
+    match cuzk_gpu::Gpu::available() {
+        Some(gpu) if points.len() >= GPU_MIN_POINTS && points.len() == scalars.len() => {
+            gpu::GpuMsm::new(&gpu, points)?.msm(scalars)
+        }
+        _ => cpu::msm(points, scalars),
+    }
+}
 
 /// Which group a point type lives in; selects the GPU kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

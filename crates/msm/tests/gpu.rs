@@ -851,3 +851,32 @@ fn gpu_bin_sort_matches_host_sort() {
         }
     }
 }
+
+/// The one call (`cuzk_msm::msm`) runs on the GPU above its threshold and gives the CPU's
+/// point, G1 and G2.
+#[test]
+#[ignore = "gpu"]
+fn gpu_one_call_msm_matches_cpu() {
+    assert!(
+        Gpu::available().is_some(),
+        "these tests need a CUDA GPU and built kernels"
+    );
+    let mut rng = ChaCha20Rng::seed_from_u64(77);
+    for n in [1 << 12, (1 << 14) + 3] {
+        let s = scalars(n, Kind::Random, &mut rng);
+        let p1: Vec<G1Affine> = points(n, &mut rng);
+        assert_eq!(
+            cuzk_msm::msm(&p1, &s).unwrap(),
+            cpu::msm(&p1, &s).unwrap(),
+            "G1 {n}"
+        );
+        let p2: Vec<G2Affine> = points(n, &mut rng);
+        assert_eq!(
+            cuzk_msm::msm(&p2, &s).unwrap(),
+            cpu::msm(&p2, &s).unwrap(),
+            "G2 {n}"
+        );
+    }
+    let p: Vec<G1Affine> = points(1 << 12, &mut rng);
+    assert!(cuzk_msm::msm(&p, &[Fr::ONE; 3]).is_err(), "lengths differ");
+}

@@ -23,6 +23,22 @@ pub enum NttError {
     Gpu(#[from] cuzk_gpu::GpuError),
 }
 
+impl NttError {
+    /// Whether the driver ran out of device memory.
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(self, Self::Gpu(e) if e.is_out_of_memory())
+    }
+
+    /// Whether the device budget had no room.
+    pub fn is_out_of_budget(&self) -> bool {
+        match self {
+            Self::DoesNotFit { .. } => true,
+            Self::Gpu(e) => e.is_out_of_budget(),
+            _ => false,
+        }
+    }
+}
+
 impl From<cuzk_gpu::VramError> for NttError {
     fn from(e: cuzk_gpu::VramError) -> Self {
         Self::Gpu(e.into())

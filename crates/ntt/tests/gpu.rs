@@ -553,3 +553,32 @@ fn gpu_a_logical_devices_tables_are_freed_with_it() {
         (before - after) >> 20
     );
 }
+
+/// The one call (`cuzk_ntt::transform`) runs on the GPU from 2^14 and gives the CPU's result
+/// for every transform; a length that is not a power of two is refused.
+#[test]
+#[ignore = "gpu"]
+fn gpu_one_call_transform_matches_cpu() {
+    assert!(
+        Gpu::available().is_some(),
+        "these tests need a CUDA GPU and built kernels"
+    );
+    for log in [14u32, 17] {
+        let d = Domain::new(log).unwrap();
+        let x = random(d.size(), u64::from(log));
+        for t in [
+            Transform::Forward,
+            Transform::Inverse,
+            Transform::CosetForward,
+            Transform::CosetInverse,
+        ] {
+            let mut want = x.clone();
+            cpu(&d, &mut want, t);
+            let mut got = x.clone();
+            cuzk_ntt::transform(&mut got, t).unwrap();
+            assert!(got == want, "2^{log} {t:?}");
+        }
+    }
+    let mut odd = random(3 << 12, 1);
+    assert!(cuzk_ntt::transform(&mut odd, Transform::Forward).is_err());
+}

@@ -219,7 +219,7 @@ async fn cancel_stops_queued_jobs_at_once_and_flags_running_ones() {
 /// A CPU engine with one small key; its digest.
 fn engine_with_key() -> (Arc<Engine>, String, cuzk_groth16::VerifyingKey, Vec<u8>) {
     let mut rng = ChaCha20Rng::seed_from_u64(7);
-    let (r1cs, w) = cuzk_groth16::demo::circuit(6, 2, &mut rng).unwrap();
+    let (r1cs, w) = cuzk_groth16::testing::demo::circuit(6, 2, &mut rng).unwrap();
     let (pk, _) =
         generate_parameters_with_toxic_waste(&r1cs, &ToxicWaste::random(&mut rng)).unwrap();
     let vk = pk.vk.clone();

@@ -13,7 +13,7 @@ use cuzk_vram::{Budget, FakeBackend, Vram};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::config::{EngineConfig, Workers};
-use crate::gate::{Gate, GateError};
+use crate::gate::{Gate, GateError, Rank};
 use crate::job::{
     JobError, JobHandle, JobId, JobOutput, JobShared, JobSpec, JobState, Priority, ReadAhead, Span,
     WitnessSource,

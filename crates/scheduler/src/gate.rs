@@ -9,10 +9,19 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::job::Priority;
-
 /// How often a waiter re-checks its cancel flag.
 const POLL: Duration = Duration::from_millis(20);
+
+/// A waiter's place in line: lower ranks are served first (a job's priority, or a plain `u8`).
+pub trait Rank: Copy {
+    fn rank(self) -> u8;
+}
+
+impl Rank for u8 {
+    fn rank(self) -> u8 {
+        self
+    }
+}
 
 /// Why a gate was not passed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -131,9 +140,9 @@ impl Gate {
         self.inner.cond.notify_all();
     }
 
-    /// Whether a waiter of a higher priority than `priority` is queued (a holder of the GPU
-    /// lock yields it at its next phase boundary when this is true).
-    pub fn has_higher_waiter(&self, priority: Priority) -> bool {
+    /// Whether a waiter ranked before `priority` is queued (a holder of the GPU lock yields it
+    /// at its next phase boundary when this is true).
+    pub fn has_higher_waiter(&self, priority: impl Rank) -> bool {
         let rank = priority.rank();
         self.inner
             .state
@@ -165,7 +174,7 @@ impl Gate {
     pub fn acquire(
         &self,
         amount: u64,
-        priority: Priority,
+        priority: impl Rank,
         cancelled: &dyn Fn() -> bool,
     ) -> Result<Permit, GateError> {
         let mut s = self.inner.state.lock();
@@ -216,19 +225,22 @@ mod tests {
     use std::sync::mpsc;
 
     const NEVER: &dyn Fn() -> bool = &|| false;
+    const HIGH: u8 = 0;
+    const NORMAL: u8 = 1;
+    const LOW: u8 = 2;
 
     #[test]
     fn permits_return_their_share() {
         let g = Gate::new("test", 10);
-        let a = g.acquire(4, Priority::Normal, NEVER).unwrap();
-        let b = g.acquire(6, Priority::Normal, NEVER).unwrap();
+        let a = g.acquire(4, NORMAL, NEVER).unwrap();
+        let b = g.acquire(6, NORMAL, NEVER).unwrap();
         assert_eq!(g.in_use(), 10);
         drop(a);
         assert_eq!(g.in_use(), 6);
         drop(b);
         assert_eq!(g.in_use(), 0);
         assert!(matches!(
-            g.acquire(11, Priority::High, NEVER),
+            g.acquire(11, HIGH, NEVER),
             Err(GateError::TooLarge { need: 11, .. })
         ));
     }
@@ -236,15 +248,10 @@ mod tests {
     #[test]
     fn higher_priority_is_served_first_then_fifo() {
         let g = Gate::new("lock", 1);
-        let held = g.acquire(1, Priority::Low, NEVER).unwrap();
+        let held = g.acquire(1, LOW, NEVER).unwrap();
         let (tx, rx) = mpsc::channel();
         let mut threads = Vec::new();
-        for (i, p) in [
-            (0, Priority::Low),
-            (1, Priority::Normal),
-            (2, Priority::High),
-            (3, Priority::Normal),
-        ] {
+        for (i, p) in [(0, LOW), (1, NORMAL), (2, HIGH), (3, NORMAL)] {
             let (g2, tx) = (g.clone(), tx.clone());
             threads.push(std::thread::spawn(move || {
                 let permit = g2.acquire(1, p, NEVER).unwrap();
@@ -257,7 +264,7 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
-        assert!(g.has_higher_waiter(Priority::Normal));
+        assert!(g.has_higher_waiter(NORMAL));
         drop(held);
         let order: Vec<usize> = (0..4).map(|_| rx.recv().unwrap()).collect();
         assert_eq!(order, vec![2, 1, 3, 0]);
@@ -269,12 +276,12 @@ mod tests {
     #[test]
     fn a_cancelled_waiter_leaves_the_line() {
         let g = Gate::new("room", 8);
-        let held = g.acquire(8, Priority::Normal, NEVER).unwrap();
+        let held = g.acquire(8, NORMAL, NEVER).unwrap();
         let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let t = {
             let (g, flag) = (g.clone(), flag.clone());
             std::thread::spawn(move || {
-                g.acquire(4, Priority::Normal, &|| {
+                g.acquire(4, NORMAL, &|| {
                     flag.load(std::sync::atomic::Ordering::Relaxed)
                 })
             })
@@ -292,10 +299,10 @@ mod tests {
     #[test]
     fn a_large_waiter_is_not_overtaken() {
         let g = Gate::new("room", 10);
-        let held = g.acquire(6, Priority::Normal, NEVER).unwrap();
+        let held = g.acquire(6, NORMAL, NEVER).unwrap();
         let big = {
             let g = g.clone();
-            std::thread::spawn(move || g.acquire(8, Priority::Normal, NEVER).map(|p| p.amount()))
+            std::thread::spawn(move || g.acquire(8, NORMAL, NEVER).map(|p| p.amount()))
         };
         while g.waiters() == 0 {
             std::thread::sleep(Duration::from_millis(1));
@@ -303,7 +310,7 @@ mod tests {
         // 2 bytes are free, but the 8-byte waiter is first in line.
         let small = {
             let g = g.clone();
-            std::thread::spawn(move || g.acquire(2, Priority::Normal, NEVER).map(|p| p.amount()))
+            std::thread::spawn(move || g.acquire(2, NORMAL, NEVER).map(|p| p.amount()))
         };
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(

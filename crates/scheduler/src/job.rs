@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use cuzk_groth16::{Fr, Proof, Witness};
 use parking_lot::{Condvar, Mutex};
 
-use crate::gate::Permit;
+use crate::gate::{Permit, Rank};
 
 /// Three levels; FIFO within a level. A waiting higher-priority job gets the next GPU slot, and
 /// a running lower-priority job yields the GPU lock at its next phase boundary.
@@ -23,20 +23,22 @@ pub enum Priority {
 impl Priority {
     pub const ALL: [Priority; 3] = [Priority::High, Priority::Normal, Priority::Low];
 
-    /// 0 is served first.
-    pub(crate) fn rank(self) -> u8 {
-        match self {
-            Priority::High => 0,
-            Priority::Normal => 1,
-            Priority::Low => 2,
-        }
-    }
-
     pub fn name(self) -> &'static str {
         match self {
             Priority::High => "high",
             Priority::Normal => "normal",
             Priority::Low => "low",
+        }
+    }
+}
+
+impl Rank for Priority {
+    /// High is served first.
+    fn rank(self) -> u8 {
+        match self {
+            Priority::High => 0,
+            Priority::Normal => 1,
+            Priority::Low => 2,
         }
     }
 }

@@ -4,9 +4,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use cuzk_groth16::testing::SimBackend;
 use cuzk_groth16::{
     BackendError, Domain, GpuBackend, PreparedVerifyingKey, ProverBackend, ProvingKey, Query, R1cs,
-    SimBackend, StagingNeeds, io,
+    StagingNeeds, io,
 };
 
 use crate::engine::{Device, DeviceKind, EngineError, Inner};

@@ -29,7 +29,7 @@
 //! lock holder yields between MSMs to a waiting job of higher priority. Cancellation takes a
 //! queued job out at once and stops a running one at its next phase boundary. With no GPU the
 //! same engine runs on the CPU, its staged data in a simulated device memory
-//! ([`cuzk_groth16::SimBackend`]).
+//! ([`cuzk_groth16::testing::SimBackend`]).
 
 #![forbid(unsafe_code)]
 
@@ -43,7 +43,7 @@ mod run;
 
 pub use config::{EngineConfig, Workers};
 pub use engine::{Counters, DeviceStatus, Engine, EngineError, EngineStatus, WorkerStatus};
-pub use gate::{Gate, GateError, Permit};
+pub use gate::{Gate, GateError, Permit, Rank};
 pub use job::{
     JobError, JobHandle, JobId, JobOutput, JobSpec, JobStatus, JobTimings, Priority, Span,
     SpanKind, WitnessSource,

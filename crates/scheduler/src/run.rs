@@ -4,9 +4,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cuzk_groth16::{
-    BackendError, MsmValue, ProverBackend, Witness, WitnessMsms, io, witness_msm_order,
+    BackendError, BackendErrorKind, MsmValue, ProverBackend, Witness, WitnessMsms, io,
+    witness_msm_order,
 };
-use cuzk_vram::{Reservation, VramError};
+use cuzk_vram::Reservation;
 
 use crate::engine::{Device, Inner};
 use crate::gate::{GateError, Permit};
@@ -21,23 +22,14 @@ pub(crate) const RESERVE_RETRY: Duration = Duration::from_secs(30);
 
 /// A backend's error as a job's: out of device memory when a driver call said so.
 pub(crate) fn backend_failed(phase: &'static str, e: BackendError) -> JobError {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
-    while let Some(c) = cause {
-        let oom = match c.downcast_ref::<VramError>() {
-            Some(VramError::Backend { name, .. }) => name == OUT_OF_MEMORY,
-            _ => c.to_string().contains(OUT_OF_MEMORY),
-        };
-        if oom {
-            return JobError::OutOfDeviceMemory {
-                phase,
-                message: e.to_string(),
-            };
-        }
-        cause = c.source();
+    match e.kind() {
+        BackendErrorKind::OutOfDeviceMemory => JobError::OutOfDeviceMemory {
+            phase,
+            message: e.to_string(),
+        },
+        _ => failed(phase, e),
     }
-    failed(phase, e)
 }
-pub(crate) const OUT_OF_MEMORY: &str = "CUDA_ERROR_OUT_OF_MEMORY";
 
 pub(crate) fn failed(phase: &'static str, e: impl std::fmt::Display) -> JobError {
     JobError::Failed {
@@ -230,7 +222,7 @@ impl Inner {
 
         let lock = self.lock(dev, &rec, &mut t, priority, &cancelled)?;
         let t0 = self.now();
-        let q = backend.staged_quotient_msm(&key.domain, staged, &key.pk.h_query);
+        let q = backend.quotient_msm(&key.domain, staged, &key.pk.h_query);
         let t1 = self.now();
         self.unlock(dev, lock, &mut t, t1 - t0);
         drop(abc_permit);
@@ -311,7 +303,7 @@ impl Inner {
             };
             let start = Instant::now();
             let (r, _) = rec.span(phase, SpanKind::Device, || {
-                backend.staged_msm(&key.pk, z, staged, query, offset)
+                backend.witness_msm(&key.pk, z, staged, query, offset)
             });
             let value: MsmValue = match r {
                 Ok(v) => v,

@@ -27,7 +27,7 @@ struct Circuit {
 
 fn circuit(log: u32, seed: u64) -> Circuit {
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    let (r1cs, witness) = cuzk_groth16::demo::circuit(log, 2, &mut rng).unwrap();
+    let (r1cs, witness) = cuzk_groth16::testing::demo::circuit(log, 2, &mut rng).unwrap();
     let (pk, _) =
         generate_parameters_with_toxic_waste(&r1cs, &cuzk_groth16::ToxicWaste::random(&mut rng))
             .unwrap();

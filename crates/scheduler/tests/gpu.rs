@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cuzk_gpu::Gpu;
-use cuzk_groth16::{ProvingKey, R1cs, ToxicWaste, Witness, demo, setup_gpu};
+use cuzk_groth16::setup::gpu::generate_parameters_gpu;
+use cuzk_groth16::testing::demo;
+use cuzk_groth16::{ProvingKey, R1cs, ToxicWaste, Witness};
 use cuzk_scheduler::{
     Engine, EngineConfig, JobHandle, JobOutput, JobSpec, KeySource, SpanKind, WitnessSource,
     Workers,
@@ -37,8 +39,7 @@ fn fixture(log: u32) -> Fixture {
     let mut rng = ChaCha20Rng::seed_from_u64(u64::from(log));
     let t = Instant::now();
     let (r1cs, witness) = demo::circuit_with(log, 4, 75, &mut rng).unwrap();
-    let (pk, _) =
-        setup_gpu::generate_parameters_gpu(&gpu, &r1cs, &ToxicWaste::random(&mut rng)).unwrap();
+    let (pk, _) = generate_parameters_gpu(&gpu, &r1cs, &ToxicWaste::random(&mut rng)).unwrap();
     println!(
         "2^{log}: circuit and key in {:.1} s",
         t.elapsed().as_secs_f64()
@@ -444,7 +445,7 @@ fn gpu_engine_proves_with_a_key_held_on_the_device() {
         .expect("the held key loads");
     // The held key's proof equals the CPU prover's with the same key made on the host, for
     // the same r and s (the engine being idle, its backend proves directly).
-    let (host_pk, _) = setup_gpu::generate_parameters_gpu(&gpu, &r1cs, &tw).unwrap();
+    let (host_pk, _) = generate_parameters_gpu(&gpu, &r1cs, &tw).unwrap();
     assert_eq!(host_pk.vk, pk.vk);
     let (r, s) = (
         cuzk_groth16::Fr::random(&mut rng),

@@ -8,7 +8,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cuzk_groth16::{ToxicWaste, demo, generate_parameters_with_toxic_waste};
+use cuzk_groth16::testing::demo;
+use cuzk_groth16::{ToxicWaste, generate_parameters_with_toxic_waste};
 use cuzk_scheduler::{Engine, EngineConfig, JobError, JobSpec, KeySource, WitnessSource, Workers};
 use cuzk_vram::inject::{INJECTED, Injection, Site};
 use rand::SeedableRng;

@@ -299,7 +299,7 @@ struct FakeState {
     faults: Faults,
 }
 
-const FAKE_OOM: &str = "CUDA_ERROR_OUT_OF_MEMORY";
+const FAKE_OOM: &str = crate::error::CUDA_OUT_OF_MEMORY;
 
 impl FakeBackend {
     /// A fake device with `total` bytes, all free.

@@ -42,4 +42,20 @@ pub enum VramError {
     },
 }
 
+/// The CUDA driver's name for an allocation it could not serve.
+pub const CUDA_OUT_OF_MEMORY: &str = "CUDA_ERROR_OUT_OF_MEMORY";
+
+impl VramError {
+    /// Whether the driver itself ran out of device memory (not the budget: see
+    /// [`Self::is_out_of_budget`]).
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(self, Self::Backend { name, .. } if name == CUDA_OUT_OF_MEMORY)
+    }
+
+    /// Whether the budget had no room for the request, now or ever.
+    pub fn is_out_of_budget(&self) -> bool {
+        matches!(self, Self::OutOfBudget { .. } | Self::ExceedsBudget { .. })
+    }
+}
+
 pub type Result<T, E = VramError> = std::result::Result<T, E>;

@@ -39,7 +39,7 @@ pub use buffer::{DEVICE_ALIGN, DeviceBuffer, PinnedBuffer, RegisteredHost, devic
 pub use config::{
     BudgetConfig, DEFAULT_MARGIN_FLOOR, DEFAULT_MARGIN_FRACTION, parse_size, physical_ram,
 };
-pub use error::{Result, VramError};
+pub use error::{CUDA_OUT_OF_MEMORY, Result, VramError};
 
 /// The allocator of one device: a memory backend plus the device and host budgets.
 /// Cheap to clone (shared state).

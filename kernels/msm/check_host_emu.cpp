@@ -1,6 +1,6 @@
-// Host check of kernels/setup/check.cu without a GPU: g++ compiles the kernels with the PTX carry
+// Host check of kernels/msm/check.cu without a GPU: g++ compiles the kernels with the PTX carry
 // instructions emulated (CUZK_HOST_EMU, see ff/ptx.cuh) on the shared CUDA-on-the-host shim.
-// Inputs come from the ignored test `host_emu_subgroup_check` in crates/groth16/src/subgroup_gpu.rs:
+// Inputs come from the ignored test `host_emu_subgroup_check` in crates/msm/src/subgroup.rs:
 // affine points (g1.bin, g2.bin) and cuzk-field's verdict per point (g1.ok, g2.ok: one byte each).
 //   emu <dir>  -> exit status 0 iff every point's verdict and each kernel's first failing index
 //                 match.

@@ -1,5 +1,5 @@
 // Subgroup membership of affine BLS12-381 points, for loading parameter files of unknown origin
-// (crates/groth16/src/subgroup_gpu.rs; launch wrappers in crates/groth16/src/kernels.rs).
+// (crates/msm/src/subgroup.rs; launch wrapper in crates/msm/src/kernels.rs).
 // The endomorphism tests of Scott ("A note on group membership tests for G1, G2 and GT on BLS
 // pairing-friendly curves", eprint 2021/1130), with z = -0xd201000000010000:
 //  * G1: P is in G1 iff σ²(P) = -[z²]P, σ(x, y) = (βx, y) with β a cube root of unity in Fp

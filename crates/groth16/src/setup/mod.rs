@@ -4,7 +4,8 @@
 //! `Σ_rows A[row][i]·L_row(τ)`, computed column by column over a transposed (CSC) copy of each
 //! matrix so the work is parallel without per-thread copies of the outputs. All points are then
 //! made by windowed fixed-base multiplication (one table per group) with batched affine
-//! additions (see `fixed_base`).
+//! additions (see `fixed_base`). [`gpu`] makes the same key on a GPU (the fixed-base kernels of
+//! `kernels/setup/`, launched by [`kernels`]).
 
 use std::time::{Duration, Instant};
 
@@ -13,10 +14,16 @@ use cuzk_ntt::{Domain, NttError};
 use rand_core::RngCore;
 use rayon::prelude::*;
 
-use crate::fixed_base::FixedBaseTable;
 use crate::keys::{ProvingKey, VerifyingKey};
 use crate::r1cs::{R1cs, SparseMatrix};
 use crate::timing::timed;
+use fixed_base::FixedBaseTable;
+
+mod fixed_base;
+pub mod gpu;
+// The launchers of the setup kernels: the one module allowed `unsafe`.
+#[allow(unsafe_code)]
+pub mod kernels;
 
 /// Why parameters could not be generated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -354,7 +361,7 @@ mod tests {
     #[test]
     fn key_matches_direct_polynomial_evaluation() {
         let mut rng = ChaCha20Rng::seed_from_u64(5);
-        let (r1cs, _) = crate::demo::circuit(5, 2, &mut rng).unwrap();
+        let (r1cs, _) = crate::testing::demo::circuit(5, 2, &mut rng).unwrap();
         let tw = ToxicWaste::random(&mut rng);
         let (pk, _) = generate_parameters_with_toxic_waste(&r1cs, &tw).unwrap();
         let domain = Domain::for_size(r1cs.num_constraints()).unwrap();
@@ -392,7 +399,7 @@ mod tests {
     #[test]
     fn degenerate_toxic_waste_is_refused() {
         let mut rng = ChaCha20Rng::seed_from_u64(6);
-        let (r1cs, _) = crate::demo::circuit(4, 1, &mut rng).unwrap();
+        let (r1cs, _) = crate::testing::demo::circuit(4, 1, &mut rng).unwrap();
         let mut tw = ToxicWaste::random(&mut rng);
         tw.gamma = Fr::ZERO;
         assert_eq!(

@@ -1,7 +1,6 @@
 //! Launch wrappers for the fixed-base kernels of `kernels/setup/setup.cu` (Groth16 parameter
-//! generation): `s_i · G` for one generator G and many scalars, then XYZZ → affine; and for the
-//! subgroup checks of `kernels/setup/check.cu` (loading parameter files). Embedded by this
-//! crate's build script; the only module of cuzk-groth16 allowed `unsafe`.
+//! generation): `s_i · G` for one generator G and many scalars, then XYZZ → affine. Embedded by
+//! this crate's build script; the only module of cuzk-groth16 allowed `unsafe`.
 //!
 //! Generic over [`Pod`] element types of the right size so this crate does not depend on the
 //! field crate: `cuzk_field::Fr` (32 bytes, Montgomery), `G1Affine` (96 bytes) and `G2Affine`
@@ -204,89 +203,6 @@ pub fn batch_to_affine<A: Pod>(
     }
 }
 
-/// Lowers `first_bad[0]` to the index of every point of `points` outside the prime-order
-/// subgroup of `group` (on `stream`, asynchronous; the caller sets `first_bad[0]` first, to
-/// `u32::MAX` for "none"). The points must be on the curve (the kernel's memory accesses are in
-/// bounds whatever they hold); the identity (0, 0) passes.
-pub fn check_subgroup<A: Pod>(
-    gpu: &Gpu,
-    stream: &Stream,
-    group: Curve,
-    points: &DeviceBuffer<A>,
-    first_bad: &mut DeviceBuffer<u32>,
-) -> Result<()> {
-    let (kernel, block) = match group {
-        Curve::G1 => ("cuzk_check_g1_subgroup", 256),
-        Curve::G2 => ("cuzk_check_g2_subgroup", 128),
-    };
-    let invalid = |reason: String| GpuError::InvalidLaunch {
-        kernel: format!("{}::{kernel}", CHECK.name()),
-        reason,
-    };
-    if size_of::<A>() != group.affine_bytes() {
-        return Err(invalid(format!(
-            "point type has {} bytes, affine {group:?} has {}",
-            size_of::<A>(),
-            group.affine_bytes()
-        )));
-    }
-    if first_bad.len() != 1 {
-        return Err(invalid(format!(
-            "the flag buffer holds {} words, not 1",
-            first_bad.len()
-        )));
-    }
-    let n = points.len();
-    let n32 = u32::try_from(n).map_err(|_| invalid(format!("{n} points: more than 2^32")))?;
-    if n == 0 {
-        return Ok(());
-    }
-    let cfg = LaunchConfig::for_elements(n, block)?;
-    // SAFETY: thread i < n reads points[i] (n = points.len()) and atomically updates
-    // first_bad[0] (one word, checked). `first_bad` is borrowed mutably for the call; callers
-    // order later reads after the stream (DeviceBuffer copies on the same stream do).
-    unsafe { gpu.launch(stream, &CHECK, kernel, cfg, &[&*first_bad, points, &n32]) }
-}
-
-#[cfg(test)]
-/// Compiles `kernels/<source>` with g++ (the kernels' PTX emulated on the host) and runs it on a
-/// fresh folder holding `files`, with `args` after the folder; returns its output, panicking
-/// unless it exits 0.
-pub(crate) fn run_host_emu(source: &str, files: &[(&str, &[u8])], args: &[String]) -> String {
-    let stem = source.replace(['/', '.'], "-");
-    let dir = std::env::temp_dir().join(format!("cuzk-{stem}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    for (name, bytes) in files {
-        std::fs::write(dir.join(name), bytes).unwrap();
-    }
-    let kernels = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kernels");
-    let exe = dir.join("emu");
-    let cc = std::process::Command::new(std::env::var("CXX").unwrap_or_else(|_| "g++".into()))
-        .args([
-            "-std=c++20",
-            "-O1",
-            "-pthread",
-            "-Wno-unknown-pragmas",
-            "-I",
-        ])
-        .arg(&kernels)
-        .arg("-o")
-        .arg(&exe)
-        .arg(kernels.join(source))
-        .status()
-        .unwrap();
-    assert!(cc.success(), "g++ failed on {source}");
-    let out = std::process::Command::new(&exe)
-        .arg(&dir)
-        .args(args)
-        .output()
-        .unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{source}: {text}");
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
@@ -318,7 +234,7 @@ mod tests {
         sc[332] = Fr::ZERO;
         let e1: Vec<G1Affine> = sc.iter().map(|s| (g1 * *s).to_affine()).collect();
         let e2: Vec<G2Affine> = sc.iter().map(|s| (g2 * *s).to_affine()).collect();
-        super::run_host_emu(
+        cuzk_kernel_build::run_host_emu(
             "setup/host_emu.cpp",
             &[
                 ("t1.bin", bytemuck::cast_slice(&t1)),

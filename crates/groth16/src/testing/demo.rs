@@ -251,7 +251,7 @@ impl Fixture {
         let tw = crate::ToxicWaste::random(&mut rng);
         if let Some(g) = gpu {
             let t = std::time::Instant::now();
-            match crate::setup_gpu::generate_parameters_gpu(g, &r1cs, &tw) {
+            match crate::setup::gpu::generate_parameters_gpu(g, &r1cs, &tw) {
                 Ok((pk, _)) => {
                     return Self {
                         r1cs,

@@ -1,12 +1,12 @@
-//! Subgroup checks of many affine points on the GPU (`kernels/setup/check.cu`: Scott's
+//! Subgroup checks of many affine points on the GPU (`kernels/msm/check.cu`: Scott's
 //! endomorphism tests, σ against [z²] in G1 and ψ against [z] in G2), for loading parameter
 //! files of unknown origin: the same verdict as `is_torsion_free` for every point on the curve,
 //! at a fraction of the CPU's time. Points are uploaded in chunks sized to the device's budget.
 
+use crate::kernels::Curve;
 use cuzk_field::{G1Affine, G2Affine};
 pub use cuzk_gpu::Gpu;
 use cuzk_gpu::{DeviceBuffer, GpuError, Stream};
-use cuzk_msm::kernels::Curve;
 
 /// Share of the available budget one check may take.
 const BUDGET_PERCENT: u64 = 80;
@@ -21,15 +21,6 @@ pub enum PointCheckError {
     NotInSubgroup { index: usize },
     #[error("GPU subgroup check: {0}")]
     Gpu(#[from] GpuError),
-}
-
-/// The first GPU, when a driver, a device and built kernels are all there (else `None`: the
-/// caller checks on the CPU).
-pub fn available_gpu() -> Option<Gpu> {
-    if !cuzk_gpu::driver_present() || !cuzk_gpu::kernels_built() {
-        return None;
-    }
-    Gpu::first().ok()
 }
 
 /// Checks that every point of `points` (each on the curve: the caller's decoder checks that) is
@@ -201,9 +192,9 @@ mod tests {
         v
     }
 
-    /// Runs `kernels/setup/check_host_emu.cpp` (the kernels compiled by g++ with emulated PTX)
+    /// Runs `kernels/msm/check_host_emu.cpp` (the kernels compiled by g++ with emulated PTX)
     /// on members, non-members and the identity, against cuzk-field's `is_torsion_free`:
-    /// `cargo test -p cuzk-groth16 --lib host_emu_subgroup -- --ignored` (needs g++, no GPU).
+    /// `cargo test -p cuzk-msm --lib host_emu_subgroup -- --ignored` (needs g++, no GPU).
     #[test]
     #[ignore = "host emulation: needs g++"]
     fn host_emu_subgroup_check() {
@@ -219,8 +210,8 @@ mod tests {
         let ok1: Vec<u8> = g1.iter().map(|p| u8::from(p.is_torsion_free())).collect();
         let ok2: Vec<u8> = g2.iter().map(|p| u8::from(p.is_torsion_free())).collect();
         assert!(ok1.contains(&0) && ok1.contains(&1) && ok2.contains(&0) && ok2.contains(&1));
-        let text = crate::kernels::run_host_emu(
-            "setup/check_host_emu.cpp",
+        let text = cuzk_kernel_build::run_host_emu(
+            "msm/check_host_emu.cpp",
             &[
                 ("g1.bin", bytemuck::cast_slice(&g1)),
                 ("g2.bin", bytemuck::cast_slice(&g2)),

@@ -16,7 +16,7 @@ use cuzk_gpu::{DeviceBuffer, Gpu, GpuError, PinnedBuffer, Stream};
 use cuzk_msm::gpu::GpuMsm;
 use cuzk_msm::kernels::Curve;
 
-use crate::fixed_base::{AffinePoint, FixedBaseTable, best_window};
+use super::fixed_base::{AffinePoint, FixedBaseTable, best_window};
 use crate::gpu::MemoryPlan;
 use crate::keys::{DeviceHeld, ProvingKey};
 use crate::r1cs::R1cs;
@@ -75,7 +75,7 @@ fn gpu_window(count: usize) -> usize {
 /// Scalars per chunk: what fits in `BUDGET_PERCENT` of the available budget (scalar, XYZZ
 /// and affine point per product), at least one, at most `MAX_CHUNK` and `count`.
 fn chunk_len(available: u64, count: usize, group: Curve) -> usize {
-    let per = (32 + 4 * crate::kernels::xyzz_words(group) + group.affine_bytes()) as u64;
+    let per = (32 + 4 * super::kernels::xyzz_words(group) + group.affine_bytes()) as u64;
     let fit = (available / 100 * BUDGET_PERCENT / per).max(1);
     usize::try_from(fit)
         .unwrap_or(usize::MAX)
@@ -176,7 +176,7 @@ impl<P: AffinePoint> DeviceTable<P> {
                     gpu.alloc::<P>(n)?
                 }
             };
-            crate::kernels::batch_to_affine(gpu, stream, group, xyzz, &mut d, 0)?;
+            super::kernels::batch_to_affine(gpu, stream, group, xyzz, &mut d, 0)?;
             d.copy_to_host_on(&mut out[at..at + n], stream.cuda())?;
             d_out = Some(d);
             Ok(())
@@ -211,7 +211,7 @@ impl<P: AffinePoint> DeviceTable<P> {
         mut out: DeviceBuffer<P>,
     ) -> Result<Option<DeviceBuffer<P>>, GpuError> {
         self.in_chunks(gpu, stream, group, scalars, chunk, |xyzz, at, _| {
-            crate::kernels::batch_to_affine(gpu, stream, group, xyzz, &mut out, at)
+            super::kernels::batch_to_affine(gpu, stream, group, xyzz, &mut out, at)
         })?;
         stream.synchronize()?;
         Ok(Some(out))
@@ -228,7 +228,7 @@ impl<P: AffinePoint> DeviceTable<P> {
         chunk: usize,
         mut store: impl FnMut(&DeviceBuffer<u32>, usize, usize) -> Result<(), GpuError>,
     ) -> Result<(), GpuError> {
-        let words = crate::kernels::xyzz_words(group);
+        let words = super::kernels::xyzz_words(group);
         // Sized to the chunk; only the last (shorter) chunk reallocates them.
         let mut bufs: Option<(DeviceBuffer<Fr>, DeviceBuffer<u32>)> = None;
         for (k, s) in scalars.chunks(chunk).enumerate() {
@@ -243,7 +243,7 @@ impl<P: AffinePoint> DeviceTable<P> {
                 }
             };
             d_scalars.copy_from_host_on(s, stream.cuda())?;
-            crate::kernels::fixed_base_mul(
+            super::kernels::fixed_base_mul(
                 gpu,
                 stream,
                 group,

@@ -3,13 +3,13 @@
 //! injection) and read back by the CPU MSMs and quotient. So a proving engine drives the same
 //! data flow, budgets and allocation failures as on a GPU, on a machine without one.
 
-use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
+use cuzk_field::{Fr, G1Affine};
 use cuzk_ntt::Domain;
 use cuzk_vram::{DeviceBuffer, PinnedBuffer, Reservation, Vram};
 
 use crate::backend::{
-    BackendError, CpuBackend, Evaluations, MsmValue, ProverBackend, Query, QuotientMsm, StagedData,
-    StagedEvaluations, StagedWitness, host_witness_msm,
+    BackendError, Evaluations, MsmValue, ProverBackend, Query, QuotientMsm, Stage, StagedData,
+    StagedEvaluations, StagedWitness, host_quotient_msm, host_witness_msm,
 };
 use crate::keys::ProvingKey;
 
@@ -77,8 +77,10 @@ impl ProverBackend for SimBackend {
         Ok(Evaluations::pinned_or_heap(pinned(), n))
     }
 
-    fn quotient(&self, domain: &Domain, abc: Evaluations) -> Result<Vec<Fr>, BackendError> {
-        CpuBackend.quotient(domain, abc)
+    fn reserve(&self, _what: Stage, bytes: u64) -> Result<Reservation, BackendError> {
+        self.vram
+            .reserve(bytes)
+            .map_err(|e| BackendError::new(NAME, e))
     }
 
     fn stage_witness(
@@ -93,7 +95,7 @@ impl ProverBackend for SimBackend {
         })
     }
 
-    fn staged_msm(
+    fn witness_msm(
         &self,
         pk: &ProvingKey,
         _z: &[Fr],
@@ -102,9 +104,12 @@ impl ProverBackend for SimBackend {
         offset: usize,
     ) -> Result<MsmValue, BackendError> {
         let Some(d) = &staged.device else {
-            return Err(BackendError::new(NAME, "the witness was not staged here"));
+            return Err(BackendError::invalid(
+                NAME,
+                "the witness was not staged here",
+            ));
         };
-        host_witness_msm(self, pk, &download(d)?, query, offset)
+        host_witness_msm(pk, &download(d)?, query, offset)
     }
 
     fn stage_evaluations(
@@ -121,14 +126,14 @@ impl ProverBackend for SimBackend {
         })
     }
 
-    fn staged_quotient_msm(
+    fn quotient_msm(
         &self,
         domain: &Domain,
         abc: StagedEvaluations,
         h_query: &[G1Affine],
     ) -> Result<QuotientMsm, BackendError> {
         let StagedData::Device([a, b, c]) = &abc.data else {
-            return Err(BackendError::new(
+            return Err(BackendError::invalid(
                 NAME,
                 "the evaluations were not staged here",
             ));
@@ -139,24 +144,6 @@ impl ProverBackend for SimBackend {
             c: download(c)?.into(),
         };
         drop(abc);
-        self.quotient_msm(domain, host, h_query)
-    }
-
-    fn msm_g1(
-        &self,
-        query: Query,
-        points: &[G1Affine],
-        scalars: &[Fr],
-    ) -> Result<G1Projective, BackendError> {
-        CpuBackend.msm_g1(query, points, scalars)
-    }
-
-    fn msm_g2(
-        &self,
-        query: Query,
-        points: &[G2Affine],
-        scalars: &[Fr],
-    ) -> Result<G2Projective, BackendError> {
-        CpuBackend.msm_g2(query, points, scalars)
+        host_quotient_msm(domain, host, h_query)
     }
 }
