@@ -10,7 +10,7 @@
 //! it. Priorities are three levels, FIFO within a level.
 //!
 //! [`Queue`] is the database side (a deadpool of tokio-postgres connections that re-dials
-//! after the server restarts), [`worker::spawn`] the host side over a
+//! after the server restarts, over TLS by libpq's `sslmode`), [`worker::spawn`] the host side over a
 //! [`cuzk_scheduler::Engine`], [`sim`] the scale simulation, and [`tempdb`] a throwaway server
 //! for tests.
 
@@ -20,9 +20,11 @@ mod config;
 mod db;
 pub mod sim;
 pub mod tempdb;
+mod tls;
 pub mod worker;
 
 pub use config::QueueConfig;
+pub use tls::SslMode;
 pub use db::{
     CancelOutcome, Claimed, HostRow, Job, Lease, NewJob, Outcome, Queue, QueueError, QueueStatus,
     State, Submitted, WitnessRef,

@@ -404,6 +404,71 @@ async fn an_idle_host_is_woken_by_a_submit() {
     w.finish(TIMEOUT).await;
 }
 
+#[path = "../../../tests/support/certs.rs"]
+mod certs;
+
+/// The test's own server with `ssl = on` and a certificate of the test's CA: a host dialling
+/// with `sslmode=verify-full` (woken by LISTEN over TLS too) claims and proves; one given
+/// another CA as its root is refused with a line that says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verify_full_host_proves_over_tls_and_a_wrong_root_is_refused() {
+    let ca = certs::Ca::new("cuzk test CA");
+    let server_cert = ca.leaf("postgres", false);
+    let pg = tokio::task::spawn_blocking(move || {
+        TempPostgres::start_with_tls(&server_cert.cert, &server_cert.key)
+    })
+    .await
+    .unwrap()
+    .expect("a PostgreSQL server with TLS for the test");
+    let dir = std::env::temp_dir().join(format!("cuzk-queue-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ca_file, wrong_file) = (dir.join("ca.pem"), dir.join("wrong.pem"));
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    std::fs::write(&wrong_file, certs::Ca::new("another CA").pem()).unwrap();
+    let url = |mode: &str, root: &std::path::Path| {
+        format!("{}?sslmode={mode}&sslrootcert={}", pg.url(), root.display())
+    };
+
+    let wrong = Queue::connect(&url("verify-full", &wrong_file), 2, TIMEOUT)
+        .await
+        .expect_err("a server certificate of another CA");
+    assert!(
+        wrong.to_string().contains("not signed by sslrootcert"),
+        "{wrong}"
+    );
+
+    let verified = url("verify-full", &ca_file);
+    let q = Queue::connect(&verified, 4, TIMEOUT).await.unwrap();
+    let on_tls = "SELECT count(*) FROM pg_stat_ssl WHERE pid = pg_backend_pid() AND ssl";
+    assert_eq!(q.count(on_tls).await.unwrap(), 1);
+    let plain = Queue::open(&format!("{}?sslmode=disable", pg.url()), 2, TIMEOUT).unwrap();
+    assert_eq!(plain.count(on_tls).await.unwrap(), 0);
+
+    let (engine, digest, _vk, witness) = engine_with_key();
+    let config = QueueConfig {
+        url: verified.clone(),
+        host: Some("tls-host".into()),
+        poll_ms: 600_000,
+        ..QueueConfig::default()
+    };
+    let host = Queue::open_host(&verified, 4, TIMEOUT).unwrap();
+    let resolve: cuzk_queue::WitnessResolver = Arc::new(|p: &str| Ok(p.into()));
+    let w = worker::spawn(host, engine, config, resolve);
+    let mut j = job("small", Priority::Normal);
+    j.key_digest = digest;
+    j.witness = WitnessRef::Inline(witness);
+    let id = q.submit(&j).await.unwrap().id;
+    let j = q
+        .wait(id, Some(Duration::from_secs(60)), Duration::from_millis(20))
+        .await
+        .unwrap()
+        .expect("the host proved the job");
+    assert_eq!(j.state, State::Done, "{:?}", j.last_error);
+    assert_eq!(j.done_by.as_deref(), Some("tls-host"));
+    w.finish(TIMEOUT).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A row queued by an older client names its witness file by a whole-file SHA-256: the claim
 /// hands it over as refused, with the reason, and the other jobs of the claim are unaffected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
