@@ -71,13 +71,14 @@ fn client_commands_over_tls_with_a_client_certificate() {
         .trim()
         .to_owned();
 
+    let (token, ca_pem, other_pem) = (p("token"), p("ca.pem"), p("other.pem"));
     let flags = [
         "--daemon",
         &addr,
         "--token-file",
-        s(&p("token")),
+        s(&token),
         "--tls-ca",
-        s(&p("ca.pem")),
+        s(&ca_pem),
         "--tls-cert",
         s(&client_crt),
         "--tls-key",
@@ -128,9 +129,9 @@ fn client_commands_over_tls_with_a_client_certificate() {
     );
 
     // A CA that did not sign the daemon's certificate; no client certificate.
-    std::fs::write(p("other.pem"), certs::Ca::new("another CA").pem()).unwrap();
+    std::fs::write(&other_pem, certs::Ca::new("another CA").pem()).unwrap();
     let mut wrong = flags;
-    wrong[5] = s(&p("other.pem"));
+    wrong[5] = s(&other_pem);
     let line = error_line(&cuzk_env(&[&["status"][..], &wrong].concat(), &[]));
     assert!(line.contains("not signed by the CA given"), "{line}");
     let line = error_line(&cuzk_env(&[&["status"][..], &flags[..6]].concat(), &[]));

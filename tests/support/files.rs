@@ -34,6 +34,7 @@ pub fn circuit_and_key(dir: &Path, log: u32) {
 
 /// Proves `c.wit` with key "k" through the daemon at `daemon` (`cuzk submit --wait`) and checks
 /// the proof with `cuzk verify` against `c.vk`.
+#[allow(dead_code)] // not every test target proves through a daemon
 pub fn prove_and_verify(dir: &Path, daemon: &str) {
     let p = |n: &str| dir.join(n);
     let line = ok(&[

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use hyper_util::rt::TokioIo;
+use tokio::io::AsyncBufReadExt;
 use rustls::pki_types::ServerName;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::service::interceptor::InterceptedService;
@@ -17,6 +18,9 @@ use crate::pb;
 use crate::tls;
 
 pub type Client = pb::prover_client::ProverClient<InterceptedService<Channel, Bearer>>;
+
+/// Longest a TLS client waits for the daemon's first answer after the handshake.
+const FIRST_ANSWER: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Bytes per witness chunk a client sends (under the daemon's default 8 MiB message limit).
 pub const CHUNK: usize = 4 << 20;
@@ -156,13 +160,25 @@ pub async fn connect(
                     async move {
                         let tcp = tokio::net::TcpStream::connect(&a).await?;
                         tcp.set_nodelay(true)?;
-                        let tls = connector.connect(name, tcp).await.map_err(|e| {
+                        let closed = |e: std::io::Error| {
                             if e.kind() == std::io::ErrorKind::UnexpectedEof {
                                 std::io::Error::new(e.kind(), tls::HandshakeClosed)
                             } else {
                                 e
                             }
-                        })?;
+                        };
+                        let tls = connector.connect(name, tcp).await.map_err(closed)?;
+                        // Under TLS 1.3 a daemon refuses a client certificate only after the
+                        // handshake, by an alert in place of its first HTTP/2 settings: wait
+                        // for one or the other, so a refusal fails here with its reason and
+                        // not later as a closed connection.
+                        let mut tls = tokio::io::BufReader::new(tls);
+                        let first = tokio::time::timeout(FIRST_ANSWER, tls.fill_buf()).await;
+                        match first {
+                            Ok(Ok([])) => return Err(closed(std::io::ErrorKind::UnexpectedEof.into())),
+                            Ok(Err(e)) => return Err(closed(e)),
+                            Ok(Ok(_)) | Err(_) => {}
+                        }
                         Ok::<_, std::io::Error>(TokioIo::new(tls))
                     }
                 }))
