@@ -30,7 +30,10 @@ fn python() -> PathBuf {
     let py = venv.join("bin/python");
     let ready = |py: &Path| {
         Command::new(py)
-            .args(["-c", "import grpc, grpc_tools, grpc_health.v1, grpc_reflection"])
+            .args([
+                "-c",
+                "import grpc, grpc_tools, grpc_health.v1, grpc_reflection",
+            ])
             .status()
             .is_ok_and(|s| s.success())
     };
@@ -52,7 +55,13 @@ fn python() -> PathBuf {
         String::from_utf8_lossy(&made.stderr)
     );
     let pip = Command::new(&py)
-        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
         .args(PACKAGES)
         .output()
         .expect("run pip");
@@ -102,7 +111,12 @@ fn a_stock_grpcio_client_checks_health_reflects_and_proves_on_the_default_socket
     );
     assert!(out.status.success(), "the Python client failed:\n{said}");
     println!("{said}");
-    for line in ["health: SERVING", "reflection v1:", "reflection v1alpha:", "proof:"] {
+    for line in [
+        "health: SERVING",
+        "reflection v1:",
+        "reflection v1alpha:",
+        "proof:",
+    ] {
         assert!(said.contains(line), "{line:?} missing:\n{said}");
     }
     ok(&[

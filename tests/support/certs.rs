@@ -53,7 +53,10 @@ impl Leaf {
     /// Writes `NAME.crt` and `NAME.key` into `dir`; returns their paths.
     #[allow(dead_code)] // not every test target writes them
     pub fn write(&self, dir: &Path, name: &str) -> (PathBuf, PathBuf) {
-        let (c, k) = (dir.join(format!("{name}.crt")), dir.join(format!("{name}.key")));
+        let (c, k) = (
+            dir.join(format!("{name}.crt")),
+            dir.join(format!("{name}.key")),
+        );
         std::fs::write(&c, &self.cert).unwrap();
         std::fs::write(&k, &self.key).unwrap();
         (c, k)

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use hyper_util::rt::TokioIo;
-use tokio::io::AsyncBufReadExt;
 use rustls::pki_types::ServerName;
+use tokio::io::AsyncBufReadExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint, Uri};
@@ -114,19 +114,17 @@ pub async fn connect(
         Some(a) => Listen::parse(a)?,
     };
     let shown = listen.to_string();
-    let connect_err = |source: tonic::transport::Error| match tls::explain_chain(
-        &source,
-        tls::Peer::Daemon,
-    ) {
-        Some(line) => ClientError::Tls {
-            addr: shown.clone(),
-            line,
-        },
-        None => ClientError::Connect {
-            addr: shown.clone(),
-            source,
-        },
-    };
+    let connect_err =
+        |source: tonic::transport::Error| match tls::explain_chain(&source, tls::Peer::Daemon) {
+            Some(line) => ClientError::Tls {
+                addr: shown.clone(),
+                line,
+            },
+            None => ClientError::Connect {
+                addr: shown.clone(),
+                source,
+            },
+        };
     // The URI is unused where a connector dials.
     let local = Endpoint::from_static("http://localhost");
     let channel = match (listen, tls) {
@@ -175,7 +173,9 @@ pub async fn connect(
                         let mut tls = tokio::io::BufReader::new(tls);
                         let first = tokio::time::timeout(FIRST_ANSWER, tls.fill_buf()).await;
                         match first {
-                            Ok(Ok([])) => return Err(closed(std::io::ErrorKind::UnexpectedEof.into())),
+                            Ok(Ok([])) => {
+                                return Err(closed(std::io::ErrorKind::UnexpectedEof.into()));
+                            }
                             Ok(Err(e)) => return Err(closed(e)),
                             Ok(Ok(_)) | Err(_) => {}
                         }

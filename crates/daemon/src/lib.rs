@@ -44,5 +44,5 @@ pub use config::{DaemonConfig, KeyConfig, Listen};
 pub use connections::MAX_CONNECTIONS;
 pub use http::{status_json, timeline_json};
 pub use server::{Daemon, DaemonError};
-pub use tls::TlsConfig;
 pub use service::Shared;
+pub use tls::TlsConfig;

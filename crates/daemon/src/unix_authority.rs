@@ -142,9 +142,9 @@ impl<IO> AnyAuthority<IO> {
                     p = rest;
                 }
                 if flags & PRIORITY != 0 {
-                    p = p
-                        .get(5..)
-                        .ok_or_else(|| invalid("a HEADERS frame shorter than its priority".into()))?;
+                    p = p.get(5..).ok_or_else(|| {
+                        invalid("a HEADERS frame shorter than its priority".into())
+                    })?;
                 }
                 let fragment = p
                     .get(..p.len().wrapping_sub(pad))
@@ -388,10 +388,15 @@ mod tests {
     async fn through(input: Vec<u8>) -> Vec<u8> {
         let (mut client, server) = tokio::io::duplex(7); // small: frames arrive in pieces
         let writer = tokio::spawn(async move {
-            tokio::io::AsyncWriteExt::write_all(&mut client, &input).await.unwrap();
+            tokio::io::AsyncWriteExt::write_all(&mut client, &input)
+                .await
+                .unwrap();
         });
         let mut out = Vec::new();
-        AnyAuthority::new(server).read_to_end(&mut out).await.unwrap();
+        AnyAuthority::new(server)
+            .read_to_end(&mut out)
+            .await
+            .unwrap();
         writer.await.unwrap();
         out
     }

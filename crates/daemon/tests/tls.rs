@@ -150,7 +150,11 @@ async fn prove(c: &mut Client) {
         ..Default::default()
     };
     let msgs = client::bytes_stream(header, &f.witness);
-    let r = c.prove(tokio_stream::iter(msgs)).await.unwrap().into_inner();
+    let r = c
+        .prove(tokio_stream::iter(msgs))
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(r.state, pb::JobState::Done as i32);
     let proof = io::read_proof(&r.proof[..]).unwrap();
     let public = io::read_witness(&r.public_inputs[..]).unwrap();
@@ -168,7 +172,9 @@ async fn tls_without_client_certificates_and_the_clear_lines() {
     let s = c.status(pb::StatusRequest {}).await.unwrap().into_inner();
     assert!(!s.devices.is_empty());
     // The token check stands over TLS.
-    let mut no_token = client::connect(Some(&addr), None, Some(&good)).await.unwrap();
+    let mut no_token = client::connect(Some(&addr), None, Some(&good))
+        .await
+        .unwrap();
     let e = no_token.status(pb::StatusRequest {}).await.unwrap_err();
     assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
 

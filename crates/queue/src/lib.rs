@@ -24,9 +24,9 @@ mod tls;
 pub mod worker;
 
 pub use config::QueueConfig;
-pub use tls::SslMode;
 pub use db::{
     CancelOutcome, Claimed, HostRow, Job, Lease, NewJob, Outcome, Queue, QueueError, QueueStatus,
     State, Submitted, WitnessRef,
 };
+pub use tls::SslMode;
 pub use worker::{Stopper, WitnessResolver, WorkerHandle, key_digest, witness_checksum};

@@ -140,7 +140,9 @@ fn is_loopback(host: &Host) -> bool {
     match host {
         Host::Unix(_) => true,
         Host::Tcp(h) => {
-            h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+            h == "localhost"
+                || h.parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
         }
     }
 }
@@ -345,9 +347,7 @@ impl ServerCertVerifier for Unchecked {
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0
-            .signature_verification_algorithms
-            .supported_schemes()
+        self.0.signature_verification_algorithms.supported_schemes()
     }
 }
 
@@ -361,7 +361,10 @@ mod tests {
             "postgres://cuzk@db.internal:5432/cuzk?sslmode=verify-full&application_name=x&sslrootcert=%2Fetc%2Fca.pem",
         )
         .unwrap();
-        assert_eq!(rest, "postgres://cuzk@db.internal:5432/cuzk?application_name=x");
+        assert_eq!(
+            rest,
+            "postgres://cuzk@db.internal:5432/cuzk?application_name=x"
+        );
         assert_eq!(mode.as_deref(), Some("verify-full"));
         assert_eq!(root.as_deref(), Some("/etc/ca.pem"));
         let (rest, mode, root) =
@@ -375,12 +378,21 @@ mod tests {
     #[test]
     fn a_remote_host_is_verified_by_default_and_loopback_is_not() {
         let mode = |url: &str| mode_for(&url.parse().unwrap(), None).unwrap();
-        assert_eq!(mode("postgres://cuzk@db.internal/cuzk"), SslMode::VerifyFull);
-        assert_eq!(mode("host=127.0.0.1,db.internal user=cuzk"), SslMode::VerifyFull);
+        assert_eq!(
+            mode("postgres://cuzk@db.internal/cuzk"),
+            SslMode::VerifyFull
+        );
+        assert_eq!(
+            mode("host=127.0.0.1,db.internal user=cuzk"),
+            SslMode::VerifyFull
+        );
         assert_eq!(mode("postgres://cuzk@127.0.0.1/cuzk"), SslMode::Prefer);
         assert_eq!(mode("host=/run/postgresql user=cuzk"), SslMode::Prefer);
         let given = |url: &str, m| mode_for(&url.parse().unwrap(), Some(m)).unwrap();
-        assert_eq!(given("postgres://db.internal/cuzk", "disable"), SslMode::Disable);
+        assert_eq!(
+            given("postgres://db.internal/cuzk", "disable"),
+            SslMode::Disable
+        );
         let e = connection("postgres://db/cuzk?sslmode=verify").unwrap_err();
         assert!(e.contains("sslmode=\"verify\""), "{e}");
         let e = connection("postgres://db/cuzk?sslmode=require&sslrootcert=/nonexistent.pem")
