@@ -86,32 +86,7 @@ fn client_commands_over_tls_with_a_client_certificate() {
     ];
     let status = ok(&[&["status"][..], &flags].concat());
     assert!(status.contains('k'), "{status}");
-    let line = ok(&[
-        &[
-            "submit",
-            "--key",
-            "k",
-            "--witness",
-            s(&p("c.wit")),
-            "--wait",
-            "--proof",
-            s(&p("p.proof")),
-            "--public-out",
-            s(&p("pub.wit")),
-        ][..],
-        &flags,
-    ]
-    .concat());
-    assert!(line.starts_with("ok "), "{line}");
-    ok(&[
-        "verify",
-        "--vk",
-        s(&p("c.vk")),
-        "--proof",
-        s(&p("p.proof")),
-        "--public",
-        s(&p("pub.wit")),
-    ]);
+    files::prove_and_verify(&dir, &flags);
 
     // The same through the environment.
     let env = [

@@ -376,20 +376,19 @@ async fn a_witness_changed_under_its_checksum_fails_in_the_engines_read() {
 
 /// A host wakes on the queue's notification: with a poll far longer than the test, a job
 /// submitted while the host idles is claimed and proved at once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_idle_host_is_woken_by_a_submit() {
-    let (pg, q) = server().await;
+/// A host named `name` on `url`, idle (its first claim finds nothing, then it waits on its poll
+/// of 10 minutes or a notification), proves a job submitted through `q`.
+async fn an_idle_host_proves_a_submit(q: &Queue, url: &str, name: &str) {
     let (engine, digest, _vk, witness) = engine_with_key();
     let config = QueueConfig {
-        url: pg.url(),
-        host: Some("idle-host".into()),
+        url: url.to_owned(),
+        host: Some(name.into()),
         poll_ms: 600_000,
         ..QueueConfig::default()
     };
-    let host = Queue::open_host(&pg.url(), 4, TIMEOUT).unwrap();
+    let host = Queue::open_host(url, 4, TIMEOUT).unwrap();
     let resolve: cuzk_queue::WitnessResolver = Arc::new(|p: &str| Ok(p.into()));
     let w = worker::spawn(host, engine, config, resolve);
-    // Its first claim finds nothing; then it waits on its poll (10 minutes) or a notification.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut j = job("small", Priority::Normal);
     j.key_digest = digest;
@@ -401,7 +400,14 @@ async fn an_idle_host_is_woken_by_a_submit() {
         .unwrap()
         .expect("the idle host was woken and proved the job");
     assert_eq!(j.state, State::Done, "{:?}", j.last_error);
+    assert_eq!(j.done_by.as_deref(), Some(name));
     w.finish(TIMEOUT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_host_is_woken_by_a_submit() {
+    let (pg, q) = server().await;
+    an_idle_host_proves_a_submit(&q, &pg.url(), "idle-host").await;
 }
 
 #[path = "../../../tests/support/certs.rs"]
@@ -444,28 +450,7 @@ async fn a_verify_full_host_proves_over_tls_and_a_wrong_root_is_refused() {
     let plain = Queue::open(&format!("{}?sslmode=disable", pg.url()), 2, TIMEOUT).unwrap();
     assert_eq!(plain.count(on_tls).await.unwrap(), 0);
 
-    let (engine, digest, _vk, witness) = engine_with_key();
-    let config = QueueConfig {
-        url: verified.clone(),
-        host: Some("tls-host".into()),
-        poll_ms: 600_000,
-        ..QueueConfig::default()
-    };
-    let host = Queue::open_host(&verified, 4, TIMEOUT).unwrap();
-    let resolve: cuzk_queue::WitnessResolver = Arc::new(|p: &str| Ok(p.into()));
-    let w = worker::spawn(host, engine, config, resolve);
-    let mut j = job("small", Priority::Normal);
-    j.key_digest = digest;
-    j.witness = WitnessRef::Inline(witness);
-    let id = q.submit(&j).await.unwrap().id;
-    let j = q
-        .wait(id, Some(Duration::from_secs(60)), Duration::from_millis(20))
-        .await
-        .unwrap()
-        .expect("the host proved the job");
-    assert_eq!(j.state, State::Done, "{:?}", j.last_error);
-    assert_eq!(j.done_by.as_deref(), Some("tls-host"));
-    w.finish(TIMEOUT).await;
+    an_idle_host_proves_a_submit(&q, &verified, "tls-host").await;
     let _ = std::fs::remove_dir_all(&dir);
 }
 
