@@ -92,7 +92,7 @@ fn kill_9_during_a_proof_then_a_restart_serves_at_once() {
         "{}",
         second.startup
     );
-    files::prove_and_verify(&dir, &d);
+    files::prove_and_verify(&dir, &["--daemon", &d]);
     // The killed daemon's jobs are gone with it (in-memory mode): their ids are unknown.
     let (id, token) = lost[0].split_once(' ').expect("id and token");
     let e = cuzk(&[

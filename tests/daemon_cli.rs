@@ -136,7 +136,7 @@ fn daemon_serves_the_client_commands_and_drains_on_sigterm() {
     assert_eq!(j["latency_s"].as_array().unwrap().len(), 4);
     assert!(!j["timeline"]["spans"].as_array().unwrap().is_empty());
 
-    files::prove_and_verify(&dir, &d);
+    files::prove_and_verify(&dir, &["--daemon", &d]);
 
     let ids = ok(&[
         "submit",

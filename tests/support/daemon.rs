@@ -19,11 +19,19 @@ pub struct Daemon {
 impl Daemon {
     /// Starts `cuzk --log info daemon --config CONFIG` and waits until it listens; returns it
     /// and how long that took.
+    #[allow(dead_code)] // not every test target starts one without
     pub fn start(config: &Path) -> (Self, Duration) {
+        Self::start_with_env(config, &[])
+    }
+
+    /// [`Daemon::start`] with these environment variables set for the daemon.
+    #[allow(dead_code)] // not every test target sets any
+    pub fn start_with_env(config: &Path, env: &[(&str, &Path)]) -> (Self, Duration) {
         let t = Instant::now();
         let mut child = Command::new(env!("CARGO_BIN_EXE_cuzk"))
             .args(["--log", "info", "daemon", "--config"])
             .arg(config)
+            .envs(env.iter().copied())
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()

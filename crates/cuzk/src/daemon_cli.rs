@@ -24,6 +24,28 @@ pub struct Conn {
     /// A file holding the daemon's bearer token.
     #[arg(long, env = "CUZK_TOKEN_FILE")]
     token_file: Option<PathBuf>,
+    /// TLS to a TCP address: the CA (PEM) the daemon's certificate must chain to; with
+    /// --tls-cert alone, the system's roots.
+    #[arg(long, env = "CUZK_TLS_CA")]
+    tls_ca: Option<PathBuf>,
+    /// TLS: this client's certificate (PEM), for a daemon that asks for one (tls.client_ca).
+    #[arg(long, env = "CUZK_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// TLS: the client certificate's private key (PEM).
+    #[arg(long, env = "CUZK_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+}
+
+impl Conn {
+    /// TLS when any of its flags is given.
+    fn tls(&self) -> Option<client::ClientTls> {
+        let t = client::ClientTls {
+            ca: self.tls_ca.clone(),
+            cert: self.tls_cert.clone(),
+            key: self.tls_key.clone(),
+        };
+        (t != client::ClientTls::default()).then_some(t)
+    }
 }
 
 /// What to prove: a key and a witness file.
@@ -197,6 +219,20 @@ fn runtime(blocking: usize) -> Result<tokio::runtime::Runtime> {
 }
 
 pub fn run(command: DaemonCommand, choice: BackendChoice) -> Result<()> {
+    run_command(command, choice).map_err(|e| {
+        // A call refused at the TLS layer (a client certificate the daemon did not take shows
+        // only at the first call) gets one line instead of a transport error.
+        let tls = e
+            .chain()
+            .find_map(|c| cuzk_daemon::tls::explain_chain(c, cuzk_daemon::tls::Peer::Daemon));
+        match tls {
+            Some(line) => anyhow::anyhow!(line),
+            None => e,
+        }
+    })
+}
+
+fn run_command(command: DaemonCommand, choice: BackendChoice) -> Result<()> {
     let rt = runtime(64)?;
     match command {
         DaemonCommand::Daemon {
@@ -454,7 +490,8 @@ async fn connect(conn: &Conn) -> Result<Client> {
         ),
         None => None,
     };
-    Ok(client::connect(conn.daemon.as_deref(), token.as_deref()).await?)
+    let tls = conn.tls();
+    Ok(client::connect(conn.daemon.as_deref(), token.as_deref(), tls.as_ref()).await?)
 }
 
 fn header(work: &Work, request_id: String) -> pb::SubmitHeader {

@@ -1,10 +1,13 @@
-//! A client of the daemon: connect over a unix socket or TCP (with the bearer token), and
-//! stream a witness file in chunks.
+//! A client of the daemon: connect over a unix socket or TCP (with the bearer token, and TLS
+//! when asked), and stream a witness file in chunks.
 
 use std::io::Read;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use tokio::io::AsyncBufReadExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint, Uri};
@@ -12,8 +15,12 @@ use tonic::transport::{Channel, Endpoint, Uri};
 use crate::auth::Bearer;
 use crate::config::{Listen, default_socket};
 use crate::pb;
+use crate::tls;
 
 pub type Client = pb::prover_client::ProverClient<InterceptedService<Channel, Bearer>>;
+
+/// Longest a TLS client waits for the daemon's first answer after the handshake.
+const FIRST_ANSWER: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Bytes per witness chunk a client sends (under the daemon's default 8 MiB message limit).
 pub const CHUNK: usize = 4 << 20;
@@ -26,10 +33,14 @@ pub enum ClientError {
         #[source]
         source: tonic::transport::Error,
     },
+    #[error("cannot connect to {addr}: {line}")]
+    Tls { addr: String, line: String },
     #[error("{0}")]
     Address(#[from] crate::config::ConfigError),
     #[error("{0}")]
     Token(tonic::Status),
+    #[error("{0}")]
+    TlsFiles(String),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -38,37 +49,142 @@ pub enum ClientError {
     },
 }
 
-/// Connects to `addr` (`unix:PATH`, a socket path, or `host:port`; `None`: the default socket).
-pub async fn connect(addr: Option<&str>, token: Option<&str>) -> Result<Client, ClientError> {
+/// TLS to the daemon (`--tls-ca`, `--tls-cert`, `--tls-key`): the CA to verify it against
+/// (absent: the system's roots), and a client certificate with its key for a daemon that
+/// asks for one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientTls {
+    pub ca: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+}
+
+impl ClientTls {
+    fn config(&self) -> Result<Arc<rustls::ClientConfig>, ClientError> {
+        let roots = match &self.ca {
+            Some(p) => tls::read_roots("--tls-ca", p),
+            None => tls::system_roots(),
+        }
+        .map_err(ClientError::TlsFiles)?;
+        let builder = rustls::ClientConfig::builder_with_provider(tls::provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| ClientError::TlsFiles(format!("TLS: {e}")))?
+            .with_root_certificates(roots);
+        let mut config = match (&self.cert, &self.key) {
+            (None, None) => builder.with_no_client_auth(),
+            (Some(c), Some(k)) => {
+                let certs = tls::read_certs("--tls-cert", c).map_err(ClientError::TlsFiles)?;
+                let key = tls::read_key("--tls-key", k).map_err(ClientError::TlsFiles)?;
+                builder.with_client_auth_cert(certs, key).map_err(|e| {
+                    ClientError::TlsFiles(format!(
+                        "--tls-cert {} and --tls-key {}: {e}",
+                        c.display(),
+                        k.display()
+                    ))
+                })?
+            }
+            _ => {
+                return Err(ClientError::TlsFiles(
+                    "--tls-cert and --tls-key go together".into(),
+                ));
+            }
+        };
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        Ok(Arc::new(config))
+    }
+}
+
+/// The host part of `host:port`, as the name the daemon's certificate must carry.
+fn server_name(addr: &str) -> Result<ServerName<'static>, ClientError> {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    ServerName::try_from(host.to_owned())
+        .map_err(|e| ClientError::TlsFiles(format!("{addr}: not a host name for TLS: {e}")))
+}
+
+/// Connects to `addr` (`unix:PATH`, a socket path, or `host:port`; `None`: the default
+/// socket), over TLS to a TCP address when `tls` is given.
+pub async fn connect(
+    addr: Option<&str>,
+    token: Option<&str>,
+    tls: Option<&ClientTls>,
+) -> Result<Client, ClientError> {
     let listen = match addr {
         None => Listen::Unix(default_socket()),
         Some(a) => Listen::parse(a)?,
     };
     let shown = listen.to_string();
-    let connect_err = |source| ClientError::Connect {
-        addr: shown.clone(),
-        source,
-    };
-    let channel = match listen {
-        Listen::Unix(path) => {
-            // The URI is unused: the connector dials the socket.
-            Endpoint::from_static("http://localhost")
+    let connect_err =
+        |source: tonic::transport::Error| match tls::explain_chain(&source, tls::Peer::Daemon) {
+            Some(line) => ClientError::Tls {
+                addr: shown.clone(),
+                line,
+            },
+            None => ClientError::Connect {
+                addr: shown.clone(),
+                source,
+            },
+        };
+    // The URI is unused where a connector dials.
+    let local = Endpoint::from_static("http://localhost");
+    let channel = match (listen, tls) {
+        (Listen::Unix(path), None) => local
+            .connect_with_connector(tower::service_fn(move |_: Uri| {
+                let path = path.clone();
+                async move {
+                    Ok::<_, std::io::Error>(TokioIo::new(
+                        tokio::net::UnixStream::connect(path).await?,
+                    ))
+                }
+            }))
+            .await
+            .map_err(connect_err)?,
+        (Listen::Unix(_), Some(_)) => {
+            return Err(ClientError::TlsFiles(format!(
+                "{shown} is a unix socket: the TLS flags apply to a TCP address"
+            )));
+        }
+        (Listen::Tcp(a), None) => Endpoint::from_shared(format!("http://{a}"))
+            .map_err(connect_err)?
+            .connect()
+            .await
+            .map_err(connect_err)?,
+        (Listen::Tcp(a), Some(t)) => {
+            let connector = tokio_rustls::TlsConnector::from(t.config()?);
+            let name = server_name(&a)?;
+            local
                 .connect_with_connector(tower::service_fn(move |_: Uri| {
-                    let path = path.clone();
+                    let (a, name, connector) = (a.clone(), name.clone(), connector.clone());
                     async move {
-                        Ok::<_, std::io::Error>(TokioIo::new(
-                            tokio::net::UnixStream::connect(path).await?,
-                        ))
+                        let tcp = tokio::net::TcpStream::connect(&a).await?;
+                        tcp.set_nodelay(true)?;
+                        let closed = |e: std::io::Error| {
+                            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                                std::io::Error::new(e.kind(), tls::HandshakeClosed)
+                            } else {
+                                e
+                            }
+                        };
+                        let tls = connector.connect(name, tcp).await.map_err(closed)?;
+                        // Under TLS 1.3 a daemon refuses a client certificate only after the
+                        // handshake, by an alert in place of its first HTTP/2 settings: wait
+                        // for one or the other, so a refusal fails here with its reason and
+                        // not later as a closed connection.
+                        let mut tls = tokio::io::BufReader::new(tls);
+                        let first = tokio::time::timeout(FIRST_ANSWER, tls.fill_buf()).await;
+                        match first {
+                            Ok(Ok([])) => {
+                                return Err(closed(std::io::ErrorKind::UnexpectedEof.into()));
+                            }
+                            Ok(Err(e)) => return Err(closed(e)),
+                            Ok(Ok(_)) | Err(_) => {}
+                        }
+                        Ok::<_, std::io::Error>(TokioIo::new(tls))
                     }
                 }))
                 .await
                 .map_err(connect_err)?
         }
-        Listen::Tcp(a) => Endpoint::from_shared(format!("http://{a}"))
-            .map_err(connect_err)?
-            .connect()
-            .await
-            .map_err(connect_err)?,
     };
     let bearer = Bearer::new(token).map_err(ClientError::Token)?;
     Ok(

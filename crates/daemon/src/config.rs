@@ -104,6 +104,12 @@ pub struct DaemonConfig {
     pub listen: Option<String>,
     /// A file holding the bearer token clients must send (`authorization: Bearer TOKEN`).
     pub token_file: Option<PathBuf>,
+    /// TLS on the TCP listener; absent: plaintext, which is refused on a non-loopback address
+    /// unless `insecure_plaintext` is set.
+    pub tls: Option<crate::tls::TlsConfig>,
+    /// Serve plaintext TCP on a non-loopback address (the token crosses the network in the
+    /// clear): for a network that is private by other means.
+    pub insecure_plaintext: bool,
     /// Key files are read only inside this directory.
     pub param_dir: PathBuf,
     /// When set, witness paths in Submit must lie inside it; absent: on the unix socket any
@@ -153,6 +159,8 @@ impl Default for DaemonConfig {
         Self {
             listen: None,
             token_file: None,
+            tls: None,
+            insecure_plaintext: false,
             param_dir: PathBuf::from("."),
             witness_dir: None,
             http_listen: None,
@@ -196,7 +204,13 @@ impl DaemonConfig {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Invalid(m));
-        self.listen_addr()?;
+        let listen = self.listen_addr()?;
+        if self.tls.is_some() && matches!(listen, Listen::Unix(_)) {
+            return bad(
+                "[tls] is set but listen is a unix socket: TLS applies to a TCP listen address"
+                    .into(),
+            );
+        }
         self.backend_choice()?;
         if !(self.drain_timeout_s >= 0.0 && self.drain_timeout_s.is_finite()) {
             return bad(format!(

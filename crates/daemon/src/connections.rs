@@ -5,6 +5,10 @@
 //! runtime every other connection's I/O and timers, monitoring probes included, wait for it
 //! (PERF-NOTES.md). So each accepted connection gets a current-thread runtime on a thread of
 //! its own, and a busy connection delays only itself.
+//!
+//! On a TLS listener the thread does the handshake too, so a slow one holds up no other
+//! client. A client that speaks plaintext to a TLS port gets one answer to every call, that the
+//! port needs TLS, instead of a connection closed without a word.
 
 use std::io;
 use std::sync::Arc;
@@ -18,6 +22,8 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{Semaphore, watch};
 use tonic::service::Routes;
 
+use crate::unix_authority::AnyAuthority;
+
 /// The HTTP/2 flow-control window a stream may have in flight: a few witness chunks.
 const H2_STREAM_WINDOW: u32 = 16 << 20;
 /// The largest HTTP/2 frame the daemon accepts. A streamed witness is hundreds of MiB: h2's
@@ -28,27 +34,41 @@ const H2_MAX_FRAME: u32 = 1 << 20;
 /// until one closes, so a client that opens connections in a loop cannot exhaust threads.
 pub const MAX_CONNECTIONS: u32 = 256;
 
+/// Longest a TLS handshake may take before its connection is dropped.
+const TLS_HANDSHAKE: Duration = Duration::from_secs(10);
+/// A TLS connection starts with a handshake record; HTTP/2's preface starts with `P`.
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+
 /// A listening socket of the gRPC service.
 pub(crate) enum Listener {
     Unix(UnixListener),
-    Tcp(TcpListener),
+    Tcp {
+        listener: TcpListener,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    },
 }
 
 /// An accepted connection, detached from the runtime that accepted it.
 enum Accepted {
     Unix(std::os::unix::net::UnixStream),
-    Tcp(std::net::TcpStream),
+    Tcp {
+        stream: std::net::TcpStream,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    },
 }
 
 impl Listener {
     async fn accept(&self) -> io::Result<Accepted> {
         Ok(match self {
             Listener::Unix(l) => Accepted::Unix(l.accept().await?.0.into_std()?),
-            Listener::Tcp(l) => {
-                let (s, _) = l.accept().await?;
+            Listener::Tcp { listener, tls } => {
+                let (s, _) = listener.accept().await?;
                 // Answers are small frames: never hold one back for Nagle's algorithm.
                 s.set_nodelay(true)?;
-                Accepted::Tcp(s.into_std()?)
+                Accepted::Tcp {
+                    stream: s.into_std()?,
+                    tls: tls.clone(),
+                }
             }
         })
     }
@@ -133,13 +153,82 @@ fn serve_on_this_thread(
     };
     let served = rt.block_on(async move {
         match conn {
-            Accepted::Unix(s) => serve_io(tokio::net::UnixStream::from_std(s)?, routes, stop).await,
-            Accepted::Tcp(s) => serve_io(tokio::net::TcpStream::from_std(s)?, routes, stop).await,
+            Accepted::Unix(s) => {
+                let s = tokio::net::UnixStream::from_std(s)?;
+                serve_io(AnyAuthority::new(s), routes, stop).await
+            }
+            Accepted::Tcp { stream, tls: None } => {
+                serve_io(tokio::net::TcpStream::from_std(stream)?, routes, stop).await
+            }
+            Accepted::Tcp {
+                stream,
+                tls: Some(tls),
+            } => serve_tls(tokio::net::TcpStream::from_std(stream)?, tls, routes, stop).await,
         }
     });
     if let Err(e) = served {
         tracing::debug!(error = %e, "connection ended with an error");
     }
+}
+
+/// What the first bytes of a connection on a TLS port turned out to be.
+enum Opened {
+    Tls(Box<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>),
+    Plaintext(tokio::net::TcpStream),
+    Gone,
+}
+
+/// The TLS handshake, then the connection; a plaintext client gets [`needs_tls`]'s answer.
+async fn serve_tls(
+    stream: tokio::net::TcpStream,
+    tls: Arc<rustls::ServerConfig>,
+    routes: Routes,
+    mut stop: watch::Receiver<bool>,
+) -> io::Result<()> {
+    let peer = stream.peer_addr()?;
+    let open = async {
+        let mut first = [0u8; 1];
+        if stream.peek(&mut first).await? == 0 {
+            return Ok(Opened::Gone);
+        }
+        if first[0] != TLS_HANDSHAKE_RECORD {
+            return Ok(Opened::Plaintext(stream));
+        }
+        let s = tokio_rustls::TlsAcceptor::from(tls).accept(stream).await?;
+        Ok::<_, io::Error>(Opened::Tls(Box::new(s)))
+    };
+    let opened = tokio::select! {
+        r = tokio::time::timeout(TLS_HANDSHAKE, open) => r,
+        _ = stop.wait_for(|s| *s) => return Ok(()),
+    };
+    match opened {
+        Ok(Ok(Opened::Tls(s))) => serve_io(s, routes, stop).await,
+        Ok(Ok(Opened::Plaintext(s))) => {
+            tracing::warn!(%peer, "a client spoke plaintext to the TLS port; it is told to use TLS");
+            serve_io(s, needs_tls(), stop).await
+        }
+        Ok(Ok(Opened::Gone)) => Ok(()),
+        Ok(Err(e)) => {
+            let why = crate::tls::explain_chain(&e, crate::tls::Peer::Client)
+                .unwrap_or_else(|| e.to_string());
+            tracing::warn!(%peer, "TLS handshake refused: {why}");
+            Ok(())
+        }
+        Err(_) => {
+            tracing::warn!(%peer, "no TLS handshake within {TLS_HANDSHAKE:?}; closed");
+            Ok(())
+        }
+    }
+}
+
+/// The answer to every call of a plaintext client on a TLS port.
+fn needs_tls() -> Routes {
+    Routes::from(axum::Router::new().fallback(|| async {
+        tonic::Status::unauthenticated(
+            "this daemon port accepts only TLS: connect with TLS (cuzk: --tls-ca FILE)",
+        )
+        .into_http::<axum::body::Body>()
+    }))
 }
 
 async fn serve_io<IO>(io: IO, routes: Routes, mut stop: watch::Receiver<bool>) -> io::Result<()>

@@ -2,8 +2,8 @@
 //!
 //! A long-lived process that holds an [`cuzk_scheduler::Engine`] with keys loaded once and
 //! serves the `cuzk.v1.Prover` gRPC API (`proto/cuzk/v1/cuzk.proto`) on a unix socket of mode
-//! 0600 (or TCP with a bearer token), with the standard health service and server
-//! reflection, and optionally an HTTP port for `GET /metrics`, `/status` and `/timeline`.
+//! 0600 (or TCP with a bearer token, over TLS unless on loopback), with the standard health
+//! service and server reflection (v1 and v1alpha), and optionally an HTTP port for `GET /metrics`, `/status` and `/timeline`.
 //!
 //! The handlers stay thin: they check a request, translate it into engine calls and the
 //! answer back. A job's id and its token are random 128-bit values; Await and Cancel need
@@ -26,6 +26,8 @@ mod rpc_timing;
 mod server;
 pub mod service;
 pub mod svg;
+pub mod tls;
+mod unix_authority;
 mod upload;
 
 /// The generated `cuzk.v1` messages, client and server.
@@ -43,3 +45,4 @@ pub use connections::MAX_CONNECTIONS;
 pub use http::{status_json, timeline_json};
 pub use server::{Daemon, DaemonError};
 pub use service::Shared;
+pub use tls::TlsConfig;

@@ -35,6 +35,10 @@ pub enum DaemonError {
     NotSocket(PathBuf),
     #[error("listen = {0:?} is TCP and no token_file is set: TCP needs a bearer token")]
     TcpWithoutToken(String),
+    #[error(
+        "listen = {0:?} is not a loopback address and [tls] is not set: the bearer token and every witness would cross the network in the clear. Set [tls] cert and key, or insecure_plaintext = true on a network private by other means"
+    )]
+    PlaintextTcp(String),
     #[error("key {id:?}: {message}")]
     Preload { id: String, message: String },
 }
@@ -50,7 +54,10 @@ enum Listener {
         path: PathBuf,
         ino: u64,
     },
-    Tcp(TcpListener),
+    Tcp {
+        listener: TcpListener,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    },
 }
 
 /// A bound daemon: its sockets are open; [`Daemon::run`] serves until shutdown.
@@ -133,11 +140,26 @@ impl Daemon {
                 if token.is_none() {
                     return Err(DaemonError::TcpWithoutToken(addr));
                 }
-                Listener::Tcp(
-                    TcpListener::bind(&addr)
-                        .await
-                        .map_err(io_err(format!("bind {addr}")))?,
-                )
+                let tls = match &config.tls {
+                    Some(t) => Some(t.server_config()?),
+                    None => None,
+                };
+                let listener = TcpListener::bind(&addr)
+                    .await
+                    .map_err(io_err(format!("bind {addr}")))?;
+                let local = listener
+                    .local_addr()
+                    .map_err(io_err(format!("the address bound for {addr}")))?;
+                if tls.is_none() {
+                    if local.ip().is_loopback() {
+                        tracing::info!(%local, "plaintext TCP on loopback: only this host can connect");
+                    } else if config.insecure_plaintext {
+                        tracing::warn!(%local, "plaintext TCP on a non-loopback address (insecure_plaintext = true): the bearer token and every witness cross the network in the clear");
+                    } else {
+                        return Err(DaemonError::PlaintextTcp(addr));
+                    }
+                }
+                Listener::Tcp { listener, tls }
             }
         };
         let http = match &config.http_listen {
@@ -162,7 +184,10 @@ impl Daemon {
     pub fn address(&self) -> String {
         match &self.listener {
             Listener::Unix { path, .. } => format!("unix:{}", path.display()),
-            Listener::Tcp(l) => l.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+            Listener::Tcp { listener, .. } => listener
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
         }
     }
 
@@ -222,14 +247,19 @@ impl Daemon {
         health_reporter
             .set_serving::<pb::prover_server::ProverServer<ProverService>>()
             .await;
-        let reflection = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .build_v1()
-            .map_err(|e| DaemonError::Io {
-                what: "reflection".into(),
-                source: std::io::Error::other(e.to_string()),
-            })?;
+        // Reflection v1, and v1alpha for the tools that know only it (older grpcurl, evans,
+        // Postman).
+        let reflection = || {
+            tonic_reflection::server::Builder::configure()
+                .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+                .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        };
+        let reflection_err = |e: tonic_reflection::server::Error| DaemonError::Io {
+            what: "reflection".into(),
+            source: std::io::Error::other(e.to_string()),
+        };
+        let reflection_v1 = reflection().build_v1().map_err(reflection_err)?;
+        let reflection_v1alpha = reflection().build_v1alpha().map_err(reflection_err)?;
         let max = shared.config.max_message_bytes;
         let prover = pb::prover_server::ProverServer::new(ProverService {
             shared: shared.clone(),
@@ -241,7 +271,8 @@ impl Daemon {
             shared.clone(),
         );
         let routes = Routes::new(health)
-            .add_service(reflection)
+            .add_service(reflection_v1)
+            .add_service(reflection_v1alpha)
             .add_service(prover)
             .prepare();
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -251,7 +282,7 @@ impl Daemon {
                 path,
                 ino,
             } => (Some((path, ino)), connections::Listener::Unix(listener)),
-            Listener::Tcp(l) => (None, connections::Listener::Tcp(l)),
+            Listener::Tcp { listener, tls } => (None, connections::Listener::Tcp { listener, tls }),
         };
         let serving = tokio::spawn(connections::serve(
             listener,

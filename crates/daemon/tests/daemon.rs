@@ -96,7 +96,7 @@ struct Running {
 
 impl Running {
     async fn client(&self) -> Client {
-        client::connect(Some(&self.addr), None).await.unwrap()
+        client::connect(Some(&self.addr), None, None).await.unwrap()
     }
 
     /// Signals shutdown and waits for the daemon to finish its drain.
@@ -582,7 +582,7 @@ async fn fifty_concurrent_clients() {
         .map(|_| {
             let addr = addr.clone();
             tokio::spawn(async move {
-                let mut c = client::connect(Some(&addr), None).await.unwrap();
+                let mut c = client::connect(Some(&addr), None, None).await.unwrap();
                 let msgs = client::bytes_stream(header("k"), &small().witness);
                 c.prove(tokio_stream::iter(msgs))
                     .await
@@ -628,7 +628,7 @@ async fn connections_past_the_cap_wait_for_one_to_close() {
     .unwrap();
     let addr = d.addr.clone();
     let late = tokio::spawn(async move {
-        let mut c = client::connect(Some(&addr), None).await.unwrap();
+        let mut c = client::connect(Some(&addr), None, None).await.unwrap();
         c.status(pb::StatusRequest {}).await.map(|r| r.into_inner())
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -665,7 +665,7 @@ async fn a_client_gone_mid_stream_frees_its_partial_witness() {
     })
     .await
     .unwrap();
-    let mut gone = client::connect(Some(&d.addr), None).await.unwrap();
+    let mut gone = client::connect(Some(&d.addr), None, None).await.unwrap();
     let call = tokio::spawn(async move {
         gone.submit(tokio_stream::wrappers::ReceiverStream::new(rx))
             .await
@@ -696,11 +696,11 @@ async fn tcp_with_and_without_a_token_and_the_http_port() {
     let d = start(cfg).await;
     assert!(d.addr.starts_with("127.0.0.1:"));
     for token in [None, Some("wrong-token-0123456789")] {
-        let mut c = client::connect(Some(&d.addr), token).await.unwrap();
+        let mut c = client::connect(Some(&d.addr), token, None).await.unwrap();
         let e = c.status(pb::StatusRequest {}).await.unwrap_err();
         assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
     }
-    let mut c = client::connect(Some(&d.addr), Some("s3cret-token-0123456789"))
+    let mut c = client::connect(Some(&d.addr), Some("s3cret-token-0123456789"), None)
         .await
         .unwrap();
     load(&mut c, "k", "small").await;

@@ -169,7 +169,7 @@ async fn one(i: usize, c: &mut Client, f: &Fixture, rng: &mut ChaCha20Rng) -> Ou
 }
 
 async fn device_now(addr: &str) -> pb::DeviceInfo {
-    device(&mut client::connect(Some(addr), None).await.unwrap()).await
+    device(&mut client::connect(Some(addr), None, None).await.unwrap()).await
 }
 
 async fn device(c: &mut Client) -> pb::DeviceInfo {
@@ -203,7 +203,7 @@ fn gpu_daemon_soak_1000_proofs() {
         let task = tokio::spawn(daemon.run(async {
             let _ = stopped.await;
         }));
-        let mut c = client::connect(Some(&addr), None).await.unwrap();
+        let mut c = client::connect(Some(&addr), None, None).await.unwrap();
         c.load_key(pb::LoadKeyRequest {
             key_id: "soak".into(),
             pk_path: "soak.pk".into(),
@@ -233,7 +233,7 @@ fn gpu_daemon_soak_1000_proofs() {
                 pinned100.clone(),
             );
             tasks.push(tokio::spawn(async move {
-                let mut c = client::connect(Some(&addr), None).await.unwrap();
+                let mut c = client::connect(Some(&addr), None, None).await.unwrap();
                 let mut rng = ChaCha20Rng::seed_from_u64(100 + w);
                 loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -85,7 +85,7 @@ impl Running {
     }
 
     async fn client(&self) -> Client {
-        client::connect(Some(&self.addr), None).await.unwrap()
+        client::connect(Some(&self.addr), None, None).await.unwrap()
     }
 
     async fn stop(mut self) {
@@ -257,12 +257,12 @@ async fn security_tcp_needs_a_token() {
     cfg.token_file = Some(good);
     let d = Running::start(cfg.clone(), engine(&cfg)).await;
     for token in [None, Some("a-token-of-enough-lengtH")] {
-        let mut c = client::connect(Some(&d.addr), token).await.unwrap();
+        let mut c = client::connect(Some(&d.addr), token, None).await.unwrap();
         let e = c.status(pb::StatusRequest {}).await.unwrap_err();
         assert_eq!(e.code(), Code::Unauthenticated, "{token:?}: {e:?}");
         checks += 1;
     }
-    let mut c = client::connect(Some(&d.addr), Some("a-token-of-enough-length"))
+    let mut c = client::connect(Some(&d.addr), Some("a-token-of-enough-length"), None)
         .await
         .unwrap();
     c.status(pb::StatusRequest {}).await.unwrap();

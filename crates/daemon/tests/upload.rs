@@ -222,7 +222,7 @@ fn streamed_upload_rate() {
 
     let client_rt = runtime("upload-client");
     let rates = client_rt.block_on(async {
-        let mut c = client::connect(Some(&addr), None).await.unwrap();
+        let mut c = client::connect(Some(&addr), None, None).await.unwrap();
         let (r, _) = submit(&mut c, &bad).await;
         let e = r.expect_err("a changed byte must be refused");
         assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use cuzk_scheduler::Priority;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 mod embedded {
     refinery::embed_migrations!("migrations");
@@ -33,7 +34,7 @@ pub enum QueueError {
 
 impl From<deadpool_postgres::PoolError> for QueueError {
     fn from(e: deadpool_postgres::PoolError) -> Self {
-        QueueError::Pool(e.to_string())
+        QueueError::Pool(crate::tls::explain(&e).unwrap_or_else(|| e.to_string()))
     }
 }
 
@@ -237,6 +238,7 @@ pub struct Queue {
     pool: Pool,
     /// For the LISTEN connection, which lives outside the pool.
     pg: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
 }
 
 impl std::fmt::Debug for Queue {
@@ -251,7 +253,8 @@ impl std::fmt::Debug for Queue {
 
 impl Queue {
     /// A pool of up to `size` connections to `url` (`postgres://user@host:port/db` or a
-    /// key=value string); nothing is dialled yet.
+    /// key=value string, with libpq's `sslmode` and `sslrootcert`: see [`crate::SslMode`]);
+    /// nothing is dialled yet.
     pub fn open(url: &str, size: usize, connect_timeout: Duration) -> Result<Self, QueueError> {
         Self::open_with(url, size, connect_timeout, false)
     }
@@ -280,9 +283,10 @@ impl Queue {
         connect_timeout: Duration,
         host: bool,
     ) -> Result<Self, QueueError> {
-        let mut pg: tokio_postgres::Config = url
-            .parse()
-            .map_err(|e: tokio_postgres::Error| QueueError::Url(e.to_string()))?;
+        let crate::tls::Connection {
+            config: mut pg,
+            connector: tls,
+        } = crate::tls::connection(url).map_err(QueueError::Url)?;
         pg.connect_timeout(connect_timeout);
         if pg.get_application_name().is_none() {
             pg.application_name("cuzk");
@@ -298,7 +302,7 @@ impl Queue {
         }
         let mgr = Manager::from_config(
             pg.clone(),
-            NoTls,
+            tls.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -311,16 +315,21 @@ impl Queue {
             .recycle_timeout(Some(connect_timeout))
             .build()
             .map_err(|e| QueueError::Pool(e.to_string()))?;
-        Ok(Self { pool, pg })
+        Ok(Self { pool, pg, tls })
     }
 
     /// Calls `wake` whenever jobs are queued (submitted, or back after a failure or an
     /// expired lease: the schema's triggers NOTIFY `cuzk_jobs`), and once when listening
     /// starts, on a connection of its own; returns only when that connection fails.
     pub async fn listen(&self, wake: impl Fn()) -> QueueError {
-        let (client, mut conn) = match self.pg.connect(NoTls).await {
+        let (client, mut conn) = match self.pg.connect(self.tls.clone()).await {
             Ok(c) => c,
-            Err(e) => return e.into(),
+            Err(e) => {
+                return match crate::tls::explain(&e) {
+                    Some(line) => QueueError::Pool(line),
+                    None => e.into(),
+                };
+            }
         };
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         // Polling the connection's messages is what drives it, queries included.

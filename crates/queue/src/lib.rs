@@ -10,7 +10,7 @@
 //! it. Priorities are three levels, FIFO within a level.
 //!
 //! [`Queue`] is the database side (a deadpool of tokio-postgres connections that re-dials
-//! after the server restarts), [`worker::spawn`] the host side over a
+//! after the server restarts, over TLS by libpq's `sslmode`), [`worker::spawn`] the host side over a
 //! [`cuzk_scheduler::Engine`], [`sim`] the scale simulation, and [`tempdb`] a throwaway server
 //! for tests.
 
@@ -20,6 +20,7 @@ mod config;
 mod db;
 pub mod sim;
 pub mod tempdb;
+mod tls;
 pub mod worker;
 
 pub use config::QueueConfig;
@@ -27,4 +28,5 @@ pub use db::{
     CancelOutcome, Claimed, HostRow, Job, Lease, NewJob, Outcome, Queue, QueueError, QueueStatus,
     State, Submitted, WitnessRef,
 };
+pub use tls::SslMode;
 pub use worker::{Stopper, WitnessResolver, WorkerHandle, key_digest, witness_checksum};

@@ -5,7 +5,7 @@
 //! PostgreSQL refuses to run as root; as root the server runs as the `postgres` user (else
 //! `nobody`) through `runuser`, owning the directory.
 
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -109,6 +109,16 @@ impl TempPostgres {
 
     /// Makes and starts a server; `settings` are extra `-c name=value` options.
     pub fn start_with(settings: &[&str]) -> Result<Self, TempDbError> {
+        Self::make(settings, None)
+    }
+
+    /// Makes and starts a server that also accepts TLS (`ssl = on`) with this certificate and
+    /// its key (PEM).
+    pub fn start_with_tls(cert_pem: &str, key_pem: &str) -> Result<Self, TempDbError> {
+        Self::make(&[], Some((cert_pem, key_pem)))
+    }
+
+    fn make(settings: &[&str], tls: Option<(&str, &str)>) -> Result<Self, TempDbError> {
         let bindir = find_bindir()?;
         let root = std::fs::metadata("/proc/self")
             .map(|m| m.uid() == 0)
@@ -128,10 +138,29 @@ impl TempPostgres {
             rand::random::<u32>()
         ));
         std::fs::create_dir_all(&dir).map_err(io_err(format!("create {}", dir.display())))?;
+        let mut tls_conf = String::new();
+        // What the server's user must own.
+        let mut owned = vec![dir.clone()];
+        if let Some((cert, key)) = tls {
+            // The server refuses a key file that others may read.
+            for (name, pem, mode) in [("server.crt", cert, 0o644), ("server.key", key, 0o600)] {
+                let path = dir.join(name);
+                std::fs::write(&path, pem).map_err(io_err(format!("write {}", path.display())))?;
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+                    .map_err(io_err(format!("chmod {}", path.display())))?;
+                owned.push(path);
+            }
+            tls_conf = format!(
+                "ssl = on\nssl_cert_file = '{0}/server.crt'\nssl_key_file = '{0}/server.key'\n",
+                dir.display()
+            );
+        }
         if let Some(u) = &run_as {
             let (uid, gid) = user_ids(u).ok_or(TempDbError::NoUser)?;
-            std::os::unix::fs::chown(&dir, Some(uid), Some(gid))
-                .map_err(io_err(format!("chown {} to {u}", dir.display())))?;
+            for path in &owned {
+                std::os::unix::fs::chown(path, Some(uid), Some(gid))
+                    .map_err(io_err(format!("chown {} to {u}", path.display())))?;
+            }
         }
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -167,6 +196,7 @@ impl TempPostgres {
             conf.push_str(s);
             conf.push('\n');
         }
+        conf.push_str(&tls_conf);
         let conf_path = me.dir.join("data/postgresql.conf");
         let mut text = std::fs::read_to_string(&conf_path)
             .map_err(io_err(format!("read {}", conf_path.display())))?;

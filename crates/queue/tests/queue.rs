@@ -376,20 +376,19 @@ async fn a_witness_changed_under_its_checksum_fails_in_the_engines_read() {
 
 /// A host wakes on the queue's notification: with a poll far longer than the test, a job
 /// submitted while the host idles is claimed and proved at once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_idle_host_is_woken_by_a_submit() {
-    let (pg, q) = server().await;
+/// A host named `name` on `url`, idle (its first claim finds nothing, then it waits on its poll
+/// of 10 minutes or a notification), proves a job submitted through `q`.
+async fn an_idle_host_proves_a_submit(q: &Queue, url: &str, name: &str) {
     let (engine, digest, _vk, witness) = engine_with_key();
     let config = QueueConfig {
-        url: pg.url(),
-        host: Some("idle-host".into()),
+        url: url.to_owned(),
+        host: Some(name.into()),
         poll_ms: 600_000,
         ..QueueConfig::default()
     };
-    let host = Queue::open_host(&pg.url(), 4, TIMEOUT).unwrap();
+    let host = Queue::open_host(url, 4, TIMEOUT).unwrap();
     let resolve: cuzk_queue::WitnessResolver = Arc::new(|p: &str| Ok(p.into()));
     let w = worker::spawn(host, engine, config, resolve);
-    // Its first claim finds nothing; then it waits on its poll (10 minutes) or a notification.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut j = job("small", Priority::Normal);
     j.key_digest = digest;
@@ -401,7 +400,58 @@ async fn an_idle_host_is_woken_by_a_submit() {
         .unwrap()
         .expect("the idle host was woken and proved the job");
     assert_eq!(j.state, State::Done, "{:?}", j.last_error);
+    assert_eq!(j.done_by.as_deref(), Some(name));
     w.finish(TIMEOUT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_host_is_woken_by_a_submit() {
+    let (pg, q) = server().await;
+    an_idle_host_proves_a_submit(&q, &pg.url(), "idle-host").await;
+}
+
+#[path = "../../../tests/support/certs.rs"]
+mod certs;
+
+/// The test's own server with `ssl = on` and a certificate of the test's CA: a host dialling
+/// with `sslmode=verify-full` (woken by LISTEN over TLS too) claims and proves; one given
+/// another CA as its root is refused with a line that says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verify_full_host_proves_over_tls_and_a_wrong_root_is_refused() {
+    let ca = certs::Ca::new("cuzk test CA");
+    let server_cert = ca.leaf("postgres", false);
+    let pg = tokio::task::spawn_blocking(move || {
+        TempPostgres::start_with_tls(&server_cert.cert, &server_cert.key)
+    })
+    .await
+    .unwrap()
+    .expect("a PostgreSQL server with TLS for the test");
+    let dir = std::env::temp_dir().join(format!("cuzk-queue-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ca_file, wrong_file) = (dir.join("ca.pem"), dir.join("wrong.pem"));
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    std::fs::write(&wrong_file, certs::Ca::new("another CA").pem()).unwrap();
+    let url = |mode: &str, root: &std::path::Path| {
+        format!("{}?sslmode={mode}&sslrootcert={}", pg.url(), root.display())
+    };
+
+    let wrong = Queue::connect(&url("verify-full", &wrong_file), 2, TIMEOUT)
+        .await
+        .expect_err("a server certificate of another CA");
+    assert!(
+        wrong.to_string().contains("not signed by sslrootcert"),
+        "{wrong}"
+    );
+
+    let verified = url("verify-full", &ca_file);
+    let q = Queue::connect(&verified, 4, TIMEOUT).await.unwrap();
+    let on_tls = "SELECT count(*) FROM pg_stat_ssl WHERE pid = pg_backend_pid() AND ssl";
+    assert_eq!(q.count(on_tls).await.unwrap(), 1);
+    let plain = Queue::open(&format!("{}?sslmode=disable", pg.url()), 2, TIMEOUT).unwrap();
+    assert_eq!(plain.count(on_tls).await.unwrap(), 0);
+
+    an_idle_host_proves_a_submit(&q, &verified, "tls-host").await;
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A row queued by an older client names its witness file by a whole-file SHA-256: the claim
