@@ -162,10 +162,32 @@ fn porep_c2_2kib_is_accepted_by_verify_seal() {
     }
     let start = Instant::now();
     let p = prover.prove_porep_c2(&curio, rng).unwrap();
-    eprintln!("C2 with the kept circuit: {:?}\n{}", start.elapsed(), p.timings);
+    eprintln!(
+        "C2 with the kept circuit: {:?}\n{}",
+        start.elapsed(),
+        p.timings
+    );
     assert!(p.timings.load_params.is_none());
-    assert!(verify_porep(&curio, &p.bytes, sector.prover_id(), sector.sector_id, &store).unwrap());
-    assert!(verify_porep(&bare, &p.bytes, sector.prover_id(), sector.sector_id, &store).unwrap());
+    assert!(
+        verify_porep(
+            &curio,
+            &p.bytes,
+            sector.prover_id(),
+            sector.sector_id,
+            &store
+        )
+        .unwrap()
+    );
+    assert!(
+        verify_porep(
+            &bare,
+            &p.bytes,
+            sector.prover_id(),
+            sector.sector_id,
+            &store
+        )
+        .unwrap()
+    );
 
     // Vanilla proofs that do not match their commitment: cuzk's check of the witness fails,
     // naming the partition.
