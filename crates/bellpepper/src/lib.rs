@@ -24,6 +24,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod batch;
 mod overlap;
 pub mod sha256_circuit;
 

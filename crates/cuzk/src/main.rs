@@ -9,6 +9,7 @@
 
 mod bench;
 mod daemon_cli;
+mod filecoin_cli;
 mod formats_cli;
 mod progress;
 mod queue_cli;
@@ -93,6 +94,9 @@ enum Command {
     Verify(formats_cli::VerifyArgs),
     /// Time loading a generated bellperson parameters file: trusted by digest and fully checked.
     BenchParams(formats_cli::BenchParamsArgs),
+    /// Filecoin proofs from filecoin-proofs' inputs, checked by its verifiers (filecoin_cli.rs).
+    #[command(subcommand)]
+    Filecoin(filecoin_cli::FilecoinCommand),
     /// The daemon and its clients (daemon_cli.rs).
     #[command(flatten)]
     Daemon(daemon_cli::DaemonCommand),
@@ -137,6 +141,7 @@ fn main() {
 fn run(command: Command, choice: BackendChoice) -> Result<()> {
     match command {
         Command::Daemon(c) => daemon_cli::run(c, choice),
+        Command::Filecoin(c) => filecoin_cli::run(c, choice),
         Command::Demo {
             log_constraints,
             public_inputs,

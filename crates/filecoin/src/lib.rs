@@ -1,0 +1,39 @@
+//! Filecoin proofs on cuzk, from filecoin-proofs' own inputs, checked by filecoin-proofs' own
+//! verifier.
+//!
+//! - [`C1Output::parse`] reads a PoRep C1 output in the three forms it travels in: the
+//!   `serde_json` of filecoin-proofs' `SealCommitPhase1Output<Tree>`, the filecoin-proofs-api
+//!   form that filecoin-ffi writes (with `registered_proof`), and curio's wrapper
+//!   `{"SectorNum","Phase1Out":base64(JSON),"SectorSize"}`.
+//! - [`FilecoinProver::prove_porep_c2`] builds each partition's circuit through storage-proofs'
+//!   public API exactly as `seal_commit_phase2` does (`StackedCompound::circuit`), synthesizes
+//!   it with cuzk-bellpepper (the first proof of a circuit compiles it; later ones synthesize
+//!   the witness only), proves on the chosen backend and returns filecoin-proofs' proof bytes:
+//!   192 per partition, in partition order.
+//! - [`ParamStore`] finds filecoin-proofs' `.params`/`.vk` files by their own names and
+//!   decides how far to check them (a `parameters.json` digest, a BLAKE3 digest cuzk recorded,
+//!   or a full point check); [`ParamStore::generate_porep`] writes locally made parameters
+//!   under those names, for tests and private networks.
+//! - [`verify_porep`] is filecoin-proofs' `verify_seal`.
+
+#![forbid(unsafe_code)]
+
+mod c1;
+mod error;
+mod params;
+mod porep;
+mod prover;
+mod seal_proof;
+#[cfg(test)]
+mod tests;
+pub mod workload;
+
+pub use c1::{C1Form, C1Output};
+pub use error::FilecoinError;
+pub use params::{GENERATED_MARKER, ParamStore};
+pub use porep::{PorepProof, PorepTimings, prover_id_from_miner, verify_porep};
+pub use prover::FilecoinProver;
+pub use seal_proof::SealProof;
+
+/// Bytes of one partition's Groth16 proof in filecoin-proofs' layout.
+pub const PARTITION_PROOF_BYTES: usize = 192;

@@ -1,0 +1,227 @@
+//! filecoin-proofs' parameter files, found by filecoin-proofs' own names.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use cuzk_formats::{BpParameters, Digest, PointChecks};
+use storage_proofs_core::parameter_cache::{metadata_id, parameter_id, verifying_key_id};
+
+use crate::FilecoinError;
+
+/// filecoin-proofs' default parameter directory.
+const DEFAULT_DIR: &str = "/var/tmp/filecoin-proof-parameters/";
+
+/// A directory of locally generated parameters has this file, and no published file is ever
+/// beside it: both kinds have the same names.
+pub const GENERATED_MARKER: &str = "GENERATED-BY-CUZK";
+
+/// The BLAKE3 digest cuzk records beside a parameters file after one full point check, as
+/// `blake3:HEX`: later loads hash the file instead of checking every point.
+const DIGEST_SUFFIX: &str = "cuzk-blake3";
+
+/// Where the parameters are, and how far they are trusted.
+#[derive(Clone, Debug)]
+pub struct ParamStore {
+    dir: PathBuf,
+    /// `parameters.json`: file name → the first 16 bytes of its BLAKE2b-512, in hex.
+    manifest: Option<(PathBuf, HashMap<String, String>)>,
+}
+
+#[derive(serde::Deserialize)]
+struct ManifestEntry {
+    digest: String,
+}
+
+impl ParamStore {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            manifest: None,
+        }
+    }
+
+    /// `FIL_PROOFS_PARAMETER_CACHE`, else filecoin-proofs' default directory.
+    pub fn from_env() -> Self {
+        Self::new(
+            std::env::var_os("FIL_PROOFS_PARAMETER_CACHE")
+                .map_or_else(|| PathBuf::from(DEFAULT_DIR), PathBuf::from),
+        )
+    }
+
+    /// Checks every parameters file against this `parameters.json` (filecoin-proofs'
+    /// manifest of the published files) instead of cuzk's own digests.
+    pub fn with_manifest(mut self, path: &Path) -> Result<Self, FilecoinError> {
+        let file = path.display().to_string();
+        let bytes =
+            std::fs::read(path).map_err(|e| FilecoinError::io(format!("reading {file}"), e))?;
+        let entries: HashMap<String, ManifestEntry> =
+            serde_json::from_slice(&bytes).map_err(|source| FilecoinError::Json {
+                file: file.clone(),
+                path: String::new(),
+                source,
+            })?;
+        let digests = entries.into_iter().map(|(k, v)| (k, v.digest)).collect();
+        self.manifest = Some((path.to_path_buf(), digests));
+        Ok(self)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `v28-{cache id}.params`, filecoin-proofs' name for a circuit's parameters.
+    pub fn params_path(&self, cache_id: &str) -> PathBuf {
+        self.dir.join(parameter_id(cache_id))
+    }
+
+    pub fn vk_path(&self, cache_id: &str) -> PathBuf {
+        self.dir.join(verifying_key_id(cache_id))
+    }
+
+    fn digest_path(params: &Path) -> PathBuf {
+        let mut p = params.as_os_str().to_owned();
+        p.push(".");
+        p.push(DIGEST_SUFFIX);
+        PathBuf::from(p)
+    }
+
+    /// Loads a circuit's parameters: checked against `parameters.json` when one is given,
+    /// else against the digest cuzk recorded, else point by point (and then the digest is
+    /// recorded for next time).
+    pub fn load_params(&self, cache_id: &str) -> Result<BpParameters, FilecoinError> {
+        let path = self.params_path(cache_id);
+        if !path.is_file() {
+            return Err(FilecoinError::MissingParameters {
+                path,
+                circuit: cache_id.to_string(),
+            });
+        }
+        let record = Self::digest_path(&path);
+        let checks = match &self.manifest {
+            Some((manifest, digests)) => {
+                let name = parameter_id(cache_id);
+                let hex = digests.get(&name).ok_or_else(|| FilecoinError::Field {
+                    file: manifest.display().to_string(),
+                    field: "(entries)",
+                    reason: format!("no entry for {name}"),
+                })?;
+                let digest = Digest::parse(&format!("blake2b:{hex}")).map_err(|reason| {
+                    FilecoinError::Field {
+                        file: manifest.display().to_string(),
+                        field: "digest",
+                        reason: format!("{name}: {reason}"),
+                    }
+                })?;
+                PointChecks::TrustedDigest(digest)
+            }
+            None if record.is_file() => {
+                let text = std::fs::read_to_string(&record)
+                    .map_err(|e| FilecoinError::io(format!("reading {}", record.display()), e))?;
+                let digest = Digest::parse(text.trim()).map_err(|reason| FilecoinError::Field {
+                    file: record.display().to_string(),
+                    field: "digest",
+                    reason,
+                })?;
+                PointChecks::TrustedDigest(digest)
+            }
+            None => PointChecks::Full,
+        };
+        let params = BpParameters::read(&path, &checks)?;
+        if matches!(checks, PointChecks::Full) {
+            // Fully checked: later loads trust its digest. A read-only directory only costs
+            // those loads the full check again.
+            if let Err(e) = record_digest(&path) {
+                tracing::warn!("{e}");
+            }
+        }
+        Ok(params)
+    }
+
+    /// Writes locally generated parameters (and their verifying key, metadata and digest)
+    /// under filecoin-proofs' names. Refuses a directory that holds parameter files but no
+    /// [`GENERATED_MARKER`]: those are published ones.
+    pub fn write_generated(
+        &self,
+        cache_id: &str,
+        sector_size: u64,
+        params: &BpParameters,
+    ) -> Result<(), FilecoinError> {
+        self.claim_for_generated()?;
+        let path = self.params_path(cache_id);
+        let tmp = path.with_extension("params.partial");
+        params.write_file(&tmp)?;
+        std::fs::rename(&tmp, &path)
+            .map_err(|e| FilecoinError::io(format!("renaming {}", tmp.display()), e))?;
+        write_file(&self.vk_path(cache_id), &params.vk.to_bytes())?;
+        let meta = serde_json::json!({ "sector_size": sector_size }).to_string();
+        write_file(&self.dir.join(metadata_id(cache_id)), meta.as_bytes())?;
+        record_digest(&path)
+    }
+
+    fn claim_for_generated(&self) -> Result<(), FilecoinError> {
+        let dir = &self.dir;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| FilecoinError::io(format!("creating {}", dir.display()), e))?;
+        let marker = dir.join(GENERATED_MARKER);
+        if marker.is_file() {
+            return Ok(());
+        }
+        let entries = std::fs::read_dir(dir)
+            .map_err(|e| FilecoinError::io(format!("listing {}", dir.display()), e))?;
+        let published = entries.filter_map(Result::ok).any(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.ends_with(".params") || name.ends_with(".vk")
+        });
+        if published {
+            return Err(FilecoinError::MixedParameters {
+                dir: dir.clone(),
+                marker: GENERATED_MARKER,
+            });
+        }
+        write_file(
+            &marker,
+            b"Parameters made locally by cuzk from random toxic waste: not Filecoin's.\n",
+        )
+    }
+
+    /// Holds an exclusive lock on the directory's generation lock file while `f` runs, so
+    /// that parallel processes generate each file once.
+    pub(crate) fn with_generation_lock<T>(
+        &self,
+        f: impl FnOnce() -> Result<T, FilecoinError>,
+    ) -> Result<T, FilecoinError> {
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| FilecoinError::io(format!("creating {}", self.dir.display()), e))?;
+        let path = self.dir.join(".cuzk-generate.lock");
+        let lock = File::create(&path)
+            .map_err(|e| FilecoinError::io(format!("creating {}", path.display()), e))?;
+        lock.lock()
+            .map_err(|e| FilecoinError::io(format!("locking {}", path.display()), e))?;
+        let out = f();
+        drop(lock);
+        out
+    }
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), FilecoinError> {
+    let what = || format!("writing {}", path.display());
+    let f = File::create(path).map_err(|e| FilecoinError::io(what(), e))?;
+    let mut w = BufWriter::new(f);
+    w.write_all(bytes)
+        .and_then(|()| w.flush())
+        .map_err(|e| FilecoinError::io(what(), e))
+}
+
+/// Hashes the file and records `blake3:HEX` beside it.
+fn record_digest(params: &Path) -> Result<(), FilecoinError> {
+    let mut h = blake3::Hasher::new();
+    let f = File::open(params)
+        .map_err(|e| FilecoinError::io(format!("reading {}", params.display()), e))?;
+    h.update_reader(f)
+        .map_err(|e| FilecoinError::io(format!("hashing {}", params.display()), e))?;
+    let text = format!("blake3:{}\n", h.finalize().to_hex());
+    write_file(&ParamStore::digest_path(params), text.as_bytes())
+}

@@ -1,0 +1,242 @@
+//! PoRep C2: the partition circuits of a C1 output, exactly as filecoin-proofs'
+//! `seal_commit_phase2` builds them, and filecoin-proofs' verifier.
+
+use std::path::Path;
+use std::time::Duration;
+
+use filecoin_hashers::Domain as _;
+use filecoin_proofs::{
+    DefaultPieceDomain, DefaultPieceHasher, MerkleTreeTrait, PoRepConfig, SealCommitPhase1Output,
+    as_safe_commitment, parameters::setup_params,
+};
+use storage_proofs_core::compound_proof::{self, CompoundProof};
+use storage_proofs_core::sector::SectorId;
+use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, StackedDrg};
+
+use crate::c1::with_phase1;
+use crate::error::upstream;
+use crate::{C1Output, FilecoinError, ParamStore, SealProof};
+
+/// A PoRep C2 proof: filecoin-proofs' bytes (192 per partition, in partition order).
+#[derive(Clone, Debug)]
+pub struct PorepProof {
+    pub bytes: Vec<u8>,
+    pub timings: PorepTimings,
+}
+
+/// Where a C2's time went.
+#[derive(Clone, Debug, Default)]
+pub struct PorepTimings {
+    /// Building the partition circuits from the vanilla proofs.
+    pub circuits: Duration,
+    /// Loading the parameters (only when this circuit was not loaded before).
+    pub load_params: Option<Duration>,
+    /// Synthesis of every partition: the first proof of a circuit compiles it (a full
+    /// synthesis of partition 0), the rest synthesize witnesses only.
+    pub synthesis: Duration,
+    /// Each partition's proof, in partition order.
+    pub partitions: Vec<Duration>,
+}
+
+impl std::fmt::Display for PorepTimings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = |d: &Duration| d.as_secs_f64() * 1e3;
+        writeln!(f, "circuits       {:>10.1} ms", ms(&self.circuits))?;
+        if let Some(d) = &self.load_params {
+            writeln!(f, "load params    {:>10.1} ms", ms(d))?;
+        }
+        writeln!(f, "synthesis      {:>10.1} ms", ms(&self.synthesis))?;
+        for (k, d) in self.partitions.iter().enumerate() {
+            writeln!(f, "prove part. {k:<2} {:>10.1} ms", ms(d))?;
+        }
+        Ok(())
+    }
+}
+
+pub(crate) type PorepCircuit<Tree> = StackedCircuit<Tree, DefaultPieceHasher>;
+
+/// filecoin-proofs' cache id of the PoRep circuit of `seal_proof` (its parameter files are
+/// `v28-{id}.params` and `.vk`).
+pub(crate) fn cache_id<Tree: 'static + MerkleTreeTrait>(
+    config: &PoRepConfig,
+) -> Result<String, FilecoinError> {
+    config.get_cache_identifier::<Tree>().map_err(upstream)
+}
+
+/// [`cache_id`] with the tree shape taken from a C1 output.
+pub(crate) fn cache_id_for<Tree: 'static + MerkleTreeTrait>(
+    config: &PoRepConfig,
+    _: &SealCommitPhase1Output<Tree>,
+) -> Result<String, FilecoinError> {
+    cache_id::<Tree>(config)
+}
+
+/// One circuit per partition, as `seal_commit_phase2` → `StackedCompound::circuit_proofs`
+/// builds them.
+pub(crate) fn partition_circuits<Tree: 'static + MerkleTreeTrait>(
+    seal_proof: SealProof,
+    c1: &SealCommitPhase1Output<Tree>,
+) -> Result<Vec<PorepCircuit<Tree>>, FilecoinError> {
+    let file = "C1 output";
+    for (field, value) in [
+        ("comm_d", &c1.comm_d),
+        ("comm_r", &c1.comm_r),
+        ("seed", &c1.seed),
+    ] {
+        if *value == [0; 32] {
+            return Err(FilecoinError::field(file, field, "all zero"));
+        }
+    }
+    let comm_r = as_safe_commitment(&c1.comm_r, "comm_r")
+        .map_err(|e| FilecoinError::field(file, "comm_r", format!("{e:#}")))?;
+    let comm_d = DefaultPieceDomain::try_from_bytes(&c1.comm_d)
+        .map_err(|e| FilecoinError::field(file, "comm_d", format!("{e:#}")))?;
+    let public_inputs = stacked::PublicInputs {
+        replica_id: c1.replica_id,
+        tau: Some(stacked::Tau { comm_d, comm_r }),
+        k: None,
+        seed: Some(c1.seed),
+    };
+    let config = seal_proof.config();
+    let setup = compound_proof::SetupParams {
+        vanilla_params: setup_params(&config).map_err(upstream)?,
+        partitions: Some(usize::from(config.partitions)),
+        priority: false,
+    };
+    let public_params = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
+        StackedDrg<'_, Tree, DefaultPieceHasher>,
+        _,
+    >>::setup(&setup)
+    .map_err(upstream)?;
+    c1.vanilla_proofs
+        .iter()
+        .enumerate()
+        .map(|(k, vanilla)| {
+            StackedCompound::<Tree, DefaultPieceHasher>::circuit(
+                &public_inputs,
+                Default::default(),
+                vanilla,
+                &public_params.vanilla_params,
+                Some(k),
+            )
+            .map_err(|e| FilecoinError::Circuit {
+                partition: k,
+                reason: format!("{e:#}"),
+            })
+        })
+        .collect()
+}
+
+/// Curio's prover id of a miner actor: the actor id as unsigned LEB128 (an ID address's
+/// payload), zero padded to 32 bytes.
+pub fn prover_id_from_miner(miner_id: u64) -> [u8; 32] {
+    let mut id = [0u8; 32];
+    let mut v = miner_id;
+    for byte in id.iter_mut() {
+        *byte = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            break;
+        }
+        *byte |= 0x80;
+    }
+    id
+}
+
+/// filecoin-proofs' `verify_seal` of a C2 proof. filecoin-proofs reads the verifying key from
+/// its own settings (`FIL_PROOFS_PARAMETER_CACHE`, read once per process): `store` must be
+/// that directory, or this is an error saying so.
+pub fn verify_porep(
+    c1: &C1Output,
+    proof: &[u8],
+    prover_id: [u8; 32],
+    sector_id: u64,
+    store: &ParamStore,
+) -> Result<bool, FilecoinError> {
+    let settings = storage_proofs_core::parameter_cache::parameter_cache_dir();
+    if !same_dir(&settings, store.dir()) {
+        return Err(FilecoinError::VerifierDir {
+            settings,
+            store: store.dir().to_path_buf(),
+        });
+    }
+    let config = c1.seal_proof.config();
+    with_phase1!(&c1.phase1, |o| verify_tree(
+        &config, o, proof, prover_id, sector_id
+    ))
+}
+
+fn verify_tree<Tree: 'static + MerkleTreeTrait>(
+    config: &PoRepConfig,
+    c1: &SealCommitPhase1Output<Tree>,
+    proof: &[u8],
+    prover_id: [u8; 32],
+    sector_id: u64,
+) -> Result<bool, FilecoinError> {
+    filecoin_proofs::verify_seal::<Tree>(
+        config,
+        c1.comm_r,
+        c1.comm_d,
+        prover_id,
+        SectorId::from(sector_id),
+        c1.ticket,
+        c1.seed,
+        proof,
+    )
+    .map_err(upstream)
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+impl ParamStore {
+    /// Generates the parameters of `c1`'s PoRep circuit with cuzk's CPU setup from random
+    /// toxic waste, unless they are there already, and writes them under filecoin-proofs'
+    /// names (see [`ParamStore::write_generated`]). For tests and private networks: Filecoin's
+    /// own parameters come from its trusted setup. Returns whether it generated them.
+    pub fn generate_porep(
+        &self,
+        c1: &C1Output,
+        rng: &mut impl rand::RngCore,
+    ) -> Result<bool, FilecoinError> {
+        with_phase1!(&c1.phase1, |o| self.generate_porep_tree(
+            c1.seal_proof,
+            o,
+            rng
+        ))
+    }
+
+    fn generate_porep_tree<Tree: 'static + MerkleTreeTrait>(
+        &self,
+        seal_proof: SealProof,
+        c1: &SealCommitPhase1Output<Tree>,
+        rng: &mut impl rand::RngCore,
+    ) -> Result<bool, FilecoinError> {
+        let id = cache_id::<Tree>(&seal_proof.config())?;
+        self.with_generation_lock(|| {
+            if self.params_path(&id).is_file() && self.vk_path(&id).is_file() {
+                return Ok(false);
+            }
+            let first = partition_circuits(seal_proof, c1)?.swap_remove(0);
+            let (r1cs, _) = cuzk_bellpepper::synthesize(first).map_err(|e| {
+                FilecoinError::Batch(cuzk_bellpepper::batch::BatchError::Synthesis {
+                    index: 0,
+                    source: e,
+                })
+            })?;
+            let pk = cuzk_groth16::generate_parameters(&r1cs, rng).map_err(|e| {
+                FilecoinError::Setup {
+                    circuit: id.clone(),
+                    reason: e.to_string(),
+                }
+            })?;
+            let params = cuzk_formats::BpParameters::from_proving_key(&pk)?;
+            self.write_generated(&id, seal_proof.sector_size(), &params)?;
+            Ok(true)
+        })
+    }
+}

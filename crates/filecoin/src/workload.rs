@@ -1,0 +1,131 @@
+//! Valid workloads: a sector sealed by filecoin-proofs on the CPU (add_piece, PC1, PC2, C1),
+//! its C1 output written as filecoin-ffi writes it.
+
+use std::fs::File;
+use std::io::Cursor;
+use std::path::Path;
+
+use filecoin_proofs::{
+    MerkleTreeTrait, PieceInfo, PoRepConfig, SectorShapeBase, SectorShapeSub8, SectorShapeTop2,
+    UnpaddedBytesAmount, add_piece, generate_piece_commitment, seal_commit_phase1,
+    seal_pre_commit_phase1, seal_pre_commit_phase2,
+};
+use rand::RngCore;
+use storage_proofs_core::sector::SectorId;
+
+use crate::error::upstream;
+use crate::{FilecoinError, SealProof, prover_id_from_miner};
+
+/// A sealed sector's C1 output and the identities `verify_seal` needs.
+#[derive(Clone, Debug)]
+pub struct SealedSector {
+    pub seal_proof: SealProof,
+    pub miner_id: u64,
+    pub sector_id: u64,
+    /// filecoin-proofs-api's `SealCommitPhase1Output` as JSON (filecoin-ffi's C1 output).
+    pub c1_json: Vec<u8>,
+}
+
+impl SealedSector {
+    pub fn prover_id(&self) -> [u8; 32] {
+        prover_id_from_miner(self.miner_id)
+    }
+}
+
+/// Seals a sector of random data in `dir` (its staged, sealed and cache files; a sector's
+/// worth of disk and, at 32 GiB, filecoin-proofs' full PC1 memory) and returns its C1 output.
+pub fn seal_sector(
+    seal_proof: SealProof,
+    dir: &Path,
+    miner_id: u64,
+    sector_id: u64,
+    rng: &mut impl RngCore,
+) -> Result<SealedSector, FilecoinError> {
+    let config = seal_proof.config();
+    let mut ticket = [0u8; 32];
+    let mut seed = [0u8; 32];
+    rng.fill_bytes(&mut ticket);
+    rng.fill_bytes(&mut seed);
+    // Both end up as field elements: keep them below the modulus, as filecoin's tests do.
+    ticket[31] &= 0x3f;
+    seed[31] &= 0x3f;
+    let ids = Ids {
+        prover: prover_id_from_miner(miner_id),
+        sector: SectorId::from(sector_id),
+        ticket,
+        seed,
+    };
+    let c1 = match seal_proof {
+        SealProof::StackedDrg2KiBV1_1
+        | SealProof::StackedDrg8MiBV1_1
+        | SealProof::StackedDrg512MiBV1_1 => seal::<SectorShapeBase>(&config, dir, &ids, rng)?,
+        SealProof::StackedDrg32GiBV1_1 => seal::<SectorShapeSub8>(&config, dir, &ids, rng)?,
+        SealProof::StackedDrg64GiBV1_1 => seal::<SectorShapeTop2>(&config, dir, &ids, rng)?,
+    };
+    // filecoin-proofs-api's form: the registered proof, and the proofs in a variant named by
+    // the sector size (`StackedDrg2KiBV1`, whatever the API version).
+    let mut value = c1;
+    let obj = value
+        .as_object_mut()
+        .ok_or_else(|| FilecoinError::FilecoinProofs("C1 output is not a JSON object".into()))?;
+    let proofs = obj
+        .remove("vanilla_proofs")
+        .ok_or_else(|| FilecoinError::FilecoinProofs("C1 output has no vanilla_proofs".into()))?;
+    let variant = seal_proof.name().trim_end_matches("_1");
+    let mut by_size = serde_json::Map::new();
+    by_size.insert(variant.to_string(), proofs);
+    obj.insert("vanilla_proofs".into(), by_size.into());
+    obj.insert("registered_proof".into(), seal_proof.name().into());
+    let c1_json = serde_json::to_vec(&value)
+        .map_err(|e| FilecoinError::FilecoinProofs(format!("writing C1 JSON: {e}")))?;
+    Ok(SealedSector {
+        seal_proof,
+        miner_id,
+        sector_id,
+        c1_json,
+    })
+}
+
+struct Ids {
+    prover: [u8; 32],
+    sector: SectorId,
+    ticket: [u8; 32],
+    seed: [u8; 32],
+}
+
+fn seal<Tree: 'static + MerkleTreeTrait>(
+    config: &PoRepConfig,
+    dir: &Path,
+    ids: &Ids,
+    rng: &mut impl RngCore,
+) -> Result<serde_json::Value, FilecoinError> {
+    let io = |what: &str, e: std::io::Error| {
+        FilecoinError::io(format!("{what} in {}", dir.display()), e)
+    };
+    let cache = dir.join("cache");
+    std::fs::create_dir_all(&cache).map_err(|e| io("creating cache", e))?;
+    let staged = dir.join("staged");
+    let sealed = dir.join("sealed");
+    File::create(&sealed).map_err(|e| io("creating sealed", e))?;
+
+    let size = UnpaddedBytesAmount::from(config.padded_bytes_amount());
+    let mut data = vec![0u8; u64::from(size) as usize];
+    rng.fill_bytes(&mut data);
+    let piece: PieceInfo = generate_piece_commitment(Cursor::new(&data), size).map_err(upstream)?;
+    let mut staged_file = File::create(&staged).map_err(|e| io("creating staged", e))?;
+    add_piece(Cursor::new(&data), &mut staged_file, size, &[]).map_err(upstream)?;
+    drop(staged_file);
+    let pieces = [piece];
+
+    let pc1 = seal_pre_commit_phase1::<_, _, _, Tree>(
+        config, &cache, &staged, &sealed, ids.prover, ids.sector, ids.ticket, &pieces,
+    )
+    .map_err(upstream)?;
+    let pc2 = seal_pre_commit_phase2(config, pc1, &cache, &sealed).map_err(upstream)?;
+    let c1 = seal_commit_phase1::<_, Tree>(
+        config, &cache, &sealed, ids.prover, ids.sector, ids.ticket, ids.seed, pc2, &pieces,
+    )
+    .map_err(upstream)?;
+    serde_json::to_value(&c1)
+        .map_err(|e| FilecoinError::FilecoinProofs(format!("writing C1 JSON: {e}")))
+}

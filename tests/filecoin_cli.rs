@@ -1,0 +1,137 @@
+//! `cuzk filecoin`: seal a 2 KiB sector, generate its circuit's parameters, prove C2, and
+//! filecoin-proofs' `verify_seal` accepts; the timings are printed per phase. Uses the
+//! generated-parameters directory the cuzk-filecoin tests share (made once, under a lock).
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn params_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("filecoin-generated-params")
+}
+
+fn cuzk(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cuzk"))
+        .args(["--backend", "cpu", "filecoin"])
+        .args(args)
+        // filecoin-proofs' verifier reads its verifying keys from here.
+        .env("FIL_PROOFS_PARAMETER_CACHE", params_dir())
+        .output()
+        .expect("run cuzk")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = cuzk(args);
+    assert!(
+        out.status.success(),
+        "cuzk filecoin {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn fails(args: &[&str]) -> String {
+    let out = cuzk(args);
+    assert!(
+        !out.status.success(),
+        "cuzk filecoin {args:?} should have failed"
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn porep_c2_then_verify_seal() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("filecoin-cli");
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = |n: &str| dir.join(n).to_str().unwrap().to_owned();
+    let params = params_dir().to_str().unwrap().to_owned();
+
+    let out = ok(&[
+        "seal",
+        "--sector-id",
+        "7",
+        "--work-dir",
+        &p("sector"),
+        "--c1",
+        &p("c1.json"),
+    ]);
+    assert!(out.contains("seal"), "{out}");
+    ok(&["gen-params", "--c1", &p("c1.json"), "--param-dir", &params]);
+    let out = ok(&[
+        "porep-c2",
+        "--c1",
+        &p("c1.json"),
+        "--proof",
+        &p("proof.bin"),
+        "--param-dir",
+        &params,
+    ]);
+    for phase in [
+        "parse",
+        "circuits",
+        "load params",
+        "synthesis",
+        "prove part. 0",
+        "total",
+    ] {
+        assert!(out.contains(phase), "no {phase} timing in:\n{out}");
+    }
+    assert_eq!(std::fs::metadata(p("proof.bin")).unwrap().len(), 192);
+    let verify = |sector: &str, param_dir: &str| {
+        cuzk(&[
+            "verify",
+            "porep",
+            "--c1",
+            &p("c1.json"),
+            "--proof",
+            &p("proof.bin"),
+            "--miner-id",
+            "1000",
+            "--sector-id",
+            sector,
+            "--param-dir",
+            param_dir,
+        ])
+    };
+    let good = verify("7", &params);
+    assert!(
+        good.status.success(),
+        "{}",
+        String::from_utf8_lossy(&good.stderr)
+    );
+    assert!(String::from_utf8_lossy(&good.stdout).contains("verify_seal accepts"));
+    let bad = verify("8", &params);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("rejects"));
+
+    // Errors a user sees.
+    let err = fails(&[
+        "porep-c2",
+        "--c1",
+        &p("missing.json"),
+        "--proof",
+        &p("x"),
+        "--param-dir",
+        &params,
+    ]);
+    assert!(err.contains("missing.json"), "{err}");
+    let empty = p("empty-params");
+    std::fs::create_dir_all(&empty).unwrap();
+    let err = fails(&[
+        "porep-c2",
+        "--c1",
+        &p("c1.json"),
+        "--proof",
+        &p("x"),
+        "--param-dir",
+        &empty,
+    ]);
+    assert!(
+        err.contains("missing parameter file") && err.contains(".params"),
+        "{err}"
+    );
+    let out = verify("7", &empty);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("FIL_PROOFS_PARAMETER_CACHE"), "{err}");
+}
