@@ -43,8 +43,9 @@ pub fn main(args: &[String]) -> Result<()> {
     println!("dist: nvcc {} for {archs}", nvcc.display());
     unit_matches_readme(&root)?;
 
-    // --check (CI) builds with the test profile into the normal target dir and the test
-    // suite's environment, so it reuses that build; a release has a target dir of its own.
+    // --check (CI) builds with the test profile and the test suite's environment, so it reuses
+    // that build; a release shares cargo's release dir with `bundle` (only the kernel build
+    // scripts rerun for the other archs).
     let cache = cache_dir().to_string_lossy().into_owned();
     let (profile, target_dir, envs) = if check {
         ensure!(
@@ -55,7 +56,7 @@ pub fn main(args: &[String]) -> Result<()> {
     } else {
         (
             "release",
-            root.join("target/dist"),
+            root.join("target"),
             vec![
                 ("CUZK_CUDA_ARCHS", archs.as_str()),
                 ("CUZK_KERNEL_CACHE", cache.as_str()),

@@ -553,8 +553,9 @@ fn bundle() -> Result<()> {
     let _ = fs::remove_dir_all(&dir);
     let _ = fs::remove_file(root.join("bundle.tar.xz"));
     fs::create_dir_all(&dir)?;
-    // A separate target dir: the sm_90-only kernel build must not invalidate normal builds.
-    let target_dir = root.join("target/bundle");
+    // Cargo's own release dir, shared with `dist`: switching archs reruns only the kernel
+    // build scripts (their cubins are cached), never the dependencies.
+    let target_dir = root.join("target");
     let td = target_dir.to_string_lossy().into_owned();
     let cache = cache_dir().to_string_lossy().into_owned();
     let envs = [

@@ -441,13 +441,28 @@ async fn serve(config: DaemonConfig) -> Result<()> {
     let engine_config = config.engine()?;
     cuzk_daemon::priority::nice_compute_pool();
     // Opening devices and starting workers blocks; keep it off the runtime's threads.
-    let engine =
-        tokio::task::spawn_blocking(move || cuzk_scheduler::Engine::new(engine_config)).await??;
-    for (name, gpu) in engine.devices() {
-        eprintln!(
-            "cuzk daemon: device {name}{}",
-            if gpu { "" } else { " (CPU backend)" }
-        );
+    // Opening devices, starting workers and a JIT compile of the kernels block; keep them off
+    // the runtime's threads.
+    let (engine, fits) = tokio::task::spawn_blocking(move || {
+        let engine = cuzk_scheduler::Engine::new(engine_config)?;
+        // A card with no machine code in this build runs the PTX compiled at the first load:
+        // pay that here, at start, and say so, instead of in the first proof.
+        let fits: Vec<Option<String>> = (0..engine.devices().len())
+            .map(|i| {
+                engine
+                    .gpu(i)
+                    .map(|g| cuzk_gpu::kernel_fit_line(&g, &cuzk_groth16::kernel_sets()))
+            })
+            .collect();
+        anyhow::Ok((engine, fits))
+    })
+    .await??;
+    for ((name, gpu), fit) in engine.devices().into_iter().zip(fits) {
+        match fit {
+            Some(fit) => eprintln!("cuzk daemon: device {name}; {fit}"),
+            None if gpu => eprintln!("cuzk daemon: device {name}"),
+            None => eprintln!("cuzk daemon: device {name} (CPU backend)"),
+        }
     }
     let n = config.keys.len();
     let queue = config.queue.clone();

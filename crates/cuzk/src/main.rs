@@ -150,7 +150,7 @@ fn run(command: Command, choice: BackendChoice) -> Result<()> {
         Command::Devices => {
             print!(
                 "{}",
-                cuzk_gpu::devices_report(&cuzk_groth16::kernels::all())
+                cuzk_gpu::devices_report(&cuzk_groth16::kernel_sets())
             );
             Ok(())
         }

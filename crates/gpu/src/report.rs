@@ -15,7 +15,7 @@ fn gib(b: u64) -> String {
 /// uses with the current settings (env `CUZK_VRAM_LIMIT`, ...). Says so plainly when there is
 /// no driver or no GPU. Never fails: errors become lines of the report.
 ///
-/// `kernels` are the build's kernel sets (`cuzk_groth16::kernels::all()`): where a GPU has no
+/// `kernels` are the build's kernel sets (`cuzk_groth16::kernel_sets()`): where a GPU has no
 /// machine code in the binary, they are loaded now, and the line says how long the driver's
 /// compilation of their PTX took.
 pub fn devices_report(kernels: &[&Kernels]) -> String {

@@ -50,3 +50,13 @@ pub use verifier::{VerifyError, prepare_verifying_key, verify_proof};
 
 pub use cuzk_field::Fr;
 pub use cuzk_ntt::Domain;
+
+/// Every kernel set the prover and key generation launch (the NTT's, the MSM's and setup's),
+/// for whole-build checks such as `cuzk devices`' first-load timing.
+pub fn kernel_sets() -> [&'static cuzk_gpu::Kernels; 3] {
+    [
+        &cuzk_ntt::kernels::KERNELS,
+        &cuzk_msm::kernels::KERNELS,
+        &setup::kernels::KERNELS,
+    ]
+}

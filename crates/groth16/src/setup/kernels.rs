@@ -14,15 +14,6 @@ include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
 
 const MODULE: &Module = &SETUP;
 
-/// Every kernel set a prover uses (the NTT's, the MSM's and this crate's), for whole-build
-/// checks such as `cuzk devices`' first-load timing.
-pub fn all() -> [&'static cuzk_gpu::Kernels; 3] {
-    [
-        &cuzk_ntt::kernels::KERNELS,
-        &cuzk_msm::kernels::KERNELS,
-        &KERNELS,
-    ]
-}
 /// Bits of an Fr scalar (the kernels consume ⌈255 / w⌉ digits).
 const SCALAR_BITS: u32 = 255;
 /// Largest window the kernels accept (digits are taken from a 32-bit funnel shift).
