@@ -1,4 +1,4 @@
-//! GPU field-multiplication throughput (Fr, Fp, Fp2; kernels/ff_test.cu): every kernel and
+//! GPU field-multiplication throughput (Fr, Fp, Fp2; kernels/test/ff_test.cu): every kernel and
 //! variant at several block sizes, each run's output checked against the host model (16
 //! threads: the first and the last 8) before its rate counts; `BENCH` lines for the default and
 //! the fastest configuration, then a summary table against sppark.

@@ -1,5 +1,5 @@
-// cuzk: XYZZ -> affine for many points with Montgomery's trick (kernels/setup.cu for the
-// proving key, kernels/msm.cu for the MSM's precomputed point copies): the `per_thread` points
+// cuzk: XYZZ -> affine for many points with Montgomery's trick (kernels/setup/setup.cu for the
+// proving key, kernels/msm/msm.cu for the MSM's precomputed point copies): the `per_thread` points
 // t, t + T, t + 2T, .. of each thread (T = threads in the grid, so a warp touches adjacent
 // points) share one Fp inversion (Fermat, a^(p-2)). Only ZZZ is inverted: 1/ZZ = (ZZ / ZZZ)^2
 // since ZZ^3 = ZZZ^2. The identity (ZZ = ZZZ = 0) becomes (0, 0), as in blst. The prefix

@@ -12,7 +12,7 @@
 
 #if defined(CUZK_HOST_EMU)
 // Host emulation of the PTX carry-flag instructions, for checking the algorithms on a machine
-// without a GPU (tests/host_emu in this folder compiles the same headers with g++). Not used by
+// without a GPU (host_emu/ in this folder compiles the same headers with g++). Not used by
 // nvcc builds.
 #include <cstring>
 #define CUZK_DEV inline

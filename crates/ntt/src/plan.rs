@@ -478,7 +478,7 @@ pub(crate) fn tables() -> Vec<Fr> {
     t
 }
 
-/// A CPU emulator of the kernels of `kernels/ntt.cu`, statement for statement, to check the
+/// A CPU emulator of the kernels of `kernels/ntt/ntt.cu`, statement for statement, to check the
 /// plan and the index arithmetic without a GPU.
 #[cfg(test)]
 pub(crate) mod emu;

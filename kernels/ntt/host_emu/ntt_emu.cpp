@@ -1,4 +1,4 @@
-// Host run of the NTT CUDA sources (kernels/ntt.cu, unchanged) without a GPU: g++ with the
+// Host run of the NTT CUDA sources (kernels/ntt/ntt.cu, unchanged) without a GPU: g++ with the
 // field's PTX emulation (CUZK_HOST_EMU), one std::thread per CUDA thread of a block, a
 // sleeping barrier for __syncthreads, blocks run one after another (kernels/host_emu/cuda_host.h). Test vectors (table buffer,
 // plan, input, CPU result) come from cuzk-ntt: see run.sh. Checks bit-exact equality.

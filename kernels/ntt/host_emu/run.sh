@@ -1,5 +1,5 @@
 #!/bin/sh
-# Host run of the NTT kernels (kernels/ntt.cu) against the CPU reference, no GPU needed:
+# Host run of the NTT kernels (kernels/ntt/ntt.cu) against the CPU reference, no GPU needed:
 # cuzk-ntt writes test vectors, g++ compiles the CUDA sources with emulated threads.
 set -e
 cd "$(dirname "$0")"

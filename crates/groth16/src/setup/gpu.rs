@@ -6,7 +6,7 @@
 //! builds the window table of each generator (the CPU setup's table, w ≤ 12 so it stays small
 //! enough for L2), uploads it once, and streams the scalars through in chunks sized to the VRAM
 //! budget: per chunk one kernel computes `s·G` in XYZZ with mixed additions, a second converts
-//! to affine with one inversion per 32 points (`kernels/setup.cu`).
+//! to affine with one inversion per 32 points (`kernels/setup/setup.cu`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;

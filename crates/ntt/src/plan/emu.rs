@@ -1,4 +1,4 @@
-//! The kernels of `kernels/ntt.cu` on the CPU, statement for statement.
+//! The kernels of `kernels/ntt/ntt.cu` on the CPU, statement for statement.
 
 use super::*;
 use crate::bit_reverse_index as bitrev;
