@@ -77,7 +77,8 @@ impl Files {
             &self.path("proof"),
         );
         args.extend(["--public-out".to_string(), self.path("public.wit")]);
-        ok(&strs(&args));
+        let out = ok(&strs(&args));
+        assert!(out.contains("self-check passed"), "{out}");
     }
 
     fn verify_args(&self, public: &str) -> [String; 7] {
@@ -115,6 +116,9 @@ fn demo_proves_and_verifies() {
     let out = ok(&["demo", "--log-constraints", "8"]);
     assert!(out.contains("proof verified"), "{out}");
     assert!(out.contains("MSM H (G1)"), "timing table missing: {out}");
+    // The CPU stages by reference: no upload rows.
+    let cpu = ok(&["--backend", "cpu", "demo", "--log-constraints", "8"]);
+    assert!(!cpu.contains("upload"), "{cpu}");
 }
 
 #[test]

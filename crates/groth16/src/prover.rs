@@ -55,11 +55,11 @@ pub struct ProofTimings {
     /// a, b, c = A·z, B·z, C·z over the domain, and the satisfaction check (runs at the same
     /// time as the four witness MSMs, whose times are their own).
     pub witness_map: Duration,
-    /// Host → device copy of the witness for the A, B and L MSMs (on the CPU only the
-    /// staging call: microseconds).
-    pub upload_witness: Duration,
-    /// Host → device copy of a, b, c (on the CPU only the staging call: microseconds).
-    pub upload_abc: Duration,
+    /// Host → device copy of the witness for the A, B and L MSMs; `None` on a host-only
+    /// backend, which stages by reference.
+    pub upload_witness: Option<Duration>,
+    /// Host → device copy of a, b, c; `None` on a host-only backend.
+    pub upload_abc: Option<Duration>,
     /// H from a, b, c (7 NTTs and the point-wise step; on a GPU without the upload).
     pub quotient: Duration,
     pub msm_a: Duration,
@@ -73,22 +73,26 @@ pub struct ProofTimings {
 }
 
 impl ProofTimings {
-    /// `(phase, duration)` rows for printing, `total` last.
-    pub fn rows(&self) -> [(&'static str, Duration); 12] {
+    /// `(phase, duration)` rows for printing, `total` last; the upload rows only where the
+    /// backend uploads.
+    pub fn rows(&self) -> Vec<(&'static str, Duration)> {
         [
-            ("prepare key", self.prepare),
-            ("witness map", self.witness_map),
+            ("prepare key", Some(self.prepare)),
+            ("witness map", Some(self.witness_map)),
             ("upload z", self.upload_witness),
             ("upload a,b,c", self.upload_abc),
-            ("quotient H", self.quotient),
-            ("MSM A (G1)", self.msm_a),
-            ("MSM B (G1)", self.msm_b_g1),
-            ("MSM B (G2)", self.msm_b_g2),
-            ("MSM H (G1)", self.msm_h),
-            ("MSM L (G1)", self.msm_l),
-            ("assembly", self.assembly),
-            ("total", self.total),
+            ("quotient H", Some(self.quotient)),
+            ("MSM A (G1)", Some(self.msm_a)),
+            ("MSM B (G1)", Some(self.msm_b_g1)),
+            ("MSM B (G2)", Some(self.msm_b_g2)),
+            ("MSM H (G1)", Some(self.msm_h)),
+            ("MSM L (G1)", Some(self.msm_l)),
+            ("assembly", Some(self.assembly)),
+            ("total", Some(self.total)),
         ]
+        .into_iter()
+        .filter_map(|(name, d)| Some((name, d?)))
+        .collect()
     }
 }
 
@@ -198,10 +202,12 @@ pub fn create_proof_with_backend(
     t.prepare = d;
     prepared?;
     let needs = backend.staging_needs(pk, n)?;
+    // A host-only backend (no device memory to report) stages by reference: no upload rows.
+    let uploads = backend.device_peak().is_some();
     let (staged, d) = timed("upload_witness", || {
         backend.stage_witness(z, backend.reserve(Stage::Witness, needs.witness)?)
     });
-    t.upload_witness = d;
+    t.upload_witness = uploads.then_some(d);
     let staged = staged?;
     let mut abc = backend.evaluation_buffers(n)?;
     if [&abc.a, &abc.b, &abc.c].iter().any(|v| v.len() != n) {
@@ -251,7 +257,7 @@ pub fn create_proof_with_backend(
             }
         }
     });
-    t.upload_abc = d;
+    t.upload_abc = uploads.then_some(d);
     let q = backend.quotient_msm(&domain, staged?, &pk.h_query)?;
     t.quotient = q.quotient;
     t.msm_h = q.msm;
