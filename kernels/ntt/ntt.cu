@@ -28,7 +28,7 @@ cuzk_ntt_pass(fr_t* __restrict__ data, fr_t* __restrict__ data1, fr_t* __restric
 // twiddle, F_TWIDDLE, is never the last of its transform, so never post-scales). Built for 4
 // resident blocks of 256 threads per SM (64 registers, 8 warps per scheduler): the passes are
 // latency-bound, and 4 blocks beat 2 (crates/ntt/PERF-NOTES.md, session 6); the DIF kernels
-// spill a little at that cap (the allow-spills lines at the end).
+// spill a little at that cap (accepted in crates/ntt/PERF-NOTES.md).
 #define CUZK_NTT_PASS4_SPEC(NAME, SPEC)                                                            \
     extern "C" __global__ void __launch_bounds__(MAX_THREADS / 2, 4)                               \
     NAME(fr_t* __restrict__ data, fr_t* __restrict__ data1, fr_t* __restrict__ data2,              \
@@ -218,16 +218,3 @@ cuzk_ntt_quotient_bitrev_tiled(fr_t* __restrict__ a, const fr_t* __restrict__ b,
     else bit_reverse_tiled<true, false>(a, b, c, tables, lg_n);
 }
 
-// The specialized kernels may spill a little at the 64-register cap of 4 blocks per SM (4 blocks
-// measured 6-9% faster than 2 on an H200 all the same: crates/ntt/PERF-NOTES.md, session 6).
-// Spill stores / loads in B, nvcc 13.0, sm_80, sm_86, sm_89, sm_90 (session 11: the roots table;
-// the store-side twiddle kernels _tw gained a few):
-// cuzk: allow-spills cuzk_ntt_pass4_dif_pre 4 blocks/SM: 8/8, 8/8, 8/8, 8/8
-// cuzk: allow-spills cuzk_ntt_pass4_dif_post 4 blocks/SM: 24/24, 24/24, 24/24, 44/48
-// cuzk: allow-spills cuzk_ntt_pass4_dif_tw 4 blocks/SM: 24/24, 24/24, 24/24, 24/24
-// cuzk: allow-spills cuzk_ntt_pass4_dif_tw_pre 4 blocks/SM: 8/8, 16/16, 16/16, 48/60
-// cuzk: allow-spills cuzk_ntt_pass4_dit 4 blocks/SM: 0, 8/8, 8/8, 0
-// cuzk: allow-spills cuzk_ntt_pass4_dit_pre 4 blocks/SM: 4/4, 4/4, 4/4, 16/16
-// cuzk: allow-spills cuzk_ntt_pass4_dit_post 4 blocks/SM: 4/4, 0, 0, 20/20
-// cuzk: allow-spills cuzk_ntt_pass4_dit_tw 4 blocks/SM: 4/4, 4/4, 4/4, 16/16
-// cuzk: allow-spills cuzk_ntt_pass4_dit_tw_pre 4 blocks/SM: 4/4, 4/4, 4/4, 0

@@ -382,8 +382,10 @@ fn test(extra: &[String]) -> Result<()> {
     run(cargo().args(["test", "--workspace"]).args(extra))?;
     // The GPU bench executables run only on a GPU machine; here they must compile.
     run(cargo().args(["check", "-p", "cuzk-benches", "--benches"]))?;
-    // The release archive from the test build (its binary and the kernels of every arch).
+    // The release archive from the test build (its binary and the kernels of every arch), and
+    // the spill check of every kernel on every arch (the test build filled the kernel cache).
     if nvcc::find_nvcc(&root()).is_ok() {
+        kernels()?;
         dist::main(&["--check".to_string()])?;
     } else {
         eprintln!("note: no nvcc: `dist --check` skipped (a release needs its kernels)");
