@@ -49,7 +49,7 @@ fn files() -> &'static Files {
         let client_ca = certs::Ca::new("cuzk clients CA");
         let wrong = certs::Ca::new("nobody's CA");
         let mut rng = ChaCha20Rng::seed_from_u64(3);
-        let (r1cs, w) = cuzk_groth16::demo::circuit(6, 2, &mut rng).unwrap();
+        let (r1cs, w) = cuzk_groth16::testing::demo::circuit(6, 2, &mut rng).unwrap();
         let (pk, _) =
             generate_parameters_with_toxic_waste(&r1cs, &ToxicWaste::random(&mut rng)).unwrap();
         let file = |name: &str| std::fs::File::create(dir.join(name)).unwrap();
