@@ -114,7 +114,7 @@ pub(crate) fn partition_circuits<Tree: 'static + MerkleTreeTrait>(
         .map(|(k, vanilla)| {
             StackedCompound::<Tree, DefaultPieceHasher>::circuit(
                 &public_inputs,
-                Default::default(),
+                (),
                 vanilla,
                 &public_params.vanilla_params,
                 Some(k),
