@@ -119,9 +119,10 @@ pub(crate) fn partition_circuits<Tree: 'static + MerkleTreeTrait>(
         .iter()
         .enumerate()
         .map(|(k, vanilla)| {
+            // StackedCircuit has no private component inputs: `()`.
             StackedCompound::<Tree, DefaultPieceHasher>::circuit(
                 &public_inputs,
-                Default::default(),
+                (),
                 vanilla,
                 &public_params.vanilla_params,
                 Some(k),

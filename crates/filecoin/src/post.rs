@@ -667,19 +667,14 @@ impl ParamStore {
         rng: &mut impl rand::RngCore,
     ) -> Result<bool, FilecoinError> {
         let size = vanilla.proof.sector.sector_size();
-        with_sectors!(&vanilla.sectors, |v| {
-            let (id, _) = post_circuit("vanilla proofs", vanilla.proof, st, v, 0)?;
-            self.generate_circuit(
-                &id,
-                size,
-                || {
-                    Ok(post_circuit("vanilla proofs", vanilla.proof, st, v, 0)?
-                        .1
-                        .circuit)
-                },
-                rng,
-            )
-        })
+        let id = Self::post_circuit_id(vanilla.proof)?;
+        let file = "vanilla proofs";
+        with_sectors!(&vanilla.sectors, |v| self.generate_circuit(
+            &id,
+            size,
+            || Ok(post_circuit(file, vanilla.proof, st, v, 0)?.1.circuit),
+            rng
+        ))
     }
 
     /// filecoin-proofs' cache id of a PoSt circuit (its files are `v28-{id}.params`, `.vk`).
