@@ -30,6 +30,7 @@ mod porep;
 mod post;
 mod prover;
 mod seal_proof;
+mod snap;
 #[cfg(test)]
 mod tests;
 pub mod workload;
@@ -44,6 +45,7 @@ pub use post::{
 };
 pub use prover::FilecoinProver;
 pub use seal_proof::SealProof;
+pub use snap::{SnapProof, SnapStatement, SnapVanilla, verify_snap};
 
 /// Bytes of one partition's Groth16 proof in filecoin-proofs' layout.
 pub const PARTITION_PROOF_BYTES: usize = 192;

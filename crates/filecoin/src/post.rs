@@ -205,7 +205,7 @@ macro_rules! with_shape {
 }
 pub(crate) use with_shape;
 
-const VANILLA: &str = "vanilla_proofs";
+pub(crate) const VANILLA: &str = "vanilla_proofs";
 
 impl PostVanilla {
     /// bincode of `Vec<FallbackPoStSectorProof<Tree>>` (`file` names it in errors).
@@ -308,7 +308,10 @@ fn comm_bytes<D: AsRef<[u8]>>(d: &D) -> [u8; 32] {
 
 /// bincode (filecoin-proofs' fixed-width form) of a `Vec<T>`, read item by item so that an
 /// error names the item.
-fn bincode_vec<T: DeserializeOwned>(file: &str, bytes: &[u8]) -> Result<Vec<T>, FilecoinError> {
+pub(crate) fn bincode_vec<T: DeserializeOwned>(
+    file: &str,
+    bytes: &[u8],
+) -> Result<Vec<T>, FilecoinError> {
     let mut r = bytes;
     let n: u64 = bincode::deserialize_from(&mut r)
         .map_err(|e| FilecoinError::field(file, VANILLA, format!("its length: {e}")))?;

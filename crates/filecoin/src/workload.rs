@@ -1,5 +1,6 @@
 //! Valid workloads: a sector sealed by filecoin-proofs on the CPU (add_piece, PC1, PC2, C1),
-//! its C1 output written as filecoin-ffi writes it.
+//! its C1 output written as filecoin-ffi writes it; PoSt vanilla proofs of sealed sectors; a
+//! SnapDeals update of a sealed sector.
 
 use std::fs::File;
 use std::io::Cursor;
@@ -11,12 +12,13 @@ use filecoin_proofs::{
     generate_piece_commitment, generate_single_vanilla_proof, seal_commit_phase1,
     seal_pre_commit_phase1, seal_pre_commit_phase2,
 };
+use filecoin_proofs::{SectorUpdateConfig, TreeRHasher, encode_into, generate_partition_proofs};
 use rand::RngCore;
 use storage_proofs_core::sector::SectorId;
 
 use crate::error::upstream;
 use crate::post::with_shape;
-use crate::{FilecoinError, PostProof, SealProof, prover_id_from_miner};
+use crate::{FilecoinError, PostProof, SealProof, SnapStatement, prover_id_from_miner};
 
 /// A sealed sector's C1 output and the identities `verify_seal` needs.
 #[derive(Clone, Debug)]
@@ -196,4 +198,76 @@ fn vanilla<Tree: 'static + MerkleTreeTrait>(
     }
     bincode::serialize(&proofs)
         .map_err(|e| FilecoinError::FilecoinProofs(format!("writing vanilla proofs: {e}")))
+}
+
+/// A SnapDeals update of a sealed sector (its files still there) as filecoin-proofs' own
+/// tests make one: new random data added as a piece, `encode_into` the sector key, then
+/// `generate_partition_proofs`. Returns the update's statement and the bincode of
+/// `Vec<PartitionProof<Tree>>`. The new replica is written under the sector's directory.
+pub fn snap_update(
+    sector: &SealedSector,
+    rng: &mut impl RngCore,
+) -> Result<(SnapStatement, Vec<u8>), FilecoinError> {
+    with_shape!(sector.seal_proof, Tree, update::<Tree>(sector, rng))
+}
+
+fn update<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    sector: &SealedSector,
+    rng: &mut impl RngCore,
+) -> Result<(SnapStatement, Vec<u8>), FilecoinError> {
+    let dir = &sector.dir;
+    let io = |what: &str, e: std::io::Error| {
+        FilecoinError::io(format!("{what} in {}", dir.display()), e)
+    };
+    let porep_config = sector.seal_proof.config();
+    let config = SectorUpdateConfig::from_porep_config(&porep_config);
+    let new_cache = dir.join("update-cache");
+    std::fs::create_dir_all(&new_cache).map_err(|e| io("creating update-cache", e))?;
+    let size = UnpaddedBytesAmount::from(porep_config.padded_bytes_amount());
+    let mut data = vec![0u8; u64::from(size) as usize];
+    rng.fill_bytes(&mut data);
+    let piece: PieceInfo = generate_piece_commitment(Cursor::new(&data), size).map_err(upstream)?;
+    let staged = dir.join("update-staged");
+    let mut staged_file = File::create(&staged).map_err(|e| io("creating update-staged", e))?;
+    add_piece(Cursor::new(&data), &mut staged_file, size, &[]).map_err(upstream)?;
+    drop(staged_file);
+    // encode_into maps the new replica: it must have the sealed sector's length already.
+    let sealed = dir.join("sealed");
+    let len = std::fs::metadata(&sealed)
+        .map_err(|e| io("reading sealed", e))?
+        .len();
+    let new_replica = dir.join("update-sealed");
+    File::create(&new_replica)
+        .and_then(|f| f.set_len(len))
+        .map_err(|e| io("creating update-sealed", e))?;
+    let cache = dir.join("cache");
+    let encoded = encode_into::<Tree>(
+        &config,
+        &new_replica,
+        &new_cache,
+        &sealed,
+        &cache,
+        &staged,
+        &[piece],
+    )
+    .map_err(upstream)?;
+    let proofs = generate_partition_proofs::<Tree>(
+        config,
+        sector.comm_r,
+        encoded.comm_r_new,
+        encoded.comm_d_new,
+        &sealed,
+        &cache,
+        &new_replica,
+        &new_cache,
+    )
+    .map_err(upstream)?;
+    let st = SnapStatement {
+        comm_r_old: sector.comm_r,
+        comm_r_new: encoded.comm_r_new,
+        comm_d_new: encoded.comm_d_new,
+    };
+    let bytes = bincode::serialize(&proofs)
+        .map_err(|e| FilecoinError::FilecoinProofs(format!("writing partition proofs: {e}")))?;
+    Ok((st, bytes))
 }
