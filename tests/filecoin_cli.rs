@@ -221,3 +221,91 @@ fn window_post_then_verify_window_post() {
     let err = fails(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(err.contains("vanilla.bin: field vanilla_proofs"), "{err}");
 }
+
+#[test]
+fn snap_then_verify_empty_sector_update_proof() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("filecoin-cli-snap");
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = |n: &str| dir.join(n).to_str().unwrap().to_owned();
+    let params = params_dir().to_str().unwrap().to_owned();
+
+    let out = ok(&[
+        "snap-vanilla",
+        "--work-dir",
+        &p("sector"),
+        "--vanilla",
+        &p("vanilla.bin"),
+    ]);
+    let comm = |name: &str| -> String {
+        out.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap_or_else(|| panic!("no {name} in:\n{out}"))
+            .trim()
+            .to_string()
+    };
+    let (old, new, d) = (
+        comm("comm_r_old "),
+        comm("comm_r_new "),
+        comm("comm_d_new "),
+    );
+    let with = |cmd: &[&str], d: &str| -> Vec<String> {
+        let mut a: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
+        a.extend(
+            [
+                "--comm-r-old",
+                &old,
+                "--comm-r-new",
+                &new,
+                "--comm-d-new",
+                d,
+                "--param-dir",
+                &params,
+            ]
+            .map(String::from),
+        );
+        a
+    };
+    let run = |a: Vec<String>| cuzk(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let gen_params = run(with(
+        &["gen-snap-params", "--vanilla", &p("vanilla.bin")],
+        &d,
+    ));
+    assert!(gen_params.status.success());
+    let out = run(with(
+        &[
+            "snap",
+            "--vanilla",
+            &p("vanilla.bin"),
+            "--proof",
+            &p("proof.bin"),
+        ],
+        &d,
+    ));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for phase in ["parse", "circuits", "synthesis", "prove part. 0", "total"] {
+        assert!(stdout.contains(phase), "no {phase} timing in:\n{stdout}");
+    }
+    assert_eq!(std::fs::metadata(p("proof.bin")).unwrap().len(), 192);
+    let good = run(with(&["verify", "snap", "--proof", &p("proof.bin")], &d));
+    assert!(
+        good.status.success(),
+        "{}",
+        String::from_utf8_lossy(&good.stderr)
+    );
+    // Another comm_d_new: the proof is rejected, and the vanilla proofs are not its.
+    let bad = run(with(&["verify", "snap", "--proof", &p("proof.bin")], &old));
+    assert!(!bad.status.success());
+    let out = run(with(
+        &["snap", "--vanilla", &p("vanilla.bin"), "--proof", &p("x")],
+        &old,
+    ));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("vanilla.bin: field vanilla_proofs"), "{err}");
+}

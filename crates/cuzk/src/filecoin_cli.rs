@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use cuzk_filecoin::{
     C1Output, FilecoinProver, ParamStore, PostKind, PostProof, PostStatement, PostVanilla,
-    SealProof,
+    SealProof, SnapStatement, SnapVanilla,
 };
 use cuzk_groth16::BackendChoice;
 
@@ -94,6 +94,47 @@ pub enum FilecoinCommand {
         #[arg(long)]
         vanilla: PathBuf,
     },
+    /// SnapDeals: prove an update's vanilla partition proofs (bincode of
+    /// `Vec<PartitionProof>`) and write filecoin-proofs' bytes (192 per partition).
+    Snap {
+        #[command(flatten)]
+        snap: SnapArgs,
+        /// The vanilla partition proofs file.
+        #[arg(long)]
+        vanilla: PathBuf,
+        /// Where to write the proof.
+        #[arg(long)]
+        proof: PathBuf,
+        #[command(flatten)]
+        params: ParamArgs,
+    },
+    /// Generate the SnapDeals circuit's parameters (built from these vanilla proofs) with
+    /// cuzk's setup from random toxic waste. For tests and private networks only.
+    GenSnapParams {
+        #[command(flatten)]
+        snap: SnapArgs,
+        #[arg(long)]
+        vanilla: PathBuf,
+        #[command(flatten)]
+        params: ParamArgs,
+    },
+    /// Seal a sector of random data, update it with new random data (encode_into) and write
+    /// its vanilla partition proofs (generate_partition_proofs); prints the update's
+    /// commitments: a test workload.
+    SnapVanilla {
+        #[arg(long, default_value = "2KiB")]
+        seal_proof: SealProof,
+        #[arg(long, default_value_t = 1000)]
+        miner_id: u64,
+        #[arg(long, default_value_t = 1)]
+        sector_id: u64,
+        /// Scratch directory for the sector's files (removed afterwards).
+        #[arg(long)]
+        work_dir: PathBuf,
+        /// Where to write the vanilla partition proofs.
+        #[arg(long)]
+        vanilla: PathBuf,
+    },
     /// Seal a sector of random data with filecoin-proofs on the CPU (add_piece, PC1, PC2,
     /// C1) and write its C1 output as filecoin-ffi does: a test workload.
     Seal {
@@ -115,6 +156,15 @@ pub enum FilecoinCommand {
 
 #[derive(Subcommand, Debug)]
 pub enum VerifyCommand {
+    /// filecoin-proofs' `verify_empty_sector_update_proof`.
+    Snap {
+        #[command(flatten)]
+        snap: SnapArgs,
+        #[arg(long)]
+        proof: PathBuf,
+        #[command(flatten)]
+        params: ParamArgs,
+    },
     /// filecoin-proofs' `verify_window_post` of a whole WindowPoSt: one --proof per
     /// partition, in order, and the same partitions' --vanilla files (which name the sectors:
     /// ids and comm_r).
@@ -229,6 +279,48 @@ fn hex32(what: &str, s: &str) -> Result<[u8; 32]> {
             .with_context(|| format!("{what}: not hex: {s:?}"))?;
     }
     Ok(out)
+}
+
+#[derive(Args, Debug)]
+pub struct SnapArgs {
+    /// The sector's registered seal proof or size (2KiB, 32GiB, ...).
+    #[arg(long, default_value = "2KiB")]
+    seal_proof: SealProof,
+    /// The sector key's comm_r: 32 bytes of hex.
+    #[arg(long)]
+    comm_r_old: String,
+    /// The updated replica's comm_r.
+    #[arg(long)]
+    comm_r_new: String,
+    /// The new data's comm_d.
+    #[arg(long)]
+    comm_d_new: String,
+}
+
+impl SnapArgs {
+    fn statement(&self) -> Result<SnapStatement> {
+        Ok(SnapStatement {
+            comm_r_old: hex32("--comm-r-old", &self.comm_r_old)?,
+            comm_r_new: hex32("--comm-r-new", &self.comm_r_new)?,
+            comm_d_new: hex32("--comm-d-new", &self.comm_d_new)?,
+        })
+    }
+
+    fn read(&self, path: &Path) -> Result<SnapVanilla> {
+        let start = Instant::now();
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let v = SnapVanilla::parse(&path.display().to_string(), &bytes, self.seal_proof)?;
+        println!(
+            "parse          {:>10.1} ms  ({})",
+            ms(start),
+            self.seal_proof
+        );
+        Ok(v)
+    }
+}
+
+fn hex(bytes: &[u8; 32]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[derive(Args, Debug)]
@@ -353,6 +445,33 @@ pub fn run(command: FilecoinCommand, choice: BackendChoice) -> Result<()> {
             println!("verify_winning_post accepts {}", proof.display());
             Ok(())
         }
+        FilecoinCommand::Verify(VerifyCommand::Snap {
+            snap,
+            proof,
+            params,
+        }) => {
+            let bytes =
+                std::fs::read(&proof).with_context(|| format!("reading {}", proof.display()))?;
+            let start = Instant::now();
+            let ok = cuzk_filecoin::verify_snap(
+                snap.seal_proof,
+                &snap.statement()?,
+                &bytes,
+                &params.store()?,
+            )?;
+            println!("verify         {:>10.1} ms", ms(start));
+            if !ok {
+                bail!(
+                    "verify_empty_sector_update_proof rejects {}",
+                    proof.display()
+                );
+            }
+            println!(
+                "verify_empty_sector_update_proof accepts {}",
+                proof.display()
+            );
+            Ok(())
+        }
         FilecoinCommand::Verify(VerifyCommand::Porep {
             c1,
             proof,
@@ -465,6 +584,66 @@ pub fn run(command: FilecoinCommand, choice: BackendChoice) -> Result<()> {
             std::fs::remove_dir_all(&work_dir).ok();
             let bytes = bytes?;
             println!("vanilla        {:>10.1} ms", ms(start));
+            write(&vanilla, &bytes)
+        }
+        FilecoinCommand::Snap {
+            snap,
+            vanilla,
+            proof,
+            params,
+        } => {
+            let v = snap.read(&vanilla)?;
+            let st = snap.statement()?;
+            let prover = post_prover(choice, &params)?;
+            let start = Instant::now();
+            let file = vanilla.display().to_string();
+            let p = prover.prove_snap(&file, &v, &st, &mut rand::rngs::OsRng)?;
+            print!("{}", p.timings);
+            println!("total          {:>10.1} ms", ms(start));
+            write(&proof, &p.bytes)
+        }
+        FilecoinCommand::GenSnapParams {
+            snap,
+            vanilla,
+            params,
+        } => {
+            let v = snap.read(&vanilla)?;
+            let store = params.store()?;
+            let start = Instant::now();
+            let made = store.generate_snap(&v, &snap.statement()?, &mut rand::rngs::OsRng)?;
+            println!(
+                "{} ({:.1} s)",
+                if made {
+                    "wrote the SnapDeals parameters"
+                } else {
+                    "already there: the SnapDeals parameters"
+                },
+                start.elapsed().as_secs_f64()
+            );
+            Ok(())
+        }
+        FilecoinCommand::SnapVanilla {
+            seal_proof,
+            miner_id,
+            sector_id,
+            work_dir,
+            vanilla,
+        } => {
+            let start = Instant::now();
+            let rng = &mut rand::rngs::OsRng;
+            let update = (|| -> Result<_> {
+                let s = cuzk_filecoin::workload::seal_sector(
+                    seal_proof, &work_dir, miner_id, sector_id, rng,
+                )?;
+                Ok(cuzk_filecoin::workload::snap_update(&s, rng)?)
+            })();
+            // The sector's files go, whether or not the update was made.
+            std::fs::remove_dir_all(&work_dir).ok();
+            let (st, bytes) = update?;
+            println!("seal, update   {:>10.1} ms", ms(start));
+            println!("comm_r_old {}", hex(&st.comm_r_old));
+            println!("comm_r_new {}", hex(&st.comm_r_new));
+            println!("comm_d_new {}", hex(&st.comm_d_new));
             write(&vanilla, &bytes)
         }
         FilecoinCommand::GenParams { c1, params } => {
