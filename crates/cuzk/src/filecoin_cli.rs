@@ -5,7 +5,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use cuzk_filecoin::{C1Output, FilecoinProver, ParamStore, SealProof};
+use cuzk_filecoin::{
+    C1Output, FilecoinProver, ParamStore, PostKind, PostProof, PostStatement, PostVanilla,
+    SealProof, SnapStatement, SnapVanilla,
+};
 use cuzk_groth16::BackendChoice;
 
 #[derive(Subcommand, Debug)]
@@ -33,6 +36,105 @@ pub enum FilecoinCommand {
         #[command(flatten)]
         params: ParamArgs,
     },
+    /// WindowPoSt, one partition: prove that partition's vanilla proofs (bincode of
+    /// `Vec<FallbackPoStSectorProof>`, what filecoin-proofs-api's callers pass) and write
+    /// filecoin-proofs' 192 bytes.
+    WindowPost {
+        #[command(flatten)]
+        post: PostArgs,
+        /// The partition's index (its sectors' place among all the PoSt's sectors).
+        #[arg(long, default_value_t = 0)]
+        partition: usize,
+        /// Where to write the proof.
+        #[arg(long)]
+        proof: PathBuf,
+        #[command(flatten)]
+        params: ParamArgs,
+    },
+    /// WinningPoSt: prove its vanilla proofs and write filecoin-proofs' 192 bytes.
+    WinningPost {
+        #[command(flatten)]
+        post: PostArgs,
+        /// Where to write the proof.
+        #[arg(long)]
+        proof: PathBuf,
+        #[command(flatten)]
+        params: ParamArgs,
+    },
+    /// Generate a PoSt circuit's parameters (built from these vanilla proofs) with cuzk's
+    /// setup from random toxic waste, as gen-params does for PoRep. For tests and private
+    /// networks only.
+    GenPostParams {
+        #[command(flatten)]
+        post: PostArgs,
+        /// WindowPoSt or WinningPoSt.
+        #[arg(long)]
+        winning: bool,
+        #[command(flatten)]
+        params: ParamArgs,
+    },
+    /// Seal sectors 1..=N of random data with filecoin-proofs on the CPU and write their PoSt
+    /// vanilla proofs as filecoin-proofs makes them (`generate_fallback_sector_challenges`,
+    /// `generate_single_vanilla_proof`): a test workload.
+    PostVanilla {
+        /// Registered PoSt proof (default StackedDrgWindow2KiBV1_2).
+        #[arg(long, default_value = "StackedDrgWindow2KiBV1_2")]
+        post_proof: PostProof,
+        #[arg(long, default_value_t = 1)]
+        sectors: u64,
+        #[arg(long, default_value_t = 1000)]
+        miner_id: u64,
+        /// 32 bytes of hex (a field element: the last byte below 0x40).
+        #[arg(long)]
+        randomness: String,
+        /// Scratch directory for the sectors' files (removed afterwards).
+        #[arg(long)]
+        work_dir: PathBuf,
+        /// Where to write the vanilla proofs.
+        #[arg(long)]
+        vanilla: PathBuf,
+    },
+    /// SnapDeals: prove an update's vanilla partition proofs (bincode of
+    /// `Vec<PartitionProof>`) and write filecoin-proofs' bytes (192 per partition).
+    Snap {
+        #[command(flatten)]
+        snap: SnapArgs,
+        /// The vanilla partition proofs file.
+        #[arg(long)]
+        vanilla: PathBuf,
+        /// Where to write the proof.
+        #[arg(long)]
+        proof: PathBuf,
+        #[command(flatten)]
+        params: ParamArgs,
+    },
+    /// Generate the SnapDeals circuit's parameters (built from these vanilla proofs) with
+    /// cuzk's setup from random toxic waste. For tests and private networks only.
+    GenSnapParams {
+        #[command(flatten)]
+        snap: SnapArgs,
+        #[arg(long)]
+        vanilla: PathBuf,
+        #[command(flatten)]
+        params: ParamArgs,
+    },
+    /// Seal a sector of random data, update it with new random data (encode_into) and write
+    /// its vanilla partition proofs (generate_partition_proofs); prints the update's
+    /// commitments: a test workload.
+    SnapVanilla {
+        #[arg(long, default_value = "2KiB")]
+        seal_proof: SealProof,
+        #[arg(long, default_value_t = 1000)]
+        miner_id: u64,
+        #[arg(long, default_value_t = 1)]
+        sector_id: u64,
+        /// Scratch directory for the sector's files (removed afterwards).
+        #[arg(long)]
+        work_dir: PathBuf,
+        /// Where to write the vanilla partition proofs.
+        #[arg(long)]
+        vanilla: PathBuf,
+    },
     /// Seal a sector of random data with filecoin-proofs on the CPU (add_piece, PC1, PC2,
     /// C1) and write its C1 output as filecoin-ffi does: a test workload.
     Seal {
@@ -54,6 +156,39 @@ pub enum FilecoinCommand {
 
 #[derive(Subcommand, Debug)]
 pub enum VerifyCommand {
+    /// filecoin-proofs' `verify_empty_sector_update_proof`.
+    Snap {
+        #[command(flatten)]
+        snap: SnapArgs,
+        #[arg(long)]
+        proof: PathBuf,
+        #[command(flatten)]
+        params: ParamArgs,
+    },
+    /// filecoin-proofs' `verify_window_post` of a whole WindowPoSt: one --proof per
+    /// partition, in order, and the same partitions' --vanilla files (which name the sectors:
+    /// ids and comm_r).
+    WindowPost {
+        #[command(flatten)]
+        post: PostArgs,
+        /// More partitions' vanilla proofs files, after --vanilla's.
+        #[arg(long)]
+        more_vanilla: Vec<PathBuf>,
+        /// Each partition's proof, in order.
+        #[arg(long, required = true)]
+        proof: Vec<PathBuf>,
+        #[command(flatten)]
+        params: ParamArgs,
+    },
+    /// filecoin-proofs' `verify_winning_post` (the --vanilla file names the sector).
+    WinningPost {
+        #[command(flatten)]
+        post: PostArgs,
+        #[arg(long)]
+        proof: PathBuf,
+        #[command(flatten)]
+        params: ParamArgs,
+    },
     /// filecoin-proofs' `verify_seal`.
     Porep {
         #[command(flatten)]
@@ -69,6 +204,123 @@ pub enum VerifyCommand {
         #[command(flatten)]
         params: ParamArgs,
     },
+}
+
+#[derive(Args, Debug)]
+pub struct PostArgs {
+    /// The vanilla proofs file: bincode of `Vec<FallbackPoStSectorProof>`.
+    #[arg(long)]
+    vanilla: PathBuf,
+    /// Registered PoSt proof (default: StackedDrgWindow2KiBV1_2 for WindowPoSt,
+    /// StackedDrgWinning2KiBV1 for WinningPoSt).
+    #[arg(long)]
+    post_proof: Option<PostProof>,
+    /// The challenge randomness: 32 bytes of hex.
+    #[arg(long)]
+    randomness: String,
+    /// The prover id: 32 bytes of hex.
+    #[arg(
+        long,
+        conflicts_with = "miner_id",
+        required_unless_present = "miner_id"
+    )]
+    prover_id: Option<String>,
+    /// Or the miner actor id (its prover id is the id's LEB128 bytes, as curio makes it).
+    #[arg(long)]
+    miner_id: Option<u64>,
+}
+
+impl PostArgs {
+    fn proof(&self, kind: PostKind) -> PostProof {
+        self.post_proof.unwrap_or(match kind {
+            PostKind::Window => PostProof::window(SealProof::StackedDrg2KiBV1_1),
+            PostKind::Winning => PostProof::winning(SealProof::StackedDrg2KiBV1_1),
+        })
+    }
+
+    fn statement(&self) -> Result<PostStatement> {
+        let prover_id = match (&self.prover_id, self.miner_id) {
+            (Some(hex), _) => hex32("--prover-id", hex)?,
+            (None, Some(m)) => cuzk_filecoin::prover_id_from_miner(m),
+            (None, None) => bail!("--prover-id or --miner-id is needed"),
+        };
+        Ok(PostStatement {
+            randomness: hex32("--randomness", &self.randomness)?,
+            prover_id,
+        })
+    }
+
+    fn read(&self, kind: PostKind) -> Result<PostVanilla> {
+        read_vanilla(&self.vanilla, self.proof(kind))
+    }
+}
+
+fn read_vanilla(path: &Path, proof: PostProof) -> Result<PostVanilla> {
+    let start = Instant::now();
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let v = PostVanilla::parse(&path.display().to_string(), &bytes, proof)?;
+    println!(
+        "parse          {:>10.1} ms  ({proof}, {} sectors)",
+        ms(start),
+        v.len()
+    );
+    Ok(v)
+}
+
+/// 32 bytes from 64 hex digits.
+fn hex32(what: &str, s: &str) -> Result<[u8; 32]> {
+    let s = s.trim().trim_start_matches("0x");
+    if s.len() != 64 || !s.is_ascii() {
+        bail!("{what}: 64 hex digits (32 bytes) expected, got {:?}", s);
+    }
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16)
+            .with_context(|| format!("{what}: not hex: {s:?}"))?;
+    }
+    Ok(out)
+}
+
+#[derive(Args, Debug)]
+pub struct SnapArgs {
+    /// The sector's registered seal proof or size (2KiB, 32GiB, ...).
+    #[arg(long, default_value = "2KiB")]
+    seal_proof: SealProof,
+    /// The sector key's comm_r: 32 bytes of hex.
+    #[arg(long)]
+    comm_r_old: String,
+    /// The updated replica's comm_r.
+    #[arg(long)]
+    comm_r_new: String,
+    /// The new data's comm_d.
+    #[arg(long)]
+    comm_d_new: String,
+}
+
+impl SnapArgs {
+    fn statement(&self) -> Result<SnapStatement> {
+        Ok(SnapStatement {
+            comm_r_old: hex32("--comm-r-old", &self.comm_r_old)?,
+            comm_r_new: hex32("--comm-r-new", &self.comm_r_new)?,
+            comm_d_new: hex32("--comm-d-new", &self.comm_d_new)?,
+        })
+    }
+
+    fn read(&self, path: &Path) -> Result<SnapVanilla> {
+        let start = Instant::now();
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let v = SnapVanilla::parse(&path.display().to_string(), &bytes, self.seal_proof)?;
+        println!(
+            "parse          {:>10.1} ms  ({})",
+            ms(start),
+            self.seal_proof
+        );
+        Ok(v)
+    }
+}
+
+fn hex(bytes: &[u8; 32]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[derive(Args, Debug)]
@@ -139,6 +391,87 @@ pub fn run(command: FilecoinCommand, choice: BackendChoice) -> Result<()> {
             println!("total          {:>10.1} ms", ms(start));
             write(&proof, &p.bytes)
         }
+        FilecoinCommand::Verify(VerifyCommand::WindowPost {
+            post,
+            more_vanilla,
+            proof,
+            params,
+        }) => {
+            let kind = PostKind::Window;
+            let mut sectors = post.read(kind)?.sectors();
+            for f in &more_vanilla {
+                sectors.extend(read_vanilla(f, post.proof(kind))?.sectors());
+            }
+            let mut bytes = Vec::new();
+            for f in &proof {
+                bytes.extend(std::fs::read(f).with_context(|| format!("reading {}", f.display()))?);
+            }
+            let start = Instant::now();
+            let ok = cuzk_filecoin::verify_window_post(
+                post.proof(kind),
+                &post.statement()?,
+                &sectors,
+                &bytes,
+                &params.store()?,
+            )?;
+            println!("verify         {:>10.1} ms", ms(start));
+            if !ok {
+                bail!("verify_window_post rejects {}", proof[0].display());
+            }
+            println!("verify_window_post accepts {} partitions", proof.len());
+            Ok(())
+        }
+        FilecoinCommand::Verify(VerifyCommand::WinningPost {
+            post,
+            proof,
+            params,
+        }) => {
+            let kind = PostKind::Winning;
+            let sectors = post.read(kind)?.sectors();
+            let bytes =
+                std::fs::read(&proof).with_context(|| format!("reading {}", proof.display()))?;
+            let start = Instant::now();
+            let ok = cuzk_filecoin::verify_winning_post(
+                post.proof(kind),
+                &post.statement()?,
+                &sectors,
+                &bytes,
+                &params.store()?,
+            )?;
+            println!("verify         {:>10.1} ms", ms(start));
+            if !ok {
+                bail!("verify_winning_post rejects {}", proof.display());
+            }
+            println!("verify_winning_post accepts {}", proof.display());
+            Ok(())
+        }
+        FilecoinCommand::Verify(VerifyCommand::Snap {
+            snap,
+            proof,
+            params,
+        }) => {
+            let bytes =
+                std::fs::read(&proof).with_context(|| format!("reading {}", proof.display()))?;
+            let start = Instant::now();
+            let ok = cuzk_filecoin::verify_snap(
+                snap.seal_proof,
+                &snap.statement()?,
+                &bytes,
+                &params.store()?,
+            )?;
+            println!("verify         {:>10.1} ms", ms(start));
+            if !ok {
+                bail!(
+                    "verify_empty_sector_update_proof rejects {}",
+                    proof.display()
+                );
+            }
+            println!(
+                "verify_empty_sector_update_proof accepts {}",
+                proof.display()
+            );
+            Ok(())
+        }
         FilecoinCommand::Verify(VerifyCommand::Porep {
             c1,
             proof,
@@ -167,6 +500,151 @@ pub fn run(command: FilecoinCommand, choice: BackendChoice) -> Result<()> {
             }
             println!("verify_seal accepts {}", proof.display());
             Ok(())
+        }
+        FilecoinCommand::WindowPost {
+            post,
+            partition,
+            proof,
+            params,
+        } => {
+            let v = post.read(PostKind::Window)?;
+            let st = post.statement()?;
+            let prover = post_prover(choice, &params)?;
+            let start = Instant::now();
+            let file = post.vanilla.display().to_string();
+            let p = prover.prove_window_post(&file, &v, &st, partition, &mut rand::rngs::OsRng)?;
+            print!("{}", p.timings);
+            println!("total          {:>10.1} ms", ms(start));
+            write(&proof, &p.bytes)
+        }
+        FilecoinCommand::WinningPost {
+            post,
+            proof,
+            params,
+        } => {
+            let v = post.read(PostKind::Winning)?;
+            let st = post.statement()?;
+            let prover = post_prover(choice, &params)?;
+            let start = Instant::now();
+            let file = post.vanilla.display().to_string();
+            let p = prover.prove_winning_post(&file, &v, &st, &mut rand::rngs::OsRng)?;
+            print!("{}", p.timings);
+            println!("total          {:>10.1} ms", ms(start));
+            write(&proof, &p.bytes)
+        }
+        FilecoinCommand::GenPostParams {
+            post,
+            winning,
+            params,
+        } => {
+            let kind = if winning {
+                PostKind::Winning
+            } else {
+                PostKind::Window
+            };
+            let v = post.read(kind)?;
+            let st = post.statement()?;
+            let store = params.store()?;
+            let start = Instant::now();
+            let made = store.generate_post(&v, &st, &mut rand::rngs::OsRng)?;
+            let id = ParamStore::post_circuit_id(v.proof)?;
+            println!(
+                "{} {} ({:.1} s)",
+                if made { "wrote" } else { "already there:" },
+                store.params_path(&id).display(),
+                start.elapsed().as_secs_f64()
+            );
+            Ok(())
+        }
+        FilecoinCommand::PostVanilla {
+            post_proof,
+            sectors,
+            miner_id,
+            randomness,
+            work_dir,
+            vanilla,
+        } => {
+            let randomness = hex32("--randomness", &randomness)?;
+            let start = Instant::now();
+            let sealed = (1..=sectors)
+                .map(|id| -> Result<_> {
+                    Ok(cuzk_filecoin::workload::seal_sector(
+                        post_proof.sector,
+                        &work_dir.join(format!("sector-{id}")),
+                        miner_id,
+                        id,
+                        &mut rand::rngs::OsRng,
+                    )?)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            println!("seal           {:>10.1} ms  ({sectors} sectors)", ms(start));
+            let start = Instant::now();
+            let refs: Vec<_> = sealed.iter().collect();
+            let bytes = cuzk_filecoin::workload::post_vanilla_proofs(post_proof, &refs, randomness);
+            std::fs::remove_dir_all(&work_dir).ok();
+            let bytes = bytes?;
+            println!("vanilla        {:>10.1} ms", ms(start));
+            write(&vanilla, &bytes)
+        }
+        FilecoinCommand::Snap {
+            snap,
+            vanilla,
+            proof,
+            params,
+        } => {
+            let v = snap.read(&vanilla)?;
+            let st = snap.statement()?;
+            let prover = post_prover(choice, &params)?;
+            let start = Instant::now();
+            let file = vanilla.display().to_string();
+            let p = prover.prove_snap(&file, &v, &st, &mut rand::rngs::OsRng)?;
+            print!("{}", p.timings);
+            println!("total          {:>10.1} ms", ms(start));
+            write(&proof, &p.bytes)
+        }
+        FilecoinCommand::GenSnapParams {
+            snap,
+            vanilla,
+            params,
+        } => {
+            let v = snap.read(&vanilla)?;
+            let store = params.store()?;
+            let start = Instant::now();
+            let made = store.generate_snap(&v, &snap.statement()?, &mut rand::rngs::OsRng)?;
+            println!(
+                "{} ({:.1} s)",
+                if made {
+                    "wrote the SnapDeals parameters"
+                } else {
+                    "already there: the SnapDeals parameters"
+                },
+                start.elapsed().as_secs_f64()
+            );
+            Ok(())
+        }
+        FilecoinCommand::SnapVanilla {
+            seal_proof,
+            miner_id,
+            sector_id,
+            work_dir,
+            vanilla,
+        } => {
+            let start = Instant::now();
+            let rng = &mut rand::rngs::OsRng;
+            let update = (|| -> Result<_> {
+                let s = cuzk_filecoin::workload::seal_sector(
+                    seal_proof, &work_dir, miner_id, sector_id, rng,
+                )?;
+                Ok(cuzk_filecoin::workload::snap_update(&s, rng)?)
+            })();
+            // The sector's files go, whether or not the update was made.
+            std::fs::remove_dir_all(&work_dir).ok();
+            let (st, bytes) = update?;
+            println!("seal, update   {:>10.1} ms", ms(start));
+            println!("comm_r_old {}", hex(&st.comm_r_old));
+            println!("comm_r_new {}", hex(&st.comm_r_new));
+            println!("comm_d_new {}", hex(&st.comm_d_new));
+            write(&vanilla, &bytes)
         }
         FilecoinCommand::GenParams { c1, params } => {
             let c1 = c1.read()?;
@@ -202,6 +680,12 @@ pub fn run(command: FilecoinCommand, choice: BackendChoice) -> Result<()> {
             write(&c1, &sector.c1_json)
         }
     }
+}
+
+fn post_prover(choice: BackendChoice, params: &ParamArgs) -> Result<FilecoinProver> {
+    let backend = cuzk_groth16::select_backend(choice)?;
+    println!("backend: {}", backend.describe());
+    Ok(FilecoinProver::new(backend, params.store()?))
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<()> {

@@ -31,6 +31,12 @@ pub enum FilecoinError {
         "unknown seal proof {0:?}: StackedDrg{{2KiB,8MiB,512MiB,32GiB,64GiB}}V1_1 or the size alone (2KiB)"
     )]
     UnknownSealProof(String),
+    #[error(
+        "unknown PoSt proof {0:?}: StackedDrgWinning{{2KiB,8MiB,512MiB,32GiB,64GiB}}V1 or StackedDrgWindow{{size}}V1_2 (V1_1, the chain's name for it, and V1 too)"
+    )]
+    UnknownPostProof(String),
+    #[error("the {circuit} circuit: {reason}")]
+    PublicInputs { circuit: String, reason: String },
     #[error("missing parameter file {path} (the {circuit} circuit)")]
     MissingParameters { path: PathBuf, circuit: String },
     #[error(transparent)]

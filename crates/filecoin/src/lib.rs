@@ -15,6 +15,11 @@
 //!   or a full point check); [`ParamStore::generate_porep`] writes locally made parameters
 //!   under those names, for tests and private networks.
 //! - [`verify_porep`] is filecoin-proofs' `verify_seal`.
+//! - [`FilecoinProver::prove_window_post`] (one partition) and
+//!   [`FilecoinProver::prove_winning_post`] prove PoSt from the vanilla proofs
+//!   filecoin-proofs-api takes ([`PostVanilla`]), their circuits built as
+//!   `generate_single_window_post_with_vanilla` and `generate_winning_post_with_vanilla`
+//!   build them; [`verify_window_post`] and [`verify_winning_post`] are filecoin-proofs'.
 
 #![forbid(unsafe_code)]
 
@@ -22,8 +27,10 @@ mod c1;
 mod error;
 mod params;
 mod porep;
+mod post;
 mod prover;
 mod seal_proof;
+mod snap;
 #[cfg(test)]
 mod tests;
 pub mod workload;
@@ -31,9 +38,14 @@ pub mod workload;
 pub use c1::{C1Form, C1Output};
 pub use error::FilecoinError;
 pub use params::{GENERATED_MARKER, ParamStore};
-pub use porep::{PorepProof, PorepTimings, prover_id_from_miner, verify_porep};
+pub use porep::{PorepProof, PorepTimings, ProofTimings, prover_id_from_miner, verify_porep};
+pub use post::{
+    PostKind, PostProof, PostProofBytes, PostStatement, PostVanilla, verify_window_post,
+    verify_winning_post,
+};
 pub use prover::FilecoinProver;
 pub use seal_proof::SealProof;
+pub use snap::{SnapProof, SnapStatement, SnapVanilla, verify_snap};
 
 /// Bytes of one partition's Groth16 proof in filecoin-proofs' layout.
 pub const PARTITION_PROOF_BYTES: usize = 192;

@@ -187,6 +187,40 @@ impl ParamStore {
         )
     }
 
+    /// Generates the parameters of the circuit filecoin-proofs names `cache_id` with cuzk's
+    /// CPU setup from random toxic waste, unless they are there already, and writes them
+    /// under filecoin-proofs' names (see [`ParamStore::write_generated`]). `first` makes one
+    /// instance of the circuit: cuzk's synthesis needs its values, where filecoin-proofs'
+    /// paramcache uses a blank circuit. Returns whether it generated them.
+    pub(crate) fn generate_circuit<C: bellperson::Circuit<blstrs::Scalar>>(
+        &self,
+        cache_id: &str,
+        sector_size: u64,
+        first: impl FnOnce() -> Result<C, FilecoinError>,
+        rng: &mut impl rand::RngCore,
+    ) -> Result<bool, FilecoinError> {
+        self.with_generation_lock(|| {
+            if self.params_path(cache_id).is_file() && self.vk_path(cache_id).is_file() {
+                return Ok(false);
+            }
+            let (r1cs, _) = cuzk_bellpepper::synthesize(first()?).map_err(|e| {
+                FilecoinError::Batch(cuzk_bellpepper::batch::BatchError::Synthesis {
+                    index: 0,
+                    source: e,
+                })
+            })?;
+            let pk = cuzk_groth16::generate_parameters(&r1cs, rng).map_err(|e| {
+                FilecoinError::Setup {
+                    circuit: cache_id.to_string(),
+                    reason: e.to_string(),
+                }
+            })?;
+            let params = BpParameters::from_proving_key(&pk)?;
+            self.write_generated(cache_id, sector_size, &params)?;
+            Ok(true)
+        })
+    }
+
     /// Holds an exclusive lock on the directory's generation lock file while `f` runs, so
     /// that parallel processes generate each file once.
     pub(crate) fn with_generation_lock<T>(

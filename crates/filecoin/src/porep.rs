@@ -21,13 +21,17 @@ use crate::{C1Output, FilecoinError, ParamStore, SealProof};
 #[derive(Clone, Debug)]
 pub struct PorepProof {
     pub bytes: Vec<u8>,
-    pub timings: PorepTimings,
+    pub timings: ProofTimings,
 }
 
-/// Where a C2's time went.
+/// Where a C2's time went (kept under its first name: the CLI and daemon print it).
+pub type PorepTimings = ProofTimings;
+
+/// Where a proof's time went: PoRep C2, WindowPoSt or WinningPoSt.
 #[derive(Clone, Debug, Default)]
-pub struct PorepTimings {
-    /// Building the partition circuits from the vanilla proofs.
+pub struct ProofTimings {
+    /// Building the partition circuits from the vanilla proofs (for PoSt: checking them with
+    /// filecoin-proofs first, as its prover does).
     pub circuits: Duration,
     /// Loading the parameters (only when this circuit was not loaded before).
     pub load_params: Option<Duration>,
@@ -36,9 +40,11 @@ pub struct PorepTimings {
     pub synthesis: Duration,
     /// Each partition's proof, in partition order.
     pub partitions: Vec<Duration>,
+    /// The index of `partitions[0]` (a WindowPoSt partition is proven alone).
+    pub first_partition: usize,
 }
 
-impl std::fmt::Display for PorepTimings {
+impl std::fmt::Display for ProofTimings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let ms = |d: &Duration| d.as_secs_f64() * 1e3;
         writeln!(f, "circuits       {:>10.1} ms", ms(&self.circuits))?;
@@ -47,6 +53,7 @@ impl std::fmt::Display for PorepTimings {
         }
         writeln!(f, "synthesis      {:>10.1} ms", ms(&self.synthesis))?;
         for (k, d) in self.partitions.iter().enumerate() {
+            let k = k + self.first_partition;
             writeln!(f, "prove part. {k:<2} {:>10.1} ms", ms(d))?;
         }
         Ok(())
@@ -112,6 +119,7 @@ pub(crate) fn partition_circuits<Tree: 'static + MerkleTreeTrait>(
         .iter()
         .enumerate()
         .map(|(k, vanilla)| {
+            // StackedCircuit has no private component inputs: `()`.
             StackedCompound::<Tree, DefaultPieceHasher>::circuit(
                 &public_inputs,
                 (),
@@ -153,13 +161,7 @@ pub fn verify_porep(
     sector_id: u64,
     store: &ParamStore,
 ) -> Result<bool, FilecoinError> {
-    let settings = storage_proofs_core::parameter_cache::parameter_cache_dir();
-    if !same_dir(&settings, store.dir()) {
-        return Err(FilecoinError::VerifierDir {
-            settings,
-            store: store.dir().to_path_buf(),
-        });
-    }
+    check_verifier_dir(store)?;
     let config = c1.seal_proof.config();
     with_phase1!(&c1.phase1, |o| verify_tree(
         &config, o, proof, prover_id, sector_id
@@ -184,6 +186,19 @@ fn verify_tree<Tree: 'static + MerkleTreeTrait>(
         proof,
     )
     .map_err(upstream)
+}
+
+/// filecoin-proofs reads verifying keys from its own settings (`FIL_PROOFS_PARAMETER_CACHE`,
+/// read once per process): `store` must be that directory, or this is an error saying so.
+pub(crate) fn check_verifier_dir(store: &ParamStore) -> Result<(), FilecoinError> {
+    let settings = storage_proofs_core::parameter_cache::parameter_cache_dir();
+    if !same_dir(&settings, store.dir()) {
+        return Err(FilecoinError::VerifierDir {
+            settings,
+            store: store.dir().to_path_buf(),
+        });
+    }
+    Ok(())
 }
 
 fn same_dir(a: &Path, b: &Path) -> bool {
@@ -217,26 +232,11 @@ impl ParamStore {
         rng: &mut impl rand::RngCore,
     ) -> Result<bool, FilecoinError> {
         let id = cache_id::<Tree>(&seal_proof.config())?;
-        self.with_generation_lock(|| {
-            if self.params_path(&id).is_file() && self.vk_path(&id).is_file() {
-                return Ok(false);
-            }
-            let first = partition_circuits(seal_proof, c1)?.swap_remove(0);
-            let (r1cs, _) = cuzk_bellpepper::synthesize(first).map_err(|e| {
-                FilecoinError::Batch(cuzk_bellpepper::batch::BatchError::Synthesis {
-                    index: 0,
-                    source: e,
-                })
-            })?;
-            let pk = cuzk_groth16::generate_parameters(&r1cs, rng).map_err(|e| {
-                FilecoinError::Setup {
-                    circuit: id.clone(),
-                    reason: e.to_string(),
-                }
-            })?;
-            let params = cuzk_formats::BpParameters::from_proving_key(&pk)?;
-            self.write_generated(&id, seal_proof.sector_size(), &params)?;
-            Ok(true)
-        })
+        self.generate_circuit(
+            &id,
+            seal_proof.sector_size(),
+            || Ok(partition_circuits(seal_proof, c1)?.swap_remove(0)),
+            rng,
+        )
     }
 }

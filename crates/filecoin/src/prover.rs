@@ -4,13 +4,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use bellperson::Circuit;
+use blstrs::Scalar;
 use cuzk_bellpepper::batch::{BatchError, CircuitProver};
 use cuzk_groth16::{ProverBackend, Witness};
 use filecoin_proofs::{MerkleTreeTrait, SealCommitPhase1Output};
 
 use crate::c1::with_phase1;
-use crate::porep::{PorepCircuit, cache_id, partition_circuits};
-use crate::{C1Output, FilecoinError, PARTITION_PROOF_BYTES, ParamStore, PorepProof, PorepTimings};
+use crate::porep::{cache_id, partition_circuits};
+use crate::{C1Output, FilecoinError, PARTITION_PROOF_BYTES, ParamStore, PorepProof, ProofTimings};
 
 /// Proves Filecoin proofs on one backend, with the parameters of a [`ParamStore`]. The first
 /// proof of a circuit (a proof kind and sector size) loads its parameters and compiles it;
@@ -55,54 +57,74 @@ impl FilecoinProver {
         phase1: &SealCommitPhase1Output<Tree>,
         rng: &mut impl rand::RngCore,
     ) -> Result<PorepProof, FilecoinError> {
-        let mut timings = PorepTimings::default();
+        let mut timings = ProofTimings::default();
         let start = Instant::now();
         let circuits = partition_circuits(c1.seal_proof, phase1)?;
         timings.circuits = start.elapsed();
         let id = cache_id::<Tree>(&c1.seal_proof.config())?;
-        let (prover, witnesses) = self.witnesses(&id, circuits, &mut timings)?;
+        let bytes = self.prove_circuits(&id, circuits, 0, &mut timings, |_, _| Ok(()), rng)?;
+        Ok(PorepProof { bytes, timings })
+    }
 
+    /// Proves instances of the circuit filecoin-proofs names `id` (its cache id, which names
+    /// the parameter files), in order: 192 bytes each. The first proof of a circuit loads its
+    /// parameters and compiles it from `circuits[0]`; later ones synthesize witnesses only.
+    /// `check` sees each witness before it is proven. Errors name partitions from
+    /// `first_partition` on.
+    pub(crate) fn prove_circuits<C: Circuit<Scalar> + Send>(
+        &self,
+        id: &str,
+        circuits: Vec<C>,
+        first_partition: usize,
+        timings: &mut ProofTimings,
+        check: impl Fn(usize, &Witness) -> Result<(), FilecoinError>,
+        rng: &mut impl rand::RngCore,
+    ) -> Result<Vec<u8>, FilecoinError> {
+        timings.first_partition = first_partition;
+        let renumber = |e: BatchError| partition_error(e, first_partition);
+        let (prover, witnesses) = self.witnesses(id, circuits, timings, renumber)?;
+        for (k, w) in witnesses.iter().enumerate() {
+            check(first_partition + k, w)?;
+        }
         let mut bytes = Vec::with_capacity(witnesses.len() * PARTITION_PROOF_BYTES);
         for (k, w) in witnesses.iter().enumerate() {
             let start = Instant::now();
             let (proof, _) = prover
                 .prove(&*self.backend, w, rng)
-                .map_err(|source| partition_error(BatchError::Prove { index: k, source }))?;
+                .map_err(|source| renumber(BatchError::Prove { index: k, source }))?;
             timings.partitions.push(start.elapsed());
             bytes.extend_from_slice(&cuzk_formats::bellperson::proof_to_bytes(&proof));
         }
-        Ok(PorepProof { bytes, timings })
+        Ok(bytes)
     }
 
-    /// The circuit's prover (compiled from partition 0 the first time) and every partition's
-    /// witness.
-    fn witnesses<Tree: 'static + MerkleTreeTrait>(
+    /// The circuit's prover (compiled from the first circuit the first time) and every
+    /// circuit's witness.
+    fn witnesses<C: Circuit<Scalar> + Send>(
         &self,
         id: &str,
-        circuits: Vec<PorepCircuit<Tree>>,
-        timings: &mut PorepTimings,
+        circuits: Vec<C>,
+        timings: &mut ProofTimings,
+        renumber: impl Fn(BatchError) -> FilecoinError,
     ) -> Result<(Arc<CircuitProver>, Vec<Witness>), FilecoinError> {
         let cached = self.lock().get(id).cloned();
         if let Some(prover) = cached {
             let start = Instant::now();
-            let w = prover.witnesses(circuits, 0).map_err(partition_error)?;
+            let w = prover.witnesses(circuits, 0).map_err(&renumber)?;
             timings.synthesis = start.elapsed();
             return Ok((prover, w));
         }
+        let mut circuits = circuits.into_iter();
+        let first = circuits
+            .next()
+            .ok_or(FilecoinError::Batch(BatchError::Empty))?;
         let start = Instant::now();
         let params = self.params.load_params(id)?;
         timings.load_params = Some(start.elapsed());
         let start = Instant::now();
-        let mut circuits = circuits.into_iter();
-        let first = circuits
-            .next()
-            .ok_or_else(|| FilecoinError::field("C1 output", "vanilla_proofs", "no partitions"))?;
         let name = self.params.params_path(id).display().to_string();
-        let (prover, first) =
-            CircuitProver::compile(first, params, &name).map_err(partition_error)?;
-        let rest = prover
-            .witnesses(circuits.collect(), 1)
-            .map_err(partition_error)?;
+        let (prover, first) = CircuitProver::compile(first, params, &name).map_err(&renumber)?;
+        let rest = prover.witnesses(circuits.collect(), 1).map_err(&renumber)?;
         timings.synthesis = start.elapsed();
         let prover = Arc::new(prover);
         self.lock().insert(id.to_string(), prover.clone());
@@ -117,12 +139,12 @@ impl FilecoinProver {
     }
 }
 
-/// A batch error that names a circuit names a partition.
-fn partition_error(e: BatchError) -> FilecoinError {
+/// A batch error that names a circuit names a partition (the batch's first is `first`).
+fn partition_error(e: BatchError, first: usize) -> FilecoinError {
     match e {
         BatchError::Synthesis { index, .. } | BatchError::Prove { index, .. } => {
             FilecoinError::Partition {
-                partition: index,
+                partition: first + index,
                 source: Box::new(e),
             }
         }

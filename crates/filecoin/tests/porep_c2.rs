@@ -31,7 +31,7 @@ fn params_dir() -> PathBuf {
 /// parent, runs that child and checks it passed.
 fn in_param_env(test: &str) -> bool {
     let dir = params_dir();
-    if std::env::var_os(PARAM_ENV).is_some_and(|v| PathBuf::from(v) == dir) {
+    if std::env::var_os(PARAM_ENV).is_some_and(|v| v == dir) {
         return true;
     }
     let exe = std::env::current_exe().expect("test binary path");
