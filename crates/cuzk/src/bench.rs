@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use cuzk_groth16::BackendChoice;
 use cuzk_scheduler::{
-    Engine, EngineConfig, JobHandle, JobOutput, JobSpec, KeySource, SpanKind, WitnessSource,
+    Engine, EngineConfig, JobHandle, JobOutput, JobSpec, KeySource, SpanKind, WitnessSource, stats,
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
@@ -152,7 +152,7 @@ pub(crate) fn run(a: Args, choice: BackendChoice) -> Result<()> {
     if let Some(p) = &a.plot {
         let points: Vec<_> = results
             .iter()
-            .map(|r| cuzk_daemon::svg::ScalingPoint {
+            .map(|r| crate::svg::ScalingPoint {
                 log: r.log,
                 ms_per_proof: 1e3 / r.throughput,
                 p50_ms: ms(r.p50),
@@ -164,13 +164,13 @@ pub(crate) fn run(a: Args, choice: BackendChoice) -> Result<()> {
             a.concurrency,
             a.boolean_percent
         );
-        std::fs::write(p, cuzk_daemon::svg::scaling(&points, &title)?)
+        std::fs::write(p, crate::svg::scaling(&points, &title)?)
             .with_context(|| format!("cannot write {}", p.display()))?;
         println!("plot: {}", p.display());
     }
     if let (Some(p), Some(last)) = (&a.timeline, results.last()) {
         let names: Vec<String> = engine.devices().into_iter().map(|(n, _)| n).collect();
-        std::fs::write(p, cuzk_daemon::svg::timeline(&last.spans, &names)?)
+        std::fs::write(p, crate::svg::timeline(&last.spans, &names)?)
             .with_context(|| format!("cannot write {}", p.display()))?;
         println!("timeline: {}", p.display());
     }
@@ -367,7 +367,7 @@ fn run_size(engine: &Engine, a: &Args, log_constraints: u32) -> Result<SizeResul
 
     let median = |mut v: Vec<Duration>| {
         v.sort();
-        v[v.len() / 2]
+        stats::median(&v).unwrap_or_default()
     };
     let rows = PHASES
         .iter()
@@ -382,7 +382,7 @@ fn run_size(engine: &Engine, a: &Args, log_constraints: u32) -> Result<SizeResul
         .map(|o| o.timings.queue_wait + o.timings.run)
         .collect();
     lat.sort();
-    let pct = |q: f64| lat[((lat.len() - 1) as f64 * q).round() as usize];
+    let pct = |q: f64| stats::quantile(&lat, q).unwrap_or_default();
     print_table(
         "latency",
         [

@@ -8,11 +8,13 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod bench_daemon;
 mod daemon_cli;
 mod filecoin_cli;
 mod formats_cli;
 mod progress;
 mod queue_cli;
+mod svg;
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
@@ -150,10 +152,7 @@ fn run(command: Command, choice: BackendChoice) -> Result<()> {
             seed,
         } => demo(log_constraints, public_inputs, seed, choice),
         Command::Devices => {
-            print!(
-                "{}",
-                cuzk_gpu::devices_report(&cuzk_groth16::kernel_sets())
-            );
+            print!("{}", cuzk_gpu::devices_report(&cuzk_groth16::kernel_sets()));
             Ok(())
         }
         Command::Bench(args) => match args.queue.queue.clone() {

@@ -13,6 +13,7 @@ use clap::Args;
 use cuzk_groth16::io;
 use cuzk_queue::{CancelOutcome, Job, NewJob, Queue, State, WitnessRef};
 use cuzk_scheduler::Priority;
+use cuzk_scheduler::stats::quantile;
 
 /// How long a client waits for the database to answer a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -242,15 +243,6 @@ pub async fn status(url: &str, json: bool) -> Result<()> {
     Ok(())
 }
 
-/// The `q`-quantile of sorted values (nearest rank).
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[i]
-}
-
 /// `cuzk bench --queue`: N proofs through the queue, J in flight, each checked with the
 /// verifying key; then wall time, proofs/min, latency and the proofs each host made.
 pub async fn bench(
@@ -317,8 +309,8 @@ pub async fn bench(
     println!(
         "wall {wall:.2} s  {:.1} proofs/min  latency p50 {:.2} s  p95 {:.2} s  max {:.2} s  failures {failures}",
         lat.len() as f64 * 60.0 / wall,
-        quantile(&lat, 0.5),
-        quantile(&lat, 0.95),
+        quantile(&lat, 0.5).unwrap_or(0.0),
+        quantile(&lat, 0.95).unwrap_or(0.0),
         lat.last().copied().unwrap_or(0.0),
     );
     for (h, n) in &by_host {

@@ -184,6 +184,21 @@ impl Default for DaemonConfig {
     }
 }
 
+/// Settings given on the command line (`cuzk daemon`'s flags); each one given replaces its
+/// field of the file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DaemonOverrides {
+    pub listen: Option<String>,
+    pub param_dir: Option<PathBuf>,
+    pub http_listen: Option<String>,
+    pub workers_per_device: Option<usize>,
+    pub drain_timeout_s: Option<f64>,
+    pub token_file: Option<PathBuf>,
+    /// Sets `queue.url`, keeping the file's other `[queue]` settings (or their defaults).
+    pub queue_url: Option<String>,
+    pub backend: Option<BackendChoice>,
+}
+
 impl DaemonConfig {
     pub fn from_toml(text: &str, path: &Path) -> Result<Self, ConfigError> {
         let c: Self = toml::from_str(text).map_err(|e| ConfigError::Parse {
@@ -200,6 +215,42 @@ impl DaemonConfig {
             source: e,
         })?;
         Self::from_toml(&text, path)
+    }
+
+    /// Applies command-line overrides; the caller validates the result.
+    pub fn apply(&mut self, o: DaemonOverrides) {
+        if o.listen.is_some() {
+            self.listen = o.listen;
+        }
+        if let Some(p) = o.param_dir {
+            self.param_dir = p;
+        }
+        if o.http_listen.is_some() {
+            self.http_listen = o.http_listen;
+        }
+        if o.workers_per_device.is_some() {
+            self.workers_per_device = o.workers_per_device;
+        }
+        if let Some(s) = o.drain_timeout_s {
+            self.drain_timeout_s = s;
+        }
+        if o.token_file.is_some() {
+            self.token_file = o.token_file;
+        }
+        if let Some(url) = o.queue_url {
+            self.queue = Some(cuzk_queue::QueueConfig {
+                url,
+                ..self.queue.take().unwrap_or_default()
+            });
+        }
+        if let Some(b) = o.backend {
+            self.backend = match b {
+                BackendChoice::Auto => "auto",
+                BackendChoice::Cpu => "cpu",
+                BackendChoice::Gpu => "gpu",
+            }
+            .into();
+        }
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -309,5 +360,77 @@ impl DaemonConfig {
             )));
         }
         Ok(Some(t))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = r#"
+listen = "unix:/run/cuzk.sock"
+http_listen = "127.0.0.1:9100"
+workers_per_device = 2
+drain_timeout_s = 30.0
+backend = "cpu"
+[queue]
+url = "postgres://old/db"
+lease_s = 70.0
+"#;
+
+    #[test]
+    fn overrides_replace_only_the_fields_given() {
+        let file = DaemonConfig::from_toml(FILE, Path::new("cuzk.toml")).unwrap();
+        let mut c = file.clone();
+        c.apply(DaemonOverrides::default());
+        assert_eq!(c, file, "no flags change nothing");
+
+        c.apply(DaemonOverrides {
+            listen: Some("127.0.0.1:9000".into()),
+            param_dir: Some("/params".into()),
+            workers_per_device: Some(3),
+            drain_timeout_s: Some(5.0),
+            token_file: Some("/etc/cuzk/token".into()),
+            queue_url: Some("postgres://new/db".into()),
+            backend: Some(BackendChoice::Gpu),
+            ..DaemonOverrides::default()
+        });
+        c.validate().unwrap();
+        assert_eq!(c.listen.as_deref(), Some("127.0.0.1:9000"));
+        assert_eq!(c.param_dir, PathBuf::from("/params"));
+        assert_eq!(c.http_listen, file.http_listen, "not given, kept");
+        assert_eq!(c.workers_per_device, Some(3));
+        assert_eq!(c.drain_timeout_s, 5.0);
+        assert_eq!(c.token_file, Some(PathBuf::from("/etc/cuzk/token")));
+        assert_eq!(c.backend, "gpu");
+        let q = c.queue.as_ref().unwrap();
+        assert_eq!(q.url, "postgres://new/db");
+        assert_eq!(
+            q.lease_s,
+            file.queue.as_ref().unwrap().lease_s,
+            "the file's other queue settings stay"
+        );
+    }
+
+    #[test]
+    fn queue_override_without_a_queue_section_takes_the_defaults() {
+        let mut c = DaemonConfig::default();
+        c.apply(DaemonOverrides {
+            queue_url: Some("postgres://q/db".into()),
+            ..DaemonOverrides::default()
+        });
+        let q = c.queue.unwrap();
+        assert_eq!(q.url, "postgres://q/db");
+        assert_eq!(q.lease_s, cuzk_queue::QueueConfig::default().lease_s);
+    }
+
+    #[test]
+    fn overrides_are_validated_by_the_caller() {
+        let mut c = DaemonConfig::default();
+        c.apply(DaemonOverrides {
+            workers_per_device: Some(0),
+            ..DaemonOverrides::default()
+        });
+        assert!(c.validate().is_err());
     }
 }

@@ -25,7 +25,6 @@ pub mod queue_mode;
 mod rpc_timing;
 mod server;
 pub mod service;
-pub mod svg;
 pub mod tls;
 mod unix_authority;
 mod upload;
@@ -40,7 +39,7 @@ pub mod pb {
         tonic::include_file_descriptor_set!("cuzk_v1_descriptor");
 }
 
-pub use config::{DaemonConfig, KeyConfig, Listen};
+pub use config::{DaemonConfig, DaemonOverrides, KeyConfig, Listen};
 pub use connections::MAX_CONNECTIONS;
 pub use http::{status_json, timeline_json};
 pub use server::{Daemon, DaemonError};

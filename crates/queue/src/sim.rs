@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use cuzk_scheduler::Priority;
+use cuzk_scheduler::stats::quantile;
 use parking_lot::Mutex;
 
 use crate::db::{NewJob, Outcome, Queue, QueueError, WitnessRef};
@@ -66,15 +67,6 @@ impl std::fmt::Display for SimReport {
 }
 
 const SIM_KEY: (&str, &str) = ("sim", "0000");
-
-/// Nearest-rank quantile of sorted durations.
-fn quantile(sorted: &[Duration], q: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[i]
-}
 
 /// Queues `config.jobs` jobs of a simulated key, runs `config.hosts` hosts until all are
 /// done, and reports. The queue should be empty of other jobs of the key `sim`.
@@ -179,8 +171,8 @@ pub async fn simulate(queue: &Queue, config: &SimConfig) -> Result<SimReport, Qu
         empty_claims: empty.load(Ordering::SeqCst),
         wall,
         claims_per_s: claims as f64 / wall.as_secs_f64(),
-        latency_p50: quantile(&lat, 0.5),
-        latency_p99: quantile(&lat, 0.99),
+        latency_p50: quantile(&lat, 0.5).unwrap_or_default(),
+        latency_p99: quantile(&lat, 0.99).unwrap_or_default(),
         latency_max: lat.last().copied().unwrap_or_default(),
         double_claims_seen: doubles.load(Ordering::SeqCst),
         double_claims_recorded: queue

@@ -40,6 +40,7 @@ mod job;
 mod keys;
 mod read_ahead;
 mod run;
+pub mod stats;
 
 pub use config::{EngineConfig, Workers};
 pub use engine::{Counters, DeviceStatus, Engine, EngineError, EngineStatus, WorkerStatus};

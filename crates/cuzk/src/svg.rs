@@ -10,7 +10,7 @@ use std::sync::Once;
 
 use plotters::prelude::*;
 
-use crate::pb;
+use cuzk_daemon::pb;
 
 /// A picture that could not be drawn (a plotting error, as text).
 #[derive(Debug, thiserror::Error)]
