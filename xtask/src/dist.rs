@@ -65,7 +65,15 @@ pub fn main(args: &[String]) -> Result<()> {
     };
     let td = target_dir.to_string_lossy().into_owned();
     let bins = build_executables(
-        &["build", "-p", "cuzk", "--profile", profile, "--target-dir", &td],
+        &[
+            "build",
+            "-p",
+            "cuzk",
+            "--profile",
+            profile,
+            "--target-dir",
+            &td,
+        ],
         &envs,
         false,
     )?;
@@ -132,8 +140,13 @@ fn package_version(root: &Path) -> Result<String> {
 
 fn metadata(root: &Path, resolve: bool) -> Result<serde_json::Value> {
     let mut cmd = cargo();
-    cmd.current_dir(root)
-        .args(["metadata", "--format-version", "1", "--filter-platform", TARGET]);
+    cmd.current_dir(root).args([
+        "metadata",
+        "--format-version",
+        "1",
+        "--filter-platform",
+        TARGET,
+    ]);
     if !resolve {
         cmd.arg("--no-deps");
     }
@@ -215,7 +228,10 @@ fn third_party_licenses(root: &Path) -> Result<String> {
         })
         .collect();
     rows.sort();
-    ensure!(!rows.is_empty(), "the cuzk binary links no third-party crate?");
+    ensure!(
+        !rows.is_empty(),
+        "the cuzk binary links no third-party crate?"
+    );
     let mut text = format!(
         "Third-party crates linked into the cuzk binary ({} crates), with their licenses as\n\
          each declares it. Their license texts are in each crate's source package on crates.io.\n\n",

@@ -37,14 +37,23 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
         let name = e.file_name().to_string_lossy().into_owned();
         if p.is_dir() {
             if !(name.starts_with('.') && name != ".ci")
-                && !["target", "corpus", "regressions", "bundle", "dist", "node_modules"]
-                    .contains(&name.as_str())
+                && ![
+                    "target",
+                    "corpus",
+                    "regressions",
+                    "bundle",
+                    "dist",
+                    "node_modules",
+                ]
+                .contains(&name.as_str())
             {
                 files(&p, out);
             }
-        } else if [".rs", ".md", ".cu", ".cuh", ".h", ".cpp", ".sh", ".py", ".toml", ".proto"]
-            .iter()
-            .any(|x| name.ends_with(x))
+        } else if [
+            ".rs", ".md", ".cu", ".cuh", ".h", ".cpp", ".sh", ".py", ".toml", ".proto",
+        ]
+        .iter()
+        .any(|x| name.ends_with(x))
             && !SKIPPED.contains(&name.as_str())
             && name != "run"
             || name == "run" && dir.ends_with(".ci")
@@ -100,7 +109,12 @@ fn every_path_named_in_docs_and_comments_exists() {
     let repo = repo();
     let mut all = Vec::new();
     files(&repo, &mut all);
-    assert!(all.len() > 100, "found only {} files under {}", all.len(), repo.display());
+    assert!(
+        all.len() > 100,
+        "found only {} files under {}",
+        all.len(),
+        repo.display()
+    );
     let mut missing = Vec::new();
     for f in &all {
         let Ok(text) = std::fs::read_to_string(f) else {
@@ -108,7 +122,10 @@ fn every_path_named_in_docs_and_comments_exists() {
         };
         for p in named_paths(&text) {
             if !exists(&repo, f, &p) {
-                missing.push(format!("{}: {p}", f.strip_prefix(&repo).unwrap_or(f).display()));
+                missing.push(format!(
+                    "{}: {p}",
+                    f.strip_prefix(&repo).unwrap_or(f).display()
+                ));
             }
         }
     }
@@ -127,6 +144,10 @@ fn the_path_finder_finds_what_it_should() {
              /work/crates/b.rs, kernels/<domain>/*.cu or my-tests/c.rs; tests/queue.rs";
     assert_eq!(
         named_paths(t),
-        ["crates/gpu/src/report.rs", "kernels/msm/check.cu", "tests/queue.rs"]
+        [
+            "crates/gpu/src/report.rs",
+            "kernels/msm/check.cu",
+            "tests/queue.rs"
+        ]
     );
 }
