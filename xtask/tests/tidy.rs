@@ -19,6 +19,20 @@ const ROOTS: [&str; 9] = [
 /// examples).
 const SKIPPED: [&str; 3] = ["BENCHMARKS.md", "PERF-NOTES.md", "tidy.rs"];
 
+/// Build and release output, npm's packages and the fuzz corpora.
+const SKIPPED_DIRS: [&str; 6] = [
+    "target",
+    "corpus",
+    "regressions",
+    "bundle",
+    "dist",
+    "node_modules",
+];
+
+const EXTENSIONS: [&str; 10] = [
+    ".rs", ".md", ".cu", ".cuh", ".h", ".cpp", ".sh", ".py", ".toml", ".proto",
+];
+
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -26,8 +40,8 @@ fn repo() -> PathBuf {
         .to_path_buf()
 }
 
-/// Every tracked-looking text file: sources, scripts, configuration and docs, outside build
-/// output, the installed toolkit and the fuzz corpora.
+/// Every source, script, configuration and doc file outside hidden folders (but `.ci`) and
+/// [`SKIPPED_DIRS`].
 fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -36,29 +50,17 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
         let p = e.path();
         let name = e.file_name().to_string_lossy().into_owned();
         if p.is_dir() {
-            if !(name.starts_with('.') && name != ".ci")
-                && ![
-                    "target",
-                    "corpus",
-                    "regressions",
-                    "bundle",
-                    "dist",
-                    "node_modules",
-                ]
-                .contains(&name.as_str())
-            {
+            let hidden = name.starts_with('.') && name != ".ci";
+            if !hidden && !SKIPPED_DIRS.contains(&name.as_str()) {
                 files(&p, out);
             }
-        } else if [
-            ".rs", ".md", ".cu", ".cuh", ".h", ".cpp", ".sh", ".py", ".toml", ".proto",
-        ]
-        .iter()
-        .any(|x| name.ends_with(x))
-            && !SKIPPED.contains(&name.as_str())
-            && name != "run"
-            || name == "run" && dir.ends_with(".ci")
-        {
-            out.push(p);
+        } else {
+            let text =
+                EXTENSIONS.iter().any(|x| name.ends_with(x)) && !SKIPPED.contains(&name.as_str());
+            let ci_script = name == "run" && dir.file_name().is_some_and(|d| d == ".ci");
+            if text || ci_script {
+                out.push(p);
+            }
         }
     }
 }
