@@ -159,13 +159,7 @@ pub(crate) async fn bench(
         .collect();
     lat.sort_by(f64::total_cmp);
     let failures = results.len() - lat.len();
-    println!(
-        "wall {wall:.2} s  {:.1} proofs/min  latency p50 {:.2} s  p95 {:.2} s  max {:.2} s  failures {failures}",
-        lat.len() as f64 * 60.0 / wall,
-        quantile(&lat, 0.5).unwrap_or(0.0),
-        quantile(&lat, 0.95).unwrap_or(0.0),
-        lat.last().copied().unwrap_or(0.0),
-    );
+    crate::bench_daemon::print_run_line(wall, &lat, failures);
     for (what, calls) in [("Status", &status_s), ("Metrics", &metrics_s)] {
         let mut v: Vec<f64> = calls.iter().map(|c| c.1).collect();
         v.sort_by(f64::total_cmp);
@@ -246,4 +240,16 @@ pub(crate) async fn bench(
         bail!("{failures} of {n} proofs failed");
     }
     Ok(())
+}
+
+/// The one-line result of a run through a daemon or the queue: `lat` holds the latencies (s)
+/// of the proofs that succeeded, sorted.
+pub(crate) fn print_run_line(wall: f64, lat: &[f64], failures: usize) {
+    println!(
+        "wall {wall:.2} s  {:.1} proofs/min  latency p50 {:.2} s  p95 {:.2} s  max {:.2} s  failures {failures}",
+        lat.len() as f64 * 60.0 / wall,
+        quantile(lat, 0.5).unwrap_or(0.0),
+        quantile(lat, 0.95).unwrap_or(0.0),
+        lat.last().copied().unwrap_or(0.0),
+    );
 }

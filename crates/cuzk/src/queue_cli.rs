@@ -13,7 +13,6 @@ use clap::Args;
 use cuzk_groth16::io;
 use cuzk_queue::{CancelOutcome, Job, NewJob, Queue, State, WitnessRef};
 use cuzk_scheduler::Priority;
-use cuzk_scheduler::stats::quantile;
 
 /// How long a client waits for the database to answer a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -306,13 +305,7 @@ pub async fn bench(
         }
     }
     let failures = results.len() - lat.len();
-    println!(
-        "wall {wall:.2} s  {:.1} proofs/min  latency p50 {:.2} s  p95 {:.2} s  max {:.2} s  failures {failures}",
-        lat.len() as f64 * 60.0 / wall,
-        quantile(&lat, 0.5).unwrap_or(0.0),
-        quantile(&lat, 0.95).unwrap_or(0.0),
-        lat.last().copied().unwrap_or(0.0),
-    );
+    crate::bench_daemon::print_run_line(wall, &lat, failures);
     for (h, n) in &by_host {
         println!("host {h}: {n} proofs");
     }

@@ -400,13 +400,7 @@ fn window_circuit<Tree: 'static + MerkleTreeTrait>(
     };
     let pub_params: compound_proof::PublicParams<'_, FallbackPoSt<'_, Tree>> =
         FallbackPoStCompound::setup(&setup).map_err(upstream)?;
-    let sectors: Vec<PublicSector<Domain<Tree>>> = vanilla
-        .iter()
-        .map(|p| PublicSector {
-            id: p.sector_id,
-            comm_r: p.comm_r,
-        })
-        .collect();
+    let sectors = public_sectors(vanilla);
     let pub_inputs = fallback::PublicInputs {
         randomness,
         prover_id,
@@ -476,13 +470,7 @@ fn winning_circuit<Tree: 'static + MerkleTreeTrait>(
     };
     let pub_params: compound_proof::PublicParams<'_, FallbackPoSt<'_, Tree>> =
         FallbackPoStCompound::setup(&setup).map_err(upstream)?;
-    let sectors: Vec<PublicSector<Domain<Tree>>> = vanilla
-        .iter()
-        .map(|p| PublicSector {
-            id: p.sector_id,
-            comm_r: p.comm_r,
-        })
-        .collect();
+    let sectors = public_sectors(vanilla);
     let pub_inputs = fallback::PublicInputs {
         randomness,
         prover_id,
@@ -773,4 +761,17 @@ pub fn verify_winning_post(
 fn replica(comm_r: [u8; 32]) -> Result<PublicReplicaInfo, FilecoinError> {
     PublicReplicaInfo::new(comm_r)
         .map_err(|e| FilecoinError::field("PoSt statement", "comm_r", format!("{e:#}")))
+}
+
+/// The sectors the vanilla proofs speak of, as the circuit's public inputs name them.
+fn public_sectors<Tree: 'static + MerkleTreeTrait>(
+    vanilla: &[FallbackPoStSectorProof<Tree>],
+) -> Vec<PublicSector<Domain<Tree>>> {
+    vanilla
+        .iter()
+        .map(|p| PublicSector {
+            id: p.sector_id,
+            comm_r: p.comm_r,
+        })
+        .collect()
 }

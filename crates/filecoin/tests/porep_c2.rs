@@ -8,7 +8,6 @@
 //! files once).
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Instant;
 
 use base64::Engine as _;
@@ -21,28 +20,8 @@ use cuzk_formats::FormatError;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-const PARAM_ENV: &str = "FIL_PROOFS_PARAMETER_CACHE";
-
-fn params_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("filecoin-generated-params")
-}
-
-/// True in the child that runs the test with filecoin-proofs' parameter directory set; in the
-/// parent, runs that child and checks it passed.
-fn in_param_env(test: &str) -> bool {
-    let dir = params_dir();
-    if std::env::var_os(PARAM_ENV).is_some_and(|v| v == dir) {
-        return true;
-    }
-    let exe = std::env::current_exe().expect("test binary path");
-    let status = Command::new(exe)
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
-        .env(PARAM_ENV, &dir)
-        .status()
-        .expect("running the test in a child process");
-    assert!(status.success(), "{test} failed in its child process");
-    false
-}
+mod support;
+use support::{in_param_env, params_dir};
 
 fn sealed(name: &str, seed: u64) -> SealedSector {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("filecoin-sector-{name}"));

@@ -7,7 +7,6 @@
 //! again in a child process with it set (as tests/porep_c2.rs does).
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Instant;
 
 use cuzk_filecoin::workload::{seal_sector, snap_update};
@@ -18,27 +17,10 @@ use cuzk_filecoin::{
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-const PARAM_ENV: &str = "FIL_PROOFS_PARAMETER_CACHE";
+mod support;
+use support::{in_param_env, params_dir};
+
 const KIB2: SealProof = SealProof::StackedDrg2KiBV1_1;
-
-fn params_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("filecoin-generated-params")
-}
-
-fn in_param_env(test: &str) -> bool {
-    let dir = params_dir();
-    if std::env::var_os(PARAM_ENV).is_some_and(|v| v == dir) {
-        return true;
-    }
-    let exe = std::env::current_exe().expect("test binary path");
-    let status = Command::new(exe)
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
-        .env(PARAM_ENV, &dir)
-        .status()
-        .expect("running the test in a child process");
-    assert!(status.success(), "{test} failed in its child process");
-    false
-}
 
 fn expect_field<T>(r: Result<T, FilecoinError>, file: &str, field: &str) {
     match r {

@@ -1,0 +1,33 @@
+//! What the Filecoin test targets share: the generated-parameters directory and running a
+//! test again in a child process with filecoin-proofs pointed at it.
+//!
+//! filecoin-proofs reads `FIL_PROOFS_PARAMETER_CACHE` once per process, so each test that
+//! needs parameters runs itself again in a child with it set (generation holds a lock in the
+//! directory, so parallel tests make each file once).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+const PARAM_ENV: &str = "FIL_PROOFS_PARAMETER_CACHE";
+
+/// The parameters cuzk generates for the tests, under the target directory.
+pub fn params_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("filecoin-generated-params")
+}
+
+/// True in the child that runs the test with filecoin-proofs' parameter directory set; in the
+/// parent, runs that child and checks it passed.
+pub fn in_param_env(test: &str) -> bool {
+    let dir = params_dir();
+    if std::env::var_os(PARAM_ENV).is_some_and(|v| v == dir) {
+        return true;
+    }
+    let exe = std::env::current_exe().expect("test binary path");
+    let status = Command::new(exe)
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(PARAM_ENV, &dir)
+        .status()
+        .expect("running the test in a child process");
+    assert!(status.success(), "{test} failed in its child process");
+    false
+}
