@@ -43,40 +43,31 @@ pub fn main(args: &[String]) -> Result<()> {
     println!("dist: nvcc {} for {archs}", nvcc.display());
     unit_matches_readme(&root)?;
 
-    // --check (CI) builds with the test profile and the test suite's environment, so it reuses
-    // that build; a release shares cargo's release dir with `bundle` (only the kernel build
-    // scripts rerun for the other archs).
+    // --check (CI) takes the `cuzk` the test suite built (`cargo test --workspace` builds it
+    // for the end-to-end tests, with the workspace's features: a `-p cuzk` build would unify
+    // other features and recompile much of the tree); a release shares cargo's release dir
+    // with `bundle` (only the kernel build scripts rerun for the other archs).
     let cache = cache_dir().to_string_lossy().into_owned();
-    let (profile, target_dir, envs) = if check {
+    let td = root.join("target").to_string_lossy().into_owned();
+    let (args, envs) = if check {
         ensure!(
             std::env::var("CUZK_CUDA_ARCHS").map_or(true, |a| a == archs),
             "dist --check builds the default archs: unset CUZK_CUDA_ARCHS"
         );
-        ("test", root.join("target"), vec![])
+        (
+            vec!["test", "--workspace", "--no-run", "--target-dir", &td],
+            vec![],
+        )
     } else {
         (
-            "release",
-            root.join("target"),
+            vec!["build", "-p", "cuzk", "--release", "--target-dir", &td],
             vec![
                 ("CUZK_CUDA_ARCHS", archs.as_str()),
                 ("CUZK_KERNEL_CACHE", cache.as_str()),
             ],
         )
     };
-    let td = target_dir.to_string_lossy().into_owned();
-    let bins = build_executables(
-        &[
-            "build",
-            "-p",
-            "cuzk",
-            "--profile",
-            profile,
-            "--target-dir",
-            &td,
-        ],
-        &envs,
-        false,
-    )?;
+    let bins = build_executables(&args, &envs, false)?;
     let exe = bins
         .iter()
         .find(|a| a.path.file_name().is_some_and(|f| f == "cuzk"))
