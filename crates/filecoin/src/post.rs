@@ -690,13 +690,7 @@ pub fn verify_window_post(
     store: &ParamStore,
 ) -> Result<bool, FilecoinError> {
     check_verifier_dir(store)?;
-    if proof.kind != PostKind::Window {
-        return Err(FilecoinError::field(
-            "PoSt statement",
-            "registered_proof",
-            format!("{proof} is not a WindowPoSt proof"),
-        ));
-    }
+    proof.require(PostKind::Window)?;
     let config = proof.config()?;
     let replicas: BTreeMap<SectorId, PublicReplicaInfo> = sectors
         .iter()
@@ -732,13 +726,7 @@ pub fn verify_winning_post(
     store: &ParamStore,
 ) -> Result<bool, FilecoinError> {
     check_verifier_dir(store)?;
-    if proof.kind != PostKind::Winning {
-        return Err(FilecoinError::field(
-            "PoSt statement",
-            "registered_proof",
-            format!("{proof} is not a WinningPoSt proof"),
-        ));
-    }
+    proof.require(PostKind::Winning)?;
     let config = proof.config()?;
     let replicas: Vec<(SectorId, PublicReplicaInfo)> = sectors
         .iter()
@@ -774,4 +762,18 @@ fn public_sectors<Tree: 'static + MerkleTreeTrait>(
             comm_r: p.comm_r,
         })
         .collect()
+}
+
+impl PostProof {
+    /// This proof is of `kind`, else an error naming the statement's registered proof.
+    fn require(self, kind: PostKind) -> Result<(), FilecoinError> {
+        if self.kind == kind {
+            return Ok(());
+        }
+        Err(FilecoinError::field(
+            "PoSt statement",
+            "registered_proof",
+            format!("{self} is not a {kind:?}PoSt proof"),
+        ))
+    }
 }

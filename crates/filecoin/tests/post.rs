@@ -20,7 +20,7 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 mod support;
-use support::{in_param_env, params_dir};
+use support::{expect_field, in_param_env, params_dir};
 
 const KIB2: SealProof = SealProof::StackedDrg2KiBV1_1;
 
@@ -59,18 +59,6 @@ fn split(bytes: &[u8]) -> Vec<Vanilla2K> {
 
 fn join(proofs: &[Vanilla2K]) -> Vec<u8> {
     bincode::serialize(proofs).unwrap()
-}
-
-fn expect_field<T>(r: Result<T, FilecoinError>, file: &str, field: &str) {
-    match r {
-        Err(FilecoinError::Field {
-            file: f,
-            field: g,
-            reason,
-        }) => assert_eq!((f.as_str(), g), (file, field), "{reason}"),
-        Err(other) => panic!("expected an error on {file} field {field}: {other:?}"),
-        Ok(_) => panic!("expected an error on {file} field {field}, not a result"),
-    }
 }
 
 #[test]

@@ -11,28 +11,16 @@ use std::time::Instant;
 
 use cuzk_filecoin::workload::{seal_sector, snap_update};
 use cuzk_filecoin::{
-    FilecoinError, FilecoinProver, PARTITION_PROOF_BYTES, ParamStore, SealProof, SnapStatement,
-    SnapVanilla, verify_snap,
+    FilecoinProver, PARTITION_PROOF_BYTES, ParamStore, SealProof, SnapStatement, SnapVanilla,
+    verify_snap,
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 mod support;
-use support::{in_param_env, params_dir};
+use support::{expect_field, in_param_env, params_dir};
 
 const KIB2: SealProof = SealProof::StackedDrg2KiBV1_1;
-
-fn expect_field<T>(r: Result<T, FilecoinError>, file: &str, field: &str) {
-    match r {
-        Err(FilecoinError::Field {
-            file: f,
-            field: g,
-            reason,
-        }) => assert_eq!((f.as_str(), g), (file, field), "{reason}"),
-        Err(other) => panic!("expected an error on {file} field {field}: {other:?}"),
-        Ok(_) => panic!("expected an error on {file} field {field}, not a result"),
-    }
-}
 
 #[test]
 fn snap_2kib_is_accepted_by_verify_empty_sector_update_proof() {

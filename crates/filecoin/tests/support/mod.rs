@@ -8,6 +8,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use cuzk_filecoin::FilecoinError;
+
 const PARAM_ENV: &str = "FIL_PROOFS_PARAMETER_CACHE";
 
 /// The parameters cuzk generates for the tests, under the target directory.
@@ -30,4 +32,18 @@ pub fn in_param_env(test: &str) -> bool {
         .expect("running the test in a child process");
     assert!(status.success(), "{test} failed in its child process");
     false
+}
+
+/// `r` failed with a [`FilecoinError::Field`] naming `file` and `field`.
+#[allow(dead_code)] // not every test target checks field errors
+pub fn expect_field<T>(r: Result<T, FilecoinError>, file: &str, field: &str) {
+    match r {
+        Err(FilecoinError::Field {
+            file: f,
+            field: g,
+            reason,
+        }) => assert_eq!((f.as_str(), g), (file, field), "{reason}"),
+        Err(other) => panic!("expected an error on {file} field {field}: {other:?}"),
+        Ok(_) => panic!("expected an error on {file} field {field}, not a result"),
+    }
 }
