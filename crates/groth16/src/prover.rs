@@ -20,8 +20,8 @@ use cuzk_ntt::{Domain, NttError};
 use rand_core::RngCore;
 
 use crate::backend::{
-    BackendError, CpuBackend, Evaluations, ProverBackend, Query, Stage, StagedWitness, WitnessMsms,
-    witness_msm_order,
+    BackendError, CpuBackend, Evaluations, ProverBackend, Query, Stage, StagedData, StagedWitness,
+    WitnessMsms, witness_msm_order,
 };
 use crate::keys::{Proof, ProvingKey};
 use crate::r1cs::{R1cs, Witness, WitnessError};
@@ -202,13 +202,12 @@ pub fn create_proof_with_backend(
     t.prepare = d;
     prepared?;
     let needs = backend.staging_needs(pk, n)?;
-    // A host-only backend (no device memory to report) stages by reference: no upload rows.
-    let uploads = backend.device_peak().is_some();
     let (staged, d) = timed("upload_witness", || {
         backend.stage_witness(z, backend.reserve(Stage::Witness, needs.witness)?)
     });
-    t.upload_witness = uploads.then_some(d);
     let staged = staged?;
+    // A host-only backend stages by reference: no copy, no upload row.
+    t.upload_witness = staged.device.is_some().then_some(d);
     let mut abc = backend.evaluation_buffers(n)?;
     if [&abc.a, &abc.b, &abc.c].iter().any(|v| v.len() != n) {
         backend.return_evaluations(abc);
@@ -257,8 +256,9 @@ pub fn create_proof_with_backend(
             }
         }
     });
-    t.upload_abc = uploads.then_some(d);
-    let q = backend.quotient_msm(&domain, staged?, &pk.h_query)?;
+    let staged = staged?;
+    t.upload_abc = matches!(staged.data, StagedData::Device(_)).then_some(d);
+    let q = backend.quotient_msm(&domain, staged, &pk.h_query)?;
     t.quotient = q.quotient;
     t.msm_h = q.msm;
 
