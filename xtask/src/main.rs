@@ -85,6 +85,10 @@ fn root() -> PathBuf {
 fn cargo() -> Command {
     let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     c.current_dir(root());
+    // CI builds once from scratch: incremental state would only add gigabytes to its disk.
+    if std::env::var_os("CI").is_some() {
+        c.env("CARGO_INCREMENTAL", "0");
+    }
     c
 }
 
