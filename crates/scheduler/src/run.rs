@@ -153,6 +153,15 @@ impl Inner {
                 *job.witness.lock() = Some(WitnessSource::Memory(w.clone()));
                 w
             }
+            Some(WitnessSource::Compute(f)) => {
+                let (r, _) = rec.span("synthesize", SpanKind::Cpu, || {
+                    f().map_err(JobError::Witness)
+                });
+                // Kept for a run again after the driver's out-of-memory.
+                let w = Arc::new(r?);
+                *job.witness.lock() = Some(WitnessSource::Memory(w.clone()));
+                w
+            }
         };
         let (checked, _) = rec.span("check", SpanKind::Cpu, || {
             cuzk_groth16::check_inputs(&key.pk, &key.r1cs, &witness)
