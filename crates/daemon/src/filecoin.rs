@@ -20,7 +20,8 @@ use cuzk_filecoin::{
 };
 use cuzk_formats::BpParameters;
 use cuzk_scheduler::{
-    Engine, JobError, JobHandle, JobOutput, JobSpec, JobStatus, KeySource, Priority, WitnessSource,
+    Engine, EngineError, JobError, JobHandle, JobOutput, JobSpec, JobStatus, KeySource, Priority,
+    WitnessSource,
 };
 use parking_lot::Mutex;
 use tonic::Status;
@@ -319,9 +320,11 @@ impl Filecoin {
             None => return Ok(None),
             Some(Slot::Params { bytes, .. }) => bytes,
             Some(Slot::Loaded { bytes, .. }) => {
-                engine
-                    .unload_key(&Self::key_id(name))
-                    .map_err(|e| Status::internal(e.to_string()))?;
+                match engine.unload_key(&Self::key_id(name)) {
+                    // Unloaded through UnloadKey already.
+                    Ok(()) | Err(EngineError::UnknownKey(_)) => {}
+                    Err(e) => return Err(Status::internal(e.to_string())),
+                }
                 bytes
             }
         };
@@ -374,7 +377,8 @@ impl Filecoin {
         let slot = self.slot(name);
         let mut s = slot.lock();
         let (compiled, mut first) = match s.take() {
-            Some(Slot::Loaded { compiled, bytes }) => {
+            // A key unloaded through UnloadKey loads again.
+            Some(Slot::Loaded { compiled, bytes }) if engine.circuit(&key).is_some() => {
                 *s = Some(Slot::Loaded {
                     compiled: compiled.clone(),
                     bytes,

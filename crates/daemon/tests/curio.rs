@@ -277,6 +277,38 @@ fn filecoin_proofs_through_both_services_and_a_critical_winning_post_overtakes_q
             };
             invalid(submit_ours(&mut ours, "", bad).await, "filecoin.c1_output");
 
+            // curio's Prove of the same WindowPoSt partition (its V1_1 number, filecoin-proofs-api's
+            // V1_2), again after UnloadKey dropped the circuit's key (it loads again).
+            let window_curio = pb::ProveRequest {
+                submit: Some(pb::SubmitProofRequest {
+                    proof_kind: pb::ProofKind::WindowPostPartition as i32,
+                    registered_proof: 10,
+                    vanilla_proofs: vec![window_vanilla[8..].to_vec()],
+                    miner_id: MINER,
+                    randomness: randomness.to_vec(),
+                    partition_index: 0,
+                    ..Default::default()
+                }),
+            };
+            for round in 0..2 {
+                let r = c
+                    .prove(window_curio.clone())
+                    .await
+                    .unwrap()
+                    .into_inner()
+                    .result
+                    .unwrap();
+                assert_eq!(r.status, Done::Completed as i32, "{}", r.error_message);
+                assert!(verify_window_post(window, &st, &sectors, &r.proof, &store).unwrap());
+                if round == 0 {
+                    ours.unload_key(cuzk_pb::UnloadKeyRequest {
+                        key_id: "filecoin.wpost-2k".into(),
+                    })
+                    .await
+                    .unwrap();
+                }
+            }
+
             // PreloadSRS reads the parameters once; an unknown circuit names the field.
             let p = c
                 .preload_srs(pb::PreloadSrsRequest {
@@ -455,7 +487,10 @@ fn filecoin_proofs_through_both_services_and_a_critical_winning_post_overtakes_q
                 .unwrap();
             assert_eq!(srs.tier, pb::srs_status::Tier::Hot as i32);
             assert!(s.loaded_srs.iter().any(|x| x.circuit_id == "winning-2k"));
-            assert_eq!(s.total_proofs_completed, 2, "porep-1 and the WinningPoSt");
+            assert_eq!(
+                s.total_proofs_completed, 4,
+                "two WindowPoSts, porep-1 and the WinningPoSt"
+            );
             assert_eq!(s.total_proofs_failed, 8, "the cancelled ones");
             let m = c
                 .get_metrics(pb::GetMetricsRequest {})
