@@ -69,8 +69,8 @@ pub enum WitnessSource {
     File(PathBuf),
     /// Computed by the worker that runs the job, as its first CPU phase ("synthesize"): a
     /// queued job holds its inputs rather than its witness, and synthesis runs in priority
-    /// order, cancellable while queued and shown in the timeline. An error fails the job
-    /// alone ([`JobError::Witness`]).
+    /// order, cancellable while queued and shown in the timeline. An error, or a panic, fails
+    /// the job alone ([`JobError::Witness`]).
     Compute(WitnessFn),
 }
 

@@ -155,7 +155,18 @@ impl Inner {
             }
             Some(WitnessSource::Compute(f)) => {
                 let (r, _) = rec.span("synthesize", SpanKind::Cpu, || {
-                    f().map_err(JobError::Witness)
+                    // The caller's code (a circuit's synthesis over untrusted inputs) must not
+                    // take the worker down with it.
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f()))
+                        .unwrap_or_else(|p| {
+                            let what = p
+                                .downcast_ref::<&str>()
+                                .map(|s| s.to_string())
+                                .or_else(|| p.downcast_ref::<String>().cloned())
+                                .unwrap_or_default();
+                            Err(format!("the witness function panicked: {what}"))
+                        })
+                        .map_err(JobError::Witness)
                 });
                 // Kept for a run again after the driver's out-of-memory.
                 let w = Arc::new(r?);

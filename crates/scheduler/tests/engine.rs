@@ -817,10 +817,11 @@ fn a_computed_witness_is_made_by_the_worker_in_priority_order_and_its_error_fail
         let (calls, w) = (calls.clone(), c.witness.clone());
         WitnessSource::Compute(Arc::new(move || {
             calls.lock().unwrap().push(name);
-            if ok {
-                Ok((*w).clone())
-            } else {
-                Err(format!("{name}: no witness"))
+            // A panic's message goes to stderr; the job's error says it panicked.
+            match (ok, name) {
+                (true, _) => Ok((*w).clone()),
+                (false, "panics") => panic!("{name}: out of bounds"),
+                (false, _) => Err(format!("{name}: no witness")),
             }
         }))
     };
@@ -829,6 +830,9 @@ fn a_computed_witness_is_made_by_the_worker_in_priority_order_and_its_error_fail
         .unwrap();
     let bad = engine
         .submit(JobSpec::new("k", compute("bad", false)))
+        .unwrap();
+    let panics = engine
+        .submit(JobSpec::new("k", compute("panics", false)))
         .unwrap();
     let cancelled = engine
         .submit(JobSpec::new("k", compute("cancelled", true)))
@@ -855,10 +859,17 @@ fn a_computed_witness_is_made_by_the_worker_in_priority_order_and_its_error_fail
         Err(JobError::Witness(m)) => assert!(m.contains("bad: no witness"), "{m}"),
         other => panic!("expected the function's error: {other:?}"),
     }
+    match panics.wait(WAIT).expect("finished") {
+        Err(JobError::Witness(m)) => {
+            assert!(m.contains("panicked: panics: out of bounds"), "{m}")
+        }
+        other => panic!("expected the panic as the job's error: {other:?}"),
+    }
+    // The one worker survived the panic: the low job after it ran.
     verify(&c, &low);
     assert_eq!(
         cancelled.wait(WAIT).unwrap().unwrap_err(),
         JobError::Cancelled
     );
-    assert_eq!(*calls.lock().unwrap(), ["high", "bad", "low"]);
+    assert_eq!(*calls.lock().unwrap(), ["high", "bad", "panics", "low"]);
 }
