@@ -111,6 +111,11 @@ impl CircuitProver {
         &self.key
     }
 
+    /// The compiled circuit and its key, for a caller that proves elsewhere (an engine).
+    pub fn into_parts(self) -> (CompiledCircuit, ProvingKey) {
+        (self.compiled, self.key)
+    }
+
     /// Witness-only synthesis of each circuit, in parallel; errors name the circuit's index
     /// plus `first_index`.
     pub fn witnesses<C: Circuit<Scalar> + Send>(

@@ -28,6 +28,7 @@ pub mod batch;
 mod overlap;
 pub mod sha256_circuit;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
@@ -361,7 +362,8 @@ pub fn synthesize<C: Circuit<Scalar>>(circuit: C) -> Result<(R1cs, Witness), Bel
 /// order in which witness-only synthesis completes its rows.
 #[derive(Debug, Clone)]
 pub struct CompiledCircuit {
-    r1cs: R1cs,
+    /// Shared with a prover that keeps the system too (an engine's key).
+    r1cs: Arc<R1cs>,
     schedule: overlap::Schedule,
 }
 
@@ -369,7 +371,10 @@ impl CompiledCircuit {
     /// Keeps `r1cs` (the system of a full synthesis of the circuit).
     pub fn new(r1cs: R1cs) -> Self {
         let schedule = overlap::Schedule::new(&r1cs);
-        Self { r1cs, schedule }
+        Self {
+            r1cs: Arc::new(r1cs),
+            schedule,
+        }
     }
 
     /// Synthesizes `circuit` fully; returns the kept system and this instance's witness.
@@ -380,6 +385,11 @@ impl CompiledCircuit {
 
     pub fn r1cs(&self) -> &R1cs {
         &self.r1cs
+    }
+
+    /// The system, for a prover that keeps it beside this (an engine's key), without a copy.
+    pub fn shared_r1cs(&self) -> Arc<R1cs> {
+        self.r1cs.clone()
     }
 
     /// The witness of another instance of the same circuit, by witness-only synthesis. The

@@ -112,6 +112,13 @@ pub struct DaemonConfig {
     pub insecure_plaintext: bool,
     /// Key files are read only inside this directory.
     pub param_dir: PathBuf,
+    /// Filecoin's parameter files (`.params`, `.vk` under filecoin-proofs' names); absent:
+    /// `FIL_PROOFS_PARAMETER_CACHE`, else filecoin-proofs' default
+    /// `/var/tmp/filecoin-proof-parameters`.
+    pub filecoin_param_dir: Option<PathBuf>,
+    /// Largest message of curio's service, in bytes: a PoRep's C1 output travels in one (about
+    /// 50 MB at 32 GiB).
+    pub max_filecoin_message_bytes: usize,
     /// When set, witness paths in Submit must lie inside it; absent: on the unix socket any
     /// path the daemon can read (same-host clients of the 0600 socket are trusted with the
     /// daemon's files), over TCP none.
@@ -162,6 +169,8 @@ impl Default for DaemonConfig {
             tls: None,
             insecure_plaintext: false,
             param_dir: PathBuf::from("."),
+            filecoin_param_dir: None,
+            max_filecoin_message_bytes: 256 << 20,
             witness_dir: None,
             http_listen: None,
             drain_timeout_s: 60.0,
@@ -250,6 +259,14 @@ impl DaemonConfig {
                 BackendChoice::Gpu => "gpu",
             }
             .into();
+        }
+    }
+
+    /// Where Filecoin's parameter files are read.
+    pub fn filecoin_params(&self) -> cuzk_filecoin::ParamStore {
+        match &self.filecoin_param_dir {
+            Some(dir) => cuzk_filecoin::ParamStore::new(dir),
+            None => cuzk_filecoin::ParamStore::from_env(),
         }
     }
 

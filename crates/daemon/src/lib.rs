@@ -1,7 +1,8 @@
 //! `cuzk daemon`: the cuzk proving service.
 //!
 //! A long-lived process that holds an [`cuzk_scheduler::Engine`] with keys loaded once and
-//! serves the `cuzk.v1.Prover` gRPC API (`proto/cuzk/v1/cuzk.proto`) on a unix socket of mode
+//! serves the `cuzk.v1.Prover` gRPC API (`proto/cuzk/v1/cuzk.proto`) and curio's
+//! `cuzk.v1.ProvingEngine` (Filecoin proofs: [`curio`], [`filecoin`]) on a unix socket of mode
 //! 0600 (or TCP with a bearer token, over TLS unless on loopback), with the standard health
 //! service and server reflection (v1 and v1alpha), and optionally an HTTP port for `GET /metrics`, `/status` and `/timeline`.
 //!
@@ -17,6 +18,8 @@ pub mod auth;
 pub mod client;
 pub mod config;
 mod connections;
+pub mod curio;
+pub mod filecoin;
 mod http;
 pub mod metrics;
 pub mod paths;
@@ -37,6 +40,13 @@ pub mod pb {
     /// The encoded descriptor set, for server reflection.
     pub const FILE_DESCRIPTOR_SET: &[u8] =
         tonic::include_file_descriptor_set!("cuzk_v1_descriptor");
+}
+
+/// curio's `cuzk.v1` (`proto/curio/cuzk/v1/proving.proto`): the messages, client and server of
+/// `cuzk.v1.ProvingEngine`.
+#[allow(clippy::all, missing_debug_implementations)]
+pub mod curio_pb {
+    include!(concat!(env!("OUT_DIR"), "/curio/cuzk.v1.rs"));
 }
 
 pub use config::{DaemonConfig, DaemonOverrides, KeyConfig, Listen};

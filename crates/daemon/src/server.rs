@@ -266,14 +266,23 @@ impl Daemon {
         })
         .max_decoding_message_size(max)
         .max_encoding_message_size(max.max(64 << 20));
+        let check = crate::auth::Check::new(token);
         let prover = crate::rpc_timing::RpcTiming::new(
-            InterceptedService::new(prover, crate::auth::Check::new(token)),
+            InterceptedService::new(prover, check.clone()),
             shared.clone(),
         );
+        // curio's C1 output travels in one message (about 50 MB at 32 GiB).
+        let curio = crate::curio_pb::proving_engine_server::ProvingEngineServer::new(
+            crate::curio::ProvingEngineService::new(shared.clone()),
+        )
+        .max_decoding_message_size(shared.config.max_filecoin_message_bytes)
+        .max_encoding_message_size(max.max(64 << 20));
+        let curio = InterceptedService::new(curio, check);
         let routes = Routes::new(health)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
             .add_service(prover)
+            .add_service(curio)
             .prepare();
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let (unix_path, listener) = match listener {

@@ -19,17 +19,55 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::auth::same;
 use crate::config::DaemonConfig;
+use crate::filecoin::{Finished, PartitionError, Queued};
 use crate::metrics::Metrics;
 use crate::paths::resolve_inside;
 use crate::pb;
 use crate::upload::{self, ChunkReader};
 
-type Outcome = Arc<Result<JobOutput, JobError>>;
+/// What a tracked job is: one engine job, or a Filecoin proof's partitions.
+#[derive(Clone)]
+enum Work {
+    Job(JobHandle),
+    Filecoin(Queued),
+}
+
+impl Work {
+    fn handles(&self) -> &[JobHandle] {
+        match self {
+            Work::Job(h) => std::slice::from_ref(h),
+            Work::Filecoin(q) => &q.partitions,
+        }
+    }
+
+    fn status(&self) -> JobStatus {
+        match self {
+            Work::Job(h) => h.status(),
+            Work::Filecoin(q) => q.status(),
+        }
+    }
+
+    /// False when it had already finished.
+    fn cancel(&self) -> bool {
+        match self {
+            Work::Job(h) => h.cancel(),
+            Work::Filecoin(q) => q.cancel_all(),
+        }
+    }
+}
+
+#[allow(clippy::large_enum_variant)] // one per job, behind an Arc
+enum Done {
+    Job(Result<JobOutput, JobError>),
+    Filecoin(Result<Finished, PartitionError>),
+}
+
+type Outcome = Arc<Done>;
 
 /// One job the daemon tracks.
 struct Entry {
     token: String,
-    handle: JobHandle,
+    work: Work,
     result: watch::Receiver<Option<Outcome>>,
     received: Instant,
     request_id: String,
@@ -56,7 +94,9 @@ impl Jobs {
         for id in old {
             if let Some(e) = self.by_id.remove(&id) {
                 self.by_request.remove(&e.request_id);
-                self.by_engine.remove(&e.handle.id());
+                for h in e.work.handles() {
+                    self.by_engine.remove(&h.id());
+                }
             }
         }
     }
@@ -74,7 +114,10 @@ pub struct Shared {
     pub(crate) closing: AtomicBool,
     /// The daemon's main runtime: work that outlives the call that started it runs here, not
     /// on the connection's runtime, which ends with its connection.
-    runtime: tokio::runtime::Handle,
+    pub(crate) runtime: tokio::runtime::Handle,
+    /// Filecoin circuits and the jobs of curio's service.
+    pub(crate) filecoin: crate::filecoin::Filecoin,
+    pub(crate) curio: Mutex<crate::curio::CurioJobs>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -99,7 +142,7 @@ impl Drop for UploadPermit<'_> {
 }
 
 /// Random 128 bits as hex: job ids and tokens (rand's thread RNG is a CSPRNG).
-fn random_hex() -> String {
+pub(crate) fn random_hex() -> String {
     format!("{:032x}", rand::random::<u128>())
 }
 
@@ -184,24 +227,26 @@ fn engine_status(e: &EngineError) -> Status {
     }
 }
 
-fn timings(t: &cuzk_scheduler::JobTimings) -> pb::Timings {
-    pb::Timings {
-        queue_wait_s: t.queue_wait.as_secs_f64(),
-        lock_wait_s: t.lock_wait.as_secs_f64(),
-        lock_hold_s: t.lock_hold.as_secs_f64(),
-        memory_wait_s: t.memory_wait.as_secs_f64(),
-        run_s: t.run.as_secs_f64(),
-        phases: t
-            .spans
-            .iter()
-            .map(|s| pb::PhaseTiming {
-                phase: s.phase.into(),
-                kind: s.kind.name().into(),
-                start_s: s.start,
-                end_s: s.end,
-            })
-            .collect(),
+/// The timings of a job's engine jobs (a Filecoin proof's partitions, in order): the first
+/// one's queue wait, the others summed, every phase.
+fn timings<'a>(ts: impl IntoIterator<Item = &'a cuzk_scheduler::JobTimings>) -> pb::Timings {
+    let mut out = pb::Timings::default();
+    for (k, t) in ts.into_iter().enumerate() {
+        if k == 0 {
+            out.queue_wait_s = t.queue_wait.as_secs_f64();
+        }
+        out.lock_wait_s += t.lock_wait.as_secs_f64();
+        out.lock_hold_s += t.lock_hold.as_secs_f64();
+        out.memory_wait_s += t.memory_wait.as_secs_f64();
+        out.run_s += t.run.as_secs_f64();
+        out.phases.extend(t.spans.iter().map(|s| pb::PhaseTiming {
+            phase: s.phase.into(),
+            kind: s.kind.name().into(),
+            start_s: s.start,
+            end_s: s.end,
+        }));
     }
+    out
 }
 
 impl Shared {
@@ -216,6 +261,7 @@ impl Shared {
                 format!("parameter directory {}: {e}", config.param_dir.display()),
             )
         })?;
+        let filecoin = crate::filecoin::Filecoin::new(config.filecoin_params());
         Ok(Self {
             engine: Arc::new(engine),
             config,
@@ -225,6 +271,8 @@ impl Shared {
             upload_bytes: AtomicU64::new(0),
             closing: AtomicBool::new(false),
             runtime,
+            filecoin,
+            curio: Mutex::default(),
         })
     }
 
@@ -305,12 +353,10 @@ impl Shared {
         &self,
         id: &str,
         token: &str,
-    ) -> Result<(JobHandle, watch::Receiver<Option<Outcome>>, Instant), Status> {
+    ) -> Result<(Work, watch::Receiver<Option<Outcome>>, Instant), Status> {
         let jobs = self.jobs.lock();
         match jobs.by_id.get(id) {
-            Some(e) if same(&e.token, token) => {
-                Ok((e.handle.clone(), e.result.clone(), e.received))
-            }
+            Some(e) if same(&e.token, token) => Ok((e.work.clone(), e.result.clone(), e.received)),
             // An unknown id and a wrong token read the same: ids cannot be probed.
             _ => Err(Status::not_found(format!(
                 "no job {id:?} with this token (unknown, expired, or not yours)"
@@ -325,7 +371,7 @@ impl Shared {
     ) -> Result<(pb::SubmitResponse, Instant), Status> {
         let received = Instant::now();
         let max = self.config.max_message_bytes;
-        let header = match stream.message().await.map_err(|e| stream_error(e, max))? {
+        let mut header = match stream.message().await.map_err(|e| stream_error(e, max))? {
             Some(pb::SubmitRequest {
                 msg: Some(pb::submit_request::Msg::Header(h)),
             }) => h,
@@ -350,14 +396,39 @@ impl Shared {
                 return Ok((r, received));
             }
         }
-        let Some(r1cs) = self.engine.circuit(&header.key_id) else {
-            return Err(Status::not_found(format!(
-                "unknown key {:?}",
-                header.key_id
-            )));
+        let key_circuit = || {
+            self.engine
+                .circuit(&header.key_id)
+                .ok_or_else(|| Status::not_found(format!("unknown key {:?}", header.key_id)))
         };
-        let witness = match header.witness {
+        let witness = match header.witness.take() {
+            Some(pb::submit_header::Witness::Filecoin(f)) => {
+                if !header.key_id.is_empty() {
+                    return Err(Status::invalid_argument(
+                        "key_id: a Filecoin proof names no key (the daemon loads its circuit's)",
+                    ));
+                }
+                if header.device.is_some() {
+                    return Err(Status::invalid_argument(
+                        "device: a Filecoin proof runs on any device",
+                    ));
+                }
+                if stream
+                    .message()
+                    .await
+                    .map_err(|e| stream_error(e, max))?
+                    .is_some()
+                {
+                    return Err(Status::invalid_argument(
+                        "a Submit of a Filecoin proof takes no chunks",
+                    ));
+                }
+                return self
+                    .submit_filecoin(f, prio, header.request_id, received)
+                    .await;
+            }
             Some(pb::submit_header::Witness::WitnessPath(p)) => {
+                key_circuit()?;
                 let path = match &self.config.witness_dir {
                     Some(dir) => resolve_inside(dir, &p)
                         .map_err(|e| Status::invalid_argument(format!("witness: {e}")))?,
@@ -391,6 +462,7 @@ impl Shared {
                 WitnessSource::File(path)
             }
             Some(pb::submit_header::Witness::WitnessSize(size)) => {
+                let r1cs = key_circuit()?;
                 let want = witness_file_size(r1cs.num_public(), r1cs.num_variables());
                 if size != want {
                     return Err(Status::invalid_argument(format!(
@@ -441,8 +513,9 @@ impl Shared {
                 WitnessSource::Memory(Arc::new(w))
             }
             None => {
+                key_circuit()?;
                 return Err(Status::invalid_argument(
-                    "the header names no witness (witness_path or witness_size)",
+                    "the header names no witness (witness_path, witness_size or filecoin)",
                 ));
             }
         };
@@ -466,24 +539,22 @@ impl Shared {
         })
     }
 
-    fn queue(
-        self: &Arc<Self>,
-        spec: JobSpec,
-        request_id: String,
-        received: Instant,
-    ) -> Result<(pb::SubmitResponse, Instant), Status> {
-        let mut jobs = self.jobs.lock();
-        // Checked again under the lock: two streams with one request_id race to here.
+    /// The job a request id names already (checked again under the jobs lock: two streams
+    /// with one request_id race to here), or an error when the daemon tracks max_jobs.
+    fn admit(
+        &self,
+        jobs: &mut Jobs,
+        request_id: &str,
+    ) -> Result<Option<pb::SubmitResponse>, Status> {
         if !request_id.is_empty()
-            && let Some(id) = jobs.by_request.get(&request_id)
+            && let Some(id) = jobs.by_request.get(request_id)
             && let Some(e) = jobs.by_id.get(id)
         {
-            let r = pb::SubmitResponse {
+            return Ok(Some(pb::SubmitResponse {
                 job_id: id.clone(),
                 job_token: e.token.clone(),
                 duplicate: true,
-            };
-            return Ok((r, received));
+            }));
         }
         jobs.prune(Duration::from_secs_f64(self.config.result_ttl_s));
         if jobs.by_id.len() >= self.config.max_jobs {
@@ -492,11 +563,67 @@ impl Shared {
                 jobs.by_id.len()
             )));
         }
+        Ok(None)
+    }
+
+    fn queue(
+        self: &Arc<Self>,
+        spec: JobSpec,
+        request_id: String,
+        received: Instant,
+    ) -> Result<(pb::SubmitResponse, Instant), Status> {
+        let mut jobs = self.jobs.lock();
+        if let Some(r) = self.admit(&mut jobs, &request_id)? {
+            return Ok((r, received));
+        }
         let handle = self.engine.submit(spec).map_err(|e| job_status(&e))?;
+        let r = self.track(&mut jobs, Work::Job(handle), request_id, received);
+        Ok((r, received))
+    }
+
+    /// Parses a Filecoin proof and queues its partitions (the first proof of a circuit loads
+    /// it first), outside the jobs lock.
+    async fn submit_filecoin(
+        self: &Arc<Self>,
+        f: pb::FilecoinProof,
+        prio: Priority,
+        request_id: String,
+        received: Instant,
+    ) -> Result<(pb::SubmitResponse, Instant), Status> {
+        if let Some(r) = self.admit(&mut self.jobs.lock(), &request_id)? {
+            return Ok((r, received));
+        }
+        let me = self.clone();
+        let queued = tokio::task::spawn_blocking(move || {
+            let proof = crate::filecoin::parse_request(&f)?;
+            me.filecoin.submit(&me.engine, proof, prio)
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))??;
+        let mut jobs = self.jobs.lock();
+        if let Some(r) = self.admit(&mut jobs, &request_id)? {
+            queued.cancel_all();
+            return Ok((r, received));
+        }
+        let r = self.track(&mut jobs, Work::Filecoin(queued), request_id, received);
+        Ok((r, received))
+    }
+
+    /// Tracks submitted work under a new id and token, with a blocking waiter that records
+    /// metrics and wakes the Awaits.
+    fn track(
+        self: &Arc<Self>,
+        jobs: &mut Jobs,
+        work: Work,
+        request_id: String,
+        received: Instant,
+    ) -> pb::SubmitResponse {
         let id = random_hex();
         let token = random_hex();
         let (tx, rx) = watch::channel(None);
-        jobs.by_engine.insert(handle.id(), id.clone());
+        for h in work.handles() {
+            jobs.by_engine.insert(h.id(), id.clone());
+        }
         if !request_id.is_empty() {
             jobs.by_request.insert(request_id.clone(), id.clone());
         }
@@ -504,35 +631,44 @@ impl Shared {
             id.clone(),
             Entry {
                 token: token.clone(),
-                handle: handle.clone(),
+                work: work.clone(),
                 result: rx,
                 received,
                 request_id,
                 finished: None,
             },
         );
-        drop(jobs);
-        // One blocking waiter per job in flight: it records metrics and wakes the Awaits.
         let me = self.clone();
         let jid = id.clone();
         self.runtime.spawn_blocking(move || {
-            let Some(r) = handle.wait(None) else { return };
-            if let Ok(out) = &r {
-                me.metrics.observe(&out.timings);
-            }
+            let done = match work {
+                Work::Job(handle) => {
+                    let Some(r) = handle.wait(None) else { return };
+                    if let Ok(out) = &r {
+                        me.metrics.observe(&out.timings);
+                    }
+                    Done::Job(r)
+                }
+                Work::Filecoin(q) => {
+                    let r = q.wait();
+                    if let Ok(f) = &r {
+                        for out in &f.partitions {
+                            me.metrics.observe(&out.timings);
+                        }
+                    }
+                    Done::Filecoin(r)
+                }
+            };
             if let Some(e) = me.jobs.lock().by_id.get_mut(&jid) {
                 e.finished = Some(Instant::now());
             }
-            let _ = tx.send(Some(Arc::new(r)));
+            let _ = tx.send(Some(Arc::new(done)));
         });
-        Ok((
-            pb::SubmitResponse {
-                job_id: id,
-                job_token: token,
-                duplicate: false,
-            },
-            received,
-        ))
+        pb::SubmitResponse {
+            job_id: id,
+            job_token: token,
+            duplicate: false,
+        }
     }
 
     async fn await_job(
@@ -541,7 +677,7 @@ impl Shared {
         token: &str,
         timeout_ms: u64,
     ) -> Result<pb::ProofResponse, Status> {
-        let (handle, mut rx, received) = self.lookup(id, token)?;
+        let (work, mut rx, received) = self.lookup(id, token)?;
         let max = Duration::from_secs_f64(self.config.max_await_s);
         let wait = match timeout_ms {
             0 => max,
@@ -558,7 +694,7 @@ impl Shared {
             ..Default::default()
         };
         let Some(outcome) = outcome else {
-            match handle.status() {
+            match work.status() {
                 JobStatus::Running {
                     device,
                     worker,
@@ -574,8 +710,9 @@ impl Shared {
             return Ok(r);
         };
         match &*outcome {
-            Err(e) => Err(job_status(e)),
-            Ok(out) => {
+            Done::Job(Err(e)) => Err(job_status(e)),
+            Done::Filecoin(Err(e)) => Err(Status::new(job_status(&e.error).code(), e.to_string())),
+            Done::Job(Ok(out)) => {
                 io::write_proof(&mut r.proof, &out.proof)
                     .map_err(|e| Status::internal(e.to_string()))?;
                 io::write_witness(&mut r.public_inputs, &Witness::new(&out.public_inputs, &[]))
@@ -583,7 +720,18 @@ impl Shared {
                 r.state = pb::JobState::Done as i32;
                 r.device = out.device as u32;
                 r.worker = out.worker as u32;
-                r.timings = Some(timings(&out.timings));
+                r.timings = Some(timings([&out.timings]));
+                r.latency_s = received.elapsed().as_secs_f64();
+                Ok(r)
+            }
+            Done::Filecoin(Ok(f)) => {
+                r.proof = f.proof.clone();
+                r.state = pb::JobState::Done as i32;
+                if let Some(first) = f.partitions.first() {
+                    r.device = first.device as u32;
+                    r.worker = first.worker as u32;
+                }
+                r.timings = Some(timings(f.partitions.iter().map(|p| &p.timings)));
                 r.latency_s = received.elapsed().as_secs_f64();
                 Ok(r)
             }
@@ -592,10 +740,12 @@ impl Shared {
 
     pub fn status(&self) -> pb::StatusResponse {
         let st = self.engine.status();
+        let filecoin = self.curio.lock().engine_names();
         let jobs = self.jobs.lock();
         let job_name = |j: JobId| {
             jobs.by_engine
                 .get(&j)
+                .or_else(|| filecoin.get(&j))
                 .cloned()
                 .unwrap_or_else(|| format!("#{j}"))
         };
@@ -661,6 +811,7 @@ impl Shared {
     pub fn timeline(&self, last_s: f64) -> pb::TimelineResponse {
         let now = self.engine.now();
         let spans = self.engine.timeline();
+        let filecoin = self.curio.lock().engine_names();
         let jobs = self.jobs.lock();
         pb::TimelineResponse {
             spans: spans
@@ -670,6 +821,7 @@ impl Shared {
                     job_id: jobs
                         .by_engine
                         .get(&s.job)
+                        .or_else(|| filecoin.get(&s.job))
                         .cloned()
                         .unwrap_or_else(|| format!("#{}", s.job)),
                     device: s.device as u32,
@@ -835,9 +987,9 @@ impl pb::prover_server::Prover for ProverService {
         req: Request<pb::CancelRequest>,
     ) -> Result<Response<pb::CancelResponse>, Status> {
         let r = req.into_inner();
-        let (handle, _, _) = self.shared.lookup(&r.job_id, &r.job_token)?;
+        let (work, _, _) = self.shared.lookup(&r.job_id, &r.job_token)?;
         Ok(Response::new(pb::CancelResponse {
-            cancelled: handle.cancel(),
+            cancelled: work.cancel(),
         }))
     }
 

@@ -35,6 +35,10 @@ pub enum FilecoinError {
         "unknown PoSt proof {0:?}: StackedDrgWinning{{2KiB,8MiB,512MiB,32GiB,64GiB}}V1 or StackedDrgWindow{{size}}V1_2 (V1_1, the chain's name for it, and V1 too)"
     )]
     UnknownPostProof(String),
+    #[error(
+        "unknown circuit {0:?}: porep, wpost, winning or snap, a dash and the sector size (2k, 8m, 512m, 32g, 64g), e.g. porep-32g"
+    )]
+    UnknownCircuit(String),
     #[error("the {circuit} circuit: {reason}")]
     PublicInputs { circuit: String, reason: String },
     #[error("missing parameter file {path} (the {circuit} circuit)")]

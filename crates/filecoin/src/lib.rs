@@ -20,11 +20,15 @@
 //!   filecoin-proofs-api takes ([`PostVanilla`]), their circuits built as
 //!   `generate_single_window_post_with_vanilla` and `generate_winning_post_with_vanilla`
 //!   build them; [`verify_window_post`] and [`verify_winning_post`] are filecoin-proofs'.
+//! - [`PartitionedProof`] splits any of these proofs into partitions for a prover that runs
+//!   each as a job of its own (the daemon's engine): the circuit compiled once from a
+//!   partition, then each partition's witness by witness-only synthesis.
 
 #![forbid(unsafe_code)]
 
 mod c1;
 mod error;
+mod job;
 mod params;
 mod porep;
 mod post;
@@ -37,6 +41,7 @@ pub mod workload;
 
 pub use c1::{C1Form, C1Output};
 pub use error::FilecoinError;
+pub use job::{CircuitName, PartitionedProof, ProofKind};
 pub use params::{GENERATED_MARKER, ParamStore};
 pub use porep::{PorepProof, PorepTimings, ProofTimings, prover_id_from_miner, verify_porep};
 pub use post::{

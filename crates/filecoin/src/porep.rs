@@ -15,6 +15,8 @@ use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, Stack
 
 use crate::c1::with_phase1;
 use crate::error::upstream;
+use crate::job::Synth;
+use crate::post::with_shape;
 use crate::{C1Output, FilecoinError, ParamStore, SealProof};
 
 /// A PoRep C2 proof: filecoin-proofs' bytes (192 per partition, in partition order).
@@ -78,11 +80,12 @@ pub(crate) fn cache_id_for<Tree: 'static + MerkleTreeTrait>(
     cache_id::<Tree>(config)
 }
 
-/// One circuit per partition, as `seal_commit_phase2` → `StackedCompound::circuit_proofs`
-/// builds them.
+/// The circuits of `partitions` (partition numbers), as `seal_commit_phase2` →
+/// `StackedCompound::circuit_proofs` builds them.
 pub(crate) fn partition_circuits<Tree: 'static + MerkleTreeTrait>(
     seal_proof: SealProof,
     c1: &SealCommitPhase1Output<Tree>,
+    partitions: std::ops::Range<usize>,
 ) -> Result<Vec<PorepCircuit<Tree>>, FilecoinError> {
     let file = "C1 output";
     for (field, value) in [
@@ -115,10 +118,20 @@ pub(crate) fn partition_circuits<Tree: 'static + MerkleTreeTrait>(
         _,
     >>::setup(&setup)
     .map_err(upstream)?;
-    c1.vanilla_proofs
+    let Some(proofs) = c1.vanilla_proofs.get(partitions.clone()) else {
+        return Err(FilecoinError::field(
+            file,
+            "vanilla_proofs",
+            format!(
+                "{} partitions, no partitions {partitions:?}",
+                c1.vanilla_proofs.len()
+            ),
+        ));
+    };
+    proofs
         .iter()
-        .enumerate()
-        .map(|(k, vanilla)| {
+        .zip(partitions)
+        .map(|(vanilla, k)| {
             // StackedCircuit has no private component inputs: `()`.
             StackedCompound::<Tree, DefaultPieceHasher>::circuit(
                 &public_inputs,
@@ -133,6 +146,23 @@ pub(crate) fn partition_circuits<Tree: 'static + MerkleTreeTrait>(
             })
         })
         .collect()
+}
+
+/// filecoin-proofs' cache id of the PoRep circuit of `seal_proof`.
+pub(crate) fn porep_cache_id(seal_proof: SealProof) -> Result<String, FilecoinError> {
+    with_shape!(seal_proof, Tree, cache_id::<Tree>(&seal_proof.config()))
+}
+
+/// Partition `k`'s circuit, synthesized as `how` says.
+pub(crate) fn synthesize_partition<S: Synth>(
+    c1: &C1Output,
+    k: usize,
+    how: S,
+) -> Result<S::Out, FilecoinError> {
+    with_phase1!(&c1.phase1, |o| {
+        let c = partition_circuits(c1.seal_proof, o, k..k + 1)?.swap_remove(0);
+        how.run(c, k)
+    })
 }
 
 /// Curio's prover id of a miner actor: the actor id as unsigned LEB128 (an ID address's
@@ -235,7 +265,7 @@ impl ParamStore {
         self.generate_circuit(
             &id,
             seal_proof.sector_size(),
-            || Ok(partition_circuits(seal_proof, c1)?.swap_remove(0)),
+            || Ok(partition_circuits(seal_proof, c1, 0..1)?.swap_remove(0)),
             rng,
         )
     }

@@ -30,6 +30,7 @@ use storage_proofs_post::fallback::{
 };
 
 use crate::error::upstream;
+use crate::job::Synth;
 use crate::porep::check_verifier_dir;
 use crate::prover::FilecoinProver;
 use crate::{FilecoinError, ParamStore, ProofTimings, SealProof};
@@ -546,6 +547,23 @@ fn post_circuit<Tree: 'static + MerkleTreeTrait>(
     Ok((id, circuit))
 }
 
+/// The circuit of PoSt partition `partition`, synthesized as `how` says, its public inputs
+/// checked against filecoin-proofs' verifier's.
+pub(crate) fn synthesize_partition<S: Synth>(
+    file: &str,
+    vanilla: &PostVanilla,
+    st: &PostStatement,
+    partition: usize,
+    how: S,
+) -> Result<S::Out, FilecoinError> {
+    with_sectors!(&vanilla.sectors, |v| {
+        let (id, c) = post_circuit(file, vanilla.proof, st, v, partition)?;
+        let out = how.run(c.circuit, partition)?;
+        check_inputs(&id, &c.inputs, S::witness(&out))?;
+        Ok(out)
+    })
+}
+
 /// The witness's public inputs are the ones filecoin-proofs' verifier computes.
 fn check_inputs(
     id: &str,
@@ -766,7 +784,7 @@ fn public_sectors<Tree: 'static + MerkleTreeTrait>(
 
 impl PostProof {
     /// This proof is of `kind`, else an error naming the statement's registered proof.
-    fn require(self, kind: PostKind) -> Result<(), FilecoinError> {
+    pub(crate) fn require(self, kind: PostKind) -> Result<(), FilecoinError> {
         if self.kind == kind {
             return Ok(());
         }

@@ -59,7 +59,7 @@ impl FilecoinProver {
     ) -> Result<PorepProof, FilecoinError> {
         let mut timings = ProofTimings::default();
         let start = Instant::now();
-        let circuits = partition_circuits(c1.seal_proof, phase1)?;
+        let circuits = partition_circuits(c1.seal_proof, phase1, 0..phase1.vanilla_proofs.len())?;
         timings.circuits = start.elapsed();
         let id = cache_id::<Tree>(&c1.seal_proof.config())?;
         let bytes = self.prove_circuits(&id, circuits, 0, &mut timings, |_, _| Ok(()), rng)?;
@@ -140,7 +140,7 @@ impl FilecoinProver {
 }
 
 /// A batch error that names a circuit names a partition (the batch's first is `first`).
-fn partition_error(e: BatchError, first: usize) -> FilecoinError {
+pub(crate) fn partition_error(e: BatchError, first: usize) -> FilecoinError {
     match e {
         BatchError::Synthesis { index, .. } | BatchError::Prove { index, .. } => {
             FilecoinError::Partition {

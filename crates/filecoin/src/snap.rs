@@ -18,6 +18,7 @@ use storage_proofs_update::{
 };
 
 use crate::error::upstream;
+use crate::job::Synth;
 use crate::porep::check_verifier_dir;
 use crate::post::{VANILLA, bincode_vec, with_shape};
 use crate::{FilecoinError, FilecoinProver, ParamStore, ProofTimings, SealProof};
@@ -80,6 +81,40 @@ impl SnapVanilla {
             SealProof::StackedDrg32GiBV1_1 => Proofs::Sub8(bincode_vec(file, bytes)?),
             SealProof::StackedDrg64GiBV1_1 => Proofs::Top2(bincode_vec(file, bytes)?),
         };
+        Self::checked(file, seal_proof, proofs)
+    }
+
+    /// filecoin-proofs-api's form: one bincode `PartitionProof<Tree>` per partition.
+    pub fn from_partition_proofs(
+        file: &str,
+        blobs: &[impl AsRef<[u8]>],
+        seal_proof: SealProof,
+    ) -> Result<Self, FilecoinError> {
+        fn each<T: serde::de::DeserializeOwned>(
+            file: &str,
+            blobs: &[impl AsRef<[u8]>],
+        ) -> Result<Vec<T>, FilecoinError> {
+            blobs
+                .iter()
+                .enumerate()
+                .map(|(k, b)| {
+                    bincode::deserialize(b.as_ref()).map_err(|e| {
+                        FilecoinError::field(file, VANILLA, format!("partition proof {k}: {e}"))
+                    })
+                })
+                .collect()
+        }
+        let proofs = match seal_proof {
+            SealProof::StackedDrg2KiBV1_1
+            | SealProof::StackedDrg8MiBV1_1
+            | SealProof::StackedDrg512MiBV1_1 => Proofs::Base(each(file, blobs)?),
+            SealProof::StackedDrg32GiBV1_1 => Proofs::Sub8(each(file, blobs)?),
+            SealProof::StackedDrg64GiBV1_1 => Proofs::Top2(each(file, blobs)?),
+        };
+        Self::checked(file, seal_proof, proofs)
+    }
+
+    fn checked(file: &str, seal_proof: SealProof, proofs: Proofs) -> Result<Self, FilecoinError> {
         let expected = partitions(seal_proof);
         let found = with_proofs!(&proofs, |v| v.len());
         if found != expected {
@@ -107,13 +142,17 @@ fn statement_field<D: filecoin_hashers::Domain>(
 
 type Circuits<Tree> = (String, Vec<EmptySectorUpdateCircuit<Tree>>);
 
-/// Every partition's circuit, as `generate_empty_sector_update_proof_with_vanilla` →
-/// `prove_with_vanilla` → `circuit_proofs` builds them, and filecoin-proofs' cache id.
+/// The circuits of `parts` (partition numbers), as
+/// `generate_empty_sector_update_proof_with_vanilla` → `prove_with_vanilla` → `circuit_proofs`
+/// builds them, and filecoin-proofs' cache id; `check` runs filecoin-proofs' check of the
+/// partition proofs first.
 fn snap_circuits<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     file: &str,
     seal_proof: SealProof,
     st: &SnapStatement,
     proofs: &[PartitionProof<Tree>],
+    parts: std::ops::Range<usize>,
+    check: bool,
 ) -> Result<Circuits<Tree>, FilecoinError> {
     let comm_r_old =
         statement_field::<<TreeRHasher as Hasher>::Domain>(&st.comm_r_old, "comm_r_old")?;
@@ -122,22 +161,8 @@ fn snap_circuits<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     let comm_d_new = statement_field::<DefaultPieceDomain>(&st.comm_d_new, "comm_d_new")?;
     let config = SectorUpdateConfig::from_porep_config(&seal_proof.config());
     let partitions = usize::from(config.update_partitions);
-    // filecoin-proofs proves these without checking them; a bad one would then fail deep in
-    // circuit building. Its own check (`verify_partition_proofs`) comes first here.
-    let valid = verify_partition_proofs::<Tree>(
-        config,
-        proofs,
-        st.comm_r_old,
-        st.comm_r_new,
-        st.comm_d_new,
-    )
-    .map_err(|e| FilecoinError::field(file, VANILLA, format!("{e:#}")))?;
-    if !valid {
-        return Err(FilecoinError::field(
-            file,
-            VANILLA,
-            "filecoin-proofs rejects them for this comm_r_old, comm_r_new and comm_d_new",
-        ));
+    if check {
+        check_partition_proofs(file, seal_proof, st, proofs)?;
     }
     let public_inputs = PublicInputs {
         k: partitions,
@@ -154,10 +179,17 @@ fn snap_circuits<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         priority: false,
     };
     let pub_params = EmptySectorUpdateCompound::<Tree>::setup(&setup).map_err(upstream)?;
-    let circuits = proofs
+    let Some(chosen) = proofs.get(parts.clone()) else {
+        return Err(FilecoinError::field(
+            file,
+            VANILLA,
+            format!("{} partition proofs, no partitions {parts:?}", proofs.len()),
+        ));
+    };
+    let circuits = chosen
         .iter()
-        .enumerate()
-        .map(|(k, vanilla)| {
+        .zip(parts)
+        .map(|(vanilla, k)| {
             // No private component inputs: `()`.
             EmptySectorUpdateCompound::<Tree>::circuit(
                 &public_inputs,
@@ -173,6 +205,71 @@ fn snap_circuits<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok((cache_id::<Tree>(seal_proof), circuits))
+}
+
+/// filecoin-proofs proves partition proofs without checking them; a bad one would then fail
+/// deep in circuit building. Its own check (`verify_partition_proofs`) comes first here.
+fn check_partition_proofs<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    file: &str,
+    seal_proof: SealProof,
+    st: &SnapStatement,
+    proofs: &[PartitionProof<Tree>],
+) -> Result<(), FilecoinError> {
+    let config = SectorUpdateConfig::from_porep_config(&seal_proof.config());
+    let valid = verify_partition_proofs::<Tree>(
+        config,
+        proofs,
+        st.comm_r_old,
+        st.comm_r_new,
+        st.comm_d_new,
+    )
+    .map_err(|e| FilecoinError::field(file, VANILLA, format!("{e:#}")))?;
+    if !valid {
+        return Err(FilecoinError::field(
+            file,
+            VANILLA,
+            "filecoin-proofs rejects them for this comm_r_old, comm_r_new and comm_d_new",
+        ));
+    }
+    Ok(())
+}
+
+/// filecoin-proofs' check of every partition proof of `vanilla`.
+pub(crate) fn check(
+    file: &str,
+    vanilla: &SnapVanilla,
+    st: &SnapStatement,
+) -> Result<(), FilecoinError> {
+    with_proofs!(&vanilla.proofs, |v| check_partition_proofs(
+        file,
+        vanilla.seal_proof,
+        st,
+        v
+    ))
+}
+
+pub(crate) fn partition_count(vanilla: &SnapVanilla) -> usize {
+    with_proofs!(&vanilla.proofs, |v| v.len())
+}
+
+/// Partition `k`'s circuit, synthesized as `how` says (the partition proofs checked before:
+/// [`check`]).
+pub(crate) fn synthesize_partition<S: Synth>(
+    file: &str,
+    vanilla: &SnapVanilla,
+    st: &SnapStatement,
+    k: usize,
+    how: S,
+) -> Result<S::Out, FilecoinError> {
+    with_proofs!(&vanilla.proofs, |v| {
+        let (_, mut c) = snap_circuits(file, vanilla.seal_proof, st, v, k..k + 1, false)?;
+        how.run(c.swap_remove(0), k)
+    })
+}
+
+/// filecoin-proofs' cache id of the update circuit of `seal_proof`.
+pub(crate) fn snap_cache_id(seal_proof: SealProof) -> String {
+    with_shape!(seal_proof, Tree, cache_id::<Tree>(seal_proof))
 }
 
 /// filecoin-proofs' cache id of the update circuit (as `get_empty_sector_update_params`).
@@ -196,7 +293,8 @@ impl FilecoinProver {
         let mut timings = ProofTimings::default();
         let start = Instant::now();
         let bytes = with_proofs!(&vanilla.proofs, |v| {
-            let (id, circuits) = snap_circuits(file, vanilla.seal_proof, st, v)?;
+            let n = v.len();
+            let (id, circuits) = snap_circuits(file, vanilla.seal_proof, st, v, 0..n, true)?;
             timings.circuits = start.elapsed();
             self.prove_circuits(&id, circuits, 0, &mut timings, |_, _| Ok(()), rng)?
         });
@@ -217,14 +315,16 @@ impl ParamStore {
     ) -> Result<bool, FilecoinError> {
         let seal_proof = vanilla.seal_proof;
         with_proofs!(&vanilla.proofs, |v| {
-            let id = with_shape!(seal_proof, Tree, cache_id::<Tree>(seal_proof));
+            let id = snap_cache_id(seal_proof);
             self.generate_circuit(
                 &id,
                 seal_proof.sector_size(),
                 || {
-                    Ok(snap_circuits("vanilla proofs", seal_proof, st, v)?
-                        .1
-                        .swap_remove(0))
+                    Ok(
+                        snap_circuits("vanilla proofs", seal_proof, st, v, 0..1, true)?
+                            .1
+                            .swap_remove(0),
+                    )
                 },
                 rng,
             )

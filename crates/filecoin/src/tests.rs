@@ -79,7 +79,8 @@ fn porep_partition_synthesis_matches_bellpeppers() {
     let sector = seal_sector(SealProof::StackedDrg2KiBV1_1, &dir, 1000, 1, rng).expect("seal");
     let c1 = C1Output::parse("c1.json", &sector.c1_json, None).expect("parse");
     with_phase1!(&c1.phase1, |o| {
-        let circuits = partition_circuits(c1.seal_proof, o).expect("circuits");
+        let circuits =
+            partition_circuits(c1.seal_proof, o, 0..o.vanilla_proofs.len()).expect("circuits");
         assert_eq!(circuits.len(), 1);
         same_synthesis(circuits.into_iter().next().unwrap());
     });

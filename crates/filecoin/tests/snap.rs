@@ -11,8 +11,8 @@ use std::time::Instant;
 
 use cuzk_filecoin::workload::{seal_sector, snap_update};
 use cuzk_filecoin::{
-    FilecoinProver, PARTITION_PROOF_BYTES, ParamStore, SealProof, SnapStatement, SnapVanilla,
-    verify_snap,
+    FilecoinProver, PARTITION_PROOF_BYTES, ParamStore, PartitionedProof, SealProof, SnapStatement,
+    SnapVanilla, verify_snap,
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -83,5 +83,40 @@ fn snap_2kib_is_accepted_by_verify_empty_sector_update_proof() {
             "vanilla_proofs",
         );
     }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// curio's form (one bincode `PartitionProof` per partition) reads as the whole list does, and
+/// splits into its partitions for the daemon after filecoin-proofs' check; a truncated
+/// partition, or another update's statement, is an error naming the field.
+#[test]
+fn snap_partition_proofs_one_per_message_split_into_partitions() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("filecoin-snap-split");
+    std::fs::remove_dir_all(&dir).ok();
+    let rng = &mut ChaCha8Rng::seed_from_u64(23);
+    let sector = seal_sector(KIB2, &dir, 1234, 10, rng).expect("sealing a 2 KiB sector");
+    let (st, bytes) = snap_update(&sector, rng).expect("SnapDeals update");
+    // bincode's Vec: its length, then the one partition's proof.
+    let blobs = [bytes[8..].to_vec()];
+    let vanilla = SnapVanilla::from_partition_proofs("vanilla_proofs", &blobs, KIB2).unwrap();
+    let split = PartitionedProof::snap("vanilla_proofs", vanilla, st).unwrap();
+    assert_eq!(split.partitions(), 0..1);
+    assert_eq!(split.circuit().to_string(), "snap-2k");
+    let short = [blobs[0][..blobs[0].len() - 3].to_vec()];
+    expect_field(
+        SnapVanilla::from_partition_proofs("vanilla_proofs", &short, KIB2),
+        "vanilla_proofs",
+        "vanilla_proofs",
+    );
+    let vanilla = SnapVanilla::from_partition_proofs("vanilla_proofs", &blobs, KIB2).unwrap();
+    let other = SnapStatement {
+        comm_d_new: st.comm_r_old,
+        ..st
+    };
+    expect_field(
+        PartitionedProof::snap("vanilla_proofs", vanilla, other),
+        "vanilla_proofs",
+        "vanilla_proofs",
+    );
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -57,13 +57,31 @@ impl std::str::FromStr for Priority {
     }
 }
 
+/// Computes a job's witness (a caller's circuit synthesis); an error names what was wrong.
+pub type WitnessFn = Arc<dyn Fn() -> Result<Witness, String> + Send + Sync>;
+
 /// Where a job's witness is.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub enum WitnessSource {
     Memory(Arc<Witness>),
     /// A cuzk witness file, read ahead of the workers when host memory allows, else by the
     /// worker (charged to the host budget while in flight either way).
     File(PathBuf),
+    /// Computed by the worker that runs the job, as its first CPU phase ("synthesize"): a
+    /// queued job holds its inputs rather than its witness, and synthesis runs in priority
+    /// order, cancellable while queued and shown in the timeline. An error, or a panic, fails
+    /// the job alone ([`JobError::Witness`]).
+    Compute(WitnessFn),
+}
+
+impl std::fmt::Debug for WitnessSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Memory(w) => f.debug_tuple("Memory").field(&w.len()).finish(),
+            Self::File(p) => f.debug_tuple("File").field(p).finish(),
+            Self::Compute(_) => f.write_str("Compute"),
+        }
+    }
 }
 
 /// A proof to make.

@@ -6,7 +6,8 @@
 //! A job runs as the prover's phases ([`cuzk_groth16::ProverBackend`]'s staged steps):
 //!
 //! 1. CPU: host memory admitted, witness read (a file is read ahead while the job is queued,
-//!    when host memory leaves room: [`read_ahead`]) and checked;
+//!    when host memory leaves room: [`read_ahead`]) or computed by the caller's function
+//!    ([`WitnessSource::Compute`]), and checked;
 //! 2. copy: the witness staged on the device (outside the GPU lock);
 //! 3. device, under the GPU lock: the four witness MSMs — while a thread of the same job runs
 //!    the witness map into pinned buffers;
@@ -47,6 +48,6 @@ pub use engine::{Counters, DeviceStatus, Engine, EngineError, EngineStatus, Work
 pub use gate::{Gate, GateError, Permit, Rank};
 pub use job::{
     JobError, JobHandle, JobId, JobOutput, JobSpec, JobStatus, JobTimings, Priority, Span,
-    SpanKind, WitnessSource,
+    SpanKind, WitnessFn, WitnessSource,
 };
 pub use keys::KeySource;

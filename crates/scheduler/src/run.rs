@@ -153,6 +153,26 @@ impl Inner {
                 *job.witness.lock() = Some(WitnessSource::Memory(w.clone()));
                 w
             }
+            Some(WitnessSource::Compute(f)) => {
+                let (r, _) = rec.span("synthesize", SpanKind::Cpu, || {
+                    // The caller's code (a circuit's synthesis over untrusted inputs) must not
+                    // take the worker down with it.
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f()))
+                        .unwrap_or_else(|p| {
+                            let what = p
+                                .downcast_ref::<&str>()
+                                .map(|s| s.to_string())
+                                .or_else(|| p.downcast_ref::<String>().cloned())
+                                .unwrap_or_default();
+                            Err(format!("the witness function panicked: {what}"))
+                        })
+                        .map_err(JobError::Witness)
+                });
+                // Kept for a run again after the driver's out-of-memory.
+                let w = Arc::new(r?);
+                *job.witness.lock() = Some(WitnessSource::Memory(w.clone()));
+                w
+            }
         };
         let (checked, _) = rec.span("check", SpanKind::Cpu, || {
             cuzk_groth16::check_inputs(&key.pk, &key.r1cs, &witness)

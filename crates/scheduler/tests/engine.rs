@@ -797,3 +797,79 @@ fn shutdown_drains_then_cancels_and_refuses_new_work() {
         );
     }
 }
+
+#[test]
+fn a_computed_witness_is_made_by_the_worker_in_priority_order_and_its_error_fails_that_job_alone() {
+    use std::sync::Mutex;
+    let big = circuit(12, 7);
+    let c = circuit(8, 8);
+    let (mems, _) = memories(1, 64 * MIB);
+    let engine = Engine::on_cpu(config(1), mems).unwrap();
+    engine.load_key("big", key(&big), None).unwrap();
+    engine.load_key("k", key(&c), None).unwrap();
+    let blocker = engine.submit(JobSpec::new("big", memory(&big))).unwrap();
+    while blocker.status() == JobStatus::Queued {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Each function records when it ran: the order says whether the worker computed them.
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let compute = |name: &'static str, ok: bool| {
+        let (calls, w) = (calls.clone(), c.witness.clone());
+        WitnessSource::Compute(Arc::new(move || {
+            calls.lock().unwrap().push(name);
+            // A panic's message goes to stderr; the job's error says it panicked.
+            match (ok, name) {
+                (true, _) => Ok((*w).clone()),
+                (false, "panics") => panic!("{name}: out of bounds"),
+                (false, _) => Err(format!("{name}: no witness")),
+            }
+        }))
+    };
+    let low = engine
+        .submit(JobSpec::new("k", compute("low", true)).priority(Priority::Low))
+        .unwrap();
+    let bad = engine
+        .submit(JobSpec::new("k", compute("bad", false)))
+        .unwrap();
+    let panics = engine
+        .submit(JobSpec::new("k", compute("panics", false)))
+        .unwrap();
+    let cancelled = engine
+        .submit(JobSpec::new("k", compute("cancelled", true)))
+        .unwrap();
+    let high = engine
+        .submit(JobSpec::new("k", compute("high", true)).priority(Priority::High))
+        .unwrap();
+    assert!(
+        calls.lock().unwrap().is_empty(),
+        "nothing computed at submit"
+    );
+    assert!(cancelled.cancel());
+    verify(&big, &blocker);
+    let out = verify(&c, &high);
+    assert!(
+        out.timings
+            .spans
+            .iter()
+            .any(|s| s.phase == "synthesize" && s.kind == SpanKind::Cpu),
+        "synthesis is a CPU phase of the job: {:?}",
+        out.timings.spans
+    );
+    match bad.wait(WAIT).expect("finished") {
+        Err(JobError::Witness(m)) => assert!(m.contains("bad: no witness"), "{m}"),
+        other => panic!("expected the function's error: {other:?}"),
+    }
+    match panics.wait(WAIT).expect("finished") {
+        Err(JobError::Witness(m)) => {
+            assert!(m.contains("panicked: panics: out of bounds"), "{m}")
+        }
+        other => panic!("expected the panic as the job's error: {other:?}"),
+    }
+    // The one worker survived the panic: the low job after it ran.
+    verify(&c, &low);
+    assert_eq!(
+        cancelled.wait(WAIT).unwrap().unwrap_err(),
+        JobError::Cancelled
+    );
+    assert_eq!(*calls.lock().unwrap(), ["high", "bad", "panics", "low"]);
+}
