@@ -1,5 +1,6 @@
 //! Fuzz targets for every parser cuzk has: its own files, bellperson parameters, iden3's r1cs
-//! and wtns, snarkjs's zkey and JSON, and the daemon's TOML config and gRPC requests.
+//! and wtns, snarkjs's zkey and JSON, the daemon's TOML config and gRPC requests, and the
+//! Filecoin inputs (PoRep C1 output, PoSt and SnapDeals vanilla proofs).
 //!
 //! Each target is one function over raw bytes, shared by the libFuzzer driver
 //! (`src/bin/fuzz.rs`, built and run by `cargo xtask fuzz`) and by `cargo test`, which replays
@@ -10,6 +11,7 @@
 use std::path::{Path, PathBuf};
 
 pub mod daemon;
+pub mod filecoin;
 mod files;
 
 /// What a parser made of one input.
@@ -86,6 +88,18 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "daemon_requests",
         run: daemon::requests,
+    },
+    Target {
+        name: "filecoin_c1",
+        run: filecoin::c1,
+    },
+    Target {
+        name: "filecoin_post_vanilla",
+        run: filecoin::post_vanilla,
+    },
+    Target {
+        name: "filecoin_snap_vanilla",
+        run: filecoin::snap_vanilla,
     },
 ];
 

@@ -359,9 +359,9 @@ type Domain<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
 
 /// The circuit of one PoSt partition and the public inputs filecoin-proofs' verifier will
 /// compute for it.
-struct PostCircuit<Tree: 'static + MerkleTreeTrait> {
-    circuit: FallbackPoStCircuit<Tree>,
-    inputs: Vec<blstrs::Scalar>,
+pub(crate) struct PostCircuit<Tree: 'static + MerkleTreeTrait> {
+    pub(crate) circuit: FallbackPoStCircuit<Tree>,
+    pub(crate) inputs: Vec<blstrs::Scalar>,
 }
 
 fn statement_field<Tree: MerkleTreeTrait>(
@@ -524,7 +524,7 @@ fn winning_circuit<Tree: 'static + MerkleTreeTrait>(
     Ok(PostCircuit { circuit, inputs })
 }
 
-fn post_circuit<Tree: 'static + MerkleTreeTrait>(
+pub(crate) fn post_circuit<Tree: 'static + MerkleTreeTrait>(
     file: &str,
     proof: PostProof,
     st: &PostStatement,

@@ -146,7 +146,7 @@ type Circuits<Tree> = (String, Vec<EmptySectorUpdateCircuit<Tree>>);
 /// `generate_empty_sector_update_proof_with_vanilla` → `prove_with_vanilla` → `circuit_proofs`
 /// builds them, and filecoin-proofs' cache id; `check` runs filecoin-proofs' check of the
 /// partition proofs first.
-fn snap_circuits<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+pub(crate) fn snap_circuits<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     file: &str,
     seal_proof: SealProof,
     st: &SnapStatement,

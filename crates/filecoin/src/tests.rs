@@ -1,5 +1,6 @@
-//! cuzk's synthesis of the real partition circuit against bellpepper's own test
-//! `ConstraintSystem`: the same rows (a, b, c) in the same order and the same assignment.
+//! cuzk's synthesis of every real Filecoin circuit (PoRep, WindowPoSt, WinningPoSt, SnapDeals
+//! partitions of 2 KiB sectors) against bellpepper's own test `ConstraintSystem`: the same rows
+//! (a, b, c) in the same order and the same assignment.
 
 use bellpepper_core::test_cs::TestConstraintSystem;
 use bellpepper_core::{Circuit, Index, LinearCombination};
@@ -10,8 +11,10 @@ use rand::SeedableRng;
 
 use crate::c1::with_phase1;
 use crate::porep::partition_circuits;
-use crate::workload::seal_sector;
-use crate::{C1Output, SealProof};
+use crate::post::{Sectors, post_circuit};
+use crate::snap::{Proofs, snap_circuits};
+use crate::workload::{post_vanilla_proofs, seal_sector, snap_update};
+use crate::{C1Output, PostProof, PostStatement, PostVanilla, SealProof, SnapVanilla};
 
 /// A row of bellpepper's as cuzk's columns (the one, the inputs, the aux), zero terms
 /// dropped, sorted.
@@ -38,12 +41,10 @@ fn cuzk_row(m: &SparseMatrix, i: usize) -> Vec<(u32, Fr)> {
     terms
 }
 
-fn same_synthesis<C: Circuit<Scalar> + Clone>(circuit: C) {
+/// `circuit` and `same` are one circuit built twice (not every Filecoin circuit is `Clone`).
+fn same_synthesis<C: Circuit<Scalar>>(circuit: C, same: C) {
     let mut test_cs = TestConstraintSystem::<Scalar>::new();
-    circuit
-        .clone()
-        .synthesize(&mut test_cs)
-        .expect("bellpepper synthesis");
+    same.synthesize(&mut test_cs).expect("bellpepper synthesis");
     assert!(
         test_cs.is_satisfied(),
         "{:?}",
@@ -82,7 +83,54 @@ fn porep_partition_synthesis_matches_bellpeppers() {
         let circuits =
             partition_circuits(c1.seal_proof, o, 0..o.vanilla_proofs.len()).expect("circuits");
         assert_eq!(circuits.len(), 1);
-        same_synthesis(circuits.into_iter().next().unwrap());
+        let circuit = circuits.into_iter().next().unwrap();
+        same_synthesis(circuit.clone(), circuit);
     });
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn post_and_snap_synthesis_matches_bellpeppers() {
+    const KIB2: SealProof = SealProof::StackedDrg2KiBV1_1;
+    let dir =
+        std::env::temp_dir().join(format!("cuzk-filecoin-synthesis-ps-{}", std::process::id()));
+    let rng = &mut rand_chacha::ChaCha8Rng::seed_from_u64(11);
+    let sector = seal_sector(KIB2, &dir, 1000, 2, rng).expect("seal");
+    // A field element, as the chain's randomness is after filecoin-proofs' masking.
+    let mut randomness = [5u8; 32];
+    randomness[31] &= 0x3f;
+    let st = PostStatement {
+        randomness,
+        prover_id: sector.prover_id(),
+    };
+    for proof in [PostProof::window(KIB2), PostProof::winning(KIB2)] {
+        let bytes = post_vanilla_proofs(proof, &[&sector], randomness).expect("vanilla proofs");
+        let vanilla = PostVanilla::parse("vanilla.bin", &bytes, proof).expect("parse");
+        let Sectors::Base(v) = &vanilla.sectors else {
+            panic!("a 2 KiB sector has the base tree shape");
+        };
+        let build = || {
+            post_circuit("vanilla.bin", proof, &st, v, 0)
+                .expect("circuit")
+                .1
+        };
+        same_synthesis(build().circuit, build().circuit);
+    }
+
+    let (st, bytes) = snap_update(&sector, rng).expect("SnapDeals update");
+    let vanilla = SnapVanilla::parse("snap.bin", &bytes, KIB2).expect("parse");
+    let Proofs::Base(v) = &vanilla.proofs else {
+        panic!("a 2 KiB sector has the base tree shape");
+    };
+    let build = || {
+        snap_circuits("snap.bin", KIB2, &st, v, 0..1, true)
+            .expect("circuits")
+            .1
+    };
+    let (a, b) = (build(), build());
+    assert_eq!(a.len(), 1, "a 2 KiB update has one partition");
+    for (c, same) in a.into_iter().zip(b) {
+        same_synthesis(c, same);
+    }
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -1,11 +1,12 @@
 //! Writes the seed corpus: small valid files of every format, made by cuzk's writers from
-//! real circuits, plus the files of a snarkjs/circom run when a folder of them is given.
+//! real circuits, the Filecoin inputs of a 2 KiB sector sealed by filecoin-proofs, plus the files of a snarkjs/circom run when a folder of them is given.
 //!
 //! `cargo run -p cuzk-fuzz --bin cuzk-fuzz-seeds -- [--snarkjs DIR]` (DIR holding chain.r1cs,
 //! chain.wtns, chain.zkey, proof.json, public.json, vk.json) rewrites `corpus/<target>/seed-*`.
 
 use std::path::Path;
 
+use base64::Engine as _;
 use cuzk_daemon::pb;
 use cuzk_formats::{BpParameters, BpVerifyingKey, CircomR1cs, Wtns, bellperson, snarkjs};
 use cuzk_fuzz::daemon::{frame, method, write_key_files};
@@ -228,6 +229,83 @@ fn daemon() -> Result<()> {
     Ok(())
 }
 
+/// A 2 KiB sector sealed by filecoin-proofs: its C1 output in the three forms, its PoSt and
+/// SnapDeals vanilla proofs, each behind the first byte its harness reads.
+fn filecoin() -> Result<()> {
+    use cuzk_filecoin::workload::{post_vanilla_proofs, seal_sector, snap_update};
+    use cuzk_filecoin::{PostProof, SealProof};
+    use cuzk_fuzz::filecoin::{post_pick, seal_pick};
+    const KIB2: SealProof = SealProof::StackedDrg2KiBV1_1;
+    let e = |e: cuzk_filecoin::FilecoinError| e.to_string();
+    let dir = std::env::temp_dir().join(format!("cuzk-fuzz-seeds-{}", std::process::id()));
+    let rng = &mut rand_chacha::ChaCha20Rng::seed_from_u64(3);
+    let sector = seal_sector(KIB2, &dir, 1000, 1, rng).map_err(e)?;
+    let with = |pick: u8, bytes: &[u8]| [&[pick][..], bytes].concat();
+
+    let api: serde_json::Value =
+        serde_json::from_slice(&sector.c1_json).map_err(|e| e.to_string())?;
+    // filecoin-proofs' bare form: no registered proof, the one shape's proofs unwrapped.
+    let mut bare = api.clone();
+    let obj = bare.as_object_mut().ok_or("C1 JSON is not an object")?;
+    obj.remove("registered_proof");
+    let proofs = obj.remove("vanilla_proofs").ok_or("no vanilla_proofs")?;
+    let proofs = proofs
+        .as_object()
+        .and_then(|o| o.values().next())
+        .ok_or("vanilla_proofs")?;
+    obj.insert("vanilla_proofs".into(), proofs.clone());
+    let curio = serde_json::json!({
+        "SectorNum": sector.sector_id,
+        "Phase1Out": base64::engine::general_purpose::STANDARD.encode(&sector.c1_json),
+        "SectorSize": KIB2.sector_size(),
+    });
+    let json = |v: &serde_json::Value| serde_json::to_vec(v).expect("JSON of a JSON value");
+    put("filecoin_c1", "api", &with(0, &sector.c1_json))?;
+    put(
+        "filecoin_c1",
+        "bare",
+        &with(1 + seal_pick(KIB2), &json(&bare)),
+    )?;
+    put("filecoin_c1", "curio", &with(0, &json(&curio)))?;
+    // The bare form names no proof: without a stated one it is refused.
+    put_rejected("filecoin_c1", "bare_unstated", &with(0, &json(&bare)))?;
+    put_rejected(
+        "filecoin_c1",
+        "truncated",
+        &with(0, &sector.c1_json[..sector.c1_json.len() / 2]),
+    )?;
+
+    let mut randomness = [7u8; 32];
+    randomness[31] &= 0x3f;
+    for (name, proof) in [
+        ("window", PostProof::window(KIB2)),
+        ("winning", PostProof::winning(KIB2)),
+    ] {
+        let v = post_vanilla_proofs(proof, &[&sector], randomness).map_err(e)?;
+        put("filecoin_post_vanilla", name, &with(post_pick(proof), &v))?;
+        put_rejected(
+            "filecoin_post_vanilla",
+            &format!("{name}_truncated"),
+            &with(post_pick(proof), &v[..v.len() - 1]),
+        )?;
+    }
+
+    let (_, v) = snap_update(&sector, rng).map_err(e)?;
+    put(
+        "filecoin_snap_vanilla",
+        "update",
+        &with(seal_pick(KIB2), &v),
+    )?;
+    // 32 GiB proofs have another tree shape: a 2 KiB update's bytes are not theirs.
+    put_rejected(
+        "filecoin_snap_vanilla",
+        "wrong_size",
+        &with(seal_pick(SealProof::StackedDrg32GiBV1_1), &v),
+    )?;
+    std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let snarkjs = match args.as_slice() {
@@ -240,6 +318,7 @@ fn main() -> std::process::ExitCode {
     };
     let r = cuzk_and_foreign()
         .and_then(|()| daemon())
+        .and_then(|()| filecoin())
         .and_then(|()| snarkjs.map_or(Ok(()), |d| snarkjs_files(Path::new(&d))));
     match r {
         Ok(()) => std::process::ExitCode::SUCCESS,
