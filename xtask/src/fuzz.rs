@@ -132,8 +132,9 @@ pub fn run_target(exe: &Path, name: &str, secs: u64) -> Result<Run> {
         .arg(&work)
         .arg(root().join("fuzz/corpus").join(name))
         .arg(format!("-max_total_time={secs}"))
-        // A parser must never hang: 10 s for one input of at most 64 KiB is a hang.
-        .args(["-timeout=10", "-rss_limit_mb=2048", "-max_len=65536"])
+        // A parser must never hang: 10 s for one input of at most 256 KiB is a hang. The
+        // smallest real C1 output (a 2 KiB sector's, curio's wrapper) is 134 KB.
+        .args(["-timeout=10", "-rss_limit_mb=2048", "-max_len=262144"])
         .args(["-print_final_stats=1", "-print_pcs=0"])
         .arg(format!("-artifact_prefix={}/", artifacts.display()))
         .env("CUZK_FUZZ_TARGET", name)
