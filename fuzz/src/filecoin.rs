@@ -29,7 +29,7 @@ pub(crate) fn c1(data: &[u8]) -> Outcome {
 /// The PoSt kinds a first byte picks: WindowPoSt and WinningPoSt of every sector size.
 fn post_proof(pick: u8) -> PostProof {
     let sector = SealProof::ALL[usize::from(pick / 2) % SealProof::ALL.len()];
-    if pick % 2 == 0 {
+    if pick.is_multiple_of(2) {
         PostProof::window(sector)
     } else {
         PostProof::winning(sector)

@@ -167,6 +167,18 @@ fn stream_error(s: Status, max: usize) -> Status {
     }
 }
 
+/// A Submit whose header says everything must end there.
+async fn no_chunks(
+    stream: &mut Streaming<pb::SubmitRequest>,
+    max: usize,
+    refusal: &'static str,
+) -> Result<(), Status> {
+    match stream.message().await.map_err(|e| stream_error(e, max))? {
+        Some(_) => Err(Status::invalid_argument(refusal)),
+        None => Ok(()),
+    }
+}
+
 fn valid_key_id(id: &str) -> Result<(), Status> {
     if id.is_empty()
         || id.len() > 128
@@ -413,16 +425,12 @@ impl Shared {
                         "device: a Filecoin proof runs on any device",
                     ));
                 }
-                if stream
-                    .message()
-                    .await
-                    .map_err(|e| stream_error(e, max))?
-                    .is_some()
-                {
-                    return Err(Status::invalid_argument(
-                        "a Submit of a Filecoin proof takes no chunks",
-                    ));
-                }
+                no_chunks(
+                    &mut stream,
+                    max,
+                    "a Submit of a Filecoin proof takes no chunks",
+                )
+                .await?;
                 return self
                     .submit_filecoin(f, prio, header.request_id, received)
                     .await;
@@ -449,16 +457,12 @@ impl Shared {
                         path
                     }
                 };
-                if stream
-                    .message()
-                    .await
-                    .map_err(|e| stream_error(e, max))?
-                    .is_some()
-                {
-                    return Err(Status::invalid_argument(
-                        "a Submit with a witness_path takes no chunks",
-                    ));
-                }
+                no_chunks(
+                    &mut stream,
+                    max,
+                    "a Submit with a witness_path takes no chunks",
+                )
+                .await?;
                 WitnessSource::File(path)
             }
             Some(pb::submit_header::Witness::WitnessSize(size)) => {

@@ -229,26 +229,14 @@ impl PostVanilla {
         blobs: &[impl AsRef<[u8]>],
         proof: PostProof,
     ) -> Result<Self, FilecoinError> {
-        fn each<T: DeserializeOwned>(
-            file: &str,
-            blobs: &[impl AsRef<[u8]>],
-        ) -> Result<Vec<T>, FilecoinError> {
-            blobs
-                .iter()
-                .enumerate()
-                .map(|(k, b)| {
-                    bincode::deserialize(b.as_ref()).map_err(|e| {
-                        FilecoinError::field(file, VANILLA, format!("sector proof {k}: {e}"))
-                    })
-                })
-                .collect()
-        }
         let sectors = match proof.sector {
             SealProof::StackedDrg2KiBV1_1
             | SealProof::StackedDrg8MiBV1_1
-            | SealProof::StackedDrg512MiBV1_1 => Sectors::Base(each(file, blobs)?),
-            SealProof::StackedDrg32GiBV1_1 => Sectors::Sub8(each(file, blobs)?),
-            SealProof::StackedDrg64GiBV1_1 => Sectors::Top2(each(file, blobs)?),
+            | SealProof::StackedDrg512MiBV1_1 => {
+                Sectors::Base(bincode_each(file, blobs, "sector")?)
+            }
+            SealProof::StackedDrg32GiBV1_1 => Sectors::Sub8(bincode_each(file, blobs, "sector")?),
+            SealProof::StackedDrg64GiBV1_1 => Sectors::Top2(bincode_each(file, blobs, "sector")?),
         };
         let out = Self { proof, sectors };
         out.check_shape(file)?;
@@ -305,6 +293,23 @@ fn comm_bytes<D: AsRef<[u8]>>(d: &D) -> [u8; 32] {
     let b = d.as_ref();
     out[..b.len().min(32)].copy_from_slice(&b[..b.len().min(32)]);
     out
+}
+
+/// One bincode `T` per blob (filecoin-proofs-api's form: one per sector or partition); an
+/// error names the `what` proof by its index.
+pub(crate) fn bincode_each<T: DeserializeOwned>(
+    file: &str,
+    blobs: &[impl AsRef<[u8]>],
+    what: &str,
+) -> Result<Vec<T>, FilecoinError> {
+    blobs
+        .iter()
+        .enumerate()
+        .map(|(k, b)| {
+            bincode::deserialize(b.as_ref())
+                .map_err(|e| FilecoinError::field(file, VANILLA, format!("{what} proof {k}: {e}")))
+        })
+        .collect()
 }
 
 /// bincode (filecoin-proofs' fixed-width form) of a `Vec<T>`, read item by item so that an

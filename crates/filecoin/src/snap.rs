@@ -20,7 +20,7 @@ use storage_proofs_update::{
 use crate::error::upstream;
 use crate::job::Synth;
 use crate::porep::check_verifier_dir;
-use crate::post::{VANILLA, bincode_vec, with_shape};
+use crate::post::{VANILLA, bincode_each, bincode_vec, with_shape};
 use crate::{FilecoinError, FilecoinProver, ParamStore, ProofTimings, SealProof};
 
 /// What a SnapDeals proof proves: the sector key's comm_r, and the updated replica's comm_r and
@@ -90,26 +90,14 @@ impl SnapVanilla {
         blobs: &[impl AsRef<[u8]>],
         seal_proof: SealProof,
     ) -> Result<Self, FilecoinError> {
-        fn each<T: serde::de::DeserializeOwned>(
-            file: &str,
-            blobs: &[impl AsRef<[u8]>],
-        ) -> Result<Vec<T>, FilecoinError> {
-            blobs
-                .iter()
-                .enumerate()
-                .map(|(k, b)| {
-                    bincode::deserialize(b.as_ref()).map_err(|e| {
-                        FilecoinError::field(file, VANILLA, format!("partition proof {k}: {e}"))
-                    })
-                })
-                .collect()
-        }
         let proofs = match seal_proof {
             SealProof::StackedDrg2KiBV1_1
             | SealProof::StackedDrg8MiBV1_1
-            | SealProof::StackedDrg512MiBV1_1 => Proofs::Base(each(file, blobs)?),
-            SealProof::StackedDrg32GiBV1_1 => Proofs::Sub8(each(file, blobs)?),
-            SealProof::StackedDrg64GiBV1_1 => Proofs::Top2(each(file, blobs)?),
+            | SealProof::StackedDrg512MiBV1_1 => {
+                Proofs::Base(bincode_each(file, blobs, "partition")?)
+            }
+            SealProof::StackedDrg32GiBV1_1 => Proofs::Sub8(bincode_each(file, blobs, "partition")?),
+            SealProof::StackedDrg64GiBV1_1 => Proofs::Top2(bincode_each(file, blobs, "partition")?),
         };
         Self::checked(file, seal_proof, proofs)
     }
