@@ -556,9 +556,9 @@ impl pb::proving_engine_server::ProvingEngine for ProvingEngineService {
             .get(&id)
             .map(|j| j.queued.clone())
             .ok_or_else(|| Status::not_found(format!("job_id: no job {id:?}")))?;
-        Ok(Response::new(pb::CancelProofResponse {
-            was_running: queued.cancel(),
-        }))
+        let was_running = queued.is_running();
+        queued.cancel();
+        Ok(Response::new(pb::CancelProofResponse { was_running }))
     }
 
     async fn get_status(

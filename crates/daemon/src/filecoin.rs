@@ -220,12 +220,19 @@ impl Queued {
     }
 
     /// Cancels every partition not finished; true if there was one.
-    pub fn cancel_all(&self) -> bool {
+    pub fn cancel(&self) -> bool {
         let mut any = false;
         for h in &self.partitions {
             any |= h.cancel();
         }
         any
+    }
+
+    /// True while one of its partitions runs.
+    pub fn is_running(&self) -> bool {
+        self.partitions
+            .iter()
+            .any(|h| matches!(h.status(), JobStatus::Running { .. }))
     }
 
     /// What the proof is doing: its first unfinished partition's status (done once all are).
@@ -235,18 +242,6 @@ impl Queued {
             .map(JobHandle::status)
             .find(|s| !matches!(s, JobStatus::Done))
             .unwrap_or(JobStatus::Done)
-    }
-
-    /// Cancels every partition; true if one of them was running.
-    pub fn cancel(&self) -> bool {
-        let running = self
-            .partitions
-            .iter()
-            .any(|h| matches!(h.status(), JobStatus::Running { .. }));
-        for h in &self.partitions {
-            h.cancel();
-        }
-        running
     }
 }
 

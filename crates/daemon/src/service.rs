@@ -51,7 +51,7 @@ impl Work {
     fn cancel(&self) -> bool {
         match self {
             Work::Job(h) => h.cancel(),
-            Work::Filecoin(q) => q.cancel_all(),
+            Work::Filecoin(q) => q.cancel(),
         }
     }
 }
@@ -606,7 +606,7 @@ impl Shared {
         .map_err(|e| Status::internal(e.to_string()))??;
         let mut jobs = self.jobs.lock();
         if let Some(r) = self.admit(&mut jobs, &request_id)? {
-            queued.cancel_all();
+            queued.cancel();
             return Ok((r, received));
         }
         let r = self.track(&mut jobs, Work::Filecoin(queued), request_id, received);
