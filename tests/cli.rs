@@ -332,10 +332,11 @@ mod snarkjs_tools;
 /// forced, fully checked and trusted by digest) and verifies with bellperson's verifying key.
 #[test]
 fn bellperson_parameters_prove_and_verify_through_the_cli() {
-    use cuzk_formats::{BpParameters, BpVerifyingKey, Digest, to_hex};
+    use cuzk_formats::{BpParameters, BpVerifyingKey, Digest, PointChecks, cuzk, to_hex};
     let f = Files::new("bellperson");
     f.prove(8, 3);
-    let pk = cuzk_groth16::io::read_proving_key(fs::File::open(f.path("key.pk")).unwrap())
+    let key = f.path("key.pk");
+    let pk = cuzk::read_proving_key(&key, fs::File::open(&key).unwrap(), &PointChecks::Full)
         .expect("cuzk key");
     let params = f.path("bp.params");
     BpParameters::from_proving_key(&pk)

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cuzk_groth16::io;
+use cuzk_formats::cuzk;
 use cuzk_queue::tempdb::TempPostgres;
 use cuzk_queue::{NewJob, Queue, State, WitnessRef};
 use cuzk_scheduler::Priority;
@@ -57,7 +57,8 @@ impl Cluster {
             "--vk",
             &p("k.vk"),
         ]);
-        let vk = io::read_verifying_key(std::fs::File::open(dir.join("k.vk")).unwrap()).unwrap();
+        let vk = cuzk::read_verifying_key("k.vk", std::fs::File::open(dir.join("k.vk")).unwrap())
+            .unwrap();
         let pg = TempPostgres::start().expect("a PostgreSQL server for the test");
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -188,8 +189,9 @@ poll_ms = 50
         for id in ids {
             let j = self.rt.block_on(self.queue.job(*id)).unwrap();
             assert_eq!(j.state, State::Done, "job {id}: {:?}", j.last_error);
-            let proof = io::read_proof(&j.proof.unwrap()[..]).unwrap();
-            let public = io::read_witness(&j.public_inputs.unwrap()[..]).unwrap();
+            let proof = cuzk::read_proof("proof", &j.proof.unwrap()[..]).unwrap();
+            let public =
+                cuzk::read_witness("public inputs", &j.public_inputs.unwrap()[..]).unwrap();
             cuzk_groth16::verify_proof(&self.pvk, &proof, public.public_inputs())
                 .unwrap_or_else(|e| panic!("job {id}: the proof does not verify: {e}"));
             assert!(j.done_by.is_some());

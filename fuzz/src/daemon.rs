@@ -13,6 +13,7 @@ use bytes::Bytes;
 use cuzk_daemon::pb::prover_server::Prover;
 use cuzk_daemon::service::ProverService;
 use cuzk_daemon::{DaemonConfig, Listen, Shared, pb};
+use cuzk_formats::cuzk;
 use cuzk_scheduler::Engine;
 use prost::Message;
 use tonic::codec::Codec;
@@ -56,13 +57,10 @@ struct Harness {
 pub fn write_key_files(dir: &Path) -> std::io::Result<Vec<u8>> {
     let (r1cs, w, pk) = crate::fixture::circuit(4, 3);
     std::fs::create_dir_all(dir.join("w"))?;
-    let io_err = |e: cuzk_groth16::io::FormatError| std::io::Error::other(e.to_string());
-    cuzk_groth16::io::write_r1cs(std::fs::File::create(dir.join("k.r1cs"))?, &r1cs)
-        .map_err(io_err)?;
-    cuzk_groth16::io::write_proving_key(std::fs::File::create(dir.join("k.pk"))?, &pk)
-        .map_err(io_err)?;
+    cuzk::write_r1cs(std::fs::File::create(dir.join("k.r1cs"))?, &r1cs)?;
+    cuzk::write_proving_key(std::fs::File::create(dir.join("k.pk"))?, &pk)?;
     let mut wit = Vec::new();
-    cuzk_groth16::io::write_witness(&mut wit, &w).map_err(io_err)?;
+    cuzk::write_witness(&mut wit, &w)?;
     std::fs::write(dir.join("w/k.wit"), &wit)?;
     Ok(wit)
 }

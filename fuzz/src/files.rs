@@ -1,26 +1,25 @@
-//! The file parsers: cuzk's own format (`cuzk_groth16::io`) and the foreign ones
-//! (`cuzk_formats`).
+//! The file parsers of `cuzk_formats`: cuzk's own format and the foreign ones.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use cuzk_formats::{
-    BpParameters, BpVerifyingKey, CircomR1cs, Digest, PointChecks, Wtns, Zkey, bellperson, snarkjs,
+    BpParameters, BpVerifyingKey, CircomR1cs, Digest, PointChecks, Wtns, Zkey, bellperson, cuzk,
+    snarkjs,
 };
 use cuzk_groth16::R1cs;
-use cuzk_groth16::io::{self, PointChecks as CuzkChecks};
 
 use crate::Outcome;
 
 const FILE: &str = "fuzz-input";
 
 pub(crate) fn cuzk_r1cs(data: &[u8]) -> Outcome {
-    io::read_r1cs(data).into()
+    cuzk::read_r1cs(FILE, data).into()
 }
 
 pub(crate) fn cuzk_pk(data: &[u8]) -> Outcome {
-    let full = io::read_proving_key(data);
-    let on_curve = io::read_proving_key_with(data, CuzkChecks::OnCurve);
+    let full = cuzk::read_proving_key(FILE, data, &PointChecks::Full);
+    let on_curve = cuzk::read_proving_key(FILE, data, &PointChecks::OnCurve);
     // The weaker checks accept whatever the full ones accept.
     assert!(
         full.is_err() || on_curve.is_ok(),
@@ -31,13 +30,13 @@ pub(crate) fn cuzk_pk(data: &[u8]) -> Outcome {
 }
 
 pub(crate) fn cuzk_witness(data: &[u8]) -> Outcome {
-    io::read_witness(data).into()
+    cuzk::read_witness(FILE, data).into()
 }
 
 pub(crate) fn cuzk_proof_vk(data: &[u8]) -> Outcome {
     // One kind byte tells them apart; both readers see every input.
-    let proof = io::read_proof(data);
-    let vk = io::read_verifying_key(data);
+    let proof = cuzk::read_proof(FILE, data);
+    let vk = cuzk::read_verifying_key(FILE, data);
     if proof.is_ok() || vk.is_ok() {
         Outcome::Accepted
     } else {

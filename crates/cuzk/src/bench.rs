@@ -288,7 +288,7 @@ fn run_size(engine: &Engine, a: &Args, log_constraints: u32) -> Result<SizeResul
             std::fs::File::create(&path)
                 .with_context(|| format!("cannot create {}", path.display()))?,
         );
-        cuzk_groth16::io::write_witness(&mut w, &witness)
+        cuzk_formats::cuzk::write_witness(&mut w, &witness)
             .with_context(|| format!("cannot write {}", path.display()))?;
         std::io::Write::flush(&mut w)
             .with_context(|| format!("cannot write {}", path.display()))?;

@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use cuzk_daemon::client::Client;
 use cuzk_daemon::pb;
-use cuzk_groth16::io;
+use cuzk_formats::cuzk;
 use cuzk_scheduler::stats::quantile;
 
 use crate::daemon_cli::{Conn, Work, connect, stream};
@@ -24,8 +24,8 @@ async fn one_proof(
     let s = stream(&work, String::new()).await?;
     let r = c.prove(s).await?.into_inner();
     if let Some(pvk) = &pvk {
-        let proof = io::read_proof(&r.proof[..])?;
-        let public = io::read_witness(&r.public_inputs[..])?;
+        let proof = cuzk::read_proof("proof", &r.proof[..])?;
+        let public = cuzk::read_witness("public inputs", &r.public_inputs[..])?;
         cuzk_groth16::verify_proof(pvk, &proof, public.public_inputs())
             .context("the proof does not verify")?;
     }
@@ -58,10 +58,7 @@ pub(crate) async fn bench(
 ) -> Result<()> {
     let pvk = match &vk {
         Some(p) => {
-            let f =
-                std::fs::File::open(p).with_context(|| format!("cannot open {}", p.display()))?;
-            let vk = io::read_verifying_key(std::io::BufReader::new(f))
-                .with_context(|| format!("{}", p.display()))?;
+            let vk = crate::read_file(p, cuzk::read_verifying_key)?;
             Some(Arc::new(cuzk_groth16::prepare_verifying_key(&vk)))
         }
         None => None,

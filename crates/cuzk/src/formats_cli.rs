@@ -14,9 +14,10 @@ use clap::{Args, ValueEnum};
 use cuzk_field::{Fr, G1Affine, G2Affine};
 use cuzk_formats::bellperson::{proof_from_bytes, proof_to_bytes};
 use cuzk_formats::{
-    BpParameters, BpVerifyingKey, CircomR1cs, Digest, KeyKind, PointChecks, Wtns, Zkey, snarkjs,
+    BpParameters, BpVerifyingKey, CircomR1cs, Digest, KeyKind, PointChecks, Wtns, Zkey, cuzk,
+    snarkjs,
 };
-use cuzk_groth16::{BackendChoice, Proof, R1cs, VerifyingKey, Witness, io};
+use cuzk_groth16::{BackendChoice, Proof, R1cs, VerifyingKey, Witness};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum PkFormat {
@@ -142,7 +143,7 @@ pub(crate) fn read_circuit(path: &Path) -> Result<R1cs> {
         let r = CircomR1cs::read(path)?;
         Ok(r.to_r1cs(&path.display().to_string())?)
     } else {
-        crate::read_file(path, io::read_r1cs)
+        crate::read_file(path, cuzk::read_r1cs)
     }
 }
 
@@ -150,7 +151,7 @@ fn read_witness(path: &Path, num_public: usize) -> Result<Witness> {
     if head(path)?.starts_with(b"wtns") {
         Ok(Wtns::read(path)?.to_witness(num_public, &path.display().to_string())?)
     } else {
-        crate::read_file(path, io::read_witness)
+        crate::read_file(path, cuzk::read_witness)
     }
 }
 
@@ -159,7 +160,9 @@ fn write_proof(path: &Path, p: &Proof, format: ProofFormat) -> Result<()> {
         ProofFormat::Snarkjs => Ok(snarkjs::write_proof(path, p)?),
         ProofFormat::Bellperson => std::fs::write(path, proof_to_bytes(p))
             .with_context(|| format!("cannot write {}", path.display())),
-        ProofFormat::Cuzk | ProofFormat::Auto => crate::write_file(path, |f| io::write_proof(f, p)),
+        ProofFormat::Cuzk | ProofFormat::Auto => {
+            crate::write_file(path, |f| cuzk::write_proof(f, p))
+        }
     }
 }
 
@@ -167,7 +170,7 @@ fn write_public(path: &Path, inputs: &[Fr]) -> Result<()> {
     if is_json_path(path) {
         Ok(snarkjs::write_public(path, inputs)?)
     } else {
-        crate::write_file(path, |f| io::write_witness(f, &Witness::new(inputs, &[])))
+        crate::write_file(path, |f| cuzk::write_witness(f, &Witness::new(inputs, &[])))
     }
 }
 
@@ -224,7 +227,9 @@ pub fn prove(args: ProveArgs, choice: BackendChoice) -> Result<()> {
     };
     let start = Instant::now();
     let key = match kind {
-        KeyKind::Cuzk => crate::read_file(pk_path, io::read_proving_key)?,
+        KeyKind::Cuzk => crate::read_file(pk_path, |f, r| {
+            cuzk::read_proving_key(f, r, &PointChecks::Full)
+        })?,
         KeyKind::Zkey => bail!(
             "{} is a snarkjs zkey: prove it with --zkey and --wtns",
             pk_path.display()
@@ -276,8 +281,8 @@ fn read_vk(path: &Path) -> Result<VerifyingKey> {
     let h = head(path)?;
     if is_json(&h) {
         Ok(snarkjs::read_vk(path)?)
-    } else if h.starts_with(&io::MAGIC) {
-        crate::read_file(path, io::read_verifying_key)
+    } else if h.starts_with(&cuzk::MAGIC) {
+        crate::read_file(path, cuzk::read_verifying_key)
     } else {
         Ok(BpVerifyingKey::read(path)?.to_cuzk())
     }
@@ -287,8 +292,8 @@ fn read_proof(path: &Path) -> Result<Proof> {
     let h = head(path)?;
     if is_json(&h) {
         Ok(snarkjs::read_proof(path)?)
-    } else if h.starts_with(&io::MAGIC) {
-        crate::read_file(path, io::read_proof)
+    } else if h.starts_with(&cuzk::MAGIC) {
+        crate::read_file(path, cuzk::read_proof)
     } else {
         let b = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
         Ok(proof_from_bytes(&path.display().to_string(), &b)?)
@@ -299,7 +304,7 @@ fn read_public(path: &Path) -> Result<Vec<Fr>> {
     if is_json(&head(path)?) {
         Ok(snarkjs::read_public(path)?)
     } else {
-        Ok(crate::read_file(path, io::read_witness)?
+        Ok(crate::read_file(path, cuzk::read_witness)?
             .public_inputs()
             .to_vec())
     }

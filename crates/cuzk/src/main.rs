@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
-use cuzk_groth16::{BackendChoice, ProofTimings, ProverBackend, R1cs, Witness, io};
+use cuzk_formats::{FormatError, cuzk};
+use cuzk_groth16::{BackendChoice, ProofTimings, ProverBackend, R1cs, Witness};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
@@ -192,8 +193,8 @@ fn run(command: Command, choice: BackendChoice) -> Result<()> {
                 boolean_percent,
                 &mut ChaCha20Rng::seed_from_u64(seed),
             )?;
-            write_file(&r1cs, |f| io::write_r1cs(f, &circuit))?;
-            write_file(&witness, |f| io::write_witness(f, &w))?;
+            write_file(&r1cs, |f| cuzk::write_r1cs(f, &circuit))?;
+            write_file(&witness, |f| cuzk::write_witness(f, &w))?;
             println!(
                 "wrote {} ({} constraints, {} variables) and {}",
                 r1cs.display(),
@@ -220,8 +221,8 @@ fn run(command: Command, choice: BackendChoice) -> Result<()> {
                 None => cuzk_groth16::generate_parameters_with_toxic_waste(&circuit, &tw)?,
             };
             bar.set_message(format!("writing {}", pk.display()));
-            write_file(&pk, |f| io::write_proving_key(f, &key))?;
-            write_file(&vk, |f| io::write_verifying_key(f, &key.vk))?;
+            write_file(&pk, |f| cuzk::write_proving_key(f, &key))?;
+            write_file(&vk, |f| cuzk::write_verifying_key(f, &key.vk))?;
             progress::done(bar, format!("wrote {} and {}", pk.display(), vk.display()));
             print_table("setup", timings.rows());
             Ok(())
@@ -351,12 +352,13 @@ pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-fn read_file<T, E>(path: &Path, read: impl FnOnce(BufReader<File>) -> Result<T, E>) -> Result<T>
-where
-    E: std::error::Error + Send + Sync + 'static,
-{
+/// Reads a cuzk file with `read`, whose errors name the path.
+fn read_file<T>(
+    path: &Path,
+    read: impl FnOnce(&str, BufReader<File>) -> Result<T, FormatError>,
+) -> Result<T> {
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    read(BufReader::new(file)).with_context(|| format!("cannot read {}", path.display()))
+    Ok(read(&path.display().to_string(), BufReader::new(file))?)
 }
 
 fn write_file<E>(

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use cuzk_groth16::io;
+use cuzk_formats::cuzk;
 use cuzk_queue::{CancelOutcome, Job, NewJob, Queue, State, WitnessRef};
 use cuzk_scheduler::Priority;
 
@@ -61,8 +61,7 @@ pub async fn connect(url: &str, pool: usize) -> Result<Queue> {
 }
 
 fn read_vk(p: &Path) -> Result<cuzk_groth16::VerifyingKey> {
-    let f = std::fs::File::open(p).with_context(|| format!("cannot open {}", p.display()))?;
-    io::read_verifying_key(std::io::BufReader::new(f)).with_context(|| format!("{}", p.display()))
+    crate::read_file(p, cuzk::read_verifying_key)
 }
 
 fn digest(job: &QueueJob) -> Result<String> {
@@ -270,8 +269,8 @@ pub async fn bench(
                     let id = q.submit(&row).await?.id;
                     let j = q.wait(id, None, POLL).await?.context("no result")?;
                     let (p, i) = proof_of(&j)?;
-                    let proof = io::read_proof(p)?;
-                    let public = io::read_witness(i)?;
+                    let proof = cuzk::read_proof("proof", p)?;
+                    let public = cuzk::read_witness("public inputs", i)?;
                     cuzk_groth16::verify_proof(&pvk, &proof, public.public_inputs())
                         .with_context(|| format!("the proof of job {id} does not verify"))?;
                     Ok(j)

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use cuzk_groth16::{Fr, Witness, io};
+use cuzk_formats::{PointChecks, cuzk};
+use cuzk_groth16::{Fr, Witness};
 use cuzk_scheduler::{
     Engine, EngineError, JobError, JobHandle, JobId, JobOutput, JobSpec, JobStatus, KeySource,
     Priority, WitnessSource,
@@ -150,7 +151,7 @@ pub(crate) fn random_hex() -> String {
 pub fn witness_file_size(np: usize, len: usize) -> u64 {
     let mut small = Vec::new();
     let w = Witness::new(&vec![Fr::ONE; np], &[]);
-    io::write_witness(&mut small, &w).expect("writing to memory");
+    cuzk::write_witness(&mut small, &w).expect("writing to memory");
     small.len() as u64 + (len.saturating_sub(np + 1) as u64) * 32
 }
 
@@ -230,7 +231,7 @@ fn engine_status(e: &EngineError) -> Status {
     match e {
         EngineError::KeyExists(_) => Status::already_exists(m),
         EngineError::UnknownKey(_) => Status::not_found(m),
-        EngineError::File { .. } | EngineError::Open { .. } | EngineError::Mismatch { .. } => {
+        EngineError::File(_) | EngineError::Open { .. } | EngineError::Mismatch { .. } => {
             Status::invalid_argument(m)
         }
         EngineError::NoRoom { .. } | EngineError::Host(_) => Status::resource_exhausted(m),
@@ -315,9 +316,9 @@ impl Shared {
             pk: at(pk, "proving key")?,
             r1cs: at(r1cs, "circuit")?,
             checks: if trusted {
-                io::PointChecks::OnCurve
+                PointChecks::OnCurve
             } else {
-                io::PointChecks::Full
+                PointChecks::Full
             },
         };
         if let Some(ds) = devices {
@@ -477,8 +478,9 @@ impl Shared {
                 }
                 let permit = self.reserve_upload(size)?;
                 let (tx, rx) = tokio::sync::mpsc::channel(upload::CHUNKS_IN_FLIGHT);
-                let parse =
-                    tokio::task::spawn_blocking(move || io::read_witness(ChunkReader::new(rx)));
+                let parse = tokio::task::spawn_blocking(move || {
+                    cuzk::read_witness("witness stream", ChunkReader::new(rx))
+                });
                 let (mut got, mut parser_stopped) = (0u64, false);
                 while let Some(m) = stream.next().await {
                     match m.map_err(|e| stream_error(e, max))?.msg {
@@ -506,7 +508,7 @@ impl Shared {
                 let parsed = parse
                     .await
                     .map_err(|e| Status::internal(e.to_string()))?
-                    .map_err(|e| Status::invalid_argument(format!("witness: {e}")));
+                    .map_err(|e| Status::invalid_argument(e.to_string()));
                 if got < size && !parser_stopped {
                     return Err(Status::invalid_argument(format!(
                         "truncated witness stream: {got} of {size} bytes"
@@ -717,9 +719,9 @@ impl Shared {
             Done::Job(Err(e)) => Err(job_status(e)),
             Done::Filecoin(Err(e)) => Err(Status::new(job_status(&e.error).code(), e.to_string())),
             Done::Job(Ok(out)) => {
-                io::write_proof(&mut r.proof, &out.proof)
+                cuzk::write_proof(&mut r.proof, &out.proof)
                     .map_err(|e| Status::internal(e.to_string()))?;
-                io::write_witness(&mut r.public_inputs, &Witness::new(&out.public_inputs, &[]))
+                cuzk::write_witness(&mut r.public_inputs, &Witness::new(&out.public_inputs, &[]))
                     .map_err(|e| Status::internal(e.to_string()))?;
                 r.state = pb::JobState::Done as i32;
                 r.device = out.device as u32;

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use cuzk_daemon::client::{self, Client};
 use cuzk_daemon::pb;
 use cuzk_daemon::{Daemon, DaemonConfig};
-use cuzk_groth16::{Fr, ToxicWaste, Witness, generate_parameters_with_toxic_waste, io};
+use cuzk_formats::cuzk;
+use cuzk_groth16::{Fr, ToxicWaste, Witness, generate_parameters_with_toxic_waste};
 use cuzk_scheduler::Engine;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
@@ -31,16 +32,16 @@ fn make(dir: &Path, name: &str, log: u32, seed: u64) -> Fixture {
         generate_parameters_with_toxic_waste(&r1cs, &ToxicWaste::random(&mut rng)).unwrap();
     let vk = pk.vk.clone();
     let file = |ext: &str| std::fs::File::create(dir.join(format!("{name}.{ext}"))).unwrap();
-    io::write_r1cs(file("r1cs"), &r1cs).unwrap();
-    io::write_proving_key(file("pk"), &pk).unwrap();
+    cuzk::write_r1cs(file("r1cs"), &r1cs).unwrap();
+    cuzk::write_proving_key(file("pk"), &pk).unwrap();
     let mut witness = Vec::new();
-    io::write_witness(&mut witness, &w).unwrap();
+    cuzk::write_witness(&mut witness, &w).unwrap();
     std::fs::write(dir.join(format!("{name}.wit")), &witness).unwrap();
     let mut z = w.assignment().to_vec();
     let last = z.len() - 1;
     z[last] += Fr::ONE;
     let mut unsatisfied = Vec::new();
-    io::write_witness(
+    cuzk::write_witness(
         &mut unsatisfied,
         &Witness::from_assignment(w.num_public(), z).unwrap(),
     )
@@ -192,8 +193,8 @@ async fn wait(c: &mut Client, s: &pb::SubmitResponse) -> Result<pb::ProofRespons
 /// Checks a Done answer's proof with the pairing and its report of where it ran.
 fn verify(f: &Fixture, r: &pb::ProofResponse) {
     assert_eq!(r.state, pb::JobState::Done as i32);
-    let proof = io::read_proof(&r.proof[..]).unwrap();
-    let public = io::read_witness(&r.public_inputs[..]).unwrap();
+    let proof = cuzk::read_proof("proof", &r.proof[..]).unwrap();
+    let public = cuzk::read_witness("public inputs", &r.public_inputs[..]).unwrap();
     let pvk = cuzk_groth16::prepare_verifying_key(&f.vk);
     cuzk_groth16::verify_proof(&pvk, &proof, public.public_inputs()).unwrap();
     let t = r.timings.as_ref().expect("timings");

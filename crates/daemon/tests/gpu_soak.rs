@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use cuzk_daemon::client::{self, Client};
 use cuzk_daemon::{Daemon, DaemonConfig, pb};
-use cuzk_groth16::{Fr, ToxicWaste, Witness, generate_parameters_with_toxic_waste, io};
+use cuzk_formats::cuzk;
+use cuzk_groth16::{Fr, ToxicWaste, Witness, generate_parameters_with_toxic_waste};
 use cuzk_scheduler::Engine;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
@@ -37,15 +38,15 @@ fn make(dir: &Path, log: u32) -> Fixture {
     let (pk, _) =
         generate_parameters_with_toxic_waste(&r1cs, &ToxicWaste::random(&mut rng)).unwrap();
     let file = |ext: &str| std::fs::File::create(dir.join(format!("soak.{ext}"))).unwrap();
-    io::write_r1cs(file("r1cs"), &r1cs).unwrap();
-    io::write_proving_key(file("pk"), &pk).unwrap();
+    cuzk::write_r1cs(file("r1cs"), &r1cs).unwrap();
+    cuzk::write_proving_key(file("pk"), &pk).unwrap();
     let mut witness = Vec::new();
-    io::write_witness(&mut witness, &w).unwrap();
+    cuzk::write_witness(&mut witness, &w).unwrap();
     let mut z = w.assignment().to_vec();
     let last = z.len() - 1;
     z[last] += Fr::ONE;
     let mut unsatisfied = Vec::new();
-    io::write_witness(
+    cuzk::write_witness(
         &mut unsatisfied,
         &Witness::from_assignment(w.num_public(), z).unwrap(),
     )
@@ -117,8 +118,8 @@ async fn wait(c: &mut Client, s: &pb::SubmitResponse) -> Result<pb::ProofRespons
 }
 
 fn check_proof(f: &Fixture, r: &pb::ProofResponse) {
-    let proof = io::read_proof(&r.proof[..]).expect("a proof");
-    let public = io::read_witness(&r.public_inputs[..]).expect("public inputs");
+    let proof = cuzk::read_proof("proof", &r.proof[..]).expect("a proof");
+    let public = cuzk::read_witness("public inputs", &r.public_inputs[..]).expect("public inputs");
     cuzk_groth16::verify_proof(&f.vk, &proof, public.public_inputs())
         .expect("every returned proof verifies");
 }

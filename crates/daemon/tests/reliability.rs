@@ -10,7 +10,8 @@ use std::sync::{Arc, OnceLock};
 
 use cuzk_daemon::client::{self, Client};
 use cuzk_daemon::{Daemon, DaemonConfig, DaemonError, pb};
-use cuzk_groth16::{ToxicWaste, generate_parameters_with_toxic_waste, io};
+use cuzk_formats::cuzk;
+use cuzk_groth16::{ToxicWaste, generate_parameters_with_toxic_waste};
 use cuzk_scheduler::Engine;
 use cuzk_vram::{Budget, FakeBackend, FakeCounts, Faults, Vram};
 use rand::SeedableRng;
@@ -37,10 +38,10 @@ fn fixture() -> &'static Fixture {
         let (pk, _) =
             generate_parameters_with_toxic_waste(&r1cs, &ToxicWaste::random(&mut rng)).unwrap();
         let file = |n: &str| std::fs::File::create(dir.join(n)).unwrap();
-        io::write_r1cs(file("k.r1cs"), &r1cs).unwrap();
-        io::write_proving_key(file("k.pk"), &pk).unwrap();
+        cuzk::write_r1cs(file("k.r1cs"), &r1cs).unwrap();
+        cuzk::write_proving_key(file("k.pk"), &pk).unwrap();
         let mut witness = Vec::new();
-        io::write_witness(&mut witness, &w).unwrap();
+        cuzk::write_witness(&mut witness, &w).unwrap();
         Fixture {
             dir,
             vk: pk.vk.clone(),
@@ -146,8 +147,8 @@ async fn wait(c: &mut Client, id: &str, token: &str) -> Result<pb::ProofResponse
 
 fn verify(r: &pb::ProofResponse) {
     assert_eq!(r.state, pb::JobState::Done as i32);
-    let proof = io::read_proof(&r.proof[..]).unwrap();
-    let public = io::read_witness(&r.public_inputs[..]).unwrap();
+    let proof = cuzk::read_proof("proof", &r.proof[..]).unwrap();
+    let public = cuzk::read_witness("public inputs", &r.public_inputs[..]).unwrap();
     let pvk = cuzk_groth16::prepare_verifying_key(&fixture().vk);
     cuzk_groth16::verify_proof(&pvk, &proof, public.public_inputs()).unwrap();
 }

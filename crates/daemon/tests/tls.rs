@@ -8,7 +8,8 @@ use std::sync::OnceLock;
 
 use cuzk_daemon::client::{self, Client, ClientError, ClientTls};
 use cuzk_daemon::{Daemon, DaemonConfig, DaemonError, TlsConfig, pb};
-use cuzk_groth16::{ToxicWaste, generate_parameters_with_toxic_waste, io};
+use cuzk_formats::cuzk;
+use cuzk_groth16::{ToxicWaste, generate_parameters_with_toxic_waste};
 use cuzk_scheduler::Engine;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
@@ -53,10 +54,10 @@ fn files() -> &'static Files {
         let (pk, _) =
             generate_parameters_with_toxic_waste(&r1cs, &ToxicWaste::random(&mut rng)).unwrap();
         let file = |name: &str| std::fs::File::create(dir.join(name)).unwrap();
-        io::write_r1cs(file("k.r1cs"), &r1cs).unwrap();
-        io::write_proving_key(file("k.pk"), &pk).unwrap();
+        cuzk::write_r1cs(file("k.r1cs"), &r1cs).unwrap();
+        cuzk::write_proving_key(file("k.pk"), &pk).unwrap();
         let mut witness = Vec::new();
-        io::write_witness(&mut witness, &w).unwrap();
+        cuzk::write_witness(&mut witness, &w).unwrap();
         Files {
             ca: write("ca.pem", ca.pem()),
             wrong_ca: write("wrong-ca.pem", wrong.pem()),
@@ -156,8 +157,8 @@ async fn prove(c: &mut Client) {
         .unwrap()
         .into_inner();
     assert_eq!(r.state, pb::JobState::Done as i32);
-    let proof = io::read_proof(&r.proof[..]).unwrap();
-    let public = io::read_witness(&r.public_inputs[..]).unwrap();
+    let proof = cuzk::read_proof("proof", &r.proof[..]).unwrap();
+    let public = cuzk::read_witness("public inputs", &r.public_inputs[..]).unwrap();
     let pvk = cuzk_groth16::prepare_verifying_key(&f.vk);
     cuzk_groth16::verify_proof(&pvk, &proof, public.public_inputs()).unwrap();
 }

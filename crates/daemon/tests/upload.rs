@@ -15,7 +15,8 @@ use std::time::Instant;
 
 use cuzk_daemon::client::{self, Client};
 use cuzk_daemon::{Daemon, DaemonConfig, pb};
-use cuzk_groth16::{Fr, ProvingKey, R1cs, SparseMatrix, VerifyingKey, Witness, io};
+use cuzk_formats::cuzk;
+use cuzk_groth16::{Fr, ProvingKey, R1cs, SparseMatrix, VerifyingKey, Witness};
 use cuzk_scheduler::{Engine, KeySource};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
@@ -72,7 +73,7 @@ fn write_witness(path: &Path, m: usize, np: usize) {
     let public: Vec<Fr> = (0..np).map(|_| Fr::random(&mut rng)).collect();
     let private: Vec<Fr> = (0..m - np - 1).map(|_| Fr::random(&mut rng)).collect();
     let f = std::fs::File::create(path).unwrap();
-    io::write_witness(
+    cuzk::write_witness(
         std::io::BufWriter::with_capacity(8 << 20, f),
         &Witness::new(&public, &private),
     )

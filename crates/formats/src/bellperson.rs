@@ -118,10 +118,12 @@ fn len_u32(n: usize) -> std::io::Result<u32> {
     })
 }
 
-/// The point checks of a read: the subgroup checks or none, and where they run.
+/// The point checks of a read: the subgroup and curve checks or not, and where the subgroup
+/// checks run.
 #[derive(Clone, Copy)]
 struct Checks<'a> {
     subgroup: bool,
+    on_curve: bool,
     gpu: Option<&'a Gpu>,
 }
 
@@ -141,6 +143,7 @@ fn read_vk(src: &mut impl Source) -> Result<BpVerifyingKey, FormatError> {
     let file = src.file().to_string();
     let always = Checks {
         subgroup: true,
+        on_curve: true,
         gpu: None,
     };
     let ic = src.points(n, 96, spec(&file, "vk.ic", always))?;
@@ -156,16 +159,14 @@ fn read_vk(src: &mut impl Source) -> Result<BpVerifyingKey, FormatError> {
 }
 
 fn spec<'a>(file: &'a str, field: &'a str, checks: Checks<'a>) -> ArraySpec<'a> {
-    let subgroup = checks.subgroup;
     ArraySpec {
         file,
         field,
         encoding: Encoding::Uncompressed,
         // bellperson's reader refuses the identity in every query and in ic.
         reject_identity: true,
-        subgroup,
-        // Trusted files (no subgroup checks) are vouched for by their digest.
-        on_curve: subgroup,
+        subgroup: checks.subgroup,
+        on_curve: checks.on_curve,
         gpu: checks.gpu,
     }
 }
@@ -195,7 +196,8 @@ fn read_queries(src: &mut impl Source, checks: Checks<'_>) -> Result<BpParameter
 
 fn point_checks<'a>(checks: &PointChecks, gpu: Option<&'a Gpu>) -> Checks<'a> {
     Checks {
-        subgroup: matches!(checks, PointChecks::Full),
+        subgroup: checks.subgroup(),
+        on_curve: checks.on_curve(),
         gpu,
     }
 }
@@ -204,7 +206,8 @@ impl BpParameters {
     /// Streams a parameters file (any size: blocks are decoded in parallel as they are read,
     /// and only the decoded points are kept). With [`PointChecks::TrustedDigest`] the file is
     /// hashed beside the decoding and only the coordinates are checked (canonical): the digest
-    /// vouches for the rest, and the curve and subgroup checks are skipped.
+    /// vouches for the rest, and the curve and subgroup checks are skipped. With
+    /// [`PointChecks::OnCurve`] the subgroup checks alone are skipped.
     pub fn read(path: &Path, checks: &PointChecks) -> Result<Self, FormatError> {
         Self::read_blocks(path, checks, None)
     }
@@ -216,10 +219,7 @@ impl BpParameters {
         checks: &PointChecks,
         block: Option<usize>,
     ) -> Result<Self, FormatError> {
-        let digest = match checks {
-            PointChecks::Full => None,
-            PointChecks::TrustedDigest(d) => Some(d.clone()),
-        };
+        let digest = checks.digest().cloned();
         let mut s = match block {
             Some(b) => BlockStream::open_with_block(path, digest, b)?,
             None => BlockStream::open(path, digest)?,
@@ -237,7 +237,7 @@ impl BpParameters {
 
     /// Parses parameters held in memory.
     pub fn from_bytes(file: &str, bytes: &[u8], checks: &PointChecks) -> Result<Self, FormatError> {
-        if let PointChecks::TrustedDigest(d) = checks {
+        if let Some(d) = checks.digest() {
             d.check(file, bytes)?;
         }
         let mut c = Cursor::new(file, bytes);

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use cuzk_field::DecodeError;
 
+use crate::cuzk::FileKind;
+
 /// Why a file could not be read, written or used.
 #[derive(Debug, thiserror::Error)]
 pub enum FormatError {
@@ -54,6 +56,12 @@ pub enum FormatError {
         file: String,
         expected: &'static str,
         found: String,
+    },
+    #[error("{file}: holds a cuzk {}, expected a cuzk {expected}", kind_name(*.found))]
+    WrongKind {
+        file: String,
+        expected: FileKind,
+        found: u8,
     },
     #[error("{file}: version {found} of the {kind} format is not supported (max {max})")]
     UnsupportedVersion {
@@ -112,6 +120,10 @@ pub enum FormatError {
         expected: String,
         found: String,
     },
+    #[error(
+        "{file}: checksum mismatch: the file is corrupted (its BLAKE3 differs from the one it ends with)"
+    )]
+    ChecksumMismatch { file: String },
     #[error("{file}: JSON: {reason}")]
     Json { file: String, reason: String },
     #[error("{file}: {source}")]
@@ -122,6 +134,13 @@ pub enum FormatError {
     },
     #[error("{file}: proving failed: {reason}")]
     Prove { file: String, reason: String },
+}
+
+fn kind_name(byte: u8) -> String {
+    match FileKind::from_byte(byte) {
+        Some(k) => k.to_string(),
+        None => format!("file of unknown kind {byte}"),
+    }
 }
 
 impl FormatError {

@@ -1,6 +1,8 @@
-//! Groth16 files made by other tools, for cuzk to prove with and to verify, and the same files
-//! written back so that those tools accept what cuzk makes.
+//! Groth16 files: cuzk's own, and those made by other tools, for cuzk to prove with and to
+//! verify, and the same files written back so that those tools accept what cuzk makes.
 //!
+//! - [`cuzk`]: cuzk's own versioned, BLAKE3-sealed format for proving and verifying keys,
+//!   proofs, circuits and witnesses (streamed, point checks selectable: [`PointChecks`]).
 //! - [`bellperson`]: `Parameters` (streamed, point checks selectable: [`PointChecks`]),
 //!   `VerifyingKey`, the 192-byte `Proof`; density-filtered queries scattered to cuzk's
 //!   one-entry-per-variable [`cuzk_groth16::ProvingKey`].
@@ -9,12 +11,14 @@
 //!   ([`ntt::SnarkjsDomain`]).
 //! - [`snarkjs`]: `proof.json`, `public.json`, `verification_key.json`.
 //!
-//! Every error is a [`FormatError`] naming the file and the field.
+//! Every error is a [`FormatError`] naming the file and the field; every reader of keys takes
+//! the one [`PointChecks`].
 
 #![forbid(unsafe_code)]
 
 pub mod bellperson;
 mod cursor;
+pub mod cuzk;
 mod digest;
 mod error;
 pub mod iden3;
@@ -34,7 +38,7 @@ pub use zkey::Zkey;
 /// What a key file is, from its first bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeyKind {
-    /// cuzk's own format (`cuzk_groth16::io`).
+    /// cuzk's own format ([`cuzk`]).
     Cuzk,
     /// snarkjs's zkey.
     Zkey,
@@ -57,7 +61,7 @@ pub fn detect_key(path: &std::path::Path) -> Result<KeyKind, FormatError> {
     }
     Ok(if head[..got].starts_with(b"zkey") {
         KeyKind::Zkey
-    } else if head[..got].starts_with(&cuzk_groth16::io::MAGIC) {
+    } else if head[..got].starts_with(&cuzk::MAGIC) {
         KeyKind::Cuzk
     } else {
         KeyKind::Bellperson

@@ -8,18 +8,53 @@ use rayon::prelude::*;
 
 use crate::FormatError;
 
-/// How much of each point a reader verifies.
+/// How much of each point a reader verifies: one choice for every reader of this crate.
+/// Verifying keys, the verifying-key part of cuzk and bellperson proving keys, and proofs are
+/// always checked in full, whatever the choice.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PointChecks {
     /// Canonical coordinates, on the curve, in the prime-order subgroup: for files of unknown
-    /// origin. The subgroup check dominates: it runs on the first GPU when there is one (large
-    /// arrays, after their decoding), else on every core.
+    /// origin, and the same in every format. The subgroup check dominates: it runs on the first
+    /// GPU when there is one (large arrays, after their decoding), else on every core.
     Full,
+    /// Canonical coordinates and on the curve, no subgroup check (the dominant cost of a load
+    /// without a GPU): for keys from a trusted source. A bad proving key can only make the
+    /// prover's own proofs fail or leak, never make a verifier accept a false statement.
+    /// - cuzk: the file's BLAKE3 checksum, always checked, covers its integrity.
+    /// - bellperson, zkey: nothing covers the file's integrity (those formats carry no
+    ///   checksum): points that are on the curve but corrupted are loaded.
+    OnCurve,
     /// Instead of the point checks the whole file must hash to this digest (as Filecoin checks
     /// its parameters against published digests); the hash runs beside the parallel decoding.
-    /// bellperson parameters are then checked for canonical coordinates only; zkeys (small)
-    /// keep the curve check.
+    /// - cuzk: the digest covers every byte, the checksum included (which is still checked);
+    ///   points are checked for canonical coordinates only.
+    /// - bellperson: canonical coordinates only.
+    /// - zkey (small, read whole): hashed before parsing; points keep the curve check.
+    ///
+    /// zkey's header points are always fully checked; its arrays, IC included, follow the
+    /// choice.
     TrustedDigest(crate::Digest),
+}
+
+impl PointChecks {
+    /// Whether every point is checked for the prime-order subgroup.
+    pub(crate) fn subgroup(&self) -> bool {
+        matches!(self, PointChecks::Full)
+    }
+
+    /// Whether zcash-encoded points are checked against the curve equation (iden3's are
+    /// always).
+    pub(crate) fn on_curve(&self) -> bool {
+        !matches!(self, PointChecks::TrustedDigest(_))
+    }
+
+    /// The digest the whole file must have, if any.
+    pub(crate) fn digest(&self) -> Option<&crate::Digest> {
+        match self {
+            PointChecks::TrustedDigest(d) => Some(d),
+            PointChecks::Full | PointChecks::OnCurve => None,
+        }
+    }
 }
 
 /// A curve point type the readers can decode in bulk, described by its coordinates as Fp
@@ -197,9 +232,10 @@ pub(crate) struct ArraySpec<'a> {
 
 /// The GPU for the subgroup checks of a fully checked read, when there is one.
 pub(crate) fn subgroup_gpu_for(checks: &PointChecks) -> Option<Gpu> {
-    match checks {
-        PointChecks::Full => Gpu::available(),
-        PointChecks::TrustedDigest(_) => None,
+    if checks.subgroup() {
+        Gpu::available()
+    } else {
+        None
     }
 }
 
@@ -260,6 +296,29 @@ pub(crate) fn lowest_error<P: Point>(
             Ok(()) => e,
         },
         None => e,
+    }
+}
+
+/// Shifts a decode error's index by the records decoded before the failing run.
+pub(crate) fn reindex(e: FormatError, before: usize) -> FormatError {
+    match e {
+        FormatError::BadPoint {
+            file,
+            field,
+            index,
+            source,
+        } => FormatError::BadPoint {
+            file,
+            field,
+            index: index + before,
+            source,
+        },
+        FormatError::IdentityPoint { file, field, index } => FormatError::IdentityPoint {
+            file,
+            field,
+            index: index + before,
+        },
+        other => other,
     }
 }
 

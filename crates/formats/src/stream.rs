@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
 use std::thread::JoinHandle;
 
-use crate::points::{ArraySpec, Point, check_subgroup_after, decode_into, lowest_error};
+use crate::points::{ArraySpec, Point, check_subgroup_after, decode_into, lowest_error, reindex};
 use crate::{Digest, FormatError};
 
 /// Bytes per block: big enough that one block keeps every core busy decoding, small enough
@@ -218,29 +218,6 @@ impl BlockStream {
             d.check_computed(&self.file, &found)?;
         }
         Ok(())
-    }
-}
-
-/// Shifts a decode error's index by the records decoded before the failing run.
-fn reindex(e: FormatError, before: usize) -> FormatError {
-    match e {
-        FormatError::BadPoint {
-            file,
-            field,
-            index,
-            source,
-        } => FormatError::BadPoint {
-            file,
-            field,
-            index: index + before,
-            source,
-        },
-        FormatError::IdentityPoint { file, field, index } => FormatError::IdentityPoint {
-            file,
-            field,
-            index: index + before,
-        },
-        other => other,
     }
 }
 

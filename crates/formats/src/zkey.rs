@@ -75,10 +75,10 @@ impl Zkey {
     /// Parses a zkey. With [`PointChecks::Full`] every point is checked for the subgroup too
     /// (snarkjs itself checks none).
     pub fn from_bytes(file: &str, bytes: &[u8], checks: &PointChecks) -> Result<Self, FormatError> {
-        if let PointChecks::TrustedDigest(d) = checks {
+        if let Some(d) = checks.digest() {
             d.check(file, bytes)?;
         }
-        let subgroup = matches!(checks, PointChecks::Full);
+        let subgroup = checks.subgroup();
         let gpu = crate::points::subgroup_gpu_for(checks);
         let bin = BinFile::parse(file, bytes, "zkey", 1)?;
         let mut p = Cursor::new(file, bin.section(1, "protocol")?);

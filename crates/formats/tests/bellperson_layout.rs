@@ -190,6 +190,16 @@ fn corrupt_parameters_get_named_errors() {
         matches!(&e, FormatError::BadPoint { field, source: cuzk_field::DecodeError::NotInSubgroup, .. } if field == "a"),
         "{e}"
     );
+    // On-curve checks load it (no subgroup check) and still refuse a point off the curve.
+    let on_curve = PointChecks::OnCurve;
+    std::fs::write(&path, &torsion).unwrap();
+    let loaded = BpParameters::read(&path, &on_curve).unwrap();
+    assert!(!loaded.a[0].is_torsion_free());
+    let e = read(&bad, &on_curve);
+    assert!(
+        matches!(&e, FormatError::BadPoint { field, index: 1, .. } if field == "l"),
+        "{e}"
+    );
     let digest = PointChecks::TrustedDigest(Digest::Sha256([7; 32]));
     let e = read(&bytes, &digest);
     assert!(matches!(e, FormatError::DigestMismatch { .. }), "{e}");

@@ -1,10 +1,11 @@
-//! The fully checked bellperson load with its subgroup checks on the GPU: every query long
-//! enough to go to the device, points outside the subgroup at random positions, the error
-//! naming the query and the first bad index as the CPU path does. Ignored without a GPU
+//! The fully checked bellperson and cuzk loads with their subgroup checks on the GPU: every
+//! query long enough to go to the device, points outside the subgroup at random positions, the
+//! error naming the query and the first bad index as the CPU path does. Ignored without a GPU
 //! (`cargo test -p cuzk-formats --test gpu_checks -- --ignored`; panics if none is found).
 
-use cuzk_field::{G1Affine, G2Affine};
-use cuzk_formats::{BpParameters, BpVerifyingKey, FormatError, PointChecks};
+use cuzk_field::{DecodeError, Fp, G1Affine, G2Affine};
+use cuzk_formats::{BpParameters, BpVerifyingKey, FormatError, PointChecks, cuzk};
+use cuzk_groth16::{ProvingKey, VerifyingKey};
 use cuzk_msm::subgroup::{Gpu, testing};
 use cuzk_msm::testing::random_points;
 use rand::{Rng, SeedableRng};
@@ -103,4 +104,85 @@ fn gpu_full_checks_name_the_first_point_outside_the_subgroup() {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// cuzk's reader decodes a query in 8 MiB chunks and checks the whole query on the GPU after:
+/// points outside the subgroup before and after the chunk boundary (87381 G1 points), and one
+/// beside a point off the curve, name the lowest index.
+#[test]
+#[ignore = "gpu"]
+fn gpu_full_checks_of_a_cuzk_key_name_the_first_point_outside_the_subgroup() {
+    assert!(
+        Gpu::available().is_some(),
+        "gpu tests need an NVIDIA GPU and built kernels"
+    );
+    let mut rng = ChaCha8Rng::seed_from_u64(4343);
+    let g1 = |n: usize, rng: &mut ChaCha8Rng| random_points::<G1Affine>(n, rng);
+    let (m, np) = (5000, 2);
+    let vk1 = g1(np + 4, &mut rng);
+    let vk2 = random_points::<G2Affine>(3, &mut rng);
+    let pk = ProvingKey {
+        vk: VerifyingKey {
+            alpha_g1: vk1[0],
+            beta_g2: vk2[0],
+            gamma_g2: vk2[1],
+            delta_g2: vk2[2],
+            ic: vk1[3..].to_vec(),
+        },
+        beta_g1: vk1[1],
+        delta_g1: vk1[2],
+        a_query: g1(m, &mut rng),
+        b_g1_query: g1(m, &mut rng),
+        b_g2_query: random_points::<G2Affine>(m, &mut rng),
+        // Domain 2^17: two read chunks.
+        h_query: g1((1 << 17) - 1, &mut rng),
+        l_query: g1(m - np - 1, &mut rng),
+        held: None,
+    };
+    let bytes = |pk: &ProvingKey| {
+        let mut out = Vec::new();
+        cuzk::write_proving_key(&mut out, pk).unwrap();
+        out
+    };
+    let read = |b: &[u8]| cuzk::read_proving_key("k.pk", b, &PointChecks::Full);
+    assert_eq!(read(&bytes(&pk)).unwrap(), pk);
+
+    for at in [vec![3], vec![90_000, 100_000], vec![131_070, 5000]] {
+        let mut bad = pk.clone();
+        for &i in &at {
+            bad.h_query[i] = testing::g1_outside(&mut rng);
+        }
+        let want = *at.iter().min().unwrap();
+        let e = read(&bytes(&bad)).unwrap_err();
+        assert!(
+            matches!(&e, FormatError::BadPoint { field, index, source: DecodeError::NotInSubgroup, .. }
+                if field == "h_query" && *index == want),
+            "h_query{at:?}: {e}"
+        );
+    }
+    let mut bad = pk.clone();
+    bad.b_g2_query[4321] = testing::g2_outside(&mut rng);
+    let e = read(&bytes(&bad)).unwrap_err();
+    assert!(
+        matches!(&e, FormatError::BadPoint { field, index: 4321, source: DecodeError::NotInSubgroup, .. }
+            if field == "b_g2_query"),
+        "{e}"
+    );
+    let off_curve = |p: G1Affine| G1Affine::from_xy_unchecked(p.x(), p.y() + Fp::ONE);
+    for (outside_at, off_at) in [(1000, 100_000), (100_000, 1000)] {
+        let mut bad = pk.clone();
+        bad.h_query[outside_at] = testing::g1_outside(&mut rng);
+        bad.h_query[off_at] = off_curve(bad.h_query[off_at]);
+        let want = if outside_at < off_at {
+            (outside_at, DecodeError::NotInSubgroup)
+        } else {
+            (off_at, DecodeError::NotOnCurve)
+        };
+        let e = read(&bytes(&bad)).unwrap_err();
+        assert!(
+            matches!(&e, FormatError::BadPoint { field, index, source, .. }
+                if field == "h_query" && (*index, *source) == want),
+            "outside at {outside_at}, off the curve at {off_at}: {e}"
+        );
+    }
 }

@@ -11,15 +11,14 @@
 //! 4. [`verifier::verify_proof`] — one multi-Miller loop and one final exponentiation.
 //!
 //! [`select_backend`] picks the CPU or the [`GpuBackend`]. [`testing::demo::circuit`] makes
-//! realistic test circuits ([`testing::demo::circuit_with`]: any share of bits); [`io`] reads and
-//! writes the versioned, checksummed file format. Key generation (CPU and GPU, fixed-base
-//! kernels) is [`setup`].
+//! realistic test circuits ([`testing::demo::circuit_with`]: any share of bits). Key generation
+//! (CPU and GPU, fixed-base kernels) is [`setup`]. Files (cuzk's own format and others') are
+//! read and written by the `cuzk-formats` crate above this one.
 
 #![deny(unsafe_code)]
 
 pub mod backend;
 pub mod gpu;
-pub mod io;
 pub mod keys;
 pub mod prover;
 pub mod r1cs;

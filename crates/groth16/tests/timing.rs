@@ -37,30 +37,6 @@ fn cpu_setup_and_prove_timings() {
         for (name, d) in setup.rows() {
             println!("  {name:<22} {:>9.1} ms", d.as_secs_f64() * 1e3);
         }
-        let mut bytes = Vec::new();
-        let t = Instant::now();
-        cuzk_groth16::io::write_proving_key(&mut bytes, &pk).unwrap();
-        let t_write = t.elapsed();
-        let t = Instant::now();
-        let loaded = cuzk_groth16::io::read_proving_key(&bytes[..]).unwrap();
-        let t_read = t.elapsed();
-        assert!(loaded == pk);
-        let t = Instant::now();
-        let loaded = cuzk_groth16::io::read_proving_key_with(
-            &bytes[..],
-            cuzk_groth16::io::PointChecks::OnCurve,
-        )
-        .unwrap();
-        let t_read_fast = t.elapsed();
-        assert!(loaded == pk);
-        println!(
-            "key file: {:.1} MiB, write {:.1} ms, read {:.1} ms (full checks) / {:.1} ms (on-curve only)",
-            bytes.len() as f64 / (1 << 20) as f64,
-            t_write.as_secs_f64() * 1e3,
-            t_read.as_secs_f64() * 1e3,
-            t_read_fast.as_secs_f64() * 1e3
-        );
-        drop((bytes, loaded));
         let pvk = prepare_verifying_key(&pk.vk);
         for run in 0..3 {
             let (r, s) = (Fr::random(&mut rng), Fr::random(&mut rng));

@@ -137,7 +137,7 @@ pub struct Job {
     pub owner: Option<String>,
     pub cancel_requested: bool,
     pub last_error: Option<String>,
-    /// cuzk proof bytes (`io::write_proof`), when done.
+    /// cuzk proof bytes (`cuzk_formats::cuzk::write_proof`), when done.
     pub proof: Option<Vec<u8>>,
     /// The public inputs as a cuzk witness file with no private part, when done.
     pub public_inputs: Option<Vec<u8>>,

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use cuzk_groth16::{Witness, io};
+use cuzk_formats::cuzk::{self, FileKind};
+use cuzk_groth16::Witness;
 use cuzk_scheduler::{Engine, JobError, JobHandle, JobOutput, JobSpec, WitnessSource};
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
@@ -27,11 +28,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// hex SHA-256 of a verifying key's cuzk encoding: the name by which jobs ask for a key, so
 /// a host whose key file differs from the submitter's never proves for it.
-pub fn key_digest(
-    vk: &cuzk_groth16::VerifyingKey,
-) -> Result<String, cuzk_groth16::io::FormatError> {
+pub fn key_digest(vk: &cuzk_groth16::VerifyingKey) -> std::io::Result<String> {
     let mut bytes = Vec::new();
-    io::write_verifying_key(&mut bytes, vk)?;
+    cuzk::write_verifying_key(&mut bytes, vk)?;
     Ok(hex(&Sha256::digest(&bytes)))
 }
 
@@ -47,16 +46,16 @@ pub fn witness_checksum(path: &std::path::Path) -> std::io::Result<[u8; 32]> {
     // Magic, kind, format version (whose checksum is BLAKE3); then the body and the checksum.
     let mut head = [0u8; 9];
     f.read_exact(&mut head)?;
-    if head[..4] != io::MAGIC
-        || head[4] != io::FileKind::Witness as u8
-        || head[5..] != io::FORMAT_VERSION.to_le_bytes()
+    if head[..4] != cuzk::MAGIC
+        || head[4] != FileKind::Witness as u8
+        || head[5..] != cuzk::FORMAT_VERSION.to_le_bytes()
         || f.metadata()?.len() < 9 + 16 + 32
     {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             format!(
                 "not a cuzk witness file of format version {}",
-                io::FORMAT_VERSION
+                cuzk::FORMAT_VERSION
             ),
         ));
     }
@@ -506,10 +505,12 @@ async fn start(inner: &Arc<Inner>, job: &Claimed) -> Result<JobHandle, JobError>
     let source = match witness {
         WitnessRef::Inline(bytes) => {
             let bytes = bytes.clone();
-            let w = tokio::task::spawn_blocking(move || io::read_witness(&bytes[..]))
-                .await
-                .map_err(|e| JobError::Witness(e.to_string()))?
-                .map_err(|e| JobError::Witness(format!("inline witness: {e}")))?;
+            let w = tokio::task::spawn_blocking(move || {
+                cuzk::read_witness("inline witness", &bytes[..])
+            })
+            .await
+            .map_err(|e| JobError::Witness(e.to_string()))?
+            .map_err(|e| JobError::Witness(e.to_string()))?;
             WitnessSource::Memory(Arc::new(w))
         }
         WitnessRef::Path { path, checksum } => {
@@ -537,9 +538,9 @@ async fn start(inner: &Arc<Inner>, job: &Claimed) -> Result<JobHandle, JobError>
 /// The row's form of a proof: its bytes, the public inputs as a witness file, the timings.
 fn outcome(out: &JobOutput) -> Result<Outcome, String> {
     let mut proof = Vec::new();
-    io::write_proof(&mut proof, &out.proof).map_err(|e| e.to_string())?;
+    cuzk::write_proof(&mut proof, &out.proof).map_err(|e| e.to_string())?;
     let mut public_inputs = Vec::new();
-    io::write_witness(&mut public_inputs, &Witness::new(&out.public_inputs, &[]))
+    cuzk::write_witness(&mut public_inputs, &Witness::new(&out.public_inputs, &[]))
         .map_err(|e| e.to_string())?;
     let t = &out.timings;
     let timings = serde_json::json!({

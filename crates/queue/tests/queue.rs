@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cuzk_groth16::{ToxicWaste, generate_parameters_with_toxic_waste, io};
+use cuzk_formats::cuzk;
+use cuzk_groth16::{ToxicWaste, generate_parameters_with_toxic_waste};
 use cuzk_queue::sim::{SimConfig, simulate};
 use cuzk_queue::tempdb::TempPostgres;
 use cuzk_queue::{
@@ -242,7 +243,7 @@ fn engine_with_key() -> (Arc<Engine>, String, cuzk_groth16::VerifyingKey, Vec<u8
         )
         .unwrap();
     let mut witness = Vec::new();
-    io::write_witness(&mut witness, &w).unwrap();
+    cuzk::write_witness(&mut witness, &w).unwrap();
     let digest = key_digest(&vk).unwrap();
     (Arc::new(engine), digest, vk, witness)
 }
@@ -310,8 +311,8 @@ async fn a_worker_proves_queued_jobs_and_refuses_a_witness_whose_checksum_differ
             .unwrap()
             .expect("the job finishes");
         assert_eq!(j.state, State::Done, "job {id}: {:?}", j.last_error);
-        let proof = io::read_proof(&j.proof.unwrap()[..]).unwrap();
-        let public = io::read_witness(&j.public_inputs.unwrap()[..]).unwrap();
+        let proof = cuzk::read_proof("proof", &j.proof.unwrap()[..]).unwrap();
+        let public = cuzk::read_witness("public inputs", &j.public_inputs.unwrap()[..]).unwrap();
         cuzk_groth16::verify_proof(&pvk, &proof, public.public_inputs()).unwrap();
         assert_eq!(j.done_by.as_deref(), Some("test-host"));
     }

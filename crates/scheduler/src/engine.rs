@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use cuzk_formats::FormatError;
 use cuzk_gpu::Gpu;
-use cuzk_groth16::{BackendChoice, BackendError, R1cs, io};
+use cuzk_groth16::{BackendChoice, BackendError, R1cs};
 use cuzk_vram::{Budget, FakeBackend, Vram};
 use parking_lot::{Condvar, Mutex, RwLock};
 
@@ -40,12 +41,9 @@ pub enum EngineError {
     KeyExists(String),
     #[error("unknown key {0:?}")]
     UnknownKey(String),
-    #[error("{what}: {source}")]
-    File {
-        what: String,
-        #[source]
-        source: io::FormatError,
-    },
+    /// A key, circuit or witness file (the error names it).
+    #[error(transparent)]
+    File(FormatError),
     #[error("cannot open {path}: {source}")]
     Open {
         path: String,

@@ -4,10 +4,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use cuzk_formats::{FormatError, PointChecks, cuzk};
 use cuzk_groth16::testing::SimBackend;
 use cuzk_groth16::{
     BackendError, Domain, GpuBackend, PreparedVerifyingKey, ProverBackend, ProvingKey, Query, R1cs,
-    StagingNeeds, io,
+    StagingNeeds,
 };
 
 use crate::engine::{Device, DeviceKind, EngineError, Inner};
@@ -25,7 +26,7 @@ pub enum KeySource {
     Files {
         pk: std::path::PathBuf,
         r1cs: std::path::PathBuf,
-        checks: io::PointChecks,
+        checks: PointChecks,
     },
     /// A key made on an engine's GPU by [`GpuBackend::generate_key`] (on the [`Gpu`] of
     /// [`crate::Engine::gpu`]), whose points only `backend` holds: it loads on that device
@@ -68,18 +69,17 @@ pub(crate) fn key_host_bytes(pk: &ProvingKey, r1cs: &R1cs) -> u64 {
         .sum();
     points + matrices
 }
+
+/// Reads a cuzk file with `f`, which names the path in its errors.
 pub(crate) fn read<T>(
     path: &std::path::Path,
-    f: impl FnOnce(std::io::BufReader<std::fs::File>) -> Result<T, io::FormatError>,
+    f: impl FnOnce(&str, std::io::BufReader<std::fs::File>) -> Result<T, FormatError>,
 ) -> Result<T, EngineError> {
     let file = std::fs::File::open(path).map_err(|source| EngineError::Open {
         path: path.display().to_string(),
         source,
     })?;
-    f(std::io::BufReader::new(file)).map_err(|source| EngineError::File {
-        what: path.display().to_string(),
-        source,
-    })
+    f(&path.display().to_string(), std::io::BufReader::new(file)).map_err(EngineError::File)
 }
 
 impl Inner {
@@ -99,8 +99,8 @@ impl Inner {
             KeySource::Memory { pk, r1cs } => (pk, r1cs, None),
             KeySource::Files { pk, r1cs, checks } => {
                 tracing::info!(key = id, path = %pk.display(), ?checks, "reading proving key");
-                let p = read(&pk, |r| io::read_proving_key_with(r, checks))?;
-                let c = read(&r1cs, io::read_r1cs)?;
+                let p = read(&pk, |f, r| cuzk::read_proving_key(f, r, &checks))?;
+                let c = read(&r1cs, cuzk::read_r1cs)?;
                 (Arc::new(p), Arc::new(c), None)
             }
             KeySource::Held {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use cuzk_groth16::io;
+use cuzk_formats::cuzk;
 
 use crate::engine::Inner;
 use crate::gate::Permit;
@@ -25,7 +25,7 @@ impl Inner {
             let permit = self.take_read_room(bytes);
             let done = permit.and_then(|permit| {
                 let start = Instant::now();
-                match read(&path, io::read_witness) {
+                match read(&path, cuzk::read_witness) {
                     Ok(w) => {
                         tracing::debug!(job = job.id, ms = start.elapsed().as_secs_f64() * 1e3, "witness read ahead");
                         let mut slot = job.witness.lock();

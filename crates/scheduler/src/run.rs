@@ -3,8 +3,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cuzk_formats::cuzk;
 use cuzk_groth16::{
-    BackendError, BackendErrorKind, MsmValue, ProverBackend, Witness, WitnessMsms, io,
+    BackendError, BackendErrorKind, MsmValue, ProverBackend, Witness, WitnessMsms,
     witness_msm_order,
 };
 use cuzk_vram::Reservation;
@@ -147,7 +148,7 @@ impl Inner {
             Some(WitnessSource::Memory(w)) => w,
             Some(WitnessSource::File(p)) => {
                 let (r, _) = rec.span("read witness", SpanKind::Cpu, || {
-                    read(&p, io::read_witness).map_err(|e| JobError::Witness(e.to_string()))
+                    read(&p, cuzk::read_witness).map_err(|e| JobError::Witness(e.to_string()))
                 });
                 let w = Arc::new(r?);
                 *job.witness.lock() = Some(WitnessSource::Memory(w.clone()));

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use cuzk_formats::{PointChecks, cuzk};
 use cuzk_groth16::{Fr, ProvingKey, R1cs, Witness, generate_parameters_with_toxic_waste};
 use cuzk_scheduler::{
     Engine, EngineConfig, EngineError, JobError, JobHandle, JobSpec, JobStatus, KeySource,
@@ -239,7 +240,7 @@ fn a_key_held_by_a_gpu_is_refused_where_its_points_are_needed() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("held by the GPU backend"), "{err}");
-    let err = cuzk_groth16::io::write_proving_key(Vec::new(), &held).unwrap_err();
+    let err = cuzk_formats::cuzk::write_proving_key(Vec::new(), &held).unwrap_err();
     assert!(err.to_string().contains("no host copy"), "{err}");
 }
 
@@ -614,14 +615,12 @@ fn pinned_jobs_run_on_their_device_and_keys_load_from_files() {
     let dir = std::env::temp_dir().join(format!("cuzk-engine-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (pk, r1cs, wit) = (dir.join("k.pk"), dir.join("c.r1cs"), dir.join("w.wit"));
-    let write =
-        |p: &std::path::Path,
-         f: &dyn Fn(&mut std::fs::File) -> Result<(), cuzk_groth16::io::FormatError>| {
-            f(&mut std::fs::File::create(p).unwrap()).unwrap()
-        };
-    write(&pk, &|f| cuzk_groth16::io::write_proving_key(f, &c.pk));
-    write(&r1cs, &|f| cuzk_groth16::io::write_r1cs(f, &c.r1cs));
-    write(&wit, &|f| cuzk_groth16::io::write_witness(f, &c.witness));
+    let write = |p: &std::path::Path, f: &dyn Fn(&mut std::fs::File) -> std::io::Result<()>| {
+        f(&mut std::fs::File::create(p).unwrap()).unwrap()
+    };
+    write(&pk, &|f| cuzk::write_proving_key(f, &c.pk));
+    write(&r1cs, &|f| cuzk::write_r1cs(f, &c.r1cs));
+    write(&wit, &|f| cuzk::write_witness(f, &c.witness));
     let engine = Engine::on_cpu(
         EngineConfig {
             split: 2,
@@ -636,7 +635,7 @@ fn pinned_jobs_run_on_their_device_and_keys_load_from_files() {
             KeySource::Files {
                 pk: pk.clone(),
                 r1cs: r1cs.clone(),
-                checks: cuzk_groth16::io::PointChecks::Full,
+                checks: PointChecks::Full,
             },
             None,
         )
@@ -663,7 +662,7 @@ fn pinned_jobs_run_on_their_device_and_keys_load_from_files() {
             KeySource::Files {
                 pk: dir.join("bad.pk"),
                 r1cs,
-                checks: cuzk_groth16::io::PointChecks::Full,
+                checks: PointChecks::Full,
             },
             None,
         )
@@ -685,7 +684,7 @@ fn prove_from_files(c: &Circuit, workers: usize, host: impl Fn(u64) -> u64) -> u
         std::env::temp_dir().join(format!("cuzk-read-ahead-{}-{workers}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let wit = dir.join("w.wit");
-    cuzk_groth16::io::write_witness(&mut std::fs::File::create(&wit).unwrap(), &c.witness).unwrap();
+    cuzk::write_witness(&mut std::fs::File::create(&wit).unwrap(), &c.witness).unwrap();
     let probe = Engine::on_cpu(config(1), memories(1, 64 * MIB).0).unwrap();
     probe.load_key("k", key(c), None).unwrap();
     let key_bytes = probe.status().host_in_use;

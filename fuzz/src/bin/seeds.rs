@@ -8,9 +8,8 @@ use std::path::Path;
 
 use base64::Engine as _;
 use cuzk_daemon::pb;
-use cuzk_formats::{BpParameters, BpVerifyingKey, CircomR1cs, Wtns, bellperson, snarkjs};
+use cuzk_formats::{BpParameters, BpVerifyingKey, CircomR1cs, Wtns, bellperson, cuzk, snarkjs};
 use cuzk_fuzz::daemon::{frame, method, write_key_files};
-use cuzk_groth16::io;
 use rand::SeedableRng;
 
 /// Errors as strings: this tool only reports them.
@@ -35,7 +34,7 @@ fn write(target: &str, name: &str, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-fn cuzk_file(f: impl FnOnce(&mut Vec<u8>) -> std::result::Result<(), io::FormatError>) -> Vec<u8> {
+fn cuzk_file(f: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>) -> Vec<u8> {
     let mut v = Vec::new();
     f(&mut v).expect("writing to memory");
     v
@@ -48,26 +47,30 @@ fn cuzk_and_foreign() -> Result<()> {
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
         let proof = cuzk_groth16::create_proof(&pk, &r1cs, &w, &mut rng)
             .map_err(|e| format!("prove: {e}"))?;
-        put("cuzk_r1cs", &tag, &cuzk_file(|v| io::write_r1cs(v, &r1cs)))?;
+        put(
+            "cuzk_r1cs",
+            &tag,
+            &cuzk_file(|v| cuzk::write_r1cs(v, &r1cs)),
+        )?;
         put(
             "cuzk_pk",
             &tag,
-            &cuzk_file(|v| io::write_proving_key(v, &pk)),
+            &cuzk_file(|v| cuzk::write_proving_key(v, &pk)),
         )?;
         put(
             "cuzk_witness",
             &tag,
-            &cuzk_file(|v| io::write_witness(v, &w)),
+            &cuzk_file(|v| cuzk::write_witness(v, &w)),
         )?;
         put(
             "cuzk_proof_vk",
             &format!("proof-{tag}"),
-            &cuzk_file(|v| io::write_proof(v, &proof)),
+            &cuzk_file(|v| cuzk::write_proof(v, &proof)),
         )?;
         put(
             "cuzk_proof_vk",
             &format!("vk-{tag}"),
-            &cuzk_file(|v| io::write_verifying_key(v, &pk.vk)),
+            &cuzk_file(|v| cuzk::write_verifying_key(v, &pk.vk)),
         )?;
         let bp = BpParameters::from_proving_key(&pk).map_err(|e| e.to_string())?;
         let mut params = Vec::new();
