@@ -141,7 +141,7 @@ impl Daemon {
                     return Err(DaemonError::TcpWithoutToken(addr));
                 }
                 let tls = match &config.tls {
-                    Some(t) => Some(t.server_config()?),
+                    Some(t) => Some(t.server_config().map_err(ConfigError::Invalid)?),
                     None => None,
                 };
                 let listener = TcpListener::bind(&addr)

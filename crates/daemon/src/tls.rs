@@ -9,8 +9,6 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{AlertDescription, CertificateError, RootCertStore};
 use serde::Deserialize;
 
-use crate::config::ConfigError;
-
 /// The `[tls]` section: the daemon's certificate, and the CA its clients' certificates must
 /// chain to, if any.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -79,33 +77,33 @@ pub fn system_roots() -> Result<RootCertStore, String> {
 }
 
 impl TlsConfig {
-    /// The rustls configuration of the listener (HTTP/2 only, as gRPC needs).
-    pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, ConfigError> {
-        let invalid = ConfigError::Invalid;
-        let certs = read_certs("tls.cert", &self.cert).map_err(invalid)?;
-        let key = read_key("tls.key", &self.key).map_err(invalid)?;
+    /// The rustls configuration of the listener (HTTP/2 only, as gRPC needs); the error names
+    /// the setting at fault.
+    pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, String> {
+        let certs = read_certs("tls.cert", &self.cert)?;
+        let key = read_key("tls.key", &self.key)?;
         let builder = rustls::ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
-            .map_err(|e| invalid(format!("TLS: {e}")))?;
+            .map_err(|e| format!("TLS: {e}"))?;
         let builder = match &self.client_ca {
             None => builder.with_no_client_auth(),
             Some(ca) => {
-                let roots = read_roots("tls.client_ca", ca).map_err(invalid)?;
+                let roots = read_roots("tls.client_ca", ca)?;
                 let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
                     Arc::new(roots),
                     provider(),
                 )
                 .build()
-                .map_err(|e| invalid(pem_error("tls.client_ca", ca, e)))?;
+                .map_err(|e| pem_error("tls.client_ca", ca, e))?;
                 builder.with_client_cert_verifier(verifier)
             }
         };
         let mut config = builder.with_single_cert(certs, key).map_err(|e| {
-            invalid(format!(
+            format!(
                 "tls.cert = {} and tls.key = {}: {e}",
                 self.cert.display(),
                 self.key.display()
-            ))
+            )
         })?;
         config.alpn_protocols = vec![b"h2".to_vec()];
         Ok(Arc::new(config))

@@ -254,11 +254,18 @@ impl C1Output {
     /// filecoin-proofs' id of this proof's circuit: its parameter files are
     /// `v28-{id}.params` and `.vk` ([`crate::ParamStore::params_path`]).
     pub fn circuit_id(&self) -> Result<String, FilecoinError> {
-        let config = self.seal_proof.config();
-        with_phase1!(&self.phase1, |o| crate::porep::cache_id_for(&config, o))
+        with_phase1!(&self.phase1, |o| tree_cache_id(self.seal_proof, o))
     }
 
     pub fn partitions(&self) -> usize {
         with_phase1!(&self.phase1, |o| o.vanilla_proofs.len())
     }
+}
+
+/// [`SealProof::cache_id`] with the tree shape taken from a C1 output.
+fn tree_cache_id<Tree: 'static + filecoin_proofs::MerkleTreeTrait>(
+    seal_proof: SealProof,
+    _: &SealCommitPhase1Output<Tree>,
+) -> Result<String, FilecoinError> {
+    seal_proof.cache_id::<Tree>()
 }

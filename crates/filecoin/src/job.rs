@@ -4,14 +4,12 @@
 
 use std::ops::Range;
 
-use bellperson::Circuit;
-use blstrs::Scalar;
 use cuzk_bellpepper::CompiledCircuit;
-use cuzk_bellpepper::batch::{BatchError, CircuitProver};
+use cuzk_bellpepper::batch::CircuitProver;
 use cuzk_formats::BpParameters;
 use cuzk_groth16::Witness;
 
-use crate::prover::partition_error;
+use crate::synth::{Compile, Synth};
 use crate::{
     C1Output, FilecoinError, ParamStore, PostKind, PostProof, PostStatement, PostVanilla,
     SealProof, SnapStatement, SnapVanilla,
@@ -92,54 +90,6 @@ impl std::str::FromStr for CircuitName {
             .flat_map(|kind| SealProof::ALL.map(|sector| CircuitName { kind, sector }))
             .find(|c| c.to_string() == s)
             .ok_or_else(|| FilecoinError::UnknownCircuit(s.to_string()))
-    }
-}
-
-/// How to synthesize one partition's circuit: fully, compiling it with its parameters
-/// ([`Compile`]), or its witness only, with the circuit compiled before.
-pub(crate) trait Synth {
-    type Out;
-    fn run<C: Circuit<Scalar>>(
-        self,
-        circuit: C,
-        partition: usize,
-    ) -> Result<Self::Out, FilecoinError>;
-    fn witness(out: &Self::Out) -> &Witness;
-}
-
-pub(crate) struct Compile<'a> {
-    params: BpParameters,
-    name: &'a str,
-}
-
-impl Synth for Compile<'_> {
-    type Out = (CircuitProver, Witness);
-    fn run<C: Circuit<Scalar>>(
-        self,
-        circuit: C,
-        partition: usize,
-    ) -> Result<Self::Out, FilecoinError> {
-        CircuitProver::compile(circuit, self.params, self.name)
-            .map_err(|e| partition_error(e, partition))
-    }
-    fn witness(out: &Self::Out) -> &Witness {
-        &out.1
-    }
-}
-
-impl Synth for &CompiledCircuit {
-    type Out = Witness;
-    fn run<C: Circuit<Scalar>>(
-        self,
-        circuit: C,
-        partition: usize,
-    ) -> Result<Witness, FilecoinError> {
-        self.witness(circuit).map_err(|source| {
-            partition_error(BatchError::Synthesis { index: 0, source }, partition)
-        })
-    }
-    fn witness(out: &Witness) -> &Witness {
-        out
     }
 }
 

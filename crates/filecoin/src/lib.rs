@@ -35,6 +35,9 @@ mod post;
 mod prover;
 mod seal_proof;
 mod snap;
+mod synth;
+#[cfg(test)]
+mod synthesis_speed;
 #[cfg(test)]
 mod tests;
 pub mod workload;

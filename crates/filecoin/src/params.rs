@@ -259,3 +259,23 @@ fn record_digest(params: &Path) -> Result<(), FilecoinError> {
     let text = format!("blake3:{}\n", h.finalize().to_hex());
     write_file(&ParamStore::digest_path(params), text.as_bytes())
 }
+
+/// filecoin-proofs reads verifying keys from its own settings (`FIL_PROOFS_PARAMETER_CACHE`,
+/// read once per process): `store` must be that directory, or this is an error saying so.
+pub(crate) fn check_verifier_dir(store: &ParamStore) -> Result<(), FilecoinError> {
+    let settings = storage_proofs_core::parameter_cache::parameter_cache_dir();
+    if !same_dir(&settings, store.dir()) {
+        return Err(FilecoinError::VerifierDir {
+            settings,
+            store: store.dir().to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}

@@ -1,7 +1,6 @@
 //! PoRep C2: the partition circuits of a C1 output, exactly as filecoin-proofs'
 //! `seal_commit_phase2` builds them, and filecoin-proofs' verifier.
 
-use std::path::Path;
 use std::time::Duration;
 
 use filecoin_hashers::Domain as _;
@@ -15,8 +14,9 @@ use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, Stack
 
 use crate::c1::with_phase1;
 use crate::error::upstream;
-use crate::job::Synth;
-use crate::post::with_shape;
+use crate::params::check_verifier_dir;
+use crate::seal_proof::with_shape;
+use crate::synth::Synth;
 use crate::{C1Output, FilecoinError, ParamStore, SealProof};
 
 /// A PoRep C2 proof: filecoin-proofs' bytes (192 per partition, in partition order).
@@ -63,22 +63,6 @@ impl std::fmt::Display for ProofTimings {
 }
 
 pub(crate) type PorepCircuit<Tree> = StackedCircuit<Tree, DefaultPieceHasher>;
-
-/// filecoin-proofs' cache id of the PoRep circuit of `seal_proof` (its parameter files are
-/// `v28-{id}.params` and `.vk`).
-pub(crate) fn cache_id<Tree: 'static + MerkleTreeTrait>(
-    config: &PoRepConfig,
-) -> Result<String, FilecoinError> {
-    config.get_cache_identifier::<Tree>().map_err(upstream)
-}
-
-/// [`cache_id`] with the tree shape taken from a C1 output.
-pub(crate) fn cache_id_for<Tree: 'static + MerkleTreeTrait>(
-    config: &PoRepConfig,
-    _: &SealCommitPhase1Output<Tree>,
-) -> Result<String, FilecoinError> {
-    cache_id::<Tree>(config)
-}
 
 /// The circuits of `partitions` (partition numbers), as `seal_commit_phase2` →
 /// `StackedCompound::circuit_proofs` builds them.
@@ -150,7 +134,7 @@ pub(crate) fn partition_circuits<Tree: 'static + MerkleTreeTrait>(
 
 /// filecoin-proofs' cache id of the PoRep circuit of `seal_proof`.
 pub(crate) fn porep_cache_id(seal_proof: SealProof) -> Result<String, FilecoinError> {
-    with_shape!(seal_proof, Tree, cache_id::<Tree>(&seal_proof.config()))
+    with_shape!(seal_proof, Tree, seal_proof.cache_id::<Tree>())
 }
 
 /// Partition `k`'s circuit, synthesized as `how` says.
@@ -218,26 +202,6 @@ fn verify_tree<Tree: 'static + MerkleTreeTrait>(
     .map_err(upstream)
 }
 
-/// filecoin-proofs reads verifying keys from its own settings (`FIL_PROOFS_PARAMETER_CACHE`,
-/// read once per process): `store` must be that directory, or this is an error saying so.
-pub(crate) fn check_verifier_dir(store: &ParamStore) -> Result<(), FilecoinError> {
-    let settings = storage_proofs_core::parameter_cache::parameter_cache_dir();
-    if !same_dir(&settings, store.dir()) {
-        return Err(FilecoinError::VerifierDir {
-            settings,
-            store: store.dir().to_path_buf(),
-        });
-    }
-    Ok(())
-}
-
-fn same_dir(a: &Path, b: &Path) -> bool {
-    match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => a == b,
-    }
-}
-
 impl ParamStore {
     /// Generates the parameters of `c1`'s PoRep circuit with cuzk's CPU setup from random
     /// toxic waste, unless they are there already, and writes them under filecoin-proofs'
@@ -261,7 +225,7 @@ impl ParamStore {
         c1: &SealCommitPhase1Output<Tree>,
         rng: &mut impl rand::RngCore,
     ) -> Result<bool, FilecoinError> {
-        let id = cache_id::<Tree>(&seal_proof.config())?;
+        let id = seal_proof.cache_id::<Tree>()?;
         self.generate_circuit(
             &id,
             seal_proof.sector_size(),

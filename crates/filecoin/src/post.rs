@@ -30,9 +30,10 @@ use storage_proofs_post::fallback::{
 };
 
 use crate::error::upstream;
-use crate::job::Synth;
-use crate::porep::check_verifier_dir;
+use crate::params::check_verifier_dir;
 use crate::prover::FilecoinProver;
+use crate::seal_proof::with_shape;
+use crate::synth::Synth;
 use crate::{FilecoinError, ParamStore, ProofTimings, SealProof};
 
 /// Window or Winning.
@@ -182,29 +183,6 @@ macro_rules! with_sectors {
         }
     };
 }
-
-/// Runs `$body` with `$tree` the tree shape of `$sector` (a [`SealProof`]).
-macro_rules! with_shape {
-    ($sector:expr, $tree:ident, $body:expr) => {
-        match $sector {
-            $crate::SealProof::StackedDrg2KiBV1_1
-            | $crate::SealProof::StackedDrg8MiBV1_1
-            | $crate::SealProof::StackedDrg512MiBV1_1 => {
-                type $tree = filecoin_proofs::SectorShapeBase;
-                $body
-            }
-            $crate::SealProof::StackedDrg32GiBV1_1 => {
-                type $tree = filecoin_proofs::SectorShapeSub8;
-                $body
-            }
-            $crate::SealProof::StackedDrg64GiBV1_1 => {
-                type $tree = filecoin_proofs::SectorShapeTop2;
-                $body
-            }
-        }
-    };
-}
-pub(crate) use with_shape;
 
 pub(crate) const VANILLA: &str = "vanilla_proofs";
 

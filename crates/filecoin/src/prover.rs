@@ -11,7 +11,8 @@ use cuzk_groth16::{ProverBackend, Witness};
 use filecoin_proofs::{MerkleTreeTrait, SealCommitPhase1Output};
 
 use crate::c1::with_phase1;
-use crate::porep::{cache_id, partition_circuits};
+use crate::porep::partition_circuits;
+use crate::synth::partition_error;
 use crate::{C1Output, FilecoinError, PARTITION_PROOF_BYTES, ParamStore, PorepProof, ProofTimings};
 
 /// Proves Filecoin proofs on one backend, with the parameters of a [`ParamStore`]. The first
@@ -61,7 +62,7 @@ impl FilecoinProver {
         let start = Instant::now();
         let circuits = partition_circuits(c1.seal_proof, phase1, 0..phase1.vanilla_proofs.len())?;
         timings.circuits = start.elapsed();
-        let id = cache_id::<Tree>(&c1.seal_proof.config())?;
+        let id = c1.seal_proof.cache_id::<Tree>()?;
         let bytes = self.prove_circuits(&id, circuits, 0, &mut timings, |_, _| Ok(()), rng)?;
         Ok(PorepProof { bytes, timings })
     }
@@ -136,18 +137,5 @@ impl FilecoinProver {
         self.circuits
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
-/// A batch error that names a circuit names a partition (the batch's first is `first`).
-pub(crate) fn partition_error(e: BatchError, first: usize) -> FilecoinError {
-    match e {
-        BatchError::Synthesis { index, .. } | BatchError::Prove { index, .. } => {
-            FilecoinError::Partition {
-                partition: first + index,
-                source: Box::new(e),
-            }
-        }
-        other => FilecoinError::Batch(other),
     }
 }

@@ -4,6 +4,7 @@ use filecoin_proofs::PoRepConfig;
 use storage_proofs_core::api_version::ApiVersion;
 
 use crate::FilecoinError;
+use crate::error::upstream;
 
 /// A `StackedDrg{size}V1_1` registered seal proof (interactive PoRep, API version 1.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Deserialize)]
@@ -100,5 +101,40 @@ impl std::str::FromStr for SealProof {
                         == s
             })
             .ok_or_else(|| FilecoinError::UnknownSealProof(s.to_string()))
+    }
+}
+
+/// Runs `$body` with `$tree` the tree shape of `$sector` (a [`SealProof`]).
+macro_rules! with_shape {
+    ($sector:expr, $tree:ident, $body:expr) => {
+        match $sector {
+            $crate::SealProof::StackedDrg2KiBV1_1
+            | $crate::SealProof::StackedDrg8MiBV1_1
+            | $crate::SealProof::StackedDrg512MiBV1_1 => {
+                type $tree = filecoin_proofs::SectorShapeBase;
+                $body
+            }
+            $crate::SealProof::StackedDrg32GiBV1_1 => {
+                type $tree = filecoin_proofs::SectorShapeSub8;
+                $body
+            }
+            $crate::SealProof::StackedDrg64GiBV1_1 => {
+                type $tree = filecoin_proofs::SectorShapeTop2;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_shape;
+
+impl SealProof {
+    /// filecoin-proofs' cache id of this PoRep circuit with the tree shape `Tree` (its
+    /// parameter files are `v28-{id}.params` and `.vk`).
+    pub(crate) fn cache_id<Tree: 'static + filecoin_proofs::MerkleTreeTrait>(
+        self,
+    ) -> Result<String, FilecoinError> {
+        self.config()
+            .get_cache_identifier::<Tree>()
+            .map_err(upstream)
     }
 }

@@ -18,9 +18,10 @@ use storage_proofs_update::{
 };
 
 use crate::error::upstream;
-use crate::job::Synth;
-use crate::porep::check_verifier_dir;
-use crate::post::{VANILLA, bincode_each, bincode_vec, with_shape};
+use crate::params::check_verifier_dir;
+use crate::post::{VANILLA, bincode_each, bincode_vec};
+use crate::seal_proof::with_shape;
+use crate::synth::Synth;
 use crate::{FilecoinError, FilecoinProver, ParamStore, ProofTimings, SealProof};
 
 /// What a SnapDeals proof proves: the sector key's comm_r, and the updated replica's comm_r and

@@ -17,7 +17,7 @@ use rand::RngCore;
 use storage_proofs_core::sector::SectorId;
 
 use crate::error::upstream;
-use crate::post::with_shape;
+use crate::seal_proof::with_shape;
 use crate::{FilecoinError, PostProof, SealProof, SnapStatement, prover_id_from_miner};
 
 /// A sealed sector's C1 output and the identities `verify_seal` needs.

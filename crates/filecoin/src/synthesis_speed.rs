@@ -1,0 +1,278 @@
+//! Witness-only synthesis of every Filecoin circuit against bellperson's own synthesis of the
+//! same circuit, in one run (issue 43's 2x row). Ignored: it seals sectors and takes minutes.
+//!
+//! `CUZK_SYNTH_SECTORS=2KiB,8MiB,512MiB cargo test --release -p cuzk-filecoin --lib
+//! synthesis_speed -- --ignored --nocapture` (default: 2KiB).
+//!
+//! bellperson's figure is its prover's own "synthesis time" log line: `ProvingAssignment`
+//! (evaluating a, b and c as it goes) over the circuit, as `create_random_proof_batch` runs it.
+//! Its parameters are a source that fails at the first key read, which comes right after
+//! synthesis, so no parameters are needed. Each cuzk witness must equal the one its compile
+//! produced (same statement, same assignment), and the witness with A·z, B·z, C·z must satisfy
+//! every row.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bellperson::groth16::{ParameterSource, VerifyingKey};
+use bellperson::{Circuit, SynthesisError};
+use blstrs::{Bls12, G1Affine, G2Affine, Scalar};
+use cuzk_bellpepper::CompiledCircuit;
+use cuzk_groth16::Fr;
+use rand::SeedableRng;
+
+use crate::c1::Phase1;
+use crate::porep::partition_circuits;
+use crate::post::{Sectors, post_circuit};
+use crate::snap::{Proofs, snap_circuits};
+use crate::workload::{post_vanilla_proofs, seal_sector, snap_update};
+use crate::{C1Output, PostProof, PostStatement, PostVanilla, SealProof, SnapVanilla};
+
+const RUNS: usize = 3;
+const STOP: &str = "cuzk: stop after synthesis";
+
+/// bellperson parameters that end its prover at the first key read, after synthesis.
+struct StopAfterSynthesis;
+
+fn stop<T>() -> Result<T, SynthesisError> {
+    Err(SynthesisError::IoError(std::io::Error::other(STOP)))
+}
+
+impl ParameterSource<Bls12> for StopAfterSynthesis {
+    type G1Builder = (Arc<Vec<G1Affine>>, usize);
+    type G2Builder = (Arc<Vec<G2Affine>>, usize);
+    fn get_vk(&self, _: usize) -> Result<&VerifyingKey<Bls12>, SynthesisError> {
+        stop()
+    }
+    fn get_h(&self, _: usize) -> Result<Self::G1Builder, SynthesisError> {
+        stop()
+    }
+    fn get_l(&self, _: usize) -> Result<Self::G1Builder, SynthesisError> {
+        stop()
+    }
+    fn get_a(
+        &self,
+        _: usize,
+        _: usize,
+    ) -> Result<(Self::G1Builder, Self::G1Builder), SynthesisError> {
+        stop()
+    }
+    fn get_b_g1(
+        &self,
+        _: usize,
+        _: usize,
+    ) -> Result<(Self::G1Builder, Self::G1Builder), SynthesisError> {
+        stop()
+    }
+    fn get_b_g2(
+        &self,
+        _: usize,
+        _: usize,
+    ) -> Result<(Self::G2Builder, Self::G2Builder), SynthesisError> {
+        stop()
+    }
+}
+
+/// Keeps bellperson's "synthesis time: {:?}" log lines.
+struct SynthesisLog(Mutex<Vec<Duration>>);
+
+static LOG: SynthesisLog = SynthesisLog(Mutex::new(Vec::new()));
+
+impl log::Log for SynthesisLog {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.target().starts_with("bellperson")
+    }
+    fn log(&self, r: &log::Record<'_>) {
+        if !self.enabled(r.metadata()) {
+            return;
+        }
+        let msg = r.args().to_string();
+        if let Some(d) = msg.strip_prefix("synthesis time: ") {
+            let d = parse_debug_duration(d).unwrap_or_else(|| panic!("bellperson logged {msg:?}"));
+            self.0.lock().unwrap().push(d);
+        }
+    }
+    fn flush(&self) {}
+}
+
+/// `Duration`'s `Debug` form (`1.5s`, `850.2ms`, `12µs`, `7ns`).
+fn parse_debug_duration(s: &str) -> Option<Duration> {
+    let (num, scale) = [("ns", 1e-9), ("µs", 1e-6), ("ms", 1e-3), ("s", 1.0)]
+        .into_iter()
+        .find_map(|(unit, scale)| Some((s.strip_suffix(unit)?, scale)))?;
+    Some(Duration::from_secs_f64(num.parse::<f64>().ok()? * scale))
+}
+
+/// bellperson's synthesis of `circuit`, by its own clock.
+fn bellperson_synthesis<C: Circuit<Scalar> + Send>(circuit: C) -> Duration {
+    let before = LOG.0.lock().unwrap().len();
+    let rng = &mut rand_chacha::ChaCha8Rng::seed_from_u64(1);
+    match bellperson::groth16::create_random_proof_batch(vec![circuit], StopAfterSynthesis, rng) {
+        Err(SynthesisError::IoError(e)) if e.to_string() == STOP => {}
+        Err(e) => panic!("bellperson's synthesis failed: {e}"),
+        Ok(_) => panic!("bellperson proved without parameters"),
+    }
+    let log = LOG.0.lock().unwrap();
+    assert_eq!(log.len(), before + 1, "bellperson logged no synthesis time");
+    log[before]
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// One circuit's row: bellperson's synthesis, cuzk's full synthesis (the compile), cuzk's
+/// witness-only synthesis and witness-only synthesis overlapped with A·z, B·z, C·z; medians of
+/// [`RUNS`], taken in turn.
+fn bench<C: Circuit<Scalar> + Send>(name: &str, build: impl Fn() -> C) {
+    let t = Instant::now();
+    let (compiled, expected) = CompiledCircuit::compile(build()).expect("cuzk synthesis");
+    let full = t.elapsed();
+    let rows = compiled.r1cs().num_constraints();
+    let (mut bp, mut wit, mut wit_eval) = (vec![], vec![], vec![]);
+    let mut abc = vec![vec![Fr::ZERO; rows]; 3];
+    for _ in 0..RUNS {
+        bp.push(bellperson_synthesis(build()));
+
+        let circuit = build();
+        let t = Instant::now();
+        let w = compiled.witness(circuit).expect("witness-only synthesis");
+        wit.push(t.elapsed());
+        assert!(
+            w.assignment() == expected.assignment(),
+            "{name}: witnesses differ"
+        );
+
+        let circuit = build();
+        let [a, b, c] = &mut abc[..] else {
+            unreachable!()
+        };
+        let t = Instant::now();
+        let w = compiled
+            .witness_and_evaluations(circuit, a, b, c)
+            .expect("every row satisfied");
+        wit_eval.push(t.elapsed());
+        assert!(
+            w.assignment() == expected.assignment(),
+            "{name}: witnesses differ"
+        );
+    }
+    let (bp, wit, wit_eval) = (median(bp), median(wit), median(wit_eval));
+    println!(
+        "| {name} | {rows} | {:.1} | {:.1} | {:.1} | {:.2}x | {:.1} | {:.2}x |",
+        ms(bp),
+        ms(full),
+        ms(wit),
+        bp.as_secs_f64() / wit.as_secs_f64(),
+        ms(wit_eval),
+        bp.as_secs_f64() / wit_eval.as_secs_f64(),
+    );
+}
+
+/// The sector sizes asked for, with their names (`2KiB`).
+fn sectors() -> Vec<(String, SealProof)> {
+    let list = std::env::var("CUZK_SYNTH_SECTORS").unwrap_or_else(|_| "2KiB".into());
+    list.split(',')
+        .map(|s| {
+            let s = s.trim();
+            let p = s
+                .parse()
+                .unwrap_or_else(|e| panic!("CUZK_SYNTH_SECTORS: {s}: {e}"));
+            (s.to_string(), p)
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "seals sectors and times synthesis for minutes; run with --release --ignored --nocapture"]
+fn synthesis_speed_against_bellperson() {
+    log::set_logger(&LOG).expect("no other logger in this test binary");
+    log::set_max_level(log::LevelFilter::Info);
+    println!(
+        "threads: {} (bellperson's WindowPoSt synthesis extends per sector on rayon's pool)",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    println!(
+        "| circuit | constraints | bellperson synthesis ms | cuzk full (compile) ms | \
+         cuzk witness-only ms | bellperson / witness-only | cuzk witness + A·z, B·z, C·z ms | \
+         bellperson / that |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    for (size, seal_proof) in sectors() {
+        let dir = std::env::temp_dir().join(format!(
+            "cuzk-synthesis-speed-{}-{size}",
+            std::process::id()
+        ));
+        let rng = &mut rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let sector = seal_sector(seal_proof, &dir, 1000, 1, rng).expect("seal");
+
+        let c1 = C1Output::parse("c1.json", &sector.c1_json, None).expect("parse");
+        let Phase1::Base(o) = &c1.phase1 else {
+            panic!("sectors up to 512 MiB have the base tree shape");
+        };
+        bench(&format!("PoRep {size}"), || {
+            partition_circuits(seal_proof, o, 0..1)
+                .expect("circuits")
+                .swap_remove(0)
+        });
+
+        let mut randomness = [5u8; 32];
+        randomness[31] &= 0x3f;
+        let st = PostStatement {
+            randomness,
+            prover_id: sector.prover_id(),
+        };
+        for proof in [
+            PostProof::window(seal_proof),
+            PostProof::winning(seal_proof),
+        ] {
+            let bytes = post_vanilla_proofs(proof, &[&sector], randomness).expect("vanilla");
+            let vanilla = PostVanilla::parse("vanilla.bin", &bytes, proof).expect("parse");
+            let Sectors::Base(v) = &vanilla.sectors else {
+                panic!("base tree shape");
+            };
+            bench(&format!("{:?}PoSt {size}", proof.kind), || {
+                post_circuit("vanilla.bin", proof, &st, v, 0)
+                    .expect("circuit")
+                    .1
+                    .circuit
+            });
+        }
+
+        let (st, bytes) = snap_update(&sector, rng).expect("SnapDeals update");
+        let vanilla = SnapVanilla::parse("snap.bin", &bytes, seal_proof).expect("parse");
+        let Proofs::Base(v) = &vanilla.proofs else {
+            panic!("base tree shape");
+        };
+        bench(&format!("SnapDeals {size} (partition 0)"), || {
+            snap_circuits("snap.bin", seal_proof, &st, v, 0..1, false)
+                .expect("circuits")
+                .1
+                .swap_remove(0)
+        });
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
+
+#[test]
+fn parses_durations_as_debug_prints_them() {
+    for d in [
+        Duration::from_nanos(7),
+        Duration::from_micros(12),
+        Duration::from_micros(850_200),
+        Duration::from_millis(1500),
+        Duration::from_secs(75),
+    ] {
+        let back = parse_debug_duration(&format!("{d:?}")).unwrap();
+        assert!(
+            back.abs_diff(d) <= Duration::from_nanos(1),
+            "{d:?} read as {back:?}"
+        );
+    }
+    assert_eq!(parse_debug_duration("12 parsecs"), None);
+}
