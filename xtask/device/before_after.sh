@@ -3,12 +3,15 @@
 # engine's `cuzk bench` rows, from BEFORE (a dir with `cuzk` and `benches/`, built from an older
 # commit with `CUZK_CUDA_ARCHS=sm_90`) and AFTER (a bundle). Every bench checks its results
 # against the CPU reference (proofs: the verifier) before timing.
-# Usage: before_after.sh BEFORE AFTER [rounds]. Logs go to $OUT (or /tmp/before-after-out);
-# a short table is printed last.
+# Usage: before_after.sh BEFORE AFTER [rounds] [benches]: benches (default "gpu_prove") are
+# bench executables' names without `cuzk-benches-` (gpu_field gpu_ntt gpu_msm gpu_prove).
+# Logs go to $OUT (or /tmp/before-after-out); the rows of both sides and a short table are
+# printed last.
 set -u
 before=${1:?before dir}
 after=${2:?after bundle dir}
 rounds=${3:-1}
+benches=${4:-gpu_prove}
 out=${OUT:-/tmp/before-after-out}
 mkdir -p "$out"
 rows=()
@@ -17,7 +20,6 @@ step() { # name, command...
     local t0=$(date +%s.%N)
     "$@" >"$out/$name.log" 2>&1
     local rc=$? t1=$(date +%s.%N)
-    tail -n 25 "$out/$name.log"
     rows+=("$(awk -v n="$name" -v r="$rc" -v a="$t0" -v b="$t1" 'BEGIN{printf "%-28s rc=%-3s %6.1f s", n, r, b-a}')")
 }
 nvidia-smi -L
@@ -27,7 +29,7 @@ E26="--backend gpu bench --log-constraints 26 --boolean-percent 75 --proofs 6 --
 for r in $(seq "$rounds"); do
     for side in before after; do
         d=$before; [ $side = after ] && d=$after
-        for b in gpu_field gpu_ntt gpu_msm gpu_prove; do
+        for b in $benches; do
             step "$side-$b-$r" "$d/benches/cuzk-benches-$b"
         done
         # shellcheck disable=SC2086
@@ -36,4 +38,12 @@ for r in $(seq "$rounds"); do
         step "$side-engine26-$r" "$d/cuzk" $E26
     done
 done
+echo
+echo "=== rows of each side (before = $before, after = $after)"
+for f in "$out"/*.log; do
+    echo "--- $(basename "$f" .log)"
+    grep -E '^BENCH ff\.fp?2?_mul |^BENCH ff\.fr_mul |forward 2\^2[46] Natural->BitReversed|^H pipeline 2\^2[47] |G1 2\^2[046] random, resident|G2 2\^24 random, resident|^2\^2[46] (realistic|full-width)|proofs/s|verified|GPU-bound' "$f" |
+        grep -v -E 'scratch freed|precomputed|sweep|split ' | head -n 14
+done
+echo
 printf '%s\n' "${rows[@]}"
