@@ -401,7 +401,11 @@ impl Engine {
 
     /// The public inputs a key's proofs are verified against (its verifying key).
     pub fn verifying_key(&self, id: &str) -> Option<cuzk_groth16::VerifyingKey> {
-        self.inner.keys.read().get(id).map(|k| k.pk.vk.clone())
+        self.inner
+            .keys
+            .read()
+            .get(id)
+            .map(|k| k.pk.key().vk().clone())
     }
 
     /// A loaded key's circuit (a service checks a witness's size against it before reading it).

@@ -7,8 +7,8 @@ use std::time::Duration;
 use cuzk_formats::{FormatError, PointChecks, cuzk};
 use cuzk_groth16::testing::SimBackend;
 use cuzk_groth16::{
-    BackendError, Domain, GpuBackend, PreparedVerifyingKey, ProverBackend, ProvingKey, Query, R1cs,
-    StagingNeeds,
+    BackendError, Domain, GpuBackend, HeldKey, KeyRef, PreparedVerifyingKey, ProverBackend,
+    ProvingKey, Query, R1cs, StagingNeeds,
 };
 
 use crate::engine::{Device, DeviceKind, EngineError, Inner};
@@ -34,7 +34,7 @@ pub enum KeySource {
     ///
     /// [`Gpu`]: cuzk_gpu::Gpu
     Held {
-        pk: Arc<ProvingKey>,
+        pk: Arc<HeldKey>,
         r1cs: Arc<R1cs>,
         backend: Arc<GpuBackend>,
         device: usize,
@@ -46,9 +46,25 @@ pub(crate) struct Loaded {
     pub(crate) needs: StagingNeeds,
     pub(crate) resident: u64,
 }
+/// A loaded key's points: on the host (any backend proves it), or held by the GPU backend
+/// that made them (that backend alone proves it).
+pub(crate) enum KeyPoints {
+    Host(Arc<ProvingKey>),
+    Held(Arc<HeldKey>),
+}
+
+impl KeyPoints {
+    pub(crate) fn key(&self) -> KeyRef<'_> {
+        match self {
+            Self::Host(pk) => KeyRef::Host(pk),
+            Self::Held(k) => KeyRef::Held(k),
+        }
+    }
+}
+
 pub(crate) struct Key {
     pub(crate) id: String,
-    pub(crate) pk: Arc<ProvingKey>,
+    pub(crate) pk: KeyPoints,
     pub(crate) r1cs: Arc<R1cs>,
     pub(crate) pvk: PreparedVerifyingKey,
     pub(crate) domain: Domain,
@@ -56,13 +72,17 @@ pub(crate) struct Key {
     pub(crate) on: Vec<Option<Loaded>>,
     pub(crate) _host: Permit,
 }
-/// Host bytes of a key and its circuit in memory.
-pub(crate) fn key_host_bytes(pk: &ProvingKey, r1cs: &R1cs) -> u64 {
+/// Host bytes of a key and its circuit in memory (a held key's points are not on the host).
+pub(crate) fn key_host_bytes(pk: &KeyPoints, r1cs: &R1cs) -> u64 {
     let g1 = std::mem::size_of::<cuzk_field::G1Affine>() as u64;
     let g2 = std::mem::size_of::<cuzk_field::G2Affine>() as u64;
-    let points =
-        (pk.a_query.len() + pk.b_g1_query.len() + pk.h_query.len() + pk.l_query.len()) as u64 * g1
-            + pk.b_g2_query.len() as u64 * g2;
+    let points = match pk {
+        KeyPoints::Host(pk) => {
+            let g1s = [Query::A, Query::BG1, Query::H, Query::L].map(|q| pk.query_len(q));
+            g1s.iter().sum::<usize>() as u64 * g1 + pk.query_len(Query::BG2) as u64 * g2
+        }
+        KeyPoints::Held(_) => 0,
+    };
     let matrices: u64 = [r1cs.a(), r1cs.b(), r1cs.c()]
         .iter()
         .map(|m| m.nnz() as u64 * 36 + (m.num_rows() as u64 + 1) * 8)
@@ -96,26 +116,21 @@ impl Inner {
             return Err(EngineError::KeyExists(id.into()));
         }
         let (pk, r1cs, held) = match source {
-            KeySource::Memory { pk, r1cs } => (pk, r1cs, None),
+            KeySource::Memory { pk, r1cs } => (KeyPoints::Host(pk), r1cs, None),
             KeySource::Files { pk, r1cs, checks } => {
                 tracing::info!(key = id, path = %pk.display(), ?checks, "reading proving key");
                 let p = read(&pk, |f, r| cuzk::read_proving_key(f, r, &checks))?;
                 let c = read(&r1cs, cuzk::read_r1cs)?;
-                (Arc::new(p), Arc::new(c), None)
+                (KeyPoints::Host(Arc::new(p)), Arc::new(c), None)
             }
             KeySource::Held {
                 pk,
                 r1cs,
                 backend,
                 device,
-            } => (pk, r1cs, Some((backend, device))),
+            } => (KeyPoints::Held(pk), r1cs, Some((backend, device))),
         };
-        if pk.held.is_some() && held.is_none() {
-            return Err(EngineError::Mismatch {
-                key: id.into(),
-                reason: "its points are held by the GPU backend that made them: load it as KeySource::Held".into(),
-            });
-        }
+        let key = pk.key();
         let domain =
             Domain::for_size(r1cs.num_constraints()).map_err(|e| EngineError::Mismatch {
                 key: id.into(),
@@ -123,12 +138,20 @@ impl Inner {
             })?;
         let n = domain.size();
         let shape = [
-            ("a_query", r1cs.num_variables(), pk.query_len(Query::A)),
-            ("b_g1_query", r1cs.num_variables(), pk.query_len(Query::BG1)),
-            ("b_g2_query", r1cs.num_variables(), pk.query_len(Query::BG2)),
-            ("h_query", n - 1, pk.query_len(Query::H)),
-            ("l_query", r1cs.num_private(), pk.query_len(Query::L)),
-            ("ic", r1cs.num_public() + 1, pk.vk.ic.len()),
+            ("a_query", r1cs.num_variables(), key.query_len(Query::A)),
+            (
+                "b_g1_query",
+                r1cs.num_variables(),
+                key.query_len(Query::BG1),
+            ),
+            (
+                "b_g2_query",
+                r1cs.num_variables(),
+                key.query_len(Query::BG2),
+            ),
+            ("h_query", n - 1, key.query_len(Query::H)),
+            ("l_query", r1cs.num_private(), key.query_len(Query::L)),
+            ("ic", r1cs.num_public() + 1, key.vk().ic.len()),
         ];
         if let Some((what, want, got)) = shape.into_iter().find(|(_, w, g)| w != g) {
             return Err(EngineError::Mismatch {
@@ -162,11 +185,12 @@ impl Inner {
                 source: BackendError::new("engine", format!("no device {d}")),
             })?;
             let backend = held.as_ref().map(|(b, _)| b.clone());
-            on[d] = Some(self.load_on(dev, id, &pk, n, backend)?);
+            on[d] = Some(self.load_on(dev, id, key, n, backend)?);
         }
+        let pvk = cuzk_groth16::prepare_verifying_key(key.vk());
         let key = Arc::new(Key {
             id: id.into(),
-            pvk: cuzk_groth16::prepare_verifying_key(&pk.vk),
+            pvk,
             pk,
             r1cs,
             domain,
@@ -192,7 +216,7 @@ impl Inner {
         &self,
         dev: &Device,
         id: &str,
-        pk: &ProvingKey,
+        pk: KeyRef<'_>,
         n: usize,
         held: Option<Arc<GpuBackend>>,
     ) -> Result<Loaded, EngineError> {

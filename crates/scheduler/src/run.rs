@@ -176,7 +176,7 @@ impl Inner {
             }
         };
         let (checked, _) = rec.span("check", SpanKind::Cpu, || {
-            cuzk_groth16::check_inputs(&key.pk, &key.r1cs, &witness)
+            cuzk_groth16::check_inputs(key.pk.key(), &key.r1cs, &witness)
         });
         checked.map_err(|e| JobError::Witness(e.to_string()))?;
         let z = witness.assignment();
@@ -243,7 +243,7 @@ impl Inner {
 
         let lock = self.lock(dev, &rec, &mut t, priority, &cancelled)?;
         let t0 = self.now();
-        let q = backend.quotient_msm(&key.domain, staged, &key.pk.h_query);
+        let q = backend.quotient_msm(&key.domain, staged, key.pk.key());
         let t1 = self.now();
         self.unlock(dev, lock, &mut t, t1 - t0);
         drop(abc_permit);
@@ -259,7 +259,7 @@ impl Inner {
             cuzk_field::Fr::random(&mut rng),
         );
         let (proof, _) = rec.span("assembly", SpanKind::Cpu, || {
-            cuzk_groth16::assemble(&key.pk, r, s, &msms, q.h)
+            cuzk_groth16::assemble(key.pk.key(), r, s, &msms, q.h)
         });
         if self.config.self_check {
             let (v, _) = rec.span("verify", SpanKind::Cpu, || {
@@ -324,7 +324,7 @@ impl Inner {
             };
             let start = Instant::now();
             let (r, _) = rec.span(phase, SpanKind::Device, || {
-                backend.witness_msm(&key.pk, z, staged, query, offset)
+                backend.witness_msm(key.pk.key(), z, staged, query, offset)
             });
             let value: MsmValue = match r {
                 Ok(v) => v,
