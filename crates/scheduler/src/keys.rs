@@ -1,8 +1,10 @@
 //! Keys: where they come from, how one is loaded on each device, and unloading.
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+use parking_lot::RwLock;
 
 use cuzk_formats::{FormatError, PointChecks, cuzk};
 use cuzk_groth16::testing::SimBackend;
@@ -72,6 +74,90 @@ pub(crate) struct Key {
     pub(crate) on: Vec<Option<Loaded>>,
     pub(crate) _host: Permit,
 }
+/// The loaded keys by id.
+#[derive(Default)]
+pub(crate) struct KeyTable(RwLock<HashMap<String, Arc<Key>>>);
+
+impl KeyTable {
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<Key>> {
+        self.0.read().get(id).cloned()
+    }
+
+    pub(crate) fn contains(&self, id: &str) -> bool {
+        self.0.read().contains_key(id)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.read().is_empty()
+    }
+
+    /// Adds `key` unless its id is taken meanwhile.
+    fn insert(&self, key: Arc<Key>) -> Result<(), EngineError> {
+        let mut keys = self.0.write();
+        if keys.contains_key(&key.id) {
+            return Err(EngineError::KeyExists(key.id.clone()));
+        }
+        keys.insert(key.id.clone(), key);
+        Ok(())
+    }
+
+    fn remove(&self, id: &str) -> Option<Arc<Key>> {
+        self.0.write().remove(id)
+    }
+
+    /// Whether key `id` is loaded on device `d`.
+    pub(crate) fn is_loaded(&self, id: &str, d: usize) -> bool {
+        self.0
+            .read()
+            .get(id)
+            .is_some_and(|k| k.on.get(d).is_some_and(Option::is_some))
+    }
+
+    /// The keys loaded on device `d`: id, resident bytes, staging needs.
+    pub(crate) fn loaded_on(&self, d: usize) -> Vec<(String, u64, StagingNeeds)> {
+        self.0
+            .read()
+            .values()
+            .filter_map(|k| {
+                let l = k.on.get(d)?.as_ref()?;
+                Some((k.id.clone(), l.resident, l.needs))
+            })
+            .collect()
+    }
+
+    /// What one proof of key `id` stages, on the first device it is loaded on.
+    pub(crate) fn needs(&self, id: &str) -> Option<StagingNeeds> {
+        let keys = self.0.read();
+        keys.get(id)?.on.iter().flatten().next().map(|l| l.needs)
+    }
+
+    /// The host bytes of the largest job of any loaded key (witness and evaluations).
+    pub(crate) fn largest_job(&self) -> u64 {
+        self.0
+            .read()
+            .values()
+            .flat_map(|k| k.on.iter().flatten())
+            .map(|l| l.needs.witness + l.needs.evaluations)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// (id, constraints, devices it is loaded on), by id.
+    pub(crate) fn list(&self) -> Vec<(String, usize, Vec<usize>)> {
+        let mut v: Vec<_> = self
+            .0
+            .read()
+            .values()
+            .map(|k| {
+                let on = (0..k.on.len()).filter(|&d| k.on[d].is_some()).collect();
+                (k.id.clone(), k.r1cs.num_constraints(), on)
+            })
+            .collect();
+        v.sort();
+        v
+    }
+}
+
 /// Host bytes of a key and its circuit in memory (a held key's points are not on the host).
 pub(crate) fn key_host_bytes(pk: &KeyPoints, r1cs: &R1cs) -> u64 {
     let g1 = std::mem::size_of::<cuzk_field::G1Affine>() as u64;
@@ -109,10 +195,10 @@ impl Inner {
         source: KeySource,
         devices: Option<&[usize]>,
     ) -> Result<(), EngineError> {
-        if self.closing.load(Ordering::SeqCst) {
+        if self.closing() {
             return Err(EngineError::Shutdown);
         }
-        if self.keys.read().contains_key(id) {
+        if self.keys().contains(id) {
             return Err(EngineError::KeyExists(id.into()));
         }
         let (pk, r1cs, held) = match source {
@@ -160,7 +246,7 @@ impl Inner {
             });
         }
         let host = self
-            .host
+            .host()
             .try_acquire(key_host_bytes(&pk, &r1cs))
             .map_err(EngineError::Host)?;
         let wanted: Vec<usize> = match (&held, devices) {
@@ -176,11 +262,11 @@ impl Inner {
                 });
             }
             (None, Some(list)) => list.to_vec(),
-            (None, None) => (0..self.devices.len()).collect(),
+            (None, None) => (0..self.devices().len()).collect(),
         };
-        let mut on: Vec<Option<Loaded>> = (0..self.devices.len()).map(|_| None).collect();
+        let mut on: Vec<Option<Loaded>> = (0..self.devices().len()).map(|_| None).collect();
         for d in wanted {
-            let dev = self.devices.get(d).ok_or_else(|| EngineError::Backend {
+            let dev = self.devices().get(d).ok_or_else(|| EngineError::Backend {
                 device: d,
                 source: BackendError::new("engine", format!("no device {d}")),
             })?;
@@ -197,16 +283,11 @@ impl Inner {
             on,
             _host: host,
         });
-        let mut keys = self.keys.write();
-        if keys.contains_key(id) {
-            return Err(EngineError::KeyExists(id.into()));
-        }
-        keys.insert(id.into(), key);
-        drop(keys);
-        for d in &self.devices {
+        self.keys().insert(key)?;
+        for d in self.devices() {
             self.refresh_staging(d);
         }
-        self.queue_cond.notify_all();
+        self.queue().notify();
         Ok(())
     }
 
@@ -226,7 +307,7 @@ impl Inner {
             device: dev.index,
             source,
         };
-        let workers = self.config.workers_per_device.threads();
+        let workers = self.config().workers_per_device.threads();
         let (backend, needs, resident): (Arc<dyn ProverBackend>, StagingNeeds, u64) = match &dev
             .kind
         {
@@ -300,20 +381,10 @@ impl Inner {
 
     pub(crate) fn unload_key(&self, id: &str) -> Result<(), EngineError> {
         let key = self
-            .keys
-            .write()
+            .keys()
             .remove(id)
             .ok_or_else(|| EngineError::UnknownKey(id.into()))?;
-        let orphans: Vec<_> = {
-            let mut q = self.queue.lock();
-            let ids: Vec<_> = q
-                .iter()
-                .filter(|(_, j)| j.key == id)
-                .map(|(k, _)| *k)
-                .collect();
-            ids.into_iter().filter_map(|k| q.remove(&k)).collect()
-        };
-        for j in orphans {
+        for j in self.queue().remove_all(|j| j.key == id) {
             self.finish(&j, Err(JobError::UnknownKey(format!("{id} (unloaded)"))));
         }
         // Running jobs hold the key; its memory returns when the last one ends.
@@ -321,8 +392,8 @@ impl Inner {
             std::thread::sleep(Duration::from_millis(10));
         }
         drop(key);
-        let none_left = self.keys.read().is_empty();
-        for d in &self.devices {
+        let none_left = self.keys().is_empty();
+        for d in self.devices() {
             // No key left: no job can use the device's caches (NTT tables and roots, MSM
             // scratch) until one loads, so their memory goes back and the budget reads empty.
             if none_left {

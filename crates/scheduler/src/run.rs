@@ -87,12 +87,10 @@ impl Inner {
         w: usize,
         job: &JobShared,
     ) -> Result<JobOutput, JobError> {
-        let dev = &self.devices[d];
+        let dev = &self.devices()[d];
         let key = self
-            .keys
-            .read()
+            .keys()
             .get(&job.key)
-            .cloned()
             .ok_or_else(|| JobError::UnknownKey(job.key.clone()))?;
         let loaded = key.on[d]
             .as_ref()
@@ -131,7 +129,7 @@ impl Inner {
             None => loaded.needs.witness + loaded.needs.evaluations,
         };
         let (host, wait) = rec.span("host memory", SpanKind::Wait, || {
-            self.host.acquire(host_bytes, priority, &cancelled)
+            self.host().acquire(host_bytes, priority, &cancelled)
         });
         t.memory_wait += wait;
         let _host = (host.map_err(gate_err)?, read_ahead);
@@ -261,7 +259,7 @@ impl Inner {
         let (proof, _) = rec.span("assembly", SpanKind::Cpu, || {
             cuzk_groth16::assemble(key.pk.key(), r, s, &msms, q.h)
         });
-        if self.config.self_check {
+        if self.config().self_check {
             let (v, _) = rec.span("verify", SpanKind::Cpu, || {
                 cuzk_groth16::verify_proof(&key.pvk, &proof, witness.public_inputs())
             });
@@ -271,13 +269,7 @@ impl Inner {
             }
         }
         t.run = started.elapsed();
-        t.spans = self
-            .timeline
-            .lock()
-            .iter()
-            .filter(|s| s.job == job.id)
-            .copied()
-            .collect();
+        t.spans = self.spans_of(job.id);
         Ok(JobOutput {
             id: job.id,
             proof,
@@ -378,7 +370,7 @@ impl Recorder<'_> {
         f: impl FnOnce() -> T,
     ) -> (T, Duration) {
         self.job.set_phase(phase);
-        self.inner.devices[self.device].workers.lock()[self.worker].phase = phase;
+        self.inner.devices()[self.device].workers.lock()[self.worker].phase = phase;
         self.aside(phase, kind, f)
     }
 
