@@ -79,7 +79,7 @@ pub enum EngineError {
     Spawn(std::io::Error),
 }
 
-pub(crate) enum DeviceKind {
+enum DeviceKind {
     Gpu(Gpu),
     Cpu,
 }
@@ -92,21 +92,64 @@ pub struct WorkerStatus {
 }
 
 pub(crate) struct Device {
-    pub(crate) index: usize,
-    pub(crate) name: String,
-    pub(crate) kind: DeviceKind,
-    pub(crate) vram: Vram,
+    index: usize,
+    name: String,
+    kind: DeviceKind,
+    vram: Vram,
     /// The GPU lock: held around device phases only.
-    pub(crate) lock: Gate,
+    lock: Gate,
     /// Device bytes for staged witnesses and evaluations (the budget less resident keys, the
     /// largest device phase's allocations and the tables).
-    pub(crate) staging: Gate,
-    pub(crate) workers: Mutex<Vec<WorkerStatus>>,
+    staging: Gate,
+    workers: Mutex<Vec<WorkerStatus>>,
     /// Workers that take jobs: all of them, or under [`Workers::Auto`] what the staging room
     /// admits for the loaded keys (`refresh_staging`).
-    pub(crate) admitted: AtomicUsize,
+    admitted: AtomicUsize,
     /// Seconds the GPU lock was held.
-    pub(crate) busy: Mutex<f64>,
+    busy: Mutex<f64>,
+}
+
+impl Device {
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The device's memory: a GPU's, or a CPU device's simulated one.
+    pub(crate) fn vram(&self) -> &Vram {
+        &self.vram
+    }
+
+    /// `None` for a CPU device.
+    pub(crate) fn gpu(&self) -> Option<&Gpu> {
+        match &self.kind {
+            DeviceKind::Gpu(gpu) => Some(gpu),
+            DeviceKind::Cpu => None,
+        }
+    }
+
+    /// The GPU lock: held around device phases only.
+    pub(crate) fn lock(&self) -> &Gate {
+        &self.lock
+    }
+
+    /// The staging room's gate (device bytes for staged witnesses and evaluations).
+    pub(crate) fn staging(&self) -> &Gate {
+        &self.staging
+    }
+
+    /// Counts `seconds` more of the GPU lock held.
+    pub(crate) fn add_busy(&self, seconds: f64) {
+        *self.busy.lock() += seconds;
+    }
+
+    /// Shows `phase` as worker `w`'s.
+    pub(crate) fn set_phase(&self, w: usize, phase: &'static str) {
+        self.workers.lock()[w].phase = phase;
+    }
 }
 
 /// One device as [`Engine::status`] reports it.
@@ -329,7 +372,7 @@ impl Engine {
         Self::start(config, devices)
     }
 
-    pub(crate) fn start(
+    fn start(
         config: EngineConfig,
         devices: Vec<(String, DeviceKind, Vram)>,
     ) -> Result<Self, EngineError> {

@@ -13,7 +13,7 @@ use cuzk_groth16::{
     ProvingKey, Query, R1cs, StagingNeeds,
 };
 
-use crate::engine::{Device, DeviceKind, EngineError, Inner};
+use crate::engine::{Device, EngineError, Inner};
 use crate::gate::Permit;
 use crate::job::{JobError, Priority};
 
@@ -302,18 +302,18 @@ impl Inner {
         held: Option<Arc<GpuBackend>>,
     ) -> Result<Loaded, EngineError> {
         let never = || false;
-        let _lock = dev.lock.acquire(1, Priority::High, &never)?;
+        let _lock = dev.lock().acquire(1, Priority::High, &never)?;
         let backend_err = |source| EngineError::Backend {
-            device: dev.index,
+            device: dev.index(),
             source,
         };
         let workers = self.config().workers_per_device.threads();
-        let (backend, needs, resident): (Arc<dyn ProverBackend>, StagingNeeds, u64) = match &dev
-            .kind
+        let (backend, needs, resident): (Arc<dyn ProverBackend>, StagingNeeds, u64) = match dev
+            .gpu()
         {
-            DeviceKind::Gpu(gpu) => {
+            Some(gpu) => {
                 let b = match held {
-                    Some(b) if b.gpu().vram().budget().same_as(dev.vram.budget()) => b,
+                    Some(b) if b.gpu().vram().budget().same_as(dev.vram().budget()) => b,
                     Some(_) => {
                         return Err(backend_err(BackendError::new(
                             "engine",
@@ -339,7 +339,7 @@ impl Inner {
                 b.pin_evaluation_sets(n);
                 tracing::info!(
                     key = id,
-                    device = %dev.name,
+                    device = %dev.name(),
                     resident = b.resident_bytes(),
                     lock = plan.lock_bytes(),
                     staging = target,
@@ -348,14 +348,14 @@ impl Inner {
                 let resident = b.resident_bytes();
                 (b, needs, resident)
             }
-            DeviceKind::Cpu if held.is_some() => {
+            None if held.is_some() => {
                 return Err(backend_err(BackendError::new(
                     "engine",
                     "a key held by a GPU cannot load on a CPU device",
                 )));
             }
-            DeviceKind::Cpu => {
-                let b = SimBackend::new(dev.vram.clone());
+            None => {
+                let b = SimBackend::new(dev.vram().clone());
                 let needs = b.staging_needs(pk, n).map_err(backend_err)?;
                 (Arc::new(b), needs, 0)
             }
@@ -369,8 +369,8 @@ impl Inner {
         let need = needs.witness.max(needs.evaluations);
         if room < need {
             return Err(EngineError::NoRoom {
-                device: dev.index,
-                name: dev.name.clone(),
+                device: dev.index(),
+                name: dev.name().to_owned(),
                 key: id.into(),
                 need,
                 room,
@@ -397,10 +397,10 @@ impl Inner {
             // No key left: no job can use the device's caches (NTT tables and roots, MSM
             // scratch) until one loads, so their memory goes back and the budget reads empty.
             if none_left {
-                if let DeviceKind::Gpu(gpu) = &d.kind {
+                if let Some(gpu) = d.gpu() {
                     gpu.drop_cached();
                 }
-                d.vram.budget().reclaim_all();
+                d.vram().budget().reclaim_all();
             }
             self.refresh_staging(d);
         }

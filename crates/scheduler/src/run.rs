@@ -56,13 +56,13 @@ impl Inner {
         cancelled: &dyn Fn() -> bool,
     ) -> Result<(Permit, Reservation), JobError> {
         let permit = dev
-            .staging
+            .staging()
             .acquire(bytes, priority, cancelled)
             .map_err(gate_err)?;
-        let budget = dev.vram.budget();
+        let budget = dev.vram().budget();
         let mut deadline = Instant::now() + RESERVE_RETRY;
         loop {
-            match dev.vram.reserve(bytes) {
+            match dev.vram().reserve(bytes) {
                 Ok(r) => return Ok((permit, r)),
                 Err(e) if Instant::now() >= deadline => return Err(failed("staging", e)),
                 Err(e) => {
@@ -70,7 +70,7 @@ impl Inner {
                         // Another process holds memory: wait for it, however long.
                         deadline = Instant::now() + RESERVE_RETRY;
                     } else {
-                        tracing::warn!(device = %dev.name, error = %e, "admitted staging room is short; retrying");
+                        tracing::warn!(device = %dev.name(), error = %e, "admitted staging room is short; retrying");
                     }
                     if cancelled() {
                         return Err(JobError::Cancelled);
@@ -303,7 +303,7 @@ impl Inner {
                 self.unlock(dev, lock, t, self.now() - held);
                 return Err(JobError::Cancelled);
             }
-            if dev.lock.has_higher_waiter(priority) {
+            if dev.lock().has_higher_waiter(priority) {
                 self.unlock(dev, lock, t, self.now() - held);
                 lock = self.lock(dev, rec, t, priority, cancelled)?;
                 held = self.now();
@@ -341,7 +341,7 @@ impl Inner {
         cancelled: &dyn Fn() -> bool,
     ) -> Result<Permit, JobError> {
         let (r, wait) = rec.span("wait GPU", SpanKind::Wait, || {
-            dev.lock.acquire(1, priority, cancelled)
+            dev.lock().acquire(1, priority, cancelled)
         });
         t.lock_wait += wait;
         r.map_err(gate_err)
@@ -350,7 +350,7 @@ impl Inner {
     pub(crate) fn unlock(&self, dev: &Device, lock: Permit, t: &mut JobTimings, held: f64) {
         drop(lock);
         t.lock_hold += Duration::from_secs_f64(held.max(0.0));
-        *dev.busy.lock() += held.max(0.0);
+        dev.add_busy(held.max(0.0));
     }
 }
 
@@ -370,7 +370,7 @@ impl Recorder<'_> {
         f: impl FnOnce() -> T,
     ) -> (T, Duration) {
         self.job.set_phase(phase);
-        self.inner.devices()[self.device].workers.lock()[self.worker].phase = phase;
+        self.inner.devices()[self.device].set_phase(self.worker, phase);
         self.aside(phase, kind, f)
     }
 
