@@ -120,10 +120,6 @@ impl ProvingKey {
         &mut self.queries
     }
 
-    pub fn into_queries(self) -> KeyQueries {
-        self.queries
-    }
-
     pub fn a_query(&self) -> &[G1Affine] {
         &self.queries.a_query
     }
