@@ -44,12 +44,12 @@ fn main() {
         println!(
             "GPU setup 2^{log}: {:.3} s ({} G1 + {} G2 points)",
             total.as_secs_f64(),
-            pk.a_query.len()
-                + pk.b_g1_query.len()
+            pk.a_query().len()
+                + pk.b_g1_query().len()
                 + pk.vk.ic.len()
-                + pk.l_query.len()
-                + pk.h_query.len(),
-            pk.b_g2_query.len()
+                + pk.l_query().len()
+                + pk.h_query().len(),
+            pk.b_g2_query().len()
         );
         for (phase, d) in timings.rows() {
             println!("    {phase:<22} {:9.1} ms", d.as_secs_f64() * 1e3);

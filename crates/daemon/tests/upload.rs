@@ -16,7 +16,7 @@ use std::time::Instant;
 use cuzk_daemon::client::{self, Client};
 use cuzk_daemon::{Daemon, DaemonConfig, pb};
 use cuzk_formats::cuzk;
-use cuzk_groth16::{Fr, ProvingKey, R1cs, SparseMatrix, VerifyingKey, Witness};
+use cuzk_groth16::{Fr, KeyQueries, ProvingKey, R1cs, SparseMatrix, VerifyingKey, Witness};
 use cuzk_scheduler::{Engine, KeySource};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
@@ -49,23 +49,21 @@ fn wide_circuit(m: usize) -> R1cs {
 /// before they prove): no setup, but 2 GiB of points at 2^22 and 8 GiB at 2^24.
 fn placeholder_key(r1cs: &R1cs, domain: usize) -> ProvingKey {
     let m = r1cs.num_variables();
-    ProvingKey {
-        vk: VerifyingKey {
-            alpha_g1: Default::default(),
-            beta_g2: Default::default(),
-            gamma_g2: Default::default(),
-            delta_g2: Default::default(),
-            ic: vec![Default::default(); r1cs.num_public() + 1],
-        },
-        beta_g1: Default::default(),
-        delta_g1: Default::default(),
+    let vk = VerifyingKey {
+        alpha_g1: Default::default(),
+        beta_g2: Default::default(),
+        gamma_g2: Default::default(),
+        delta_g2: Default::default(),
+        ic: vec![Default::default(); r1cs.num_public() + 1],
+    };
+    let queries = KeyQueries {
         a_query: vec![Default::default(); m],
         b_g1_query: vec![Default::default(); m],
         b_g2_query: vec![Default::default(); m],
         h_query: vec![Default::default(); domain - 1],
         l_query: vec![Default::default(); r1cs.num_private()],
-        held: None,
-    }
+    };
+    ProvingKey::new(vk, Default::default(), Default::default(), queries)
 }
 
 fn write_witness(path: &Path, m: usize, np: usize) {

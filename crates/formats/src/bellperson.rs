@@ -21,7 +21,7 @@ use std::io::Write;
 use std::path::Path;
 
 use cuzk_field::{G1Affine, G2Affine};
-use cuzk_groth16::{Proof, ProvingKey, R1cs, VerifyingKey};
+use cuzk_groth16::{KeyQueries, Proof, ProvingKey, R1cs, VerifyingKey};
 use cuzk_msm::subgroup::Gpu;
 
 use crate::FormatError;
@@ -271,14 +271,7 @@ impl BpParameters {
     /// unconstrained private variable), so such a key is an error naming the entry.
     pub fn from_proving_key(pk: &ProvingKey) -> Result<Self, FormatError> {
         let name = "cuzk proving key";
-        if pk.held.is_some() {
-            return Err(FormatError::invalid(
-                name,
-                "queries",
-                "the points are held by a GPU only; there is no host copy to write",
-            ));
-        }
-        for (field, q) in [("h", &pk.h_query), ("l", &pk.l_query), ("ic", &pk.vk.ic)] {
+        for (field, q) in [("h", pk.h_query()), ("l", pk.l_query()), ("ic", &pk.vk.ic)] {
             if let Some(i) = q.iter().position(G1Affine::is_identity) {
                 return Err(FormatError::IdentityPoint {
                     file: name.into(),
@@ -290,12 +283,12 @@ impl BpParameters {
         let keep_g1 = |q: &[G1Affine]| q.iter().copied().filter(|p| !p.is_identity()).collect();
         Ok(Self {
             vk: BpVerifyingKey::from_proving_key(pk),
-            h: pk.h_query.clone(),
-            l: pk.l_query.clone(),
-            a: keep_g1(&pk.a_query),
-            b_g1: keep_g1(&pk.b_g1_query),
+            h: pk.h_query().to_vec(),
+            l: pk.l_query().to_vec(),
+            a: keep_g1(pk.a_query()),
+            b_g1: keep_g1(pk.b_g1_query()),
             b_g2: pk
-                .b_g2_query
+                .b_g2_query()
                 .iter()
                 .copied()
                 .filter(|p| !p.is_identity())
@@ -331,17 +324,19 @@ impl BpParameters {
                 return Err(FormatError::mismatch(file, circuit, field, expected, found));
             }
         }
-        Ok(ProvingKey {
-            vk: self.vk.to_cuzk(),
-            beta_g1: self.vk.beta_g1,
-            delta_g1: self.vk.delta_g1,
+        let queries = KeyQueries {
             a_query: scatter(self.a, &used_a),
             b_g1_query: scatter(self.b_g1, &used_b),
             b_g2_query: scatter(self.b_g2, &used_b),
             h_query: self.h,
             l_query: self.l,
-            held: None,
-        })
+        };
+        Ok(ProvingKey::new(
+            self.vk.to_cuzk(),
+            self.vk.beta_g1,
+            self.vk.delta_g1,
+            queries,
+        ))
     }
 }
 

@@ -23,7 +23,7 @@ use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use cuzk_field::{Fr, G1Affine, G2Affine};
-use cuzk_groth16::{Proof, ProvingKey, R1cs, SparseMatrix, VerifyingKey, Witness};
+use cuzk_groth16::{KeyQueries, Proof, ProvingKey, R1cs, SparseMatrix, VerifyingKey, Witness};
 use cuzk_msm::subgroup::Gpu;
 use rayon::prelude::*;
 
@@ -450,20 +450,16 @@ impl<'f, R: Read> HashingReader<'f, R> {
 /// `ic[num_public + 1]`, β_g1, δ_g1, `a[m]`, `b_g1[m]`, `b_g2[m]`, `h[n − 1]`,
 /// `l[m − num_public − 1]`.
 pub fn write_proving_key(w: impl Write, pk: &ProvingKey) -> io::Result<()> {
-    if pk.held.is_some() {
-        return Err(invalid_input(
-            "the key's points are held by a GPU only; there is no host copy to write",
-        ));
-    }
-    let m = pk.a_query.len();
-    let n = pk.h_query.len() + 1;
+    let m = pk.a_query().len();
+    let n = pk.h_query().len() + 1;
     let np = pk
         .vk
         .ic
         .len()
         .checked_sub(1)
         .ok_or_else(|| invalid_input("empty ic"))?;
-    if pk.b_g1_query.len() != m || pk.b_g2_query.len() != m || pk.l_query.len() + np + 1 != m {
+    if pk.b_g1_query().len() != m || pk.b_g2_query().len() != m || pk.l_query().len() + np + 1 != m
+    {
         return Err(invalid_input("proving key queries have different lengths"));
     }
     let mut w = HashingWriter::new(w, FileKind::ProvingKey)?;
@@ -472,11 +468,11 @@ pub fn write_proving_key(w: impl Write, pk: &ProvingKey) -> io::Result<()> {
     w.u64(n)?;
     write_vk_points(&mut w, &pk.vk)?;
     w.g1s(&[pk.beta_g1, pk.delta_g1])?;
-    w.g1s(&pk.a_query)?;
-    w.g1s(&pk.b_g1_query)?;
-    w.g2s(&pk.b_g2_query)?;
-    w.g1s(&pk.h_query)?;
-    w.g1s(&pk.l_query)?;
+    w.g1s(pk.a_query())?;
+    w.g1s(pk.b_g1_query())?;
+    w.g2s(pk.b_g2_query())?;
+    w.g1s(pk.h_query())?;
+    w.g1s(pk.l_query())?;
     w.finish()
 }
 
@@ -511,17 +507,14 @@ pub fn read_proving_key(
     let h_query = r.points("h_query", n - 1)?;
     let l_query = r.points("l_query", m - np - 1)?;
     r.finish()?;
-    Ok(ProvingKey {
-        vk,
-        beta_g1,
-        delta_g1,
+    let queries = KeyQueries {
         a_query,
         b_g1_query,
         b_g2_query,
         h_query,
         l_query,
-        held: None,
-    })
+    };
+    Ok(ProvingKey::new(vk, beta_g1, delta_g1, queries))
 }
 
 fn write_vk_points<W: Write>(w: &mut HashingWriter<W>, vk: &VerifyingKey) -> io::Result<()> {

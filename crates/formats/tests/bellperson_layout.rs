@@ -44,7 +44,7 @@ fn parameters_round_trip_in_every_check_mode_and_map_back_to_cuzk() {
     let (r1cs, w) = demo::circuit(8, 2, &mut ChaCha8Rng::seed_from_u64(1)).unwrap();
     let pk = keys(&r1cs, 2);
     let bp = BpParameters::from_proving_key(&pk).unwrap();
-    assert!(bp.a.len() <= pk.a_query.len());
+    assert!(bp.a.len() <= pk.a_query().len());
     let path = tmp("params");
     bp.write_file(&path).unwrap();
     let bytes = std::fs::read(&path).unwrap();
@@ -100,7 +100,7 @@ fn filtered_queries_scatter_by_density() {
     assert_eq!(bp.b_g2.len(), 1);
     let back = bp.clone().into_proving_key(&r1cs, "sparse").unwrap();
     assert_eq!(back, pk);
-    assert!(back.a_query[3].is_identity() && back.b_g1_query[2].is_identity());
+    assert!(back.a_query()[3].is_identity() && back.b_g1_query()[2].is_identity());
     let proof = create_proof(&back, &r1cs, &w, &mut ChaCha8Rng::seed_from_u64(6)).unwrap();
     verify_proof(&prepare_verifying_key(&back.vk), &proof, w.public_inputs()).unwrap();
 

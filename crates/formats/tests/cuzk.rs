@@ -243,11 +243,11 @@ fn corruption_fails_the_checksum() {
 #[test]
 fn off_curve_and_out_of_subgroup_points_are_rejected() {
     let f = fixture();
-    let p = f.pk.a_query[3];
+    let p = f.pk.a_query()[3];
     assert!(!p.is_identity());
 
     let mut pk = f.pk.clone();
-    pk.a_query[3] = G1Affine::from_xy_unchecked(p.x(), p.y() + Fp::ONE);
+    pk.queries_mut().a_query[3] = G1Affine::from_xy_unchecked(p.x(), p.y() + Fp::ONE);
     let err = read_pk(&pk_bytes(&pk)).unwrap_err();
     assert!(
         matches!(
@@ -268,8 +268,8 @@ fn off_curve_and_out_of_subgroup_points_are_rejected() {
 
     // (0, 2) is on y^2 = x^3 + 4 but not in the prime-order subgroup.
     let mut pk = f.pk.clone();
-    let last = pk.h_query.len() - 1;
-    pk.h_query[last] = G1Affine::from_xy_unchecked(Fp::ZERO, Fp::from_u64(2));
+    let last = pk.h_query().len() - 1;
+    pk.queries_mut().h_query[last] = G1Affine::from_xy_unchecked(Fp::ZERO, Fp::from_u64(2));
     let bytes = pk_bytes(&pk);
     let err = read_pk(&bytes).unwrap_err();
     assert!(
@@ -287,7 +287,7 @@ fn off_curve_and_out_of_subgroup_points_are_rejected() {
         pk
     );
     let mut off = pk.clone();
-    off.a_query[3] = G1Affine::from_xy_unchecked(p.x(), p.y() + Fp::ONE);
+    off.queries_mut().a_query[3] = G1Affine::from_xy_unchecked(p.x(), p.y() + Fp::ONE);
     let err = cuzk::read_proving_key("k.pk", &pk_bytes(&off)[..], on_curve).unwrap_err();
     assert!(
         matches!(
@@ -303,9 +303,10 @@ fn off_curve_and_out_of_subgroup_points_are_rejected() {
     );
 
     // G2: an off-curve b_g2 point and an off-curve δ in the verifying key.
-    let q = f.pk.b_g2_query[3];
+    let q = f.pk.b_g2_query()[3];
     let mut pk = f.pk.clone();
-    pk.b_g2_query[3] = G2Affine::from_xy_unchecked(q.x(), q.y() + cuzk_field::Fp2::ONE);
+    pk.queries_mut().b_g2_query[3] =
+        G2Affine::from_xy_unchecked(q.x(), q.y() + cuzk_field::Fp2::ONE);
     let err = read_pk(&pk_bytes(&pk)).unwrap_err();
     assert!(
         matches!(
@@ -320,7 +321,7 @@ fn off_curve_and_out_of_subgroup_points_are_rejected() {
         "{err:?}"
     );
     let mut vk = f.pk.vk.clone();
-    vk.delta_g2 = pk.b_g2_query[3];
+    vk.delta_g2 = pk.b_g2_query()[3];
     let mut buf = Vec::new();
     cuzk::write_verifying_key(&mut buf, &vk).unwrap();
     let err = cuzk::read_verifying_key("k.vk", &buf[..]).unwrap_err();
@@ -343,9 +344,9 @@ fn off_curve_and_out_of_subgroup_points_are_rejected() {
 #[test]
 fn a_trusted_digest_replaces_the_point_checks() {
     let f = fixture();
-    let p = f.pk.a_query[3];
+    let p = f.pk.a_query()[3];
     let mut pk = f.pk.clone();
-    pk.a_query[3] = G1Affine::from_xy_unchecked(p.x(), p.y() + Fp::ONE);
+    pk.queries_mut().a_query[3] = G1Affine::from_xy_unchecked(p.x(), p.y() + Fp::ONE);
     let bytes = pk_bytes(&pk);
     for digest in [
         Digest::Blake3(*blake3::hash(&bytes).as_bytes()),
@@ -396,9 +397,9 @@ fn a_trusted_digest_replaces_the_point_checks() {
 fn points_past_the_first_read_chunk_are_indexed_in_the_whole_array() {
     let f = fixture();
     let mut pk = f.pk.clone();
-    let g = f.pk.a_query[3];
+    let g = f.pk.a_query()[3];
     // 2^17 − 1 h entries (12 MiB): two chunks. Their values do not matter to the reader.
-    pk.h_query = vec![g; (1 << 17) - 1];
+    pk.queries_mut().h_query = vec![g; (1 << 17) - 1];
     let on_curve = &PointChecks::OnCurve;
     let bytes = pk_bytes(&pk);
     assert_eq!(
@@ -406,7 +407,7 @@ fn points_past_the_first_read_chunk_are_indexed_in_the_whole_array() {
         pk
     );
     let at = 100_000;
-    pk.h_query[at] = G1Affine::from_xy_unchecked(g.x(), g.y() + Fp::ONE);
+    pk.queries_mut().h_query[at] = G1Affine::from_xy_unchecked(g.x(), g.y() + Fp::ONE);
     let err = cuzk::read_proving_key("k.pk", &pk_bytes(&pk)[..], on_curve).unwrap_err();
     assert!(
         matches!(&err, FormatError::BadPoint { field, index, source: DecodeError::NotOnCurve, .. } if field == "h_query" && *index == at),
@@ -489,7 +490,7 @@ fn inconsistent_keys_are_not_written() {
     let err = cuzk::write_verifying_key(Vec::new(), &vk).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
     let mut pk = f.pk.clone();
-    pk.l_query.pop();
+    pk.queries_mut().l_query.pop();
     let err = cuzk::write_proving_key(Vec::new(), &pk).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
 }

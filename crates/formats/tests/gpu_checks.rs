@@ -5,7 +5,7 @@
 
 use cuzk_field::{DecodeError, Fp, G1Affine, G2Affine};
 use cuzk_formats::{BpParameters, BpVerifyingKey, FormatError, PointChecks, cuzk};
-use cuzk_groth16::{ProvingKey, VerifyingKey};
+use cuzk_groth16::{KeyQueries, ProvingKey, VerifyingKey};
 use cuzk_msm::subgroup::{Gpu, testing};
 use cuzk_msm::testing::random_points;
 use rand::{Rng, SeedableRng};
@@ -121,24 +121,22 @@ fn gpu_full_checks_of_a_cuzk_key_name_the_first_point_outside_the_subgroup() {
     let (m, np) = (5000, 2);
     let vk1 = g1(np + 4, &mut rng);
     let vk2 = random_points::<G2Affine>(3, &mut rng);
-    let pk = ProvingKey {
-        vk: VerifyingKey {
-            alpha_g1: vk1[0],
-            beta_g2: vk2[0],
-            gamma_g2: vk2[1],
-            delta_g2: vk2[2],
-            ic: vk1[3..].to_vec(),
-        },
-        beta_g1: vk1[1],
-        delta_g1: vk1[2],
+    let vk = VerifyingKey {
+        alpha_g1: vk1[0],
+        beta_g2: vk2[0],
+        gamma_g2: vk2[1],
+        delta_g2: vk2[2],
+        ic: vk1[3..].to_vec(),
+    };
+    let queries = KeyQueries {
         a_query: g1(m, &mut rng),
         b_g1_query: g1(m, &mut rng),
         b_g2_query: random_points::<G2Affine>(m, &mut rng),
         // Domain 2^17: two read chunks.
         h_query: g1((1 << 17) - 1, &mut rng),
         l_query: g1(m - np - 1, &mut rng),
-        held: None,
     };
+    let pk = ProvingKey::new(vk, vk1[1], vk1[2], queries);
     let bytes = |pk: &ProvingKey| {
         let mut out = Vec::new();
         cuzk::write_proving_key(&mut out, pk).unwrap();
@@ -150,7 +148,7 @@ fn gpu_full_checks_of_a_cuzk_key_name_the_first_point_outside_the_subgroup() {
     for at in [vec![3], vec![90_000, 100_000], vec![131_070, 5000]] {
         let mut bad = pk.clone();
         for &i in &at {
-            bad.h_query[i] = testing::g1_outside(&mut rng);
+            bad.queries_mut().h_query[i] = testing::g1_outside(&mut rng);
         }
         let want = *at.iter().min().unwrap();
         let e = read(&bytes(&bad)).unwrap_err();
@@ -161,7 +159,7 @@ fn gpu_full_checks_of_a_cuzk_key_name_the_first_point_outside_the_subgroup() {
         );
     }
     let mut bad = pk.clone();
-    bad.b_g2_query[4321] = testing::g2_outside(&mut rng);
+    bad.queries_mut().b_g2_query[4321] = testing::g2_outside(&mut rng);
     let e = read(&bytes(&bad)).unwrap_err();
     assert!(
         matches!(&e, FormatError::BadPoint { field, index: 4321, source: DecodeError::NotInSubgroup, .. }
@@ -171,8 +169,8 @@ fn gpu_full_checks_of_a_cuzk_key_name_the_first_point_outside_the_subgroup() {
     let off_curve = |p: G1Affine| G1Affine::from_xy_unchecked(p.x(), p.y() + Fp::ONE);
     for (outside_at, off_at) in [(1000, 100_000), (100_000, 1000)] {
         let mut bad = pk.clone();
-        bad.h_query[outside_at] = testing::g1_outside(&mut rng);
-        bad.h_query[off_at] = off_curve(bad.h_query[off_at]);
+        bad.queries_mut().h_query[outside_at] = testing::g1_outside(&mut rng);
+        bad.queries_mut().h_query[off_at] = off_curve(bad.h_query()[off_at]);
         let want = if outside_at < off_at {
             (outside_at, DecodeError::NotInSubgroup)
         } else {

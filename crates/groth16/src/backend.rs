@@ -13,7 +13,7 @@ use cuzk_field::{Fr, G1Affine, G1Projective, G2Projective};
 use cuzk_ntt::Domain;
 use cuzk_vram::{DeviceBuffer, PinnedBuffer, Reservation, Vram, VramError};
 
-use crate::keys::ProvingKey;
+use crate::keys::{KeyRef, ProvingKey};
 use crate::timing::timed;
 
 /// Which proving-key query an MSM runs over, so a backend can keep each query's points
@@ -75,9 +75,12 @@ pub enum BackendErrorKind {
     OutOfDeviceMemory,
     /// The device budget had no room for a request.
     OutOfBudget,
-    /// The request does not fit this backend: a key held by another device, data staged
-    /// elsewhere, lengths that do not match.
+    /// The request does not fit this backend: data staged elsewhere, lengths that do not
+    /// match.
     Invalid,
+    /// A key held by a device ([`HeldKey`](crate::HeldKey)) given to a backend that does not
+    /// hold its points, or a backend holding one key given another.
+    HeldKey,
     /// Any other failure of the device or of a computation.
     Failed,
 }
@@ -115,6 +118,18 @@ impl BackendError {
         Self {
             backend,
             kind: BackendErrorKind::Invalid,
+            source: source.into(),
+        }
+    }
+
+    /// A key this backend does not hold the points of ([`BackendErrorKind::HeldKey`]).
+    pub fn held_key(
+        backend: &'static str,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self {
+            backend,
+            kind: BackendErrorKind::HeldKey,
             source: source.into(),
         }
     }
@@ -343,10 +358,10 @@ pub fn host_witness_msm(
     let scalars = z.get(offset..).unwrap_or_default();
     let g1 = |points: &[G1Affine]| cuzk_msm::cpu::msm(points, scalars).map(MsmValue::G1);
     match query {
-        Query::BG2 => cuzk_msm::cpu::msm(&pk.b_g2_query, scalars).map(MsmValue::G2),
-        Query::A => g1(&pk.a_query),
-        Query::BG1 => g1(&pk.b_g1_query),
-        Query::L => g1(&pk.l_query),
+        Query::BG2 => cuzk_msm::cpu::msm(pk.b_g2_query(), scalars).map(MsmValue::G2),
+        Query::A => g1(pk.a_query()),
+        Query::BG1 => g1(pk.b_g1_query()),
+        Query::L => g1(pk.l_query()),
         Query::H => return Err(BackendError::invalid(CPU, "H is not a witness MSM")),
     }
     .map_err(|e| BackendError::new(CPU, e))
@@ -378,14 +393,6 @@ pub fn host_quotient_msm(
     })
 }
 
-/// The error of a backend asked to prove with a key whose points another device holds.
-pub(crate) fn held_elsewhere(backend: &'static str) -> BackendError {
-    BackendError::invalid(
-        backend,
-        "the key's points are held by the GPU backend that made them, and nowhere else: prove on that backend",
-    )
-}
-
 const CPU: &str = "cpu";
 
 /// The phases of a proof as an engine drives them, one method each: [`Self::prepare`] once per
@@ -405,13 +412,11 @@ pub trait ProverBackend: Send + Sync + fmt::Debug {
 
     /// Called once per proof, before any other call, with the key and the domain size: a
     /// backend plans its memory here and may load the key's points (a no-op when the same key
-    /// is already loaded).
-    fn prepare(&self, pk: &ProvingKey, domain_size: usize) -> Result<(), BackendError> {
+    /// is already loaded). A backend without a held key's points refuses it here
+    /// ([`KeyRef::host`]).
+    fn prepare(&self, key: KeyRef<'_>, domain_size: usize) -> Result<(), BackendError> {
         let _ = domain_size;
-        match pk.held {
-            Some(_) => Err(held_elsewhere(self.name())),
-            None => Ok(()),
-        }
+        key.host(self.name()).map(drop)
     }
 
     /// Highest device memory in use so far, in bytes (None for host-only backends).
@@ -419,9 +424,9 @@ pub trait ProverBackend: Send + Sync + fmt::Debug {
         None
     }
 
-    /// What one proof of `pk` (domain `n`) needs on the device besides the resident points.
-    fn staging_needs(&self, pk: &ProvingKey, n: usize) -> Result<StagingNeeds, BackendError> {
-        StagingNeeds::nominal(pk.num_variables(), n).map_err(|e| BackendError::new(self.name(), e))
+    /// What one proof of `key` (domain `n`) needs on the device besides the resident points.
+    fn staging_needs(&self, key: KeyRef<'_>, n: usize) -> Result<StagingNeeds, BackendError> {
+        StagingNeeds::nominal(key.num_variables(), n).map_err(|e| BackendError::new(self.name(), e))
     }
 
     /// `bytes` of this backend's own memory to stage `what` into, for a caller that is not an
@@ -449,14 +454,14 @@ pub trait ProverBackend: Send + Sync + fmt::Debug {
     /// `z` is the same witness on the host.
     fn witness_msm(
         &self,
-        pk: &ProvingKey,
+        key: KeyRef<'_>,
         z: &[Fr],
         staged: &StagedWitness,
         query: Query,
         offset: usize,
     ) -> Result<MsmValue, BackendError> {
         let _ = staged;
-        host_witness_msm(pk, z, query, offset)
+        host_witness_msm(key.host(self.name())?, z, query, offset)
     }
 
     /// Host storage for the evaluations of one proof, each of length `n` (contents
@@ -487,16 +492,17 @@ pub trait ProverBackend: Send + Sync + fmt::Debug {
     }
 
     /// The coefficients of H = (A·B − C)/Z from the staged evaluations (the top one is zero
-    /// for a satisfied witness), then `Σ h_j · h_query_j` over its first `h_query.len()`
-    /// coefficients (n − 1 of n).
+    /// for a satisfied witness), then `Σ h_j · h_query_j` over the first n − 1 coefficients
+    /// (the key's H points).
     fn quotient_msm(
         &self,
         domain: &Domain,
         abc: StagedEvaluations,
-        h_query: &[G1Affine],
+        key: KeyRef<'_>,
     ) -> Result<QuotientMsm, BackendError> {
+        let pk = key.host(self.name())?;
         match abc.data {
-            StagedData::Host(abc) => host_quotient_msm(domain, abc, h_query),
+            StagedData::Host(abc) => host_quotient_msm(domain, abc, pk.h_query()),
             StagedData::Device(_) => Err(BackendError::invalid(
                 self.name(),
                 "device-staged evaluations given to a host backend",

@@ -3,9 +3,12 @@
 //!
 //! Key points stay on the device between proofs: one [`GpuMsm`] context per key query, made by
 //! [`ProverBackend::prepare`] (called by the prover before each proof) or on the first MSM over
-//! a query. A context is reused only for the same points: same address, same length and the
-//! same first, middle and last point; anything else is dropped and loaded again, so a new key
-//! never meets stale points.
+//! a query. A context is reused only for the same key, by its [`KeyIdentity`] (a key whose
+//! points may have changed is another key); anything else is dropped and loaded again, so a
+//! new key never meets stale points. A backend made with a [`HeldKey`] holds that key's points
+//! alone and proves no other key.
+//!
+//! [`HeldKey`]: crate::HeldKey
 //!
 //! Memory plan ([`MemoryPlan`]): before loading anything, the backend computes the transient
 //! bytes of the largest phase (the quotient's three vectors of n Fr, or one MSM's scalars and
@@ -35,7 +38,7 @@ use crate::backend::{
     BackendError, Evaluations, HostVec, MsmValue, ProverBackend, Query, QuotientMsm, Stage,
     StagedData, StagedEvaluations, StagedWitness, StagingNeeds,
 };
-use crate::keys::ProvingKey;
+use crate::keys::{KeyIdentity, KeyRef, ProvingKey};
 use crate::timing::timed;
 
 const NAME: &str = "gpu";
@@ -53,49 +56,35 @@ const HOLDS_ANOTHER_KEY: &str =
     "this backend holds the points of a key made on its device and proves that key only";
 
 mod phase;
-use phase::fail;
 pub use phase::{GpuPhaseError, Phase};
+use phase::{fail, refuse_key};
 
 mod memory;
 use memory::point_bytes;
 pub use memory::{MemoryPlan, QueryPlan, msm_run_bytes, quotient_bytes};
 
-/// Which points a context holds: address, length and three sample points of a host slice,
-/// or the token of a key whose points only this device holds ([`DeviceHeld`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct KeyId<P> {
-    ptr: usize,
-    len: usize,
-    samples: [Option<P>; 3],
-    held: Option<u64>,
+/// Where one MSM's points are: a host key's slice, or on this device for a held key (with
+/// the key's length of that query).
+#[derive(Clone, Copy)]
+enum Points<'a, P> {
+    Host(KeyIdentity, &'a [P]),
+    Held(KeyIdentity, usize),
 }
 
-impl<P: MsmPoint> KeyId<P> {
-    fn of(p: &[P]) -> Self {
-        Self {
-            ptr: p.as_ptr() as usize,
-            len: p.len(),
-            samples: [
-                p.first().copied(),
-                p.get(p.len() / 2).copied(),
-                p.last().copied(),
-            ],
-            held: None,
-        }
-    }
-
-    fn held(token: u64, len: usize) -> Self {
-        Self {
-            ptr: 0,
-            len,
-            samples: [None; 3],
-            held: Some(token),
+impl<'a, P> Points<'a, P> {
+    fn of(key: KeyRef<'a>, q: Query, host: impl FnOnce(&'a ProvingKey) -> &'a [P]) -> Self {
+        match key {
+            KeyRef::Host(pk) => Self::Host(pk.identity(), host(pk)),
+            KeyRef::Held(k) => Self::Held(k.identity(), k.query_len(q)),
         }
     }
 }
 
 struct Ctx<P: MsmPoint> {
-    id: KeyId<P>,
+    /// The key whose points these are.
+    key: KeyIdentity,
+    /// Points with no host copy (a held key's): never evicted, never reloaded.
+    held: bool,
     msm: GpuMsm<P>,
 }
 
@@ -104,17 +93,23 @@ impl<P: MsmPoint> Ctx<P> {
         self.msm.resident_bytes()
     }
 
-    /// Points with no host copy: never evicted, never reloaded.
-    fn is_held(&self) -> bool {
-        self.id.held.is_some()
-    }
-
-    /// Loads `points` resident (falling back to streamed if the budget is short) or streamed.
-    fn load(gpu: &Gpu, points: &[P], resident: bool, phase: Phase) -> Result<Self, BackendError> {
-        let id = KeyId::of(points);
+    /// Loads `points` of `key` resident (falling back to streamed if the budget is short) or
+    /// streamed.
+    fn load(
+        gpu: &Gpu,
+        key: KeyIdentity,
+        points: &[P],
+        resident: bool,
+        phase: Phase,
+    ) -> Result<Self, BackendError> {
+        let ctx = |msm| Self {
+            key,
+            held: false,
+            msm,
+        };
         if resident {
             match GpuMsm::resident(gpu, points) {
-                Ok(msm) => return Ok(Self { id, msm }),
+                Ok(msm) => return Ok(ctx(msm)),
                 Err(e) if e.is_out_of_budget() => {
                     tracing::warn!(%phase, "budget too small for resident points; streaming")
                 }
@@ -127,15 +122,16 @@ impl<P: MsmPoint> Ctx<P> {
             .map_err(|e| fail(phase, e))?;
         pinned.copy_from_slice(points);
         let msm = GpuMsm::streamed(gpu, pinned).map_err(|e| fail(phase, e))?;
-        Ok(Self { id, msm })
+        Ok(ctx(msm))
     }
 }
 
 /// How a context holds its points.
 struct Holding {
     resident: bool,
-    /// The token of a device-held key.
-    held: Option<u64>,
+    key: KeyIdentity,
+    /// No host copy (a held key's points).
+    held: bool,
     len: usize,
 }
 
@@ -197,8 +193,9 @@ impl State {
         fn of<P: MsmPoint>(c: &Ctx<P>) -> Holding {
             Holding {
                 resident: c.msm.is_resident(),
-                held: c.id.held,
-                len: c.id.len,
+                key: c.key,
+                held: c.held,
+                len: c.msm.len(),
             }
         }
         if q == Query::BG2 {
@@ -212,18 +209,17 @@ impl State {
         self.holding(q).map(|h| h.resident)
     }
 
-    /// The token of the device-held key whose points this state holds, if any.
-    fn held_token(&self) -> Option<u64> {
-        Query::ALL.into_iter().find_map(|q| self.holding(q)?.held)
+    /// The held key whose points this state holds, if any.
+    fn held_key(&self) -> Option<KeyIdentity> {
+        Query::ALL
+            .into_iter()
+            .find_map(|q| self.holding(q).filter(|h| h.held).map(|h| h.key))
     }
 
     /// Drops the resident context of `q`, if it is one that can be loaded again; returns
     /// whether it did.
     fn evict(&mut self, q: Query) -> bool {
-        if !self
-            .holding(q)
-            .is_some_and(|h| h.resident && h.held.is_none())
-        {
+        if !self.holding(q).is_some_and(|h| h.resident && !h.held) {
             return false;
         }
         if q == Query::BG2 {
@@ -237,17 +233,25 @@ impl State {
 
 fn g1_points(pk: &ProvingKey, q: Query) -> &[G1Affine] {
     match q {
-        Query::A => &pk.a_query,
-        Query::BG1 => &pk.b_g1_query,
-        Query::H => &pk.h_query,
-        _ => &pk.l_query,
+        Query::A => pk.a_query(),
+        Query::BG1 => pk.b_g1_query(),
+        Query::H => pk.h_query(),
+        _ => pk.l_query(),
     }
 }
 
-/// Every query of `pk` with its length, G1 first.
-fn query_lens(pk: &ProvingKey) -> Vec<(Query, usize)> {
-    let mut lens: Vec<(Query, usize)> = G1_QUERIES.iter().map(|&q| (q, pk.query_len(q))).collect();
-    lens.push((Query::BG2, pk.query_len(Query::BG2)));
+fn g1_source(key: KeyRef<'_>, q: Query) -> Points<'_, G1Affine> {
+    Points::of(key, q, |pk| g1_points(pk, q))
+}
+
+fn g2_source(key: KeyRef<'_>) -> Points<'_, G2Affine> {
+    Points::of(key, Query::BG2, ProvingKey::b_g2_query)
+}
+
+/// Every query of `key` with its length, G1 first.
+fn query_lens(key: KeyRef<'_>) -> Vec<(Query, usize)> {
+    let mut lens: Vec<(Query, usize)> = G1_QUERIES.iter().map(|&q| (q, key.query_len(q))).collect();
+    lens.push((Query::BG2, key.query_len(Query::BG2)));
     lens
 }
 
@@ -289,24 +293,27 @@ impl GpuBackend {
         }
     }
 
-    /// A backend holding the points of the device-made key `token`: `g1` in the order of
+    /// A backend holding the points of the device-made key `key`: `g1` in the order of
     /// [`G1_QUERIES`] (A, B in G1, H, L), `g2` the B query in G2 (`None` for an empty query).
     pub(crate) fn holding(
         gpu: Gpu,
-        token: u64,
+        key: KeyIdentity,
         g1: [Option<GpuMsm<G1Affine>>; 4],
         g2: Option<GpuMsm<G2Affine>>,
     ) -> Self {
-        fn held<P: MsmPoint>(token: u64, msm: GpuMsm<P>) -> Ctx<P> {
-            let id = KeyId::held(token, msm.len());
-            Ctx { id, msm }
+        fn held<P: MsmPoint>(key: KeyIdentity, msm: GpuMsm<P>) -> Ctx<P> {
+            Ctx {
+                key,
+                held: true,
+                msm,
+            }
         }
         let b = Self::new(gpu);
         let mut st = b.lock();
         for (slot, msm) in st.g1.iter_mut().zip(g1) {
-            *slot = msm.map(|m| held(token, m));
+            *slot = msm.map(|m| held(key, m));
         }
-        st.g2 = g2.map(|m| held(token, m));
+        st.g2 = g2.map(|m| held(key, m));
         drop(st);
         b
     }
@@ -314,7 +321,7 @@ impl GpuBackend {
     /// A backend with `pk`'s points already loaded (resident where the plan allows).
     pub fn with_key(gpu: Gpu, pk: &ProvingKey) -> Result<Self, BackendError> {
         let b = Self::new(gpu);
-        b.prepare(pk, pk.domain_size())?;
+        b.prepare(pk.into(), pk.domain_size())?;
         Ok(b)
     }
 
@@ -404,17 +411,17 @@ impl GpuBackend {
             .map_err(|e| fail(phase, e))
     }
 
-    /// The context for `points` in `slot`, loading it if the slot is empty or holds other
-    /// points (resident if the points plus one run fit the free budget).
+    /// The context for `points` of `key` in `slot`, loading it if the slot is empty or holds
+    /// another key's points (resident if the points plus one run fit the free budget).
     fn ensure<P: MsmPoint>(
         &self,
         slot: &mut Option<Ctx<P>>,
         query: Query,
+        key: KeyIdentity,
         points: &[P],
     ) -> Result<(), BackendError> {
         let phase = Phase::Msm(query);
-        let id = KeyId::of(points);
-        if slot.as_ref().is_some_and(|c| c.id != id) {
+        if slot.as_ref().is_some_and(|c| c.key != key) {
             *slot = None; // free stale points before loading new ones
         }
         if slot.is_none() {
@@ -422,7 +429,7 @@ impl GpuBackend {
                 .and_then(|p| Ok(p + msm_run_bytes(P::GROUP, points.len(), self.sm_count())?))
                 .map_err(|e| fail(phase, e))?;
             let resident = need <= self.gpu.vram().budget().available();
-            *slot = Some(Ctx::load(&self.gpu, points, resident, phase)?);
+            *slot = Some(Ctx::load(&self.gpu, key, points, resident, phase)?);
         }
         Ok(())
     }
@@ -437,7 +444,7 @@ impl GpuBackend {
         &self,
         st: &mut State,
         query: Query,
-        points: &[P],
+        points: Points<'_, P>,
         (scalars, offset): (&DeviceBuffer<Fr>, usize),
         slot: fn(&mut State, Query) -> Option<&mut Option<Ctx<P>>>,
     ) -> Result<P::Projective, BackendError> {
@@ -445,16 +452,28 @@ impl GpuBackend {
         let cap = st.plan.as_ref().and_then(MemoryPlan::streamed_cap);
         let slot = slot(st, query)
             .ok_or_else(|| fail(phase, format!("query {query} is not in this group")))?;
-        let held = slot.as_ref().is_some_and(Ctx::is_held);
-        if held && !points.is_empty() {
-            return Err(fail(phase, HOLDS_ANOTHER_KEY));
-        }
-        if points.is_empty() && !held {
-            return Ok(P::Projective::default());
-        }
+        let held_here = slot.as_ref().filter(|c| c.held).map(|c| c.key);
+        let load = match points {
+            Points::Held(key, len) => match held_here {
+                Some(h) if h != key => return Err(refuse_key(phase, HOLDS_ANOTHER_KEY)),
+                Some(_) => None,
+                None if len == 0 => return Ok(P::Projective::default()),
+                None => {
+                    return Err(refuse_key(
+                        phase,
+                        format!("this backend does not hold the key's {query} points"),
+                    ));
+                }
+            },
+            Points::Host(..) if held_here.is_some() => {
+                return Err(refuse_key(phase, HOLDS_ANOTHER_KEY));
+            }
+            Points::Host(_, []) => return Ok(P::Projective::default()),
+            Points::Host(key, points) => Some((key, points)),
+        };
         let _hold = self.squeeze(phase)?;
-        if !held {
-            self.ensure(slot, query, points)?;
+        if let Some((key, points)) = load {
+            self.ensure(slot, query, key, points)?;
         }
         let Some(ctx) = slot.as_mut() else {
             return Err(fail(phase, "no MSM context"));
@@ -580,26 +599,26 @@ impl GpuBackend {
         }
     }
 
-    /// Loads `pk`'s points for an engine that stages each proof's data itself: the plan
+    /// Loads `key`'s points for an engine that stages each proof's data itself: the plan
     /// ([`MemoryPlan::staged`]) keeps `staging` bytes free beside the resident points and the
     /// lock room. Returns the plan.
     pub fn load_staged(
         &self,
-        pk: &ProvingKey,
+        key: KeyRef<'_>,
         n: usize,
         staging: u64,
     ) -> Result<MemoryPlan, BackendError> {
         let phase = Phase::Prepare;
         let mut st = self.lock();
         let room = self.gpu.vram().budget().available() + st.resident_bytes();
-        let plan = MemoryPlan::staged(n, &query_lens(pk), room, self.sm_count(), staging)
+        let plan = MemoryPlan::staged(n, &query_lens(key), room, self.sm_count(), staging)
             .map_err(|e| fail(phase, e))?;
-        let plan = if pk.held.is_some() {
+        let plan = if key.is_held() {
             plan.as_held(|q| st.residency(q) == Some(true))
         } else {
             plan
         };
-        self.load_plan(&mut st, pk, plan.clone(), phase)?;
+        self.load_plan(&mut st, key, plan.clone(), phase)?;
         Ok(plan)
     }
 
@@ -649,24 +668,24 @@ impl GpuBackend {
         Ok(room)
     }
 
-    /// For a backend holding a device-made key: `pk` must be that key and its points all still
-    /// here; `plan` counts them as they are held.
+    /// For a backend holding the device-made key `held`: `key` must be that key and its
+    /// points all still here; `plan` counts them as they are held.
     fn check_held(
         &self,
         st: &mut State,
-        pk: &ProvingKey,
-        token: u64,
+        key: KeyRef<'_>,
+        held: KeyIdentity,
         plan: MemoryPlan,
         phase: Phase,
     ) -> Result<(), BackendError> {
-        if pk.held.map(|h| h.token) != Some(token) {
-            return Err(fail(phase, HOLDS_ANOTHER_KEY));
+        if key.identity() != held {
+            return Err(refuse_key(phase, HOLDS_ANOTHER_KEY));
         }
         for q in Query::ALL {
-            let len = pk.query_len(q);
+            let len = key.query_len(q);
             let ok = st
                 .holding(q)
-                .is_some_and(|h| h.held == Some(token) && h.len == len);
+                .is_some_and(|h| h.held && h.key == held && h.len == len);
             if !ok && len > 0 {
                 return Err(fail(
                     phase,
@@ -692,51 +711,56 @@ impl GpuBackend {
         st.plan = Some(plan);
     }
 
-    /// Makes `pk`'s queries resident or streamed as `plan` says, keeping contexts that
-    /// already hold the same points in the same way.
+    /// Makes `key`'s queries resident or streamed as `plan` says, keeping contexts that
+    /// already hold the same key's points in the same way.
     fn load_plan(
         &self,
         st: &mut State,
-        pk: &ProvingKey,
+        key: KeyRef<'_>,
         plan: MemoryPlan,
         phase: Phase,
     ) -> Result<(), BackendError> {
-        if let Some(token) = st.held_token() {
-            return self.check_held(st, pk, token, plan, phase);
+        if let Some(held) = st.held_key() {
+            return self.check_held(st, key, held, plan, phase);
         }
-        if pk.held.is_some() {
-            return Err(fail(phase, crate::backend::held_elsewhere(NAME)));
-        }
-        let g1_points = |q: Query| g1_points(pk, q);
+        let pk = key.host(NAME)?;
+        let id = pk.identity();
         // Drop what is stale or changes residency first, so its memory is free for the rest.
+        let keep = |c: &Ctx<_>, q| c.key == id && c.msm.is_resident() == plan.is_resident(q);
         for (i, &q) in G1_QUERIES.iter().enumerate() {
-            let keep = st.g1[i].as_ref().is_some_and(|c| {
-                c.id == KeyId::of(g1_points(q)) && c.msm.is_resident() == plan.is_resident(q)
-            });
-            if !keep {
+            if !st.g1[i].as_ref().is_some_and(|c| keep(c, q)) {
                 st.g1[i] = None;
             }
         }
-        let keep = st.g2.as_ref().is_some_and(|c| {
-            c.id == KeyId::of(&pk.b_g2_query) && c.msm.is_resident() == plan.is_resident(Query::BG2)
-        });
-        if !keep {
+        if !st
+            .g2
+            .as_ref()
+            .is_some_and(|c| c.key == id && c.msm.is_resident() == plan.is_resident(Query::BG2))
+        {
             st.g2 = None;
         }
         for q in PRIORITY {
             if q == Query::BG2 {
-                if st.g2.is_none() && !pk.b_g2_query.is_empty() {
+                let points = pk.b_g2_query();
+                if st.g2.is_none() && !points.is_empty() {
                     st.g2 = Some(Ctx::load(
                         &self.gpu,
-                        &pk.b_g2_query,
+                        id,
+                        points,
                         plan.is_resident(q),
                         phase,
                     )?);
                 }
             } else if let Some(i) = g1_index(q) {
-                let points = g1_points(q);
+                let points = g1_points(pk, q);
                 if st.g1[i].is_none() && !points.is_empty() {
-                    st.g1[i] = Some(Ctx::load(&self.gpu, points, plan.is_resident(q), phase)?);
+                    st.g1[i] = Some(Ctx::load(
+                        &self.gpu,
+                        id,
+                        points,
+                        plan.is_resident(q),
+                        phase,
+                    )?);
                 }
             }
         }
@@ -756,12 +780,18 @@ impl GpuBackend {
         &self,
         domain: &Domain,
         dev: [DeviceBuffer<Fr>; 3],
-        h_query: &[G1Affine],
+        key: KeyRef<'_>,
     ) -> Result<QuotientMsm, BackendError> {
         let mut st = self.lock();
         let (h, quotient) = self.device_quotient(domain, dev)?;
         let (r, msm) = timed("msm_h", || {
-            self.run(&mut st, Query::H, h_query, (&h, 0), g1_slot)
+            self.run(
+                &mut st,
+                Query::H,
+                g1_source(key, Query::H),
+                (&h, 0),
+                g1_slot,
+            )
         });
         Ok(QuotientMsm {
             h: r?,
@@ -818,19 +848,19 @@ impl ProverBackend for GpuBackend {
         Some(self.gpu.vram().budget().peak())
     }
 
-    fn prepare(&self, pk: &ProvingKey, domain_size: usize) -> Result<(), BackendError> {
+    fn prepare(&self, key: KeyRef<'_>, domain_size: usize) -> Result<(), BackendError> {
         let phase = Phase::Prepare;
         let mut st = self.lock();
         let _hold = self.squeeze(phase)?;
         let room = self.gpu.vram().budget().available() + st.resident_bytes();
-        let plan = MemoryPlan::new(domain_size, &query_lens(pk), room, self.sm_count())
+        let plan = MemoryPlan::new(domain_size, &query_lens(key), room, self.sm_count())
             .map_err(|e| fail(phase, e))?;
-        let plan = if pk.held.is_some() {
+        let plan = if key.is_held() {
             plan.as_held(|q| st.residency(q) == Some(true))
         } else {
             plan
         };
-        self.load_plan(&mut st, pk, plan, phase)
+        self.load_plan(&mut st, key, plan, phase)
     }
 
     fn evaluation_buffers(&self, n: usize) -> Result<Evaluations, BackendError> {
@@ -854,11 +884,11 @@ impl ProverBackend for GpuBackend {
         self.recycle(abc);
     }
 
-    fn staging_needs(&self, pk: &ProvingKey, n: usize) -> Result<StagingNeeds, BackendError> {
+    fn staging_needs(&self, key: KeyRef<'_>, n: usize) -> Result<StagingNeeds, BackendError> {
         let phase = Phase::Prepare;
-        let plan = MemoryPlan::staged(n, &query_lens(pk), 0, self.sm_count(), 0)
+        let plan = MemoryPlan::staged(n, &query_lens(key), 0, self.sm_count(), 0)
             .map_err(|e| fail(phase, e))?;
-        let needs = StagingNeeds::nominal(pk.num_variables(), n).map_err(|e| fail(phase, e))?;
+        let needs = StagingNeeds::nominal(key.num_variables(), n).map_err(|e| fail(phase, e))?;
         // Before the key is placed: each query's larger run, resident or streamed; the plan
         // of [`Self::load_staged`] says what the placed queries take.
         let lock = plan
@@ -898,7 +928,7 @@ impl ProverBackend for GpuBackend {
 
     fn witness_msm(
         &self,
-        pk: &ProvingKey,
+        key: KeyRef<'_>,
         _z: &[Fr],
         staged: &StagedWitness,
         query: Query,
@@ -912,11 +942,11 @@ impl ProverBackend for GpuBackend {
         let mut st = self.lock();
         match query {
             Query::BG2 => self
-                .run(&mut st, query, &pk.b_g2_query, scalars, g2_slot)
+                .run(&mut st, query, g2_source(key), scalars, g2_slot)
                 .map(MsmValue::G2),
             Query::H => Err(fail(phase, "H is not a witness MSM")),
             q => self
-                .run(&mut st, q, g1_points(pk, q), scalars, g1_slot)
+                .run(&mut st, q, g1_source(key, q), scalars, g1_slot)
                 .map(MsmValue::G1),
         }
     }
@@ -954,7 +984,7 @@ impl ProverBackend for GpuBackend {
         &self,
         domain: &Domain,
         abc: StagedEvaluations,
-        h_query: &[G1Affine],
+        key: KeyRef<'_>,
     ) -> Result<QuotientMsm, BackendError> {
         let phase = Phase::Quotient;
         let StagedEvaluations { data, _room } = abc;
@@ -971,7 +1001,7 @@ impl ProverBackend for GpuBackend {
         if dev.iter().any(|d| d.len() != domain.size()) {
             return Err(fail(phase, "staged evaluations are not of the domain size"));
         }
-        self.quotient_then_h(domain, dev, h_query)
+        self.quotient_then_h(domain, dev, key)
     }
 }
 

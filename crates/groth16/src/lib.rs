@@ -33,7 +33,9 @@ pub use backend::{
     StagingNeeds, WitnessMsms, select_backend, witness_msm_order,
 };
 pub use gpu::GpuBackend;
-pub use keys::{DeviceHeld, PreparedVerifyingKey, Proof, ProvingKey, VerifyingKey};
+pub use keys::{
+    HeldKey, KeyIdentity, KeyQueries, KeyRef, PreparedVerifyingKey, Proof, ProvingKey, VerifyingKey,
+};
 pub use prover::{
     ProofTimings, ProveError, assemble, check_inputs, create_proof, create_proof_with_backend,
     create_proof_with_randomness, witness_map,

@@ -23,7 +23,7 @@ use crate::backend::{
     BackendError, CpuBackend, Evaluations, ProverBackend, Query, Stage, StagedData, StagedWitness,
     WitnessMsms, witness_msm_order,
 };
-use crate::keys::{Proof, ProvingKey};
+use crate::keys::{KeyRef, Proof, ProvingKey};
 use crate::r1cs::{R1cs, Witness, WitnessError};
 use crate::timing::timed;
 
@@ -129,10 +129,14 @@ pub fn create_proof_with_randomness(
 
 /// The checks every proof starts with: the witness fits the circuit and the key was made for
 /// it. Returns the QAP domain.
-pub fn check_inputs(pk: &ProvingKey, r1cs: &R1cs, witness: &Witness) -> Result<Domain, ProveError> {
+pub fn check_inputs<'k>(
+    key: impl Into<KeyRef<'k>>,
+    r1cs: &R1cs,
+    witness: &Witness,
+) -> Result<Domain, ProveError> {
     r1cs.check_witness(witness)?;
     let domain = Domain::for_size(r1cs.num_constraints())?;
-    check_key(pk, r1cs, domain.size())?;
+    check_key(key.into(), r1cs, domain.size())?;
     Ok(domain)
 }
 
@@ -153,7 +157,7 @@ pub fn witness_map(r1cs: &R1cs, z: &[Fr], abc: &mut Evaluations) -> Result<(), W
 }
 
 /// Checks that the key was made for this circuit's shape.
-fn check_key(pk: &ProvingKey, r1cs: &R1cs, n: usize) -> Result<(), ProveError> {
+fn check_key(pk: KeyRef<'_>, r1cs: &R1cs, n: usize) -> Result<(), ProveError> {
     let m = r1cs.num_variables();
     let checks = [
         ("a_query", m, pk.query_len(Query::A)),
@@ -161,7 +165,7 @@ fn check_key(pk: &ProvingKey, r1cs: &R1cs, n: usize) -> Result<(), ProveError> {
         ("b_g2_query", m, pk.query_len(Query::BG2)),
         ("h_query", n - 1, pk.query_len(Query::H)),
         ("l_query", r1cs.num_private(), pk.query_len(Query::L)),
-        ("ic", r1cs.num_public() + 1, pk.vk.ic.len()),
+        ("ic", r1cs.num_public() + 1, pk.vk().ic.len()),
     ];
     for (what, expected, found) in checks {
         if expected != found {
@@ -176,10 +180,12 @@ fn check_key(pk: &ProvingKey, r1cs: &R1cs, n: usize) -> Result<(), ProveError> {
 }
 
 /// A proof with r, s on any backend, with per-phase timings. Every phase is also a tracing
-/// span with an event carrying its duration.
-pub fn create_proof_with_backend(
+/// span with an event carrying its duration. A [`HeldKey`](crate::HeldKey) proves only on the
+/// backend that holds its points (any other refuses it with
+/// [`BackendErrorKind::HeldKey`](crate::BackendErrorKind::HeldKey)).
+pub fn create_proof_with_backend<'k>(
     backend: &dyn ProverBackend,
-    pk: &ProvingKey,
+    key: impl Into<KeyRef<'k>>,
     r1cs: &R1cs,
     witness: &Witness,
     r: Fr,
@@ -193,6 +199,7 @@ pub fn create_proof_with_backend(
     )
     .entered();
     let start = Instant::now();
+    let pk = key.into();
     let domain = check_inputs(pk, r1cs, witness)?;
     let n = domain.size();
     let z = witness.assignment();
@@ -258,7 +265,7 @@ pub fn create_proof_with_backend(
     });
     let staged = staged?;
     t.upload_abc = matches!(staged.data, StagedData::Device(_)).then_some(d);
-    let q = backend.quotient_msm(&domain, staged, &pk.h_query)?;
+    let q = backend.quotient_msm(&domain, staged, pk)?;
     t.quotient = q.quotient;
     t.msm_h = q.msm;
 
@@ -272,7 +279,7 @@ pub fn create_proof_with_backend(
 /// The four witness MSMs over the staged witness, in order, each timed.
 fn witness_msms(
     backend: &dyn ProverBackend,
-    pk: &ProvingKey,
+    pk: KeyRef<'_>,
     z: &[Fr],
     staged: &StagedWitness,
     num_public: usize,
@@ -289,11 +296,19 @@ fn witness_msms(
 }
 
 /// The proof from the MSM results and the blinding scalars r, s (see the module docs).
-pub fn assemble(pk: &ProvingKey, r: Fr, s: Fr, msms: &WitnessMsms, msm_h: G1Projective) -> Proof {
-    let delta_g1 = pk.delta_g1.to_projective();
-    let a = pk.vk.alpha_g1.to_projective() + msms.a + delta_g1 * r;
-    let b_g2 = pk.vk.beta_g2.to_projective() + msms.b_g2 + pk.vk.delta_g2.to_projective() * s;
-    let b_g1 = pk.beta_g1.to_projective() + msms.b_g1 + delta_g1 * s;
+pub fn assemble<'k>(
+    key: impl Into<KeyRef<'k>>,
+    r: Fr,
+    s: Fr,
+    msms: &WitnessMsms,
+    msm_h: G1Projective,
+) -> Proof {
+    let pk = key.into();
+    let vk = pk.vk();
+    let delta_g1 = pk.delta_g1().to_projective();
+    let a = vk.alpha_g1.to_projective() + msms.a + delta_g1 * r;
+    let b_g2 = vk.beta_g2.to_projective() + msms.b_g2 + vk.delta_g2.to_projective() * s;
+    let b_g1 = pk.beta_g1().to_projective() + msms.b_g1 + delta_g1 * s;
     let c = msms.l + msm_h + a * s + b_g1 * r - delta_g1 * (r * s);
     Proof {
         a: a.to_affine(),

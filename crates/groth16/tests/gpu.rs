@@ -12,9 +12,9 @@ use cuzk_groth16::gpu::{GpuPhaseError, Phase};
 use cuzk_groth16::testing::demo;
 use cuzk_groth16::testing::demo::Fixture;
 use cuzk_groth16::{
-    BackendChoice, GpuBackend, Proof, ProofTimings, ProveError, ProverBackend, Query, ToxicWaste,
-    create_proof_with_randomness, generate_parameters_with_toxic_waste, prepare_verifying_key,
-    select_backend, verify_proof,
+    BackendChoice, GpuBackend, KeyRef, Proof, ProofTimings, ProveError, ProverBackend, Query,
+    ToxicWaste, create_proof_with_randomness, generate_parameters_with_toxic_waste,
+    prepare_verifying_key, select_backend, verify_proof,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -145,8 +145,9 @@ fn gpu_proofs_match_cpu_on_random_small_circuits() {
 fn prove_staged(b: &GpuBackend, f: &Fixture, r: Fr, s: Fr) -> Proof {
     let domain = cuzk_groth16::check_inputs(&f.pk, &f.r1cs, &f.witness).unwrap();
     let n = domain.size();
-    let needs = b.staging_needs(&f.pk, n).unwrap();
-    b.load_staged(&f.pk, n, needs.witness + needs.evaluations)
+    let key = KeyRef::from(&f.pk);
+    let needs = b.staging_needs(key, n).unwrap();
+    b.load_staged(key, n, needs.witness + needs.evaluations)
         .unwrap();
     let vram = b.gpu().vram();
     let z = f.witness.assignment();
@@ -155,7 +156,7 @@ fn prove_staged(b: &GpuBackend, f: &Fixture, r: Fr, s: Fr) -> Proof {
         .unwrap();
     let mut msms = cuzk_groth16::WitnessMsms::default();
     for (q, offset) in cuzk_groth16::witness_msm_order(f.r1cs.num_public()) {
-        let v = b.witness_msm(&f.pk, z, &staged, q, offset).unwrap();
+        let v = b.witness_msm(key, z, &staged, q, offset).unwrap();
         msms.set(q, v, Duration::ZERO).unwrap();
     }
     drop(staged);
@@ -164,7 +165,7 @@ fn prove_staged(b: &GpuBackend, f: &Fixture, r: Fr, s: Fr) -> Proof {
     let abc = b
         .stage_evaluations(abc, vram.reserve(needs.evaluations).unwrap())
         .unwrap();
-    let q = b.quotient_msm(&domain, abc, &f.pk.h_query).unwrap();
+    let q = b.quotient_msm(&domain, abc, key).unwrap();
     cuzk_groth16::assemble(&f.pk, r, s, &msms, q.h)
 }
 
@@ -293,7 +294,8 @@ fn gpu_tampered_witness_is_rejected_and_new_keys_are_never_stale() {
     };
     check_against_cpu(&b, &other, 3);
     check_against_cpu(&b, &f, 4);
-    // The key changed in place (same address and length): still detected.
+    // The key changed in place (same allocation): handing out its queries mutably made it
+    // another key.
     let mut moved = Fixture {
         r1cs: f.r1cs.clone(),
         witness: f.witness.clone(),
@@ -302,9 +304,9 @@ fn gpu_tampered_witness_is_rejected_and_new_keys_are_never_stale() {
         setup_on: "cpu",
     };
     check_against_cpu(&b, &moved, 5);
-    let (a0, last) = (moved.pk.a_query[0], moved.pk.a_query.len() - 1);
-    moved.pk.a_query[0] = moved.pk.a_query[last];
-    moved.pk.a_query[last] = a0;
+    let a = &mut moved.pk.queries_mut().a_query;
+    let last = a.len() - 1;
+    a.swap(0, last);
     let (gpu_proof, _) = prove(&b, &moved, 6).unwrap();
     let (r, s) = rs(6);
     let cpu = create_proof_with_randomness(&moved.pk, &moved.r1cs, &moved.witness, r, s).unwrap();
@@ -421,7 +423,7 @@ fn gpu_injected_allocation_failure_in_each_phase_restores_the_budget() {
         .reserve(vram.budget().available() - (64 << 20))
         .unwrap();
     let small = GpuBackend::new(gpu());
-    small.prepare(&f.pk, f.r1cs.domain_size()).unwrap();
+    small.prepare((&f.pk).into(), f.r1cs.domain_size()).unwrap();
     assert_eq!(small.residency(Query::BG2), Some(false));
     small.inject_squeeze(Phase::Msm(Query::BG2), 0);
     let e = prove(&small, &f, 35).expect_err("no room for a streamed MSM");

@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use cuzk_field::{Fr, G1Projective, G2Projective};
 use cuzk_groth16::testing::demo;
 use cuzk_groth16::{
-    BackendError, BackendErrorKind, CpuBackend, Evaluations, MsmValue, ProveError, ProverBackend,
-    ProvingKey, Query, R1cs, R1csBuilder, StagedWitness, Variable, VerifyError, Witness,
+    BackendError, BackendErrorKind, CpuBackend, Evaluations, KeyRef, MsmValue, ProveError,
+    ProverBackend, Query, R1cs, R1csBuilder, StagedWitness, Variable, VerifyError, Witness,
     WitnessError, create_proof, create_proof_with_backend, create_proof_with_randomness,
     generate_parameters, prepare_verifying_key, verify_proof,
 };
@@ -152,7 +152,7 @@ impl ProverBackend for FailingMsm {
 
     fn witness_msm(
         &self,
-        pk: &ProvingKey,
+        pk: KeyRef<'_>,
         z: &[Fr],
         staged: &StagedWitness,
         query: Query,

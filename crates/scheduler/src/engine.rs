@@ -1,7 +1,8 @@
 //! The engine: devices with their workers, keys, the job queue, and the run of one job as
 //! phases (see the crate docs for the memory argument).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::VecDeque;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
@@ -11,15 +12,17 @@ use cuzk_formats::FormatError;
 use cuzk_gpu::Gpu;
 use cuzk_groth16::{BackendChoice, BackendError, R1cs};
 use cuzk_vram::{Budget, FakeBackend, Vram};
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Condvar, Mutex};
 
 use crate::config::{EngineConfig, Workers};
-use crate::gate::{Gate, GateError, Rank};
+use crate::gate::{Gate, GateError};
 use crate::job::{
     JobError, JobHandle, JobId, JobOutput, JobShared, JobSpec, JobState, Priority, ReadAhead, Span,
     WitnessSource,
 };
-use crate::keys::{Key, KeySource, Loaded};
+use crate::keys::{KeySource, KeyTable, Loaded};
+use crate::queue::Queue;
+use crate::read_ahead::ReadRoom;
 
 /// Device bytes kept for per-device tables that live as long as the process once made (the
 /// NTT's twiddle tables, ~36 MiB).
@@ -76,7 +79,7 @@ pub enum EngineError {
     Spawn(std::io::Error),
 }
 
-pub(crate) enum DeviceKind {
+enum DeviceKind {
     Gpu(Gpu),
     Cpu,
 }
@@ -89,21 +92,64 @@ pub struct WorkerStatus {
 }
 
 pub(crate) struct Device {
-    pub(crate) index: usize,
-    pub(crate) name: String,
-    pub(crate) kind: DeviceKind,
-    pub(crate) vram: Vram,
+    index: usize,
+    name: String,
+    kind: DeviceKind,
+    vram: Vram,
     /// The GPU lock: held around device phases only.
-    pub(crate) lock: Gate,
+    lock: Gate,
     /// Device bytes for staged witnesses and evaluations (the budget less resident keys, the
     /// largest device phase's allocations and the tables).
-    pub(crate) staging: Gate,
-    pub(crate) workers: Mutex<Vec<WorkerStatus>>,
+    staging: Gate,
+    workers: Mutex<Vec<WorkerStatus>>,
     /// Workers that take jobs: all of them, or under [`Workers::Auto`] what the staging room
     /// admits for the loaded keys (`refresh_staging`).
-    pub(crate) admitted: AtomicUsize,
+    admitted: AtomicUsize,
     /// Seconds the GPU lock was held.
-    pub(crate) busy: Mutex<f64>,
+    busy: Mutex<f64>,
+}
+
+impl Device {
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The device's memory: a GPU's, or a CPU device's simulated one.
+    pub(crate) fn vram(&self) -> &Vram {
+        &self.vram
+    }
+
+    /// `None` for a CPU device.
+    pub(crate) fn gpu(&self) -> Option<&Gpu> {
+        match &self.kind {
+            DeviceKind::Gpu(gpu) => Some(gpu),
+            DeviceKind::Cpu => None,
+        }
+    }
+
+    /// The GPU lock: held around device phases only.
+    pub(crate) fn lock(&self) -> &Gate {
+        &self.lock
+    }
+
+    /// The staging room's gate (device bytes for staged witnesses and evaluations).
+    pub(crate) fn staging(&self) -> &Gate {
+        &self.staging
+    }
+
+    /// Counts `seconds` more of the GPU lock held.
+    pub(crate) fn add_busy(&self, seconds: f64) {
+        *self.busy.lock() += seconds;
+    }
+
+    /// Shows `phase` as worker `w`'s.
+    pub(crate) fn set_phase(&self, w: usize, phase: &'static str) {
+        self.workers.lock()[w].phase = phase;
+    }
 }
 
 /// One device as [`Engine::status`] reports it.
@@ -154,33 +200,102 @@ pub struct Counters {
     pub self_check_failed: u64,
 }
 
+/// Jobs finished, by outcome.
 #[derive(Default)]
-pub(crate) struct Stats {
-    pub(crate) completed: AtomicU64,
-    pub(crate) failed: AtomicU64,
-    pub(crate) cancelled: AtomicU64,
-    pub(crate) self_check_failed: AtomicU64,
+struct Stats {
+    completed: AtomicU64,
+    failed: AtomicU64,
+    cancelled: AtomicU64,
+    self_check_failed: AtomicU64,
 }
 
-pub(crate) struct Inner {
-    pub(crate) config: EngineConfig,
-    pub(crate) devices: Vec<Device>,
-    pub(crate) host: Gate,
-    /// Read-aheads check the host gate's room and take from it one at a time.
-    pub(crate) read_room: Mutex<()>,
-    pub(crate) keys: RwLock<HashMap<String, Arc<Key>>>,
-    /// (priority rank, sequence) → job: the first eligible entry runs next.
-    pub(crate) queue: Mutex<BTreeMap<(u8, u64), Arc<JobShared>>>,
-    pub(crate) queue_cond: Condvar,
-    pub(crate) running: AtomicU64,
-    pub(crate) next_id: AtomicU64,
-    pub(crate) start: Instant,
-    pub(crate) timeline: Mutex<std::collections::VecDeque<Span>>,
-    pub(crate) stats: Stats,
+impl Stats {
+    fn count(&self, r: &Result<JobOutput, JobError>) {
+        let counter = match r {
+            Ok(_) => &self.completed,
+            Err(JobError::Cancelled) => &self.cancelled,
+            Err(JobError::SelfCheck(_)) => {
+                self.self_check_failed.fetch_add(1, Ordering::Relaxed);
+                &self.failed
+            }
+            Err(_) => &self.failed,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn counters(&self) -> Counters {
+        Counters {
+            completed: self.completed.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            cancelled: self.cancelled.load(Ordering::Relaxed),
+            self_check_failed: self.self_check_failed.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The engine's clock and the spans of its last jobs.
+struct Timeline {
+    start: Instant,
+    spans: Mutex<VecDeque<Span>>,
+    /// The most spans kept ([`EngineConfig::timeline_spans`]).
+    keep: usize,
+}
+
+impl Timeline {
+    fn new(keep: usize) -> Self {
+        Self {
+            start: Instant::now(),
+            spans: Mutex::new(VecDeque::new()),
+            keep: keep.max(1),
+        }
+    }
+
+    /// Seconds since the engine started (the clock of [`Span`]s).
+    fn now(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    fn record(&self, span: Span) {
+        let mut t = self.spans.lock();
+        if t.len() >= self.keep {
+            t.pop_front();
+        }
+        t.push_back(span);
+    }
+
+    /// The kept spans that `which` accepts, oldest first.
+    fn spans(&self, which: impl Fn(&Span) -> bool) -> Vec<Span> {
+        self.spans
+            .lock()
+            .iter()
+            .filter(|s| which(s))
+            .copied()
+            .collect()
+    }
+}
+
+/// How far the engine is in stopping.
+#[derive(Default)]
+struct Stopping {
     /// No new jobs; workers drain the queue, then exit.
-    pub(crate) closing: AtomicBool,
+    closing: AtomicBool,
     /// Running jobs stop at their next phase boundary.
-    pub(crate) hard_stop: AtomicBool,
+    hard: AtomicBool,
+}
+
+/// The engine's state, shared by its workers and handles. Each concern is a type of its own
+/// whose fields only it touches: the key table ([`KeyTable`]), the queue ([`Queue`]), the
+/// host budget and its read-ahead room, the devices, the timeline, the counters.
+pub(crate) struct Inner {
+    config: EngineConfig,
+    devices: Vec<Device>,
+    host: Gate,
+    read_room: ReadRoom,
+    keys: KeyTable,
+    queue: Queue,
+    timeline: Timeline,
+    stats: Stats,
+    stopping: Stopping,
 }
 
 /// The proving engine (crate docs). Dropping it cancels what is left and joins the workers.
@@ -257,7 +372,7 @@ impl Engine {
         Self::start(config, devices)
     }
 
-    pub(crate) fn start(
+    fn start(
         config: EngineConfig,
         devices: Vec<(String, DeviceKind, Vram)>,
     ) -> Result<Self, EngineError> {
@@ -283,19 +398,14 @@ impl Engine {
             .collect();
         let inner = Arc::new(Inner {
             host: Gate::new("host memory", config.host_budget()),
-            read_room: Mutex::new(()),
-            timeline: Mutex::new(std::collections::VecDeque::new()),
+            read_room: ReadRoom::default(),
+            timeline: Timeline::new(config.timeline_spans),
             config,
             devices,
-            keys: RwLock::new(HashMap::new()),
-            queue: Mutex::new(BTreeMap::new()),
-            queue_cond: Condvar::new(),
-            running: AtomicU64::new(0),
-            next_id: AtomicU64::new(1),
-            start: Instant::now(),
+            keys: KeyTable::default(),
+            queue: Queue::default(),
             stats: Stats::default(),
-            closing: AtomicBool::new(false),
-            hard_stop: AtomicBool::new(false),
+            stopping: Stopping::default(),
         });
         let mut handles = Vec::new();
         for d in 0..inner.devices.len() {
@@ -385,28 +495,17 @@ impl Engine {
 
     /// The loaded keys: (id, constraints, devices it is loaded on).
     pub fn keys(&self) -> Vec<(String, usize, Vec<usize>)> {
-        let mut v: Vec<_> = self
-            .inner
-            .keys
-            .read()
-            .values()
-            .map(|k| {
-                let on = (0..k.on.len()).filter(|&d| k.on[d].is_some()).collect();
-                (k.id.clone(), k.r1cs.num_constraints(), on)
-            })
-            .collect();
-        v.sort();
-        v
+        self.inner.keys.list()
     }
 
     /// The public inputs a key's proofs are verified against (its verifying key).
     pub fn verifying_key(&self, id: &str) -> Option<cuzk_groth16::VerifyingKey> {
-        self.inner.keys.read().get(id).map(|k| k.pk.vk.clone())
+        self.inner.keys.get(id).map(|k| k.pk.key().vk().clone())
     }
 
     /// A loaded key's circuit (a service checks a witness's size against it before reading it).
     pub fn circuit(&self, id: &str) -> Option<Arc<R1cs>> {
-        self.inner.keys.read().get(id).map(|k| k.r1cs.clone())
+        self.inner.keys.get(id).map(|k| k.r1cs.clone())
     }
 
     /// Queues a job. Fails at once for an unknown key or a device that cannot run it.
@@ -420,12 +519,12 @@ impl Engine {
 
     /// The spans of the last jobs (bounded by [`EngineConfig::timeline_spans`]), oldest first.
     pub fn timeline(&self) -> Vec<Span> {
-        self.inner.timeline.lock().iter().copied().collect()
+        self.inner.timeline.spans(|_| true)
     }
 
     /// Seconds since the engine started (the clock of [`Span`]s).
     pub fn now(&self) -> f64 {
-        self.inner.start.elapsed().as_secs_f64()
+        self.inner.now()
     }
 
     /// Stops taking jobs, lets running and queued jobs finish for up to `drain`, then cancels
@@ -441,7 +540,7 @@ impl Engine {
     pub fn stop_jobs(&self, drain: Duration) {
         self.close(drain);
         let inner = &self.inner;
-        while inner.running.load(Ordering::SeqCst) > 0 {
+        while inner.queue.running() > 0 {
             std::thread::sleep(Duration::from_millis(5));
         }
     }
@@ -455,22 +554,17 @@ impl Engine {
 
     pub(crate) fn close(&self, drain: Duration) {
         let inner = &self.inner;
-        inner.closing.store(true, Ordering::SeqCst);
+        inner.stopping.closing.store(true, Ordering::SeqCst);
         let deadline = Instant::now() + drain;
-        while Instant::now() < deadline
-            && (inner.running.load(Ordering::SeqCst) > 0 || !inner.queue.lock().is_empty())
-        {
+        while Instant::now() < deadline && (inner.queue.running() > 0 || !inner.queue.is_empty()) {
             std::thread::sleep(Duration::from_millis(10));
         }
-        let queued: Vec<_> = std::mem::take(&mut *inner.queue.lock())
-            .into_values()
-            .collect();
-        for j in queued {
+        for j in inner.queue.remove_all(|_| true) {
             j.cancel.store(true, Ordering::SeqCst);
             inner.finish(&j, Err(JobError::Shutdown));
         }
-        inner.hard_stop.store(true, Ordering::SeqCst);
-        inner.queue_cond.notify_all();
+        inner.stopping.hard.store(true, Ordering::SeqCst);
+        inner.queue.notify();
     }
 }
 
@@ -510,6 +604,41 @@ pub(crate) fn open_gpus(config: &EngineConfig) -> Result<Vec<Gpu>, EngineError> 
 }
 
 impl Inner {
+    pub(crate) fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    pub(crate) fn devices(&self) -> &[Device] {
+        &self.devices
+    }
+
+    /// The host-memory gate: keys, jobs' witnesses and evaluations, read-aheads.
+    pub(crate) fn host(&self) -> &Gate {
+        &self.host
+    }
+
+    pub(crate) fn read_room(&self) -> &ReadRoom {
+        &self.read_room
+    }
+
+    pub(crate) fn keys(&self) -> &KeyTable {
+        &self.keys
+    }
+
+    pub(crate) fn queue(&self) -> &Queue {
+        &self.queue
+    }
+
+    /// No new jobs are taken (the workers drain the queue).
+    pub(crate) fn closing(&self) -> bool {
+        self.stopping.closing.load(Ordering::SeqCst)
+    }
+
+    /// The kept spans of job `id`.
+    pub(crate) fn spans_of(&self, id: JobId) -> Vec<Span> {
+        self.timeline.spans(|s| s.job == id)
+    }
+
     /// The device's staging capacity with the loaded keys (and `extra`, being loaded), under
     /// the budget's limit now.
     pub(crate) fn staging_room(&self, dev: &Device, extra: Option<&Loaded>) -> u64 {
@@ -522,15 +651,12 @@ impl Inner {
         extra: Option<&Loaded>,
         budget: u64,
     ) -> u64 {
-        let keys = self.keys.read();
-        let loaded = keys
-            .values()
-            .filter_map(|k| k.on[dev.index].as_ref())
-            .chain(extra);
+        let loaded = self.keys.loaded_on(dev.index);
+        let extra = extra.map(|l| (l.resident, l.needs));
         let (mut resident, mut lock) = (0u64, 0u64);
-        for l in loaded {
-            resident += l.resident;
-            lock = lock.max(l.needs.lock);
+        for (r, needs) in loaded.iter().map(|(_, r, n)| (*r, *n)).chain(extra) {
+            resident += r;
+            lock = lock.max(needs.lock);
         }
         let tables = match dev.kind {
             DeviceKind::Gpu(_) => DEVICE_TABLES,
@@ -567,26 +693,26 @@ impl Inner {
         let room = self.staging_room(dev, None);
         dev.staging.set_capacity(room, ceiling);
         if self.config.workers_per_device == Workers::Auto {
-            let two = self.keys.read().values().all(|k| {
-                k.on[dev.index]
-                    .as_ref()
-                    .is_none_or(|l| room >= l.needs.witness + l.needs.evaluations)
-            });
+            let two = self
+                .keys
+                .loaded_on(dev.index)
+                .iter()
+                .all(|(_, _, needs)| room >= needs.witness + needs.evaluations);
             let n = if two { Workers::AUTO_MAX } else { 1 };
             if dev.admitted.swap(n, Ordering::SeqCst) != n {
                 tracing::info!(device = %dev.name, workers = n, staging_room = room, "workers admitted");
-                self.queue_cond.notify_all();
+                self.queue.notify();
             }
         }
     }
 
     pub(crate) fn submit(&self, me: &Arc<Inner>, spec: JobSpec) -> Result<JobHandle, JobError> {
-        if self.closing.load(Ordering::SeqCst) {
+        if self.closing() {
             return Err(JobError::Shutdown);
         }
         {
-            let keys = self.keys.read();
-            let key = keys
+            let key = self
+                .keys
                 .get(&spec.key)
                 .ok_or_else(|| JobError::UnknownKey(spec.key.clone()))?;
             match spec.device {
@@ -610,7 +736,7 @@ impl Inner {
                     .map_err(|e| JobError::Witness(e.to_string()))?;
             }
         }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = self.queue.next_id();
         let shared = Arc::new(JobShared {
             id,
             seq: id,
@@ -626,10 +752,7 @@ impl Inner {
             read_done: Condvar::new(),
             memory_retries: AtomicU32::new(0),
         });
-        self.queue
-            .lock()
-            .insert((shared.priority.rank(), shared.seq), shared.clone());
-        self.queue_cond.notify_all();
+        self.queue.push(shared.clone());
         Ok(JobHandle {
             shared,
             engine: Arc::downgrade(me),
@@ -638,60 +761,40 @@ impl Inner {
 
     /// Removes a cancelled job from the queue and finishes it (if it was still queued).
     pub(crate) fn dequeue_cancelled(&self, job: &JobShared) {
-        let removed = self.queue.lock().remove(&(job.priority.rank(), job.seq));
-        if let Some(j) = removed {
+        if let Some(j) = self.queue.remove(job) {
             self.finish(&j, Err(JobError::Cancelled));
         }
     }
 
     pub(crate) fn finish(&self, job: &JobShared, r: Result<JobOutput, JobError>) {
-        let counter = match &r {
-            Ok(_) => &self.stats.completed,
-            Err(JobError::Cancelled) => &self.stats.cancelled,
-            Err(JobError::SelfCheck(_)) => {
-                self.stats.self_check_failed.fetch_add(1, Ordering::Relaxed);
-                &self.stats.failed
-            }
-            Err(_) => &self.stats.failed,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        self.stats.count(&r);
         job.finish(r);
     }
 
     /// The next job device `d` can run, best priority first; `None` once closing.
     pub(crate) fn next_job(&self, d: usize, w: usize) -> Option<Arc<JobShared>> {
-        let mut q = self.queue.lock();
-        loop {
-            if self.closing.load(Ordering::SeqCst) && q.is_empty() {
-                return None;
+        self.queue.wait(|jobs| {
+            if self.closing() && jobs.is_empty() {
+                return ControlFlow::Break(None);
             }
             if w >= self.devices[d].admitted.load(Ordering::SeqCst) {
-                self.queue_cond.wait_for(&mut q, Duration::from_millis(100));
-                continue;
+                return ControlFlow::Continue(());
             }
-            let pick = {
-                let keys = self.keys.read();
-                q.iter()
-                    .find(|(_, j)| {
-                        j.device.is_none_or(|x| x == d)
-                            && keys
-                                .get(&j.key)
-                                .is_some_and(|k| k.on.get(d).is_some_and(Option::is_some))
-                    })
-                    .map(|(k, _)| *k)
-            };
-            if let Some(k) = pick {
-                let j = q.remove(&k)?;
-                *j.state.lock() = JobState::Running {
-                    device: d,
-                    worker: w,
-                    phase: "starting",
-                };
-                self.running.fetch_add(1, Ordering::SeqCst);
-                return Some(j);
+            let eligible =
+                |j: &JobShared| j.device.is_none_or(|x| x == d) && self.keys.is_loaded(&j.key, d);
+            match jobs.take_first(eligible) {
+                Some(j) => {
+                    *j.state.lock() = JobState::Running {
+                        device: d,
+                        worker: w,
+                        phase: "starting",
+                    };
+                    self.queue.started();
+                    ControlFlow::Break(Some(j))
+                }
+                None => ControlFlow::Continue(()),
             }
-            self.queue_cond.wait_for(&mut q, Duration::from_millis(100));
-        }
+        })
     }
 
     pub(crate) fn worker_loop(self: Arc<Self>, d: usize, w: usize) {
@@ -710,11 +813,8 @@ impl Inner {
                 self.watch_memory(&self.devices[d]);
                 self.devices[d].workers.lock()[w] = WorkerStatus::default();
                 *job.state.lock() = JobState::Queued;
-                self.queue
-                    .lock()
-                    .insert((job.priority.rank(), job.seq), job.clone());
-                self.running.fetch_sub(1, Ordering::SeqCst);
-                self.queue_cond.notify_all();
+                self.queue.push(job.clone());
+                self.queue.stopped();
                 continue;
             }
             if let Err(e) = &r {
@@ -726,25 +826,20 @@ impl Inner {
                 }
             }
             self.devices[d].workers.lock()[w] = WorkerStatus::default();
-            self.running.fetch_sub(1, Ordering::SeqCst);
+            self.queue.stopped();
             self.finish(&job, r);
         }
     }
 
     pub(crate) fn record(&self, span: Span) {
-        let mut t = self.timeline.lock();
-        if t.len() >= self.config.timeline_spans.max(1) {
-            t.pop_front();
-        }
-        t.push_back(span);
+        self.timeline.record(span);
     }
 
     pub(crate) fn now(&self) -> f64 {
-        self.start.elapsed().as_secs_f64()
+        self.timeline.now()
     }
 
     pub(crate) fn status(&self) -> EngineStatus {
-        let keys = self.keys.read();
         let devices = self
             .devices
             .iter()
@@ -754,9 +849,8 @@ impl Inner {
                     DeviceKind::Cpu => None,
                 };
                 let budget = d.vram.budget();
-                let mut dk: Vec<(String, u64)> = keys
-                    .values()
-                    .filter_map(|k| k.on[d.index].as_ref().map(|l| (k.id.clone(), l.resident)))
+                let mut dk: Vec<(String, u64)> = (self.keys.loaded_on(d.index).into_iter())
+                    .map(|(id, resident, _)| (id, resident))
                     .collect();
                 dk.sort();
                 DeviceStatus {
@@ -787,26 +881,19 @@ impl Inner {
                 }
             })
             .collect();
-        let q = self.queue.lock();
-        let queued = Priority::ALL.map(|p| (p, q.keys().filter(|(r, _)| *r == p.rank()).count()));
         EngineStatus {
             devices,
-            queued,
-            running: self.running.load(Ordering::SeqCst) as usize,
+            queued: self.queue.counts(),
+            running: self.queue.running() as usize,
             host_capacity: self.host.capacity(),
             host_in_use: self.host.in_use(),
-            counters: Counters {
-                completed: self.stats.completed.load(Ordering::Relaxed),
-                failed: self.stats.failed.load(Ordering::Relaxed),
-                cancelled: self.stats.cancelled.load(Ordering::Relaxed),
-                self_check_failed: self.stats.self_check_failed.load(Ordering::Relaxed),
-            },
-            uptime: self.start.elapsed(),
+            counters: self.stats.counters(),
+            uptime: self.timeline.start.elapsed(),
         }
     }
 
     /// Running jobs stop at their next boundary once the engine stops for good.
     pub(crate) fn closing_hard(&self) -> bool {
-        self.hard_stop.load(Ordering::SeqCst)
+        self.stopping.hard.load(Ordering::SeqCst)
     }
 }

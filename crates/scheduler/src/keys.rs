@@ -1,17 +1,19 @@
 //! Keys: where they come from, how one is loaded on each device, and unloading.
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+use parking_lot::RwLock;
 
 use cuzk_formats::{FormatError, PointChecks, cuzk};
 use cuzk_groth16::testing::SimBackend;
 use cuzk_groth16::{
-    BackendError, Domain, GpuBackend, PreparedVerifyingKey, ProverBackend, ProvingKey, Query, R1cs,
-    StagingNeeds,
+    BackendError, Domain, GpuBackend, HeldKey, KeyRef, PreparedVerifyingKey, ProverBackend,
+    ProvingKey, Query, R1cs, StagingNeeds,
 };
 
-use crate::engine::{Device, DeviceKind, EngineError, Inner};
+use crate::engine::{Device, EngineError, Inner};
 use crate::gate::Permit;
 use crate::job::{JobError, Priority};
 
@@ -34,7 +36,7 @@ pub enum KeySource {
     ///
     /// [`Gpu`]: cuzk_gpu::Gpu
     Held {
-        pk: Arc<ProvingKey>,
+        pk: Arc<HeldKey>,
         r1cs: Arc<R1cs>,
         backend: Arc<GpuBackend>,
         device: usize,
@@ -46,9 +48,25 @@ pub(crate) struct Loaded {
     pub(crate) needs: StagingNeeds,
     pub(crate) resident: u64,
 }
+/// A loaded key's points: on the host (any backend proves it), or held by the GPU backend
+/// that made them (that backend alone proves it).
+pub(crate) enum KeyPoints {
+    Host(Arc<ProvingKey>),
+    Held(Arc<HeldKey>),
+}
+
+impl KeyPoints {
+    pub(crate) fn key(&self) -> KeyRef<'_> {
+        match self {
+            Self::Host(pk) => KeyRef::Host(pk),
+            Self::Held(k) => KeyRef::Held(k),
+        }
+    }
+}
+
 pub(crate) struct Key {
     pub(crate) id: String,
-    pub(crate) pk: Arc<ProvingKey>,
+    pub(crate) pk: KeyPoints,
     pub(crate) r1cs: Arc<R1cs>,
     pub(crate) pvk: PreparedVerifyingKey,
     pub(crate) domain: Domain,
@@ -56,13 +74,101 @@ pub(crate) struct Key {
     pub(crate) on: Vec<Option<Loaded>>,
     pub(crate) _host: Permit,
 }
-/// Host bytes of a key and its circuit in memory.
-pub(crate) fn key_host_bytes(pk: &ProvingKey, r1cs: &R1cs) -> u64 {
+/// The loaded keys by id.
+#[derive(Default)]
+pub(crate) struct KeyTable(RwLock<HashMap<String, Arc<Key>>>);
+
+impl KeyTable {
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<Key>> {
+        self.0.read().get(id).cloned()
+    }
+
+    pub(crate) fn contains(&self, id: &str) -> bool {
+        self.0.read().contains_key(id)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.read().is_empty()
+    }
+
+    /// Adds `key` unless its id is taken meanwhile.
+    fn insert(&self, key: Arc<Key>) -> Result<(), EngineError> {
+        let mut keys = self.0.write();
+        if keys.contains_key(&key.id) {
+            return Err(EngineError::KeyExists(key.id.clone()));
+        }
+        keys.insert(key.id.clone(), key);
+        Ok(())
+    }
+
+    fn remove(&self, id: &str) -> Option<Arc<Key>> {
+        self.0.write().remove(id)
+    }
+
+    /// Whether key `id` is loaded on device `d`.
+    pub(crate) fn is_loaded(&self, id: &str, d: usize) -> bool {
+        self.0
+            .read()
+            .get(id)
+            .is_some_and(|k| k.on.get(d).is_some_and(Option::is_some))
+    }
+
+    /// The keys loaded on device `d`: id, resident bytes, staging needs.
+    pub(crate) fn loaded_on(&self, d: usize) -> Vec<(String, u64, StagingNeeds)> {
+        self.0
+            .read()
+            .values()
+            .filter_map(|k| {
+                let l = k.on.get(d)?.as_ref()?;
+                Some((k.id.clone(), l.resident, l.needs))
+            })
+            .collect()
+    }
+
+    /// What one proof of key `id` stages, on the first device it is loaded on.
+    pub(crate) fn needs(&self, id: &str) -> Option<StagingNeeds> {
+        let keys = self.0.read();
+        keys.get(id)?.on.iter().flatten().next().map(|l| l.needs)
+    }
+
+    /// The host bytes of the largest job of any loaded key (witness and evaluations).
+    pub(crate) fn largest_job(&self) -> u64 {
+        self.0
+            .read()
+            .values()
+            .flat_map(|k| k.on.iter().flatten())
+            .map(|l| l.needs.witness + l.needs.evaluations)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// (id, constraints, devices it is loaded on), by id.
+    pub(crate) fn list(&self) -> Vec<(String, usize, Vec<usize>)> {
+        let mut v: Vec<_> = self
+            .0
+            .read()
+            .values()
+            .map(|k| {
+                let on = (0..k.on.len()).filter(|&d| k.on[d].is_some()).collect();
+                (k.id.clone(), k.r1cs.num_constraints(), on)
+            })
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+/// Host bytes of a key and its circuit in memory (a held key's points are not on the host).
+pub(crate) fn key_host_bytes(pk: &KeyPoints, r1cs: &R1cs) -> u64 {
     let g1 = std::mem::size_of::<cuzk_field::G1Affine>() as u64;
     let g2 = std::mem::size_of::<cuzk_field::G2Affine>() as u64;
-    let points =
-        (pk.a_query.len() + pk.b_g1_query.len() + pk.h_query.len() + pk.l_query.len()) as u64 * g1
-            + pk.b_g2_query.len() as u64 * g2;
+    let points = match pk {
+        KeyPoints::Host(pk) => {
+            let g1s = [Query::A, Query::BG1, Query::H, Query::L].map(|q| pk.query_len(q));
+            g1s.iter().sum::<usize>() as u64 * g1 + pk.query_len(Query::BG2) as u64 * g2
+        }
+        KeyPoints::Held(_) => 0,
+    };
     let matrices: u64 = [r1cs.a(), r1cs.b(), r1cs.c()]
         .iter()
         .map(|m| m.nnz() as u64 * 36 + (m.num_rows() as u64 + 1) * 8)
@@ -89,33 +195,28 @@ impl Inner {
         source: KeySource,
         devices: Option<&[usize]>,
     ) -> Result<(), EngineError> {
-        if self.closing.load(Ordering::SeqCst) {
+        if self.closing() {
             return Err(EngineError::Shutdown);
         }
-        if self.keys.read().contains_key(id) {
+        if self.keys().contains(id) {
             return Err(EngineError::KeyExists(id.into()));
         }
         let (pk, r1cs, held) = match source {
-            KeySource::Memory { pk, r1cs } => (pk, r1cs, None),
+            KeySource::Memory { pk, r1cs } => (KeyPoints::Host(pk), r1cs, None),
             KeySource::Files { pk, r1cs, checks } => {
                 tracing::info!(key = id, path = %pk.display(), ?checks, "reading proving key");
                 let p = read(&pk, |f, r| cuzk::read_proving_key(f, r, &checks))?;
                 let c = read(&r1cs, cuzk::read_r1cs)?;
-                (Arc::new(p), Arc::new(c), None)
+                (KeyPoints::Host(Arc::new(p)), Arc::new(c), None)
             }
             KeySource::Held {
                 pk,
                 r1cs,
                 backend,
                 device,
-            } => (pk, r1cs, Some((backend, device))),
+            } => (KeyPoints::Held(pk), r1cs, Some((backend, device))),
         };
-        if pk.held.is_some() && held.is_none() {
-            return Err(EngineError::Mismatch {
-                key: id.into(),
-                reason: "its points are held by the GPU backend that made them: load it as KeySource::Held".into(),
-            });
-        }
+        let key = pk.key();
         let domain =
             Domain::for_size(r1cs.num_constraints()).map_err(|e| EngineError::Mismatch {
                 key: id.into(),
@@ -123,12 +224,20 @@ impl Inner {
             })?;
         let n = domain.size();
         let shape = [
-            ("a_query", r1cs.num_variables(), pk.query_len(Query::A)),
-            ("b_g1_query", r1cs.num_variables(), pk.query_len(Query::BG1)),
-            ("b_g2_query", r1cs.num_variables(), pk.query_len(Query::BG2)),
-            ("h_query", n - 1, pk.query_len(Query::H)),
-            ("l_query", r1cs.num_private(), pk.query_len(Query::L)),
-            ("ic", r1cs.num_public() + 1, pk.vk.ic.len()),
+            ("a_query", r1cs.num_variables(), key.query_len(Query::A)),
+            (
+                "b_g1_query",
+                r1cs.num_variables(),
+                key.query_len(Query::BG1),
+            ),
+            (
+                "b_g2_query",
+                r1cs.num_variables(),
+                key.query_len(Query::BG2),
+            ),
+            ("h_query", n - 1, key.query_len(Query::H)),
+            ("l_query", r1cs.num_private(), key.query_len(Query::L)),
+            ("ic", r1cs.num_public() + 1, key.vk().ic.len()),
         ];
         if let Some((what, want, got)) = shape.into_iter().find(|(_, w, g)| w != g) {
             return Err(EngineError::Mismatch {
@@ -137,7 +246,7 @@ impl Inner {
             });
         }
         let host = self
-            .host
+            .host()
             .try_acquire(key_host_bytes(&pk, &r1cs))
             .map_err(EngineError::Host)?;
         let wanted: Vec<usize> = match (&held, devices) {
@@ -153,36 +262,32 @@ impl Inner {
                 });
             }
             (None, Some(list)) => list.to_vec(),
-            (None, None) => (0..self.devices.len()).collect(),
+            (None, None) => (0..self.devices().len()).collect(),
         };
-        let mut on: Vec<Option<Loaded>> = (0..self.devices.len()).map(|_| None).collect();
+        let mut on: Vec<Option<Loaded>> = (0..self.devices().len()).map(|_| None).collect();
         for d in wanted {
-            let dev = self.devices.get(d).ok_or_else(|| EngineError::Backend {
+            let dev = self.devices().get(d).ok_or_else(|| EngineError::Backend {
                 device: d,
                 source: BackendError::new("engine", format!("no device {d}")),
             })?;
             let backend = held.as_ref().map(|(b, _)| b.clone());
-            on[d] = Some(self.load_on(dev, id, &pk, n, backend)?);
+            on[d] = Some(self.load_on(dev, id, key, n, backend)?);
         }
+        let pvk = cuzk_groth16::prepare_verifying_key(key.vk());
         let key = Arc::new(Key {
             id: id.into(),
-            pvk: cuzk_groth16::prepare_verifying_key(&pk.vk),
+            pvk,
             pk,
             r1cs,
             domain,
             on,
             _host: host,
         });
-        let mut keys = self.keys.write();
-        if keys.contains_key(id) {
-            return Err(EngineError::KeyExists(id.into()));
-        }
-        keys.insert(id.into(), key);
-        drop(keys);
-        for d in &self.devices {
+        self.keys().insert(key)?;
+        for d in self.devices() {
             self.refresh_staging(d);
         }
-        self.queue_cond.notify_all();
+        self.queue().notify();
         Ok(())
     }
 
@@ -192,23 +297,23 @@ impl Inner {
         &self,
         dev: &Device,
         id: &str,
-        pk: &ProvingKey,
+        pk: KeyRef<'_>,
         n: usize,
         held: Option<Arc<GpuBackend>>,
     ) -> Result<Loaded, EngineError> {
         let never = || false;
-        let _lock = dev.lock.acquire(1, Priority::High, &never)?;
+        let _lock = dev.lock().acquire(1, Priority::High, &never)?;
         let backend_err = |source| EngineError::Backend {
-            device: dev.index,
+            device: dev.index(),
             source,
         };
-        let workers = self.config.workers_per_device.threads();
-        let (backend, needs, resident): (Arc<dyn ProverBackend>, StagingNeeds, u64) = match &dev
-            .kind
+        let workers = self.config().workers_per_device.threads();
+        let (backend, needs, resident): (Arc<dyn ProverBackend>, StagingNeeds, u64) = match dev
+            .gpu()
         {
-            DeviceKind::Gpu(gpu) => {
+            Some(gpu) => {
                 let b = match held {
-                    Some(b) if b.gpu().vram().budget().same_as(dev.vram.budget()) => b,
+                    Some(b) if b.gpu().vram().budget().same_as(dev.vram().budget()) => b,
                     Some(_) => {
                         return Err(backend_err(BackendError::new(
                             "engine",
@@ -234,7 +339,7 @@ impl Inner {
                 b.pin_evaluation_sets(n);
                 tracing::info!(
                     key = id,
-                    device = %dev.name,
+                    device = %dev.name(),
                     resident = b.resident_bytes(),
                     lock = plan.lock_bytes(),
                     staging = target,
@@ -243,14 +348,14 @@ impl Inner {
                 let resident = b.resident_bytes();
                 (b, needs, resident)
             }
-            DeviceKind::Cpu if held.is_some() => {
+            None if held.is_some() => {
                 return Err(backend_err(BackendError::new(
                     "engine",
                     "a key held by a GPU cannot load on a CPU device",
                 )));
             }
-            DeviceKind::Cpu => {
-                let b = SimBackend::new(dev.vram.clone());
+            None => {
+                let b = SimBackend::new(dev.vram().clone());
                 let needs = b.staging_needs(pk, n).map_err(backend_err)?;
                 (Arc::new(b), needs, 0)
             }
@@ -264,8 +369,8 @@ impl Inner {
         let need = needs.witness.max(needs.evaluations);
         if room < need {
             return Err(EngineError::NoRoom {
-                device: dev.index,
-                name: dev.name.clone(),
+                device: dev.index(),
+                name: dev.name().to_owned(),
                 key: id.into(),
                 need,
                 room,
@@ -276,20 +381,10 @@ impl Inner {
 
     pub(crate) fn unload_key(&self, id: &str) -> Result<(), EngineError> {
         let key = self
-            .keys
-            .write()
+            .keys()
             .remove(id)
             .ok_or_else(|| EngineError::UnknownKey(id.into()))?;
-        let orphans: Vec<_> = {
-            let mut q = self.queue.lock();
-            let ids: Vec<_> = q
-                .iter()
-                .filter(|(_, j)| j.key == id)
-                .map(|(k, _)| *k)
-                .collect();
-            ids.into_iter().filter_map(|k| q.remove(&k)).collect()
-        };
-        for j in orphans {
+        for j in self.queue().remove_all(|j| j.key == id) {
             self.finish(&j, Err(JobError::UnknownKey(format!("{id} (unloaded)"))));
         }
         // Running jobs hold the key; its memory returns when the last one ends.
@@ -297,15 +392,15 @@ impl Inner {
             std::thread::sleep(Duration::from_millis(10));
         }
         drop(key);
-        let none_left = self.keys.read().is_empty();
-        for d in &self.devices {
+        let none_left = self.keys().is_empty();
+        for d in self.devices() {
             // No key left: no job can use the device's caches (NTT tables and roots, MSM
             // scratch) until one loads, so their memory goes back and the budget reads empty.
             if none_left {
-                if let DeviceKind::Gpu(gpu) = &d.kind {
+                if let Some(gpu) = d.gpu() {
                     gpu.drop_cached();
                 }
-                d.vram.budget().reclaim_all();
+                d.vram().budget().reclaim_all();
             }
             self.refresh_staging(d);
         }

@@ -39,6 +39,7 @@ mod engine;
 mod gate;
 mod job;
 mod keys;
+mod queue;
 mod read_ahead;
 mod run;
 pub mod stats;

@@ -8,16 +8,21 @@
 //! every worker waits on the gate and none runs, what the gate holds is read-ahead bytes alone,
 //! and the room left beside them admits any one job: the queue always moves.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use cuzk_formats::cuzk;
+use parking_lot::Mutex;
 
 use crate::engine::Inner;
 use crate::gate::Permit;
 use crate::job::{JobShared, ReadAhead, WitnessSource};
 use crate::keys::read;
+
+/// Read-aheads check the host gate's room and take from it one at a time.
+#[derive(Default)]
+pub(crate) struct ReadRoom(Mutex<()>);
 
 impl Inner {
     pub(crate) fn read_ahead_loop(&self) {
@@ -56,59 +61,48 @@ impl Inner {
     /// The first queued job whose witness file nobody reads yet, marked as being read, while
     /// fewer than `read_ahead` queued jobs hold a read witness; `None` once closing.
     fn next_to_read(&self) -> Option<(Arc<JobShared>, std::path::PathBuf, u64)> {
-        let mut q = self.queue.lock();
-        loop {
-            if self.closing_hard() || (self.closing.load(Ordering::SeqCst) && q.is_empty()) {
-                return None;
+        self.queue().wait(|jobs| {
+            if self.closing_hard() || (self.closing() && jobs.is_empty()) {
+                return ControlFlow::Break(None);
             }
-            let held = q
-                .values()
+            let held = jobs
+                .iter()
                 .filter(|j| matches!(*j.read_ahead.lock(), ReadAhead::Done(Some(_))))
                 .count();
-            if held < self.config.read_ahead {
-                let keys = self.keys.read();
-                for j in q.values() {
-                    if j.cancelled() {
-                        continue;
-                    }
-                    let mut state = j.read_ahead.lock();
-                    if !matches!(*state, ReadAhead::NotStarted) {
-                        continue;
-                    }
-                    let Some(WitnessSource::File(path)) = j.witness.lock().clone() else {
-                        continue;
-                    };
-                    let Some(needs) = keys
-                        .get(&j.key)
-                        .and_then(|k| k.on.iter().flatten().next())
-                        .map(|l| l.needs)
-                    else {
-                        continue;
-                    };
-                    *state = ReadAhead::Reading;
-                    return Some((j.clone(), path, needs.witness));
-                }
+            if held >= self.config().read_ahead {
+                return ControlFlow::Continue(());
             }
-            self.queue_cond.wait_for(&mut q, Duration::from_millis(100));
-        }
+            for j in jobs.iter() {
+                if j.cancelled() {
+                    continue;
+                }
+                let mut state = j.read_ahead.lock();
+                if !matches!(*state, ReadAhead::NotStarted) {
+                    continue;
+                }
+                let Some(WitnessSource::File(path)) = j.witness.lock().clone() else {
+                    continue;
+                };
+                let Some(needs) = self.keys().needs(&j.key) else {
+                    continue;
+                };
+                *state = ReadAhead::Reading;
+                return ControlFlow::Break(Some((j.clone(), path, needs.witness)));
+            }
+            ControlFlow::Continue(())
+        })
     }
 
     /// Host bytes for one read-ahead, if taking them leaves the gate free for any one job.
     fn take_read_room(&self, bytes: u64) -> Option<Permit> {
-        let _one_at_a_time = self.read_room.lock();
-        let job = self
-            .keys
-            .read()
-            .values()
-            .flat_map(|k| k.on.iter().flatten())
-            .map(|l| l.needs.witness + l.needs.evaluations)
-            .max()
-            .unwrap_or(0);
-        let free = self.host.capacity().saturating_sub(self.host.in_use());
-        if self.host.waiters() > 0 || free < bytes + job {
+        let _one_at_a_time = self.read_room().0.lock();
+        let job = self.keys().largest_job();
+        let host = self.host();
+        let free = host.capacity().saturating_sub(host.in_use());
+        if host.waiters() > 0 || free < bytes + job {
             return None;
         }
-        self.host.try_acquire(bytes).ok()
+        host.try_acquire(bytes).ok()
     }
 }
 

@@ -56,13 +56,13 @@ impl Inner {
         cancelled: &dyn Fn() -> bool,
     ) -> Result<(Permit, Reservation), JobError> {
         let permit = dev
-            .staging
+            .staging()
             .acquire(bytes, priority, cancelled)
             .map_err(gate_err)?;
-        let budget = dev.vram.budget();
+        let budget = dev.vram().budget();
         let mut deadline = Instant::now() + RESERVE_RETRY;
         loop {
-            match dev.vram.reserve(bytes) {
+            match dev.vram().reserve(bytes) {
                 Ok(r) => return Ok((permit, r)),
                 Err(e) if Instant::now() >= deadline => return Err(failed("staging", e)),
                 Err(e) => {
@@ -70,7 +70,7 @@ impl Inner {
                         // Another process holds memory: wait for it, however long.
                         deadline = Instant::now() + RESERVE_RETRY;
                     } else {
-                        tracing::warn!(device = %dev.name, error = %e, "admitted staging room is short; retrying");
+                        tracing::warn!(device = %dev.name(), error = %e, "admitted staging room is short; retrying");
                     }
                     if cancelled() {
                         return Err(JobError::Cancelled);
@@ -87,12 +87,10 @@ impl Inner {
         w: usize,
         job: &JobShared,
     ) -> Result<JobOutput, JobError> {
-        let dev = &self.devices[d];
+        let dev = &self.devices()[d];
         let key = self
-            .keys
-            .read()
+            .keys()
             .get(&job.key)
-            .cloned()
             .ok_or_else(|| JobError::UnknownKey(job.key.clone()))?;
         let loaded = key.on[d]
             .as_ref()
@@ -131,7 +129,7 @@ impl Inner {
             None => loaded.needs.witness + loaded.needs.evaluations,
         };
         let (host, wait) = rec.span("host memory", SpanKind::Wait, || {
-            self.host.acquire(host_bytes, priority, &cancelled)
+            self.host().acquire(host_bytes, priority, &cancelled)
         });
         t.memory_wait += wait;
         let _host = (host.map_err(gate_err)?, read_ahead);
@@ -176,7 +174,7 @@ impl Inner {
             }
         };
         let (checked, _) = rec.span("check", SpanKind::Cpu, || {
-            cuzk_groth16::check_inputs(&key.pk, &key.r1cs, &witness)
+            cuzk_groth16::check_inputs(key.pk.key(), &key.r1cs, &witness)
         });
         checked.map_err(|e| JobError::Witness(e.to_string()))?;
         let z = witness.assignment();
@@ -243,7 +241,7 @@ impl Inner {
 
         let lock = self.lock(dev, &rec, &mut t, priority, &cancelled)?;
         let t0 = self.now();
-        let q = backend.quotient_msm(&key.domain, staged, &key.pk.h_query);
+        let q = backend.quotient_msm(&key.domain, staged, key.pk.key());
         let t1 = self.now();
         self.unlock(dev, lock, &mut t, t1 - t0);
         drop(abc_permit);
@@ -259,9 +257,9 @@ impl Inner {
             cuzk_field::Fr::random(&mut rng),
         );
         let (proof, _) = rec.span("assembly", SpanKind::Cpu, || {
-            cuzk_groth16::assemble(&key.pk, r, s, &msms, q.h)
+            cuzk_groth16::assemble(key.pk.key(), r, s, &msms, q.h)
         });
-        if self.config.self_check {
+        if self.config().self_check {
             let (v, _) = rec.span("verify", SpanKind::Cpu, || {
                 cuzk_groth16::verify_proof(&key.pvk, &proof, witness.public_inputs())
             });
@@ -271,13 +269,7 @@ impl Inner {
             }
         }
         t.run = started.elapsed();
-        t.spans = self
-            .timeline
-            .lock()
-            .iter()
-            .filter(|s| s.job == job.id)
-            .copied()
-            .collect();
+        t.spans = self.spans_of(job.id);
         Ok(JobOutput {
             id: job.id,
             proof,
@@ -311,7 +303,7 @@ impl Inner {
                 self.unlock(dev, lock, t, self.now() - held);
                 return Err(JobError::Cancelled);
             }
-            if dev.lock.has_higher_waiter(priority) {
+            if dev.lock().has_higher_waiter(priority) {
                 self.unlock(dev, lock, t, self.now() - held);
                 lock = self.lock(dev, rec, t, priority, cancelled)?;
                 held = self.now();
@@ -324,7 +316,7 @@ impl Inner {
             };
             let start = Instant::now();
             let (r, _) = rec.span(phase, SpanKind::Device, || {
-                backend.witness_msm(&key.pk, z, staged, query, offset)
+                backend.witness_msm(key.pk.key(), z, staged, query, offset)
             });
             let value: MsmValue = match r {
                 Ok(v) => v,
@@ -349,7 +341,7 @@ impl Inner {
         cancelled: &dyn Fn() -> bool,
     ) -> Result<Permit, JobError> {
         let (r, wait) = rec.span("wait GPU", SpanKind::Wait, || {
-            dev.lock.acquire(1, priority, cancelled)
+            dev.lock().acquire(1, priority, cancelled)
         });
         t.lock_wait += wait;
         r.map_err(gate_err)
@@ -358,7 +350,7 @@ impl Inner {
     pub(crate) fn unlock(&self, dev: &Device, lock: Permit, t: &mut JobTimings, held: f64) {
         drop(lock);
         t.lock_hold += Duration::from_secs_f64(held.max(0.0));
-        *dev.busy.lock() += held.max(0.0);
+        dev.add_busy(held.max(0.0));
     }
 }
 
@@ -378,7 +370,7 @@ impl Recorder<'_> {
         f: impl FnOnce() -> T,
     ) -> (T, Duration) {
         self.job.set_phase(phase);
-        self.inner.devices[self.device].workers.lock()[self.worker].phase = phase;
+        self.inner.devices()[self.device].set_phase(self.worker, phase);
         self.aside(phase, kind, f)
     }
 

@@ -199,51 +199,6 @@ fn a_budget_below_one_proof_is_refused_at_load() {
     ));
 }
 
-/// A key whose points a GPU holds has nothing for a CPU device or a new backend to read: it is
-/// refused at load (not failed per job), and the CPU prover and the file writer refuse it by
-/// name.
-#[test]
-fn a_key_held_by_a_gpu_is_refused_where_its_points_are_needed() {
-    let c = circuit(8, 5);
-    let mut held = (*c.pk).clone();
-    held.held = Some(cuzk_groth16::DeviceHeld {
-        token: 7,
-        num_variables: held.num_variables(),
-        num_private: held.l_query.len(),
-        domain_size: held.domain_size(),
-    });
-    for q in [
-        &mut held.a_query,
-        &mut held.b_g1_query,
-        &mut held.h_query,
-        &mut held.l_query,
-    ] {
-        q.clear();
-    }
-    held.b_g2_query.clear();
-    for query in cuzk_groth16::Query::ALL {
-        assert_eq!(held.query_len(query), c.pk.query_len(query), "{query}");
-    }
-    let (mems, _) = memories(1, 64 * MIB);
-    let engine = Engine::on_cpu(config(1), mems).unwrap();
-    let source = KeySource::Memory {
-        pk: Arc::new(held.clone()),
-        r1cs: c.r1cs.clone(),
-    };
-    let err = engine.load_key("k", source, None).unwrap_err();
-    assert!(err.to_string().contains("KeySource::Held"), "{err}");
-    let err = cuzk_groth16::create_proof(
-        &held,
-        &c.r1cs,
-        &c.witness,
-        &mut ChaCha20Rng::seed_from_u64(1),
-    )
-    .unwrap_err();
-    assert!(err.to_string().contains("held by the GPU backend"), "{err}");
-    let err = cuzk_formats::cuzk::write_proving_key(Vec::new(), &held).unwrap_err();
-    assert!(err.to_string().contains("no host copy"), "{err}");
-}
-
 #[test]
 fn priorities_are_served_in_order_fifo_within_a_level() {
     let big = circuit(12, 3);

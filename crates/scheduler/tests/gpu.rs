@@ -65,9 +65,16 @@ fn engine(workers: usize, cap: Option<u64>) -> Engine {
     .expect("a GPU engine")
 }
 
-/// Runs `proofs` jobs keeping `concurrency` in flight; every one must succeed and verify.
-fn run(engine: &Engine, f: &Fixture, proofs: usize, concurrency: usize) -> (Vec<JobOutput>, f64) {
-    let pvk = cuzk_groth16::prepare_verifying_key(&f.pk.vk);
+/// Runs `proofs` jobs of key "k" with `witness`, keeping `concurrency` in flight; every one
+/// must succeed and verify.
+fn run(
+    engine: &Engine,
+    witness: &Arc<Witness>,
+    proofs: usize,
+    concurrency: usize,
+) -> (Vec<JobOutput>, f64) {
+    let vk = engine.verifying_key("k").expect("key k is loaded");
+    let pvk = cuzk_groth16::prepare_verifying_key(&vk);
     let start = Instant::now();
     let mut live: std::collections::VecDeque<JobHandle> = Default::default();
     let mut out = Vec::new();
@@ -83,7 +90,7 @@ fn run(engine: &Engine, f: &Fixture, proofs: usize, concurrency: usize) -> (Vec<
         if live.len() == concurrency {
             finish(live.pop_front().unwrap(), &mut out);
         }
-        let spec = JobSpec::new("k", WitnessSource::Memory(f.witness.clone()));
+        let spec = JobSpec::new("k", WitnessSource::Memory(witness.clone()));
         live.push_back(engine.submit(spec).expect("submit"));
     }
     while let Some(h) = live.pop_front() {
@@ -141,7 +148,7 @@ fn gpu_engine_two_workers_three_jobs_in_16_gib() {
     let f = fixture(log);
     let engine = engine(2, Some(16 * GIB));
     load(&engine, &f);
-    let (out, wall) = run(&engine, &f, 5, 3);
+    let (out, wall) = run(&engine, &f.witness, 5, 3);
     report(
         &format!("2^{log} 16 GiB 2 workers x 3"),
         &engine,
@@ -181,7 +188,7 @@ fn grid(log: u32, caps: &[Option<u64>], workers: &[usize], concurrencies: &[usiz
             for &concurrency in concurrencies {
                 let engine = engine(w, cap);
                 load(&engine, &f);
-                let (out, wall) = run(&engine, &f, concurrency + 2, concurrency);
+                let (out, wall) = run(&engine, &f.witness, concurrency + 2, concurrency);
                 let label = format!(
                     "2^{log} cap {} workers {w} x {concurrency}",
                     cap.map_or("none".into(), |c| format!("{} GiB", c / GIB))
@@ -263,7 +270,7 @@ fn gpu_memory_taken_by_another_process() {
     load(&engine, &f);
     let device = |e: &Engine| e.status().devices[0].clone();
     let total = device(&engine).budget_total;
-    let (out, wall) = run(&engine, &f, 12, 6);
+    let (out, wall) = run(&engine, &f.witness, 12, 6);
     let before = out.len() as f64 / wall;
 
     let half = device(&engine).mem_free.expect("a GPU") / 2;
@@ -272,7 +279,7 @@ fn gpu_memory_taken_by_another_process() {
         let d = device(&engine);
         (d.budget_limit < total).then_some(d.budget_limit)
     });
-    let (out, wall) = run(&engine, &f, 12, 6);
+    let (out, wall) = run(&engine, &f.witness, 12, 6);
     let during = out.len() as f64 / wall;
 
     // Submitted while almost nothing is free: they wait, then all complete.
@@ -306,7 +313,7 @@ fn gpu_memory_taken_by_another_process() {
             .unwrap_or_else(|e| panic!("job {} failed: {e}", h.id()));
         cuzk_groth16::verify_proof(&pvk, &o.proof, &o.public_inputs).expect("proof verifies");
     }
-    let (out, wall) = run(&engine, &f, 12, 6);
+    let (out, wall) = run(&engine, &f.witness, 12, 6);
     let after = out.len() as f64 / wall;
     let st = engine.status();
     assert_eq!(st.counters.failed, 0, "no job failed");
@@ -424,7 +431,6 @@ fn gpu_engine_proves_with_a_key_held_on_the_device() {
         "2^{log}: key made and held in {:.1} s",
         t.elapsed().as_secs_f64()
     );
-    assert!(pk.held.is_some() && pk.a_query.is_empty() && pk.h_query.is_empty());
     let pk = Arc::new(pk);
     let backend = Arc::new(backend);
     assert!(backend.resident_bytes() > 0);
@@ -453,7 +459,7 @@ fn gpu_engine_proves_with_a_key_held_on_the_device() {
     );
     let host = cuzk_groth16::create_proof_with_randomness(&host_pk, &r1cs, &witness, r, s).unwrap();
     let (held, _) =
-        cuzk_groth16::create_proof_with_backend(&*backend, &pk, &r1cs, &witness, r, s).unwrap();
+        cuzk_groth16::create_proof_with_backend(&*backend, &*pk, &r1cs, &witness, r, s).unwrap();
     assert_eq!(
         held, host,
         "held key's proof = host key's CPU proof for the same r, s"
@@ -465,16 +471,11 @@ fn gpu_engine_proves_with_a_key_held_on_the_device() {
     drop(host_pk);
     let other = cuzk_groth16::GpuBackend::new(gpu.clone());
     let err =
-        cuzk_groth16::create_proof_with_backend(&other, &pk, &r1cs, &witness, r, s).unwrap_err();
+        cuzk_groth16::create_proof_with_backend(&other, &*pk, &r1cs, &witness, r, s).unwrap_err();
     assert!(err.to_string().contains("held by the GPU backend"), "{err}");
     drop((other, backend));
 
-    let f = Fixture {
-        pk: pk.clone(),
-        r1cs: r1cs.clone(),
-        witness: witness.clone(),
-    };
-    let (out, wall) = run(&engine, &f, 6, 3);
+    let (out, wall) = run(&engine, &witness, 6, 3);
     report(
         &format!("2^{log} held key, auto workers x 3"),
         &engine,

@@ -46,3 +46,15 @@ pub(super) fn fail(phase: Phase, e: impl Into<Box<dyn Error + Send + Sync>>) -> 
         },
     )
 }
+
+/// A key this backend does not hold the points of, or another key than the one it holds
+/// ([`BackendErrorKind::HeldKey`](crate::BackendErrorKind::HeldKey)).
+pub(super) fn refuse_key(phase: Phase, e: impl Into<Box<dyn Error + Send + Sync>>) -> BackendError {
+    BackendError::held_key(
+        NAME,
+        GpuPhaseError {
+            phase,
+            source: e.into(),
+        },
+    )
+}

@@ -8,7 +8,6 @@
 //! budget: per chunk one kernel computes `s·G` in XYZZ with mixed additions, a second converts
 //! to affine with one inversion per 32 points (`kernels/setup/setup.cu`).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
@@ -18,11 +17,9 @@ use cuzk_msm::kernels::Curve;
 
 use super::fixed_base::{AffinePoint, FixedBaseTable, best_window};
 use crate::gpu::MemoryPlan;
-use crate::keys::{DeviceHeld, ProvingKey};
+use crate::keys::{HeldKey, ProvingKey};
 use crate::r1cs::R1cs;
-use crate::setup::{
-    SetupError, SetupTimings, ToxicWaste, assemble, key_scalars, key_without_queries,
-};
+use crate::setup::{SetupError, SetupTimings, ToxicWaste, assemble, key_scalars, single_points};
 use crate::timing::timed;
 use crate::{GpuBackend, Query};
 
@@ -283,23 +280,19 @@ fn place<P: AffinePoint + cuzk_msm::MsmPoint>(
     msm.map_err(|e| SetupError::Held(e.to_string()))
 }
 
-/// Process-unique tokens of device-held keys.
-static NEXT_HELD_TOKEN: AtomicU64 = AtomicU64::new(1);
-
 impl GpuBackend {
     /// The proving key of `r1cs` made on `gpu` and held by the returned backend: each query's
     /// points go from the setup kernels into a resident MSM context, or, for the queries a
     /// proof's memory plan cannot keep resident (a VRAM cap), into page-locked host memory the
     /// context owns and streams from; there is no other host copy, so a key larger than host
     /// memory beside its circuit and its pinned copy (72 GiB at 2^27) can prove. The returned
-    /// key has the verifying key and the single points, and is
-    /// [`DeviceHeld`](crate::keys::DeviceHeld): only this backend proves it. The points are
-    /// those of [`generate_parameters_gpu`] for the same toxic waste.
+    /// [`HeldKey`] has the verifying key, the single points and the shape: only this backend
+    /// proves it. The points are those of [`generate_parameters_gpu`] for the same toxic waste.
     pub fn generate_key(
         gpu: &Gpu,
         r1cs: &R1cs,
         tw: &ToxicWaste,
-    ) -> Result<(Self, ProvingKey, SetupTimings), SetupError> {
+    ) -> Result<(Self, HeldKey, SetupTimings), SetupError> {
         let _span = tracing::info_span!(
             "setup_on_device",
             constraints = r1cs.num_constraints(),
@@ -350,17 +343,9 @@ impl GpuBackend {
         });
         drop(b_g2);
         let g2 = g2?;
-        let token = NEXT_HELD_TOKEN.fetch_add(1, Ordering::Relaxed);
-        let pk = ProvingKey {
-            held: Some(DeviceHeld {
-                token,
-                num_variables: m,
-                num_private: m - ni,
-                domain_size: n,
-            }),
-            ..key_without_queries(tw, ic)
-        };
-        let backend = Self::holding(gpu.clone(), token, g1, g2);
+        let (vk, beta_g1, delta_g1) = single_points(tw, ic);
+        let pk = HeldKey::new(vk, beta_g1, delta_g1, m, m - ni, n);
+        let backend = Self::holding(gpu.clone(), pk.identity(), g1, g2);
         let timings = ks.timings(t_g1, t_g2, start);
         tracing::info!(
             total_ms = timings.total.as_secs_f64() * 1e3,

@@ -14,7 +14,7 @@ use cuzk_ntt::{Domain, NttError};
 use rand_core::RngCore;
 use rayon::prelude::*;
 
-use crate::keys::{ProvingKey, VerifyingKey};
+use crate::keys::{KeyQueries, ProvingKey, VerifyingKey};
 use crate::r1cs::{R1cs, SparseMatrix};
 use crate::timing::timed;
 use fixed_base::FixedBaseTable;
@@ -256,18 +256,22 @@ pub(crate) fn assemble(
     let l_query = part(2 * m + num_instance..3 * m);
     let h_query = part(3 * m..g1_points.len());
     drop(g1_points);
-    ProvingKey {
+    let (vk, beta_g1, delta_g1) = single_points(tw, ic);
+    let queries = KeyQueries {
         a_query,
         b_g1_query,
         b_g2_query,
         h_query,
         l_query,
-        ..key_without_queries(tw, ic)
-    }
+    };
+    ProvingKey::new(vk, beta_g1, delta_g1, queries)
 }
 
-/// The verifying key and the single points of a proving key; its queries empty.
-pub(crate) fn key_without_queries(tw: &ToxicWaste, ic: Vec<G1Affine>) -> ProvingKey {
+/// The verifying key and the single points of a proving key: `(vk, β·G1, δ·G1)`.
+pub(crate) fn single_points(
+    tw: &ToxicWaste,
+    ic: Vec<G1Affine>,
+) -> (VerifyingKey, G1Affine, G1Affine) {
     let g1 = G1Projective::generator();
     let g2 = G2Projective::generator();
     let vk = VerifyingKey {
@@ -277,17 +281,7 @@ pub(crate) fn key_without_queries(tw: &ToxicWaste, ic: Vec<G1Affine>) -> Proving
         delta_g2: (g2 * tw.delta).to_affine(),
         ic,
     };
-    ProvingKey {
-        vk,
-        beta_g1: (g1 * tw.beta).to_affine(),
-        delta_g1: (g1 * tw.delta).to_affine(),
-        a_query: Vec::new(),
-        b_g1_query: Vec::new(),
-        b_g2_query: Vec::new(),
-        h_query: Vec::new(),
-        l_query: Vec::new(),
-        held: None,
-    }
+    (vk, (g1 * tw.beta).to_affine(), (g1 * tw.delta).to_affine())
 }
 
 /// `out[j] = Σ_rows M[row][j] · lagrange[row]` for every column j, in parallel over column
@@ -372,22 +366,26 @@ mod tests {
             let u = column_at_tau(r1cs.a(), i, &domain, tw.tau);
             let v = column_at_tau(r1cs.b(), i, &domain, tw.tau);
             let w = column_at_tau(r1cs.c(), i, &domain, tw.tau);
-            assert_eq!(pk.a_query[i], (g1 * u).to_affine(), "a_query[{i}]");
-            assert_eq!(pk.b_g1_query[i], (g1 * v).to_affine(), "b_g1_query[{i}]");
-            assert_eq!(pk.b_g2_query[i], (g2 * v).to_affine(), "b_g2_query[{i}]");
+            assert_eq!(pk.a_query()[i], (g1 * u).to_affine(), "a_query[{i}]");
+            assert_eq!(pk.b_g1_query()[i], (g1 * v).to_affine(), "b_g1_query[{i}]");
+            assert_eq!(pk.b_g2_query()[i], (g2 * v).to_affine(), "b_g2_query[{i}]");
             let k = tw.beta * u + tw.alpha * v + w;
             if i <= np {
                 let expected = g1 * (k * tw.gamma.inverse().unwrap());
                 assert_eq!(pk.vk.ic[i], expected.to_affine(), "ic[{i}]");
             } else {
                 let expected = g1 * (k * tw.delta.inverse().unwrap());
-                assert_eq!(pk.l_query[i - np - 1], expected.to_affine(), "l_query[{i}]");
+                assert_eq!(
+                    pk.l_query()[i - np - 1],
+                    expected.to_affine(),
+                    "l_query[{i}]"
+                );
             }
         }
         let z = tw.tau.pow(&[domain.size() as u64]) - Fr::ONE;
         let mut t = z * tw.delta.inverse().unwrap();
-        assert_eq!(pk.h_query.len(), domain.size() - 1);
-        for (j, h) in pk.h_query.iter().enumerate() {
+        assert_eq!(pk.h_query().len(), domain.size() - 1);
+        for (j, h) in pk.h_query().iter().enumerate() {
             assert_eq!(*h, (g1 * t).to_affine(), "h_query[{j}]");
             t *= tw.tau;
         }

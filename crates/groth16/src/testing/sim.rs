@@ -3,7 +3,7 @@
 //! injection) and read back by the CPU MSMs and quotient. So a proving engine drives the same
 //! data flow, budgets and allocation failures as on a GPU, on a machine without one.
 
-use cuzk_field::{Fr, G1Affine};
+use cuzk_field::Fr;
 use cuzk_ntt::Domain;
 use cuzk_vram::{DeviceBuffer, PinnedBuffer, Reservation, Vram};
 
@@ -11,7 +11,7 @@ use crate::backend::{
     BackendError, Evaluations, MsmValue, ProverBackend, Query, QuotientMsm, Stage, StagedData,
     StagedEvaluations, StagedWitness, host_quotient_msm, host_witness_msm,
 };
-use crate::keys::ProvingKey;
+use crate::keys::KeyRef;
 
 const NAME: &str = "cpu";
 
@@ -97,7 +97,7 @@ impl ProverBackend for SimBackend {
 
     fn witness_msm(
         &self,
-        pk: &ProvingKey,
+        key: KeyRef<'_>,
         _z: &[Fr],
         staged: &StagedWitness,
         query: Query,
@@ -109,7 +109,7 @@ impl ProverBackend for SimBackend {
                 "the witness was not staged here",
             ));
         };
-        host_witness_msm(pk, &download(d)?, query, offset)
+        host_witness_msm(key.host(NAME)?, &download(d)?, query, offset)
     }
 
     fn stage_evaluations(
@@ -130,8 +130,9 @@ impl ProverBackend for SimBackend {
         &self,
         domain: &Domain,
         abc: StagedEvaluations,
-        h_query: &[G1Affine],
+        key: KeyRef<'_>,
     ) -> Result<QuotientMsm, BackendError> {
+        let pk = key.host(NAME)?;
         let StagedData::Device([a, b, c]) = &abc.data else {
             return Err(BackendError::invalid(
                 NAME,
@@ -144,6 +145,6 @@ impl ProverBackend for SimBackend {
             c: download(c)?.into(),
         };
         drop(abc);
-        host_quotient_msm(domain, host, h_query)
+        host_quotient_msm(domain, host, pk.h_query())
     }
 }
