@@ -26,17 +26,23 @@ nvidia-smi -L
 "$after/cuzk" devices
 E24="--backend gpu bench --log-constraints 24 --boolean-percent 75 --proofs 20 --concurrency 3"
 E26="--backend gpu bench --log-constraints 26 --boolean-percent 75 --proofs 6 --concurrency 3 --workers 2"
-for r in $(seq "$rounds"); do
+# Each row is measured on both sides in turn, so a cut call still has pairs.
+run_pair() { # name, command relative to a side's dir...
+    local name=$1; shift
+    local exe=$1; shift
     for side in before after; do
         d=$before; [ $side = after ] && d=$after
-        for b in $benches; do
-            step "$side-$b-$r" "$d/benches/cuzk-benches-$b"
-        done
-        # shellcheck disable=SC2086
-        step "$side-engine24-$r" "$d/cuzk" $E24
-        # shellcheck disable=SC2086
-        step "$side-engine26-$r" "$d/cuzk" $E26
+        step "$name-$side-$r" timeout 300 "$d/$exe" "$@"
     done
+}
+for r in $(seq "$rounds"); do
+    for b in $benches; do
+        run_pair "$b" "benches/cuzk-benches-$b"
+    done
+    # shellcheck disable=SC2086
+    run_pair engine24 cuzk $E24
+    # shellcheck disable=SC2086
+    run_pair engine26 cuzk $E26
 done
 echo
 echo "=== rows of each side (before = $before, after = $after)"

@@ -1,8 +1,9 @@
 //! Witness-only synthesis of every Filecoin circuit against bellperson's own synthesis of the
 //! same circuit, in one run (issue 43's 2x row). Ignored: it seals sectors and takes minutes.
 //!
-//! `CUZK_SYNTH_SECTORS=2KiB,8MiB,512MiB cargo test --release -p cuzk-filecoin --lib
-//! synthesis_speed -- --ignored --nocapture` (default: 2KiB).
+//! `CUZK_SYNTH_SECTORS=2KiB,8MiB,512MiB cargo test -p cuzk-filecoin --lib synthesis_speed --
+//! --ignored --nocapture` (default: 2KiB; the test profile is optimized). `CUZK_SYNTH_ONLY=Post`
+//! times only the circuits whose name contains it.
 //!
 //! bellperson's figure is its prover's own "synthesis time" log line: `ProvingAssignment`
 //! (evaluating a, b and c as it goes) over the circuit, as `create_random_proof_batch` runs it.
@@ -130,6 +131,9 @@ fn ms(d: Duration) -> f64 {
 /// witness-only synthesis and witness-only synthesis overlapped with A·z, B·z, C·z; medians of
 /// [`RUNS`], taken in turn.
 fn bench<C: Circuit<Scalar> + Send>(name: &str, build: impl Fn() -> C) {
+    if std::env::var("CUZK_SYNTH_ONLY").is_ok_and(|only| !name.contains(&only)) {
+        return;
+    }
     let t = Instant::now();
     let (compiled, expected) = CompiledCircuit::compile(build()).expect("cuzk synthesis");
     let full = t.elapsed();
