@@ -6,65 +6,14 @@
 
 use core::fmt;
 use core::ops::{Deref, DerefMut};
-use core::str::FromStr;
 use std::time::Duration;
 
 use cuzk_field::{Fr, G1Affine, G1Projective, G2Projective};
 use cuzk_ntt::Domain;
 use cuzk_vram::{DeviceBuffer, PinnedBuffer, Reservation, Vram, VramError};
 
-use crate::keys::{KeyRef, ProvingKey};
+use crate::keys::{KeyRef, ProvingKey, Query};
 use crate::timing::timed;
-
-/// Which proving-key query an MSM runs over, so a backend can keep each query's points
-/// resident on a device between proofs. `BG2` is the G2 query; the rest are G1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Query {
-    A,
-    BG1,
-    BG2,
-    H,
-    L,
-}
-
-impl Query {
-    pub const ALL: [Query; 5] = [Query::A, Query::BG1, Query::BG2, Query::H, Query::L];
-
-    /// The group of the query's points.
-    pub fn group(self) -> cuzk_msm::Group {
-        match self {
-            Query::BG2 => cuzk_msm::Group::G2,
-            _ => cuzk_msm::Group::G1,
-        }
-    }
-
-    /// The name of the MSM's timing span.
-    pub fn span(self) -> &'static str {
-        match self {
-            Query::A => "msm_a",
-            Query::BG1 => "msm_b_g1",
-            Query::BG2 => "msm_b_g2",
-            Query::H => "msm_h",
-            Query::L => "msm_l",
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Query::A => "A",
-            Query::BG1 => "B (G1)",
-            Query::BG2 => "B (G2)",
-            Query::H => "H",
-            Query::L => "L",
-        }
-    }
-}
-
-impl fmt::Display for Query {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// What went wrong in a backend, for callers that act on it (an engine retries later after
 /// [`BackendErrorKind::OutOfDeviceMemory`], and reports the rest).
@@ -540,59 +489,19 @@ impl ProverBackend for CpuBackend {
     }
 }
 
-/// Which engine proves: `Auto` takes the GPU when a device is present and the kernels are
-/// built, otherwise the CPU; `Gpu` fails (with the reason) rather than falling back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum BackendChoice {
-    #[default]
-    Auto,
-    Cpu,
-    Gpu,
-}
-
-impl FromStr for BackendChoice {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "auto" => Ok(Self::Auto),
-            "cpu" => Ok(Self::Cpu),
-            "gpu" => Ok(Self::Gpu),
-            _ => Err(format!("unknown backend {s:?} (expected auto, cpu or gpu)")),
+/// The backend half of [`KeyRef`]: how a backend without a held key's points refuses it.
+impl<'a> KeyRef<'a> {
+    /// The host key, or for a held key [`BackendErrorKind::HeldKey`] from `backend`: the one
+    /// place a backend without the points refuses a held key.
+    ///
+    /// [`BackendErrorKind::HeldKey`]: crate::BackendErrorKind::HeldKey
+    pub fn host(self, backend: &'static str) -> Result<&'a ProvingKey, BackendError> {
+        match self {
+            Self::Host(pk) => Ok(pk),
+            Self::Held(_) => Err(BackendError::held_key(
+                backend,
+                "the key's points are held by the GPU backend that made them, and nowhere else: prove on that backend",
+            )),
         }
     }
-}
-
-/// The GPU backend could not be opened; says why (no driver, no device, kernels not built).
-#[derive(Debug, thiserror::Error)]
-/// (The reason is in the message, not a source, so error chains do not print it twice.)
-#[error("the GPU backend is not available: {0}")]
-pub struct GpuUnavailable(pub cuzk_gpu::GpuError);
-
-/// Resolves a choice to a backend (see [`BackendChoice`]).
-pub fn select_backend(choice: BackendChoice) -> Result<Box<dyn ProverBackend>, GpuUnavailable> {
-    match choice {
-        BackendChoice::Cpu => Ok(Box::new(CpuBackend)),
-        BackendChoice::Gpu => Ok(Box::new(open_gpu()?)),
-        BackendChoice::Auto => {
-            let b: Box<dyn ProverBackend> = match open_gpu() {
-                Ok(g) => Box::new(g),
-                Err(e) => {
-                    tracing::info!(reason = %e, "using the CPU backend");
-                    Box::new(CpuBackend)
-                }
-            };
-            Ok(b)
-        }
-    }
-}
-
-fn open_gpu() -> Result<crate::gpu::GpuBackend, GpuUnavailable> {
-    if !cuzk_gpu::driver_present() {
-        return Err(GpuUnavailable(cuzk_gpu::GpuError::NoDriver));
-    }
-    let gpu = cuzk_gpu::Gpu::first().map_err(GpuUnavailable)?;
-    if !cuzk_gpu::kernels_built() {
-        return Err(GpuUnavailable(cuzk_gpu::GpuError::KernelsNotBuilt));
-    }
-    Ok(crate::gpu::GpuBackend::new(gpu))
 }

@@ -35,13 +35,12 @@ use cuzk_ntt::Domain;
 use rayon::prelude::*;
 
 use crate::backend::{
-    BackendError, Evaluations, HostVec, MsmValue, ProverBackend, Query, QuotientMsm, Stage,
-    StagedData, StagedEvaluations, StagedWitness, StagingNeeds,
+    BackendError, Evaluations, HostVec, MsmValue, ProverBackend, QuotientMsm, Stage, StagedData,
+    StagedEvaluations, StagedWitness, StagingNeeds,
 };
-use crate::keys::{KeyIdentity, KeyRef, ProvingKey};
+use crate::keys::{KeyIdentity, KeyRef, ProvingKey, Query};
 use crate::timing::timed;
 
-const NAME: &str = "gpu";
 /// Per-phase allowance for small buffers (counters, result rings, rounding) and the NTT tables
 /// (~36 MiB, allocated once per device by the first quotient).
 const SLACK: u64 = 48 << 20;
@@ -57,7 +56,7 @@ const HOLDS_ANOTHER_KEY: &str =
 
 mod phase;
 pub use phase::{GpuPhaseError, Phase};
-use phase::{fail, refuse_key};
+use phase::{NAME, fail, refuse_key};
 
 mod memory;
 use memory::point_bytes;

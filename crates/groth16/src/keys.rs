@@ -2,9 +2,59 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use core::fmt;
+
 use cuzk_field::{DecodeError, G1Affine, G2Affine, G2Prepared, Gt};
 
-use crate::backend::{BackendError, Query};
+/// Which proving-key query an MSM runs over, so a backend can keep each query's points
+/// resident on a device between proofs. `BG2` is the G2 query; the rest are G1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Query {
+    A,
+    BG1,
+    BG2,
+    H,
+    L,
+}
+
+impl Query {
+    pub const ALL: [Query; 5] = [Query::A, Query::BG1, Query::BG2, Query::H, Query::L];
+
+    /// The group of the query's points.
+    pub fn group(self) -> cuzk_msm::Group {
+        match self {
+            Query::BG2 => cuzk_msm::Group::G2,
+            _ => cuzk_msm::Group::G1,
+        }
+    }
+
+    /// The name of the MSM's timing span.
+    pub fn span(self) -> &'static str {
+        match self {
+            Query::A => "msm_a",
+            Query::BG1 => "msm_b_g1",
+            Query::BG2 => "msm_b_g2",
+            Query::H => "msm_h",
+            Query::L => "msm_l",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Query::A => "A",
+            Query::BG1 => "B (G1)",
+            Query::BG2 => "B (G2)",
+            Query::H => "H",
+            Query::L => "L",
+        }
+    }
+}
+
+impl fmt::Display for Query {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// What a verifier needs: `e(A, B) = e(α, β) · e(Σ x_i·ic_i, γ) · e(C, δ)`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -245,20 +295,6 @@ impl<'a> From<&'a HeldKey> for KeyRef<'a> {
 }
 
 impl<'a> KeyRef<'a> {
-    /// The host key, or for a held key [`BackendErrorKind::HeldKey`] from `backend`: the one
-    /// place a backend without the points refuses a held key.
-    ///
-    /// [`BackendErrorKind::HeldKey`]: crate::BackendErrorKind::HeldKey
-    pub fn host(self, backend: &'static str) -> Result<&'a ProvingKey, BackendError> {
-        match self {
-            Self::Host(pk) => Ok(pk),
-            Self::Held(_) => Err(BackendError::held_key(
-                backend,
-                "the key's points are held by the GPU backend that made them, and nowhere else: prove on that backend",
-            )),
-        }
-    }
-
     pub fn identity(self) -> KeyIdentity {
         match self {
             Self::Host(pk) => pk.identity,

@@ -22,19 +22,21 @@ pub mod gpu;
 pub mod keys;
 pub mod prover;
 pub mod r1cs;
+mod select;
 pub mod setup;
 pub mod testing;
 mod timing;
 pub mod verifier;
 
 pub use backend::{
-    BackendChoice, BackendError, BackendErrorKind, CpuBackend, Evaluations, GpuUnavailable,
-    HostVec, MsmValue, ProverBackend, Query, QuotientMsm, Stage, StagedEvaluations, StagedWitness,
-    StagingNeeds, WitnessMsms, select_backend, witness_msm_order,
+    BackendError, BackendErrorKind, CpuBackend, Evaluations, HostVec, MsmValue, ProverBackend,
+    QuotientMsm, Stage, StagedEvaluations, StagedWitness, StagingNeeds, WitnessMsms,
+    witness_msm_order,
 };
 pub use gpu::GpuBackend;
 pub use keys::{
-    HeldKey, KeyIdentity, KeyQueries, KeyRef, PreparedVerifyingKey, Proof, ProvingKey, VerifyingKey,
+    HeldKey, KeyIdentity, KeyQueries, KeyRef, PreparedVerifyingKey, Proof, ProvingKey, Query,
+    VerifyingKey,
 };
 pub use prover::{
     ProofTimings, ProveError, assemble, check_inputs, create_proof, create_proof_with_backend,
@@ -44,6 +46,7 @@ pub use r1cs::{
     LinearCombination, R1cs, R1csBuilder, R1csError, RowEvaluator, SparseMatrix, Variable, Witness,
     WitnessError,
 };
+pub use select::{BackendChoice, GpuUnavailable, select_backend};
 pub use setup::{
     SetupError, SetupTimings, ToxicWaste, generate_parameters, generate_parameters_with_toxic_waste,
 };

@@ -20,10 +20,10 @@ use cuzk_ntt::{Domain, NttError};
 use rand_core::RngCore;
 
 use crate::backend::{
-    BackendError, CpuBackend, Evaluations, ProverBackend, Query, Stage, StagedData, StagedWitness,
+    BackendError, CpuBackend, Evaluations, ProverBackend, Stage, StagedData, StagedWitness,
     WitnessMsms, witness_msm_order,
 };
-use crate::keys::{KeyRef, Proof, ProvingKey};
+use crate::keys::{KeyRef, Proof, ProvingKey, Query};
 use crate::r1cs::{R1cs, Witness, WitnessError};
 use crate::timing::timed;
 

@@ -17,8 +17,8 @@ use parking_lot::{Condvar, Mutex};
 use crate::config::{EngineConfig, Workers};
 use crate::gate::{Gate, GateError};
 use crate::job::{
-    JobError, JobHandle, JobId, JobOutput, JobShared, JobSpec, JobState, Priority, ReadAhead, Span,
-    WitnessSource,
+    Dequeue, JobError, JobHandle, JobId, JobOutput, JobShared, JobSpec, JobState, Priority,
+    ReadAhead, Span, WitnessSource,
 };
 use crate::keys::{KeySource, KeyTable, Loaded};
 use crate::queue::Queue;
@@ -603,6 +603,14 @@ pub(crate) fn open_gpus(config: &EngineConfig) -> Result<Vec<Gpu>, EngineError> 
         .collect()
 }
 
+impl Dequeue for Inner {
+    fn dequeue_cancelled(&self, job: &JobShared) {
+        if let Some(j) = self.queue.remove(job) {
+            self.finish(&j, Err(JobError::Cancelled));
+        }
+    }
+}
+
 impl Inner {
     pub(crate) fn config(&self) -> &EngineConfig {
         &self.config
@@ -755,15 +763,8 @@ impl Inner {
         self.queue.push(shared.clone());
         Ok(JobHandle {
             shared,
-            engine: Arc::downgrade(me),
+            engine: Arc::downgrade(me) as std::sync::Weak<dyn Dequeue>,
         })
-    }
-
-    /// Removes a cancelled job from the queue and finishes it (if it was still queued).
-    pub(crate) fn dequeue_cancelled(&self, job: &JobShared) {
-        if let Some(j) = self.queue.remove(job) {
-            self.finish(&j, Err(JobError::Cancelled));
-        }
     }
 
     pub(crate) fn finish(&self, job: &JobShared, r: Result<JobOutput, JobError>) {

@@ -294,11 +294,17 @@ impl JobShared {
     }
 }
 
+/// What a job's handle needs of its engine: to take a cancelled job out of the queue.
+pub(crate) trait Dequeue: Send + Sync {
+    /// Removes a cancelled job from the queue and finishes it (if it was still queued).
+    fn dequeue_cancelled(&self, job: &JobShared);
+}
+
 /// A submitted job: await it, poll it, or cancel it. Cheap to clone.
 #[derive(Clone)]
 pub struct JobHandle {
     pub(crate) shared: Arc<JobShared>,
-    pub(crate) engine: std::sync::Weak<crate::engine::Inner>,
+    pub(crate) engine: std::sync::Weak<dyn Dequeue>,
 }
 
 impl std::fmt::Debug for JobHandle {

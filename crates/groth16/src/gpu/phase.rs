@@ -3,9 +3,11 @@
 use std::error::Error;
 use std::fmt;
 
-use crate::backend::{BackendError, Query};
+use crate::backend::BackendError;
+use crate::keys::Query;
 
-use super::NAME;
+/// The GPU backend's name in its errors.
+pub(super) const NAME: &str = "gpu";
 
 /// A phase of a GPU proof, named in errors and used by fault injection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

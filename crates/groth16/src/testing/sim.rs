@@ -8,10 +8,11 @@ use cuzk_ntt::Domain;
 use cuzk_vram::{DeviceBuffer, PinnedBuffer, Reservation, Vram};
 
 use crate::backend::{
-    BackendError, Evaluations, MsmValue, ProverBackend, Query, QuotientMsm, Stage, StagedData,
+    BackendError, Evaluations, MsmValue, ProverBackend, QuotientMsm, Stage, StagedData,
     StagedEvaluations, StagedWitness, host_quotient_msm, host_witness_msm,
 };
 use crate::keys::KeyRef;
+use crate::keys::Query;
 
 const NAME: &str = "cpu";
 
