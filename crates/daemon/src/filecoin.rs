@@ -509,10 +509,13 @@ impl Filecoin {
                 waiting: Vec::new(),
             };
         }
-        let read = name.cache_id().and_then(|id| {
-            let params = self.params.load_params(&id)?;
-            Ok((params, self.file_bytes(&id)))
-        });
+        let read = match name.cache_id() {
+            Ok(id) => self
+                .params
+                .load_params(&id)
+                .map(|params| (params, self.file_bytes(&id))),
+            Err(e) => Err(e),
+        };
         let mut s = slot.lock();
         let mut waiting = take_waiting(&mut s);
         let (params, result) = match read {
