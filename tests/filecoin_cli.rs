@@ -1,9 +1,15 @@
 //! `cuzk filecoin`: seal a 2 KiB sector, generate its circuit's parameters, prove C2, and
-//! filecoin-proofs' `verify_seal` accepts; the timings are printed per phase. Uses the
+//! filecoin-proofs' `verify_seal` accepts; the timings are printed per phase. The same through
+//! a `cuzk daemon` (`--daemon`): a SnapDeals update and a WinningPoSt, each accepted by
+//! filecoin-proofs' verifier, and `bench-c2` against filecoin-proofs' own C2. Uses the
 //! generated-parameters directory the cuzk-filecoin tests share (made once, under a lock).
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
+
+#[path = "support/daemon.rs"]
+mod daemon;
+use daemon::Daemon;
 
 fn params_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("filecoin-generated-params")
@@ -308,4 +314,205 @@ fn snap_then_verify_empty_sector_update_proof() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("vanilla.bin: field vanilla_proofs"), "{err}");
+}
+
+/// A CPU daemon on a unix socket in `dir` proving Filecoin proofs from the shared parameters;
+/// returns it and its address.
+fn filecoin_daemon(dir: &std::path::Path) -> (Daemon, String) {
+    let sock = dir.join("cuzk.sock");
+    let config = dir.join("cuzk.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "listen = \"unix:{}\"\nparam_dir = \"{}\"\nfilecoin_param_dir = \"{}\"\nbackend = \"cpu\"\nworkers_per_device = 1\nhost_memory = 8589934592\ncpu_device_memory = 4294967296\n",
+            sock.display(),
+            dir.display(),
+            params_dir().display()
+        ),
+    )
+    .unwrap();
+    let (d, _) = Daemon::start(&config);
+    (d, format!("unix:{}", sock.display()))
+}
+
+#[test]
+fn snap_winning_post_and_bench_c2_through_the_daemon() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("filecoin-cli-daemon");
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = |n: &str| dir.join(n).to_str().unwrap().to_owned();
+    let params = params_dir().to_str().unwrap().to_owned();
+    let owned = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let run = |a: &[String]| cuzk(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let passes = |a: &[String]| -> String {
+        let out = run(a);
+        assert!(
+            out.status.success(),
+            "cuzk filecoin {a:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+
+    // The workloads and their parameters, as the in-process tests make them.
+    let out = ok(&[
+        "snap-vanilla",
+        "--work-dir",
+        &p("snap-sector"),
+        "--vanilla",
+        &p("snap.bin"),
+    ]);
+    let comm = |name: &str| -> String {
+        out.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap_or_else(|| panic!("no {name} in:\n{out}"))
+            .trim()
+            .to_string()
+    };
+    let snap_args = owned(&[
+        "--comm-r-old",
+        &comm("comm_r_old "),
+        "--comm-r-new",
+        &comm("comm_r_new "),
+        "--comm-d-new",
+        &comm("comm_d_new "),
+    ]);
+    let with = |head: &[&str], tail: &[String], param_dir: bool| -> Vec<String> {
+        let mut a = owned(head);
+        a.extend(tail.iter().cloned());
+        if param_dir {
+            a.extend(owned(&["--param-dir", &params]));
+        }
+        a
+    };
+    passes(&with(
+        &["gen-snap-params", "--vanilla", &p("snap.bin")],
+        &snap_args,
+        true,
+    ));
+    let randomness = "33".repeat(31) + "05";
+    let winning = "StackedDrgWinning2KiBV1";
+    ok(&[
+        "post-vanilla",
+        "--post-proof",
+        winning,
+        "--randomness",
+        &randomness,
+        "--work-dir",
+        &p("winning-sector"),
+        "--vanilla",
+        &p("winning.bin"),
+    ]);
+    let post_args = owned(&[
+        "--vanilla",
+        &p("winning.bin"),
+        "--randomness",
+        &randomness,
+        "--miner-id",
+        "1000",
+    ]);
+    passes(&with(&["gen-post-params", "--winning"], &post_args, true));
+    ok(&[
+        "seal",
+        "--sector-id",
+        "9",
+        "--work-dir",
+        &p("porep-sector"),
+        "--c1",
+        &p("c1.json"),
+    ]);
+    ok(&["gen-params", "--c1", &p("c1.json"), "--param-dir", &params]);
+
+    let (_daemon, addr) = filecoin_daemon(&dir);
+    let via = |a: Vec<String>| -> Vec<String> {
+        let mut a = a;
+        a.extend(owned(&["--daemon", &addr]));
+        a
+    };
+
+    // SnapDeals through the daemon: its per-phase timings, a proof verify accepts.
+    let out = passes(&via(with(
+        &[
+            "snap",
+            "--vanilla",
+            &p("snap.bin"),
+            "--proof",
+            &p("snap-proof.bin"),
+        ],
+        &snap_args,
+        false,
+    )));
+    // Its one partition's witness came from the load's compiling synthesis: no synthesize.
+    for phase in [
+        "queue wait",
+        "load",
+        "witness map",
+        "MSM H",
+        "lock hold",
+        "daemon total",
+        "total",
+    ] {
+        assert!(out.contains(phase), "no {phase} timing in:\n{out}");
+    }
+    passes(&with(
+        &["verify", "snap", "--proof", &p("snap-proof.bin")],
+        &snap_args,
+        true,
+    ));
+    // The daemon reads its own parameters: --param-dir with --daemon is refused.
+    let refused = run(&via(with(
+        &["snap", "--vanilla", &p("snap.bin"), "--proof", &p("x")],
+        &snap_args,
+        true,
+    )));
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("filecoin_param_dir"));
+
+    // WinningPoSt through our own API.
+    let out = passes(&via(with(
+        &["winning-post", "--proof", &p("winning-proof.bin")],
+        &post_args,
+        false,
+    )));
+    assert!(out.contains("load") && out.contains("MSM H"), "{out}");
+    assert_eq!(
+        std::fs::metadata(p("winning-proof.bin")).unwrap().len(),
+        192
+    );
+    let out = passes(&with(
+        &["verify", "winning-post", "--proof", &p("winning-proof.bin")],
+        &post_args,
+        true,
+    ));
+    assert!(out.contains("verify_winning_post accepts"), "{out}");
+
+    // bench-c2: one warm-up and one timed proof through the daemon, filecoin-proofs' own C2,
+    // every proof checked by verify_seal, the table.
+    let out = ok(&[
+        "bench-c2",
+        "--c1",
+        &p("c1.json"),
+        "--daemon",
+        &addr,
+        "--proofs",
+        "1",
+        "--miner-id",
+        "1000",
+        "--sector-id",
+        "9",
+        "--param-dir",
+        &params,
+    ]);
+    eprintln!("{out}");
+    for line in [
+        "daemon warm-up",
+        "daemon proof 0",
+        "filecoin-proofs seal_commit_phase2 (CPU)",
+        "verify_seal accepts all 3 proofs",
+        "| cuzk daemon, median of 1 |",
+        "| ratio |",
+    ] {
+        assert!(out.contains(line), "no {line:?} in:\n{out}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -17,7 +17,8 @@ use crate::queue_cli::{self, QueueJob, QueueUrl};
 /// How a client reaches the daemon.
 #[derive(Args, Debug, Clone)]
 pub struct Conn {
-    /// `unix:PATH`, a socket path, or `host:port`; default: the daemon's default socket.
+    /// `unix:PATH`, a socket path, or `host:port`; default: the daemon's default socket
+    /// (`cuzk filecoin`: without it the proof runs in this process).
     #[arg(long, env = "CUZK_DAEMON")]
     daemon: Option<String>,
     /// A file holding the daemon's bearer token.
@@ -36,6 +37,11 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// True when --daemon (or CUZK_DAEMON) names a daemon: `cuzk filecoin` proves through it.
+    pub(crate) fn named(&self) -> bool {
+        self.daemon.is_some()
+    }
+
     /// TLS when any of its flags is given.
     fn tls(&self) -> Option<client::ClientTls> {
         let t = client::ClientTls {
@@ -209,7 +215,7 @@ pub enum DaemonCommand {
 }
 
 /// The runtime; `blocking` bounds its blocking threads (the daemon keeps one per job in flight).
-fn runtime(blocking: usize) -> Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime(blocking: usize) -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .max_blocking_threads(blocking)
@@ -551,6 +557,29 @@ async fn submit(c: &mut Client, work: &Work, request_id: String) -> Result<pb::S
         );
     }
     Ok(r)
+}
+
+/// Awaits a job until it is done, however long it takes (each Await waits up to the daemon's
+/// max_await_s); a failed job is its error.
+pub(crate) async fn await_finished(
+    c: &mut Client,
+    id: &str,
+    token: &str,
+) -> Result<pb::ProofResponse> {
+    loop {
+        let r = c
+            .r#await(pb::AwaitRequest {
+                job_id: id.into(),
+                job_token: token.into(),
+                timeout_ms: 0,
+            })
+            .await
+            .with_context(|| format!("job {id}"))?
+            .into_inner();
+        if r.state == pb::JobState::Done as i32 {
+            return Ok(r);
+        }
+    }
 }
 
 async fn await_done(

@@ -1,26 +1,58 @@
-//! `cuzk filecoin …`: Filecoin proofs from filecoin-proofs' own inputs (cuzk-filecoin).
+//! `cuzk filecoin …`: Filecoin proofs from filecoin-proofs' own inputs (cuzk-filecoin), in
+//! this process or, with `--daemon`, through a daemon's `cuzk.v1.Prover` API; `bench-c2` times
+//! the daemon's PoRep C2 against filecoin-proofs' own.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
+use cuzk_daemon::{client, pb};
 use cuzk_filecoin::{
     C1Output, FilecoinProver, ParamStore, PostKind, PostProof, PostStatement, PostVanilla,
     SealProof, SnapStatement, SnapVanilla,
 };
 use cuzk_groth16::BackendChoice;
 
+use crate::daemon_cli::Conn;
+
 #[derive(Subcommand, Debug)]
 pub enum FilecoinCommand {
     /// PoRep C2: prove a C1 output (filecoin-ffi's JSON, filecoin-proofs' bare JSON or curio's
-    /// wrapper) and write filecoin-proofs' proof bytes (192 per partition).
+    /// wrapper) and write filecoin-proofs' proof bytes (192 per partition). With --daemon
+    /// (here and in window-post, winning-post and snap): through that daemon, which reads its
+    /// own Filecoin parameter directory; prints the daemon's per-phase timings.
     PorepC2 {
         #[command(flatten)]
         c1: C1Args,
         /// Where to write the proof.
         #[arg(long)]
         proof: PathBuf,
+        #[command(flatten)]
+        params: ParamArgs,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// PoRep C2 through a daemon against filecoin-proofs' own: warms the daemon with one proof
+    /// (its circuit loaded and compiled), times --proofs more through it, runs filecoin-proofs'
+    /// `seal_commit_phase2` once in this process on the CPU (its parameters from
+    /// FIL_PROOFS_PARAMETER_CACHE, which must be --param-dir: the files both sides use), checks
+    /// every proof with `verify_seal` and prints the median daemon seconds, filecoin-proofs'
+    /// seconds and their ratio.
+    BenchC2 {
+        #[command(flatten)]
+        c1: C1Args,
+        #[command(flatten)]
+        conn: Conn,
+        /// Timed proofs through the daemon.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+        proofs: u32,
+        /// The sector's miner actor id (verify_seal's prover id).
+        #[arg(long)]
+        miner_id: u64,
+        /// The sector number (curio's wrapper carries it).
+        #[arg(long)]
+        sector_id: Option<u64>,
         #[command(flatten)]
         params: ParamArgs,
     },
@@ -50,6 +82,8 @@ pub enum FilecoinCommand {
         proof: PathBuf,
         #[command(flatten)]
         params: ParamArgs,
+        #[command(flatten)]
+        conn: Conn,
     },
     /// WinningPoSt: prove its vanilla proofs and write filecoin-proofs' 192 bytes.
     WinningPost {
@@ -60,6 +94,8 @@ pub enum FilecoinCommand {
         proof: PathBuf,
         #[command(flatten)]
         params: ParamArgs,
+        #[command(flatten)]
+        conn: Conn,
     },
     /// Generate a PoSt circuit's parameters (built from these vanilla proofs) with cuzk's
     /// setup from random toxic waste, as gen-params does for PoRep. For tests and private
@@ -107,6 +143,8 @@ pub enum FilecoinCommand {
         proof: PathBuf,
         #[command(flatten)]
         params: ParamArgs,
+        #[command(flatten)]
+        conn: Conn,
     },
     /// Generate the SnapDeals circuit's parameters (built from these vanilla proofs) with
     /// cuzk's setup from random toxic waste. For tests and private networks only.
@@ -253,6 +291,24 @@ impl PostArgs {
     fn read(&self, kind: PostKind) -> Result<PostVanilla> {
         read_vanilla(&self.vanilla, self.proof(kind))
     }
+
+    /// The daemon's request of this PoSt (the vanilla proofs unparsed: the daemon parses them).
+    fn request(&self, kind: PostKind) -> Result<pb::FilecoinProof> {
+        let Some(miner_id) = self.miner_id else {
+            bail!("--daemon names the prover by --miner-id (the API's miner_id), not --prover-id");
+        };
+        Ok(pb::FilecoinProof {
+            kind: match kind {
+                PostKind::Window => pb::FilecoinKind::WindowPost,
+                PostKind::Winning => pb::FilecoinKind::WinningPost,
+            } as i32,
+            registered_proof: self.proof(kind).to_string(),
+            vanilla_proofs: read(&self.vanilla)?,
+            randomness: hex32("--randomness", &self.randomness)?.to_vec(),
+            miner_id,
+            ..Default::default()
+        })
+    }
 }
 
 fn read_vanilla(path: &Path, proof: PostProof) -> Result<PostVanilla> {
@@ -345,6 +401,16 @@ pub struct ParamArgs {
 }
 
 impl ParamArgs {
+    /// A daemon reads its own filecoin_param_dir: these flags are for proofs in this process.
+    fn in_process_only(&self) -> Result<()> {
+        if self.param_dir.is_some() || self.manifest.is_some() {
+            bail!(
+                "--param-dir and --manifest apply in this process; with --daemon the daemon reads its own filecoin_param_dir"
+            );
+        }
+        Ok(())
+    }
+
     fn store(&self) -> Result<ParamStore> {
         let store = match &self.param_dir {
             Some(d) => ParamStore::new(d),
@@ -380,7 +446,32 @@ fn ms(start: Instant) -> f64 {
 
 pub fn run(command: FilecoinCommand, choice: BackendChoice) -> Result<()> {
     match command {
-        FilecoinCommand::PorepC2 { c1, proof, params } => {
+        FilecoinCommand::PorepC2 {
+            c1,
+            proof,
+            params,
+            conn,
+        } if conn.named() => {
+            params.in_process_only()?;
+            let f = pb::FilecoinProof {
+                kind: pb::FilecoinKind::PorepC2 as i32,
+                registered_proof: c1.seal_proof.map(|p| p.to_string()).unwrap_or_default(),
+                c1_output: read(&c1.c1)?,
+                ..Default::default()
+            };
+            through_daemon(&conn, f, &proof)
+        }
+        FilecoinCommand::BenchC2 {
+            c1,
+            conn,
+            proofs,
+            miner_id,
+            sector_id,
+            params,
+        } => bench_c2(&c1, &conn, proofs, miner_id, sector_id, &params),
+        FilecoinCommand::PorepC2 {
+            c1, proof, params, ..
+        } => {
             let c1 = c1.read()?;
             let backend = cuzk_groth16::select_backend(choice)?;
             println!("backend: {}", backend.describe());
@@ -506,6 +597,22 @@ pub fn run(command: FilecoinCommand, choice: BackendChoice) -> Result<()> {
             partition,
             proof,
             params,
+            conn,
+        } if conn.named() => {
+            params.in_process_only()?;
+            let f = pb::FilecoinProof {
+                kind: pb::FilecoinKind::WindowPost as i32,
+                partition: u32::try_from(partition).context("--partition")?,
+                ..post.request(PostKind::Window)?
+            };
+            through_daemon(&conn, f, &proof)
+        }
+        FilecoinCommand::WindowPost {
+            post,
+            partition,
+            proof,
+            params,
+            ..
         } => {
             let v = post.read(PostKind::Window)?;
             let st = post.statement()?;
@@ -521,6 +628,17 @@ pub fn run(command: FilecoinCommand, choice: BackendChoice) -> Result<()> {
             post,
             proof,
             params,
+            conn,
+        } if conn.named() => {
+            params.in_process_only()?;
+            let f = post.request(PostKind::Winning)?;
+            through_daemon(&conn, f, &proof)
+        }
+        FilecoinCommand::WinningPost {
+            post,
+            proof,
+            params,
+            ..
         } => {
             let v = post.read(PostKind::Winning)?;
             let st = post.statement()?;
@@ -591,6 +709,27 @@ pub fn run(command: FilecoinCommand, choice: BackendChoice) -> Result<()> {
             vanilla,
             proof,
             params,
+            conn,
+        } if conn.named() => {
+            params.in_process_only()?;
+            let st = snap.statement()?;
+            let f = pb::FilecoinProof {
+                kind: pb::FilecoinKind::SnapDeals as i32,
+                registered_proof: snap.seal_proof.to_string(),
+                vanilla_proofs: read(&vanilla)?,
+                comm_r_old: st.comm_r_old.to_vec(),
+                comm_r_new: st.comm_r_new.to_vec(),
+                comm_d_new: st.comm_d_new.to_vec(),
+                ..Default::default()
+            };
+            through_daemon(&conn, f, &proof)
+        }
+        FilecoinCommand::Snap {
+            snap,
+            vanilla,
+            proof,
+            params,
+            ..
         } => {
             let v = snap.read(&vanilla)?;
             let st = snap.statement()?;
@@ -690,4 +829,144 @@ fn post_prover(choice: BackendChoice, params: &ParamArgs) -> Result<FilecoinProv
 
 fn write(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
+}
+
+fn read(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// Submits a Filecoin proof to the daemon (its large input streamed after the header) and
+/// waits for it; returns the answer and the seconds from submit to proof.
+async fn daemon_proof(
+    c: &mut client::Client,
+    f: pb::FilecoinProof,
+) -> Result<(pb::ProofResponse, Duration)> {
+    let t = Instant::now();
+    let messages = client::filecoin_stream(pb::SubmitHeader::default(), f, client::CHUNK);
+    let s = c
+        .submit(tokio_stream::iter(messages))
+        .await
+        .context("the daemon refused the proof")?
+        .into_inner();
+    let r = crate::daemon_cli::await_finished(c, &s.job_id, &s.job_token).await?;
+    Ok((r, t.elapsed()))
+}
+
+/// The daemon's per-phase timings of a proof: each phase summed over its partitions, in the
+/// order the phases first ran.
+fn daemon_timings(r: &pb::ProofResponse) -> String {
+    use std::fmt::Write;
+    let t = r.timings.clone().unwrap_or_default();
+    let mut phases: Vec<(&str, f64, usize)> = Vec::new();
+    for p in &t.phases {
+        let secs = p.end_s - p.start_s;
+        match phases.iter_mut().find(|(n, ..)| *n == p.phase) {
+            Some(e) => {
+                e.1 += secs;
+                e.2 += 1;
+            }
+            None => phases.push((&p.phase, secs, 1)),
+        }
+    }
+    let mut o = String::new();
+    let _ = writeln!(o, "queue wait     {:>10.1} ms", t.queue_wait_s * 1e3);
+    for (name, secs, n) in phases {
+        let times = if n > 1 {
+            format!("  ({n} times)")
+        } else {
+            String::new()
+        };
+        let _ = writeln!(o, "{name:<14} {:>10.1} ms{times}", secs * 1e3);
+    }
+    let _ = writeln!(
+        o,
+        "lock wait      {:>10.1} ms\nlock hold      {:>10.1} ms\ndaemon total   {:>10.1} ms  (device {} worker {})",
+        t.lock_wait_s * 1e3,
+        t.lock_hold_s * 1e3,
+        r.latency_s * 1e3,
+        r.device,
+        r.worker
+    );
+    o
+}
+
+/// `--daemon`: proves through the daemon, prints its timings and writes the proof.
+fn through_daemon(conn: &Conn, f: pb::FilecoinProof, proof: &Path) -> Result<()> {
+    let rt = crate::daemon_cli::runtime(4)?;
+    let (r, secs) = rt.block_on(async {
+        let mut c = crate::daemon_cli::connect(conn).await?;
+        daemon_proof(&mut c, f).await
+    })?;
+    print!("{}", daemon_timings(&r));
+    println!("total          {:>10.1} ms", secs.as_secs_f64() * 1e3);
+    write(proof, &r.proof)
+}
+
+fn bench_c2(
+    c1_args: &C1Args,
+    conn: &Conn,
+    proofs: u32,
+    miner_id: u64,
+    sector_id: Option<u64>,
+    params: &ParamArgs,
+) -> Result<()> {
+    if !conn.named() {
+        bail!("bench-c2 needs --daemon (the daemon whose C2 it times)");
+    }
+    let c1 = c1_args.read()?;
+    let sector_id = match (sector_id, c1.sector_number) {
+        (Some(s), _) | (None, Some(s)) => s,
+        (None, None) => bail!("--sector-id is needed: this C1 form does not carry it"),
+    };
+    let prover_id = cuzk_filecoin::prover_id_from_miner(miner_id);
+    let store = params.store()?;
+    // Before any proof: filecoin-proofs must read the same files as --param-dir.
+    cuzk_filecoin::check_verifier_dir(&store)?;
+    let request = pb::FilecoinProof {
+        kind: pb::FilecoinKind::PorepC2 as i32,
+        registered_proof: c1.seal_proof.to_string(),
+        c1_output: read(&c1_args.c1)?,
+        ..Default::default()
+    };
+    let rt = crate::daemon_cli::runtime(4)?;
+    let mut c = rt.block_on(crate::daemon_cli::connect(conn))?;
+    // The first proof loads and compiles the circuit in the daemon: untimed.
+    let (warm, secs) = rt.block_on(daemon_proof(&mut c, request.clone()))?;
+    println!(
+        "daemon warm-up {:>10.3} s  (circuit loaded)",
+        secs.as_secs_f64()
+    );
+    let mut out = vec![warm.proof];
+    let mut times = Vec::new();
+    for k in 0..proofs {
+        let (r, secs) = rt.block_on(daemon_proof(&mut c, request.clone()))?;
+        let t = r.timings.clone().unwrap_or_default();
+        println!(
+            "daemon proof {k} {:>8.3} s  (daemon {:.3} s, lock hold {:.3} s)",
+            secs.as_secs_f64(),
+            r.latency_s,
+            t.lock_hold_s
+        );
+        times.push(secs.as_secs_f64());
+        out.push(r.proof);
+    }
+    let start = Instant::now();
+    let theirs = cuzk_filecoin::filecoin_proofs_c2(&c1, prover_id, sector_id, &store)?;
+    let fp = start.elapsed().as_secs_f64();
+    println!("filecoin-proofs seal_commit_phase2 (CPU) {fp:.3} s");
+    out.push(theirs);
+    for (k, proof) in out.iter().enumerate() {
+        if !cuzk_filecoin::verify_porep(&c1, proof, prover_id, sector_id, &store)? {
+            bail!("verify_seal rejects proof {k} of {}", out.len());
+        }
+    }
+    println!("verify_seal accepts all {} proofs", out.len());
+    times.sort_by(f64::total_cmp);
+    let median = cuzk_scheduler::stats::median(&times).context("no timed proof")?;
+    println!("\n| {} PoRep C2 | seconds |", c1.seal_proof);
+    println!("| --- | --- |");
+    println!("| cuzk daemon, median of {proofs} | {median:.3} |");
+    println!("| filecoin-proofs, CPU | {fp:.3} |");
+    println!("| ratio | {:.1}x |", fp / median);
+    Ok(())
 }

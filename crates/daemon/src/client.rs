@@ -261,3 +261,29 @@ pub fn bytes_stream(mut header: pb::SubmitHeader, bytes: &[u8]) -> Vec<pb::Submi
     }));
     v
 }
+
+/// The Submit messages of a Filecoin proof with its large input (`c1_output` for PoRep,
+/// `vanilla_proofs` otherwise) moved out of the header into `chunk`-byte chunks after it, so
+/// no message nears the daemon's size limit however large the input.
+pub fn filecoin_stream(
+    mut header: pb::SubmitHeader,
+    mut f: pb::FilecoinProof,
+    chunk: usize,
+) -> Vec<pb::SubmitRequest> {
+    let input = if f.kind == pb::FilecoinKind::PorepC2 as i32 {
+        std::mem::take(&mut f.c1_output)
+    } else {
+        std::mem::take(&mut f.vanilla_proofs)
+    };
+    f.input_size = input.len() as u64;
+    header.witness = Some(pb::submit_header::Witness::Filecoin(f));
+    let mut v = vec![pb::SubmitRequest {
+        msg: Some(pb::submit_request::Msg::Header(header)),
+    }];
+    v.extend(input.chunks(chunk.max(1)).map(|c| pb::SubmitRequest {
+        msg: Some(pb::submit_request::Msg::Chunk(
+            prost::bytes::Bytes::copy_from_slice(c),
+        )),
+    }));
+    v
+}

@@ -131,7 +131,7 @@ pub struct DaemonConfig {
     pub max_await_s: f64,
     /// Largest gRPC message (so the largest witness chunk), in bytes.
     pub max_message_bytes: usize,
-    /// Witness bytes all Submit streams together may buffer at once.
+    /// Witness and Filecoin input bytes all Submit streams together may buffer at once.
     pub max_upload_bytes: u64,
     /// Jobs tracked at once (queued, running, and finished results kept for Await).
     pub max_jobs: usize,

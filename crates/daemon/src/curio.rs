@@ -34,15 +34,15 @@ use cuzk_filecoin::{
     C1Output, CircuitName, PartitionedProof, PostProof, PostStatement, PostVanilla, SealProof,
     SnapStatement, SnapVanilla, prover_id_from_miner,
 };
-use cuzk_scheduler::{JobError, JobStatus, Priority};
+use cuzk_scheduler::{JobStatus, Priority};
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
 use crate::curio_pb as pb;
-use crate::filecoin::{Finished, PartitionError, Queued, array32, filecoin_status};
+use crate::filecoin::{Finished, ProofError, Queued, array32, filecoin_status};
 use crate::service::{Shared, random_hex};
 
-type Outcome = Arc<(Result<Finished, PartitionError>, Duration)>;
+type Outcome = Arc<(Result<Finished, ProofError>, Duration)>;
 
 struct Job {
     kind: pb::ProofKind,
@@ -64,8 +64,8 @@ impl CurioJobs {
     pub(crate) fn engine_names(&self) -> HashMap<cuzk_scheduler::JobId, String> {
         let mut out = HashMap::new();
         for (id, j) in &self.by_id {
-            for (k, h) in j.queued.partitions.iter().enumerate() {
-                out.insert(h.id(), format!("{id}/{}", j.queued.first_partition + k));
+            for (k, h) in j.queued.partitions().iter().enumerate() {
+                out.insert(h.id(), format!("{id}/{}", j.queued.first_partition() + k));
             }
         }
         out
@@ -233,7 +233,7 @@ fn parse(kind: pb::ProofKind, r: &pb::SubmitProofRequest) -> Result<PartitionedP
     }
 }
 
-fn answer(job_id: &str, outcome: Option<&Outcome>, load: Duration) -> pb::AwaitProofResponse {
+fn answer(job_id: &str, outcome: Option<&Outcome>) -> pb::AwaitProofResponse {
     use pb::await_proof_response::Status as S;
     let mut r = pb::AwaitProofResponse {
         job_id: job_id.into(),
@@ -246,13 +246,13 @@ fn answer(job_id: &str, outcome: Option<&Outcome>, load: Duration) -> pb::AwaitP
             r.status = S::Completed as i32;
             r.proof = f.proof.clone();
             r.queue_wait_ms = ms(f.queue_wait);
-            r.srs_load_ms = ms(load);
+            r.srs_load_ms = f.load.map_or(0, |l| ms(l.duration()));
             r.synthesis_ms = ms(f.synthesis);
             r.gpu_compute_ms = ms(f.device);
             r.total_ms = ms(total);
         }
         Some((Err(e), total)) => {
-            r.status = if e.error == JobError::Cancelled {
+            r.status = if e.cancelled() {
                 S::Cancelled as i32
             } else {
                 S::Failed as i32
@@ -321,13 +321,10 @@ impl ProvingEngineService {
             .filter(|(p, _)| *p >= prio)
             .map(|(_, n)| n)
             .sum();
-        let blocking = sh.clone();
-        let queued = tokio::task::spawn_blocking(move || {
-            let proof = parse(kind, &r)?;
-            blocking.filecoin.submit(&blocking.engine, proof, prio)
-        })
-        .await
-        .map_err(|e| Status::internal(e.to_string()))??;
+        let proof = tokio::task::spawn_blocking(move || parse(kind, &r))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))??;
+        let queued = sh.filecoin.submit(&sh.engine, proof, prio);
         let (tx, rx) = watch::channel(None);
         {
             let mut jobs = self.jobs();
@@ -367,13 +364,13 @@ impl ProvingEngineService {
     }
 
     async fn await_job(&self, id: &str, timeout_ms: u64) -> Result<pb::AwaitProofResponse, Status> {
-        let (mut rx, load) = {
+        let mut rx = {
             let jobs = self.jobs();
             let j = jobs
                 .by_id
                 .get(id)
                 .ok_or_else(|| Status::not_found(format!("job_id: no job {id:?}")))?;
-            (j.result.clone(), j.queued.load)
+            j.result.clone()
         };
         let max = Duration::from_secs_f64(self.shared.config.max_await_s);
         let wait = match timeout_ms {
@@ -385,7 +382,7 @@ impl ProvingEngineService {
             Ok(Err(_)) => return Err(Status::internal("the job's waiter ended without a result")),
             Err(_) => None,
         };
-        Ok(answer(id, outcome.as_ref(), load))
+        Ok(answer(id, outcome.as_ref()))
     }
 
     fn status(&self) -> pb::GetStatusResponse {
@@ -396,9 +393,18 @@ impl ProvingEngineService {
         let mut queues: HashMap<pb::ProofKind, (u32, u32)> = HashMap::new();
         let mut refs: HashMap<CircuitName, u32> = HashMap::new();
         for (id, j) in &jobs.by_id {
-            let mut unfinished = false;
-            for h in &j.queued.partitions {
-                let q = queues.entry(j.kind).or_default();
+            let q = queues.entry(j.kind).or_default();
+            // Waiting for its circuit's load is pending; loading it, in progress.
+            let mut unfinished = j.queued.before_engine();
+            if unfinished {
+                let n = j.queued.partition_count() as u32;
+                if j.queued.is_running() {
+                    q.1 += n;
+                } else {
+                    q.0 += n;
+                }
+            }
+            for h in j.queued.partitions() {
                 match h.status() {
                     JobStatus::Queued => {
                         q.0 += 1;
@@ -413,7 +419,7 @@ impl ProvingEngineService {
                 }
             }
             if unfinished {
-                *refs.entry(j.queued.circuit).or_default() += 1;
+                *refs.entry(j.queued.circuit()).or_default() += 1;
             }
         }
         let gpus = st
@@ -584,9 +590,10 @@ impl pb::proving_engine_server::ProvingEngine for ProvingEngineService {
         let name = circuit(&req.into_inner().circuit_id)?;
         let sh = self.shared.clone();
         let start = Instant::now();
-        let already_loaded = tokio::task::spawn_blocking(move || sh.filecoin.preload(name))
-            .await
-            .map_err(|e| Status::internal(e.to_string()))??;
+        let already_loaded =
+            tokio::task::spawn_blocking(move || sh.filecoin.preload(&sh.engine, name))
+                .await
+                .map_err(|e| Status::internal(e.to_string()))??;
         Ok(Response::new(pb::PreloadSrsResponse {
             already_loaded,
             load_time_ms: start.elapsed().as_millis() as u64,

@@ -3,7 +3,10 @@
 //! A Filecoin proof is one engine job per partition. The first proof of a circuit (a proof
 //! kind at a sector size, [`CircuitName`]) reads its parameters from the Filecoin parameter
 //! directory through [`ParamStore`], compiles the circuit from its first partition and loads
-//! the result as an engine key named `filecoin.{circuit}` (kept like every other key). Each
+//! the result as an engine key named `filecoin.{circuit}` (kept like every other key). That
+//! load is the proof's first phase ("load"), on a thread of its own, so Submit answers at once;
+//! proofs of the circuit submitted meanwhile wait for it in order (one load however many
+//! race), and a failed load fails its own proof, the next waiting one trying again. Each
 //! partition's job then computes its witness in the worker that runs it
 //! ([`WitnessSource::Compute`]: witness-only synthesis of the kept circuit), so a queued
 //! proof holds its vanilla proofs, not its witnesses, and synthesis runs in priority order.
@@ -11,7 +14,8 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use cuzk_bellpepper::CompiledCircuit;
 use cuzk_filecoin::{
@@ -23,8 +27,8 @@ use cuzk_scheduler::{
     Engine, EngineError, JobError, JobHandle, JobOutput, JobSpec, JobStatus, KeySource, Priority,
     WitnessSource,
 };
-use parking_lot::Mutex;
-use tonic::Status;
+use parking_lot::{Condvar, Mutex};
+use tonic::{Code, Status};
 
 use crate::pb;
 
@@ -114,20 +118,29 @@ pub fn parse_request(f: &pb::FilecoinProof) -> Result<PartitionedProof, Status> 
             let vanilla = SnapVanilla::parse(file, &f.vanilla_proofs, sector).map_err(fc)?;
             PartitionedProof::snap(file, vanilla, st).map_err(fc)
         }
-        Ok(pb::FilecoinKind::Unspecified) | Err(_) => Err(Status::invalid_argument(format!(
-            "filecoin.kind: {} is no Filecoin proof kind (POREP_C2 1, WINDOW_POST 2, WINNING_POST 3, SNAP_DEALS 4)",
-            f.kind
-        ))),
+        Ok(pb::FilecoinKind::Unspecified) | Err(_) => Err(unknown_kind(f.kind)),
     }
 }
 
+/// The error of a `filecoin.kind` that names no proof kind.
+pub(crate) fn unknown_kind(kind: i32) -> Status {
+    Status::invalid_argument(format!(
+        "filecoin.kind: {kind} is no Filecoin proof kind (POREP_C2 1, WINDOW_POST 2, WINNING_POST 3, SNAP_DEALS 4)"
+    ))
+}
+
 /// Where a circuit is.
+#[derive(Default)]
 enum Slot {
+    #[default]
+    Empty,
     /// Its parameters read ahead of the first proof (PreloadSRS); `bytes`: their file's size.
     Params {
         params: Box<BpParameters>,
         bytes: u64,
     },
+    /// Its parameters being read or its circuit compiled; these proofs wait for it, in order.
+    Loading { waiting: Vec<Pending> },
     /// Compiled, its key in the engine.
     Loaded {
         compiled: Arc<CompiledCircuit>,
@@ -145,16 +158,89 @@ pub struct CircuitInfo {
     pub bytes: u64,
 }
 
-/// A Filecoin proof queued as engine jobs, one per partition, in partition order.
-#[derive(Debug, Clone)]
+/// A proof's part in its circuit's load: its "load" phase, on the engine's clock.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Load {
+    pub start: f64,
+    pub end: f64,
+    /// True when this proof loaded the circuit; false when it waited for another's load.
+    pub loaded: bool,
+}
+
+impl Load {
+    pub fn duration(&self) -> Duration {
+        Duration::from_secs_f64((self.end - self.start).max(0.0))
+    }
+}
+
+/// Why a Filecoin proof failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProofError {
+    /// It never reached the engine: its circuit's load failed (the file named), or queueing.
+    #[error("{message}")]
+    Start { code: Code, message: String },
+    /// A partition's job failed (or was cancelled).
+    #[error("partition {partition}: {error}")]
+    Partition { partition: usize, error: JobError },
+}
+
+impl ProofError {
+    pub fn status(&self) -> Status {
+        let code = match self {
+            ProofError::Start { code, .. } => *code,
+            ProofError::Partition { error, .. } => crate::service::job_status(error).code(),
+        };
+        Status::new(code, self.to_string())
+    }
+
+    pub fn cancelled(&self) -> bool {
+        matches!(
+            self,
+            ProofError::Partition {
+                error: JobError::Cancelled,
+                ..
+            }
+        )
+    }
+}
+
+/// Where a proof is.
+enum Stage {
+    /// Waiting for another proof's load of its circuit.
+    Waiting,
+    /// Loading its circuit.
+    Loading,
+    /// Its partitions' jobs, in partition order.
+    Queued(Vec<JobHandle>),
+    /// It never reached the engine.
+    Failed(ProofError),
+}
+
+struct QueuedInner {
+    circuit: CircuitName,
+    first_partition: usize,
+    count: usize,
+    stage: Mutex<Stage>,
+    changed: Condvar,
+    load: Mutex<Option<Load>>,
+    /// Cancelled before its partitions were queued.
+    cancelled: AtomicBool,
+}
+
+/// A submitted Filecoin proof: its circuit's load when it is the first of it, then one engine
+/// job per partition. Cheap to clone.
+#[derive(Clone)]
 pub struct Queued {
-    pub circuit: CircuitName,
-    /// The number of `partitions[0]`.
-    pub first_partition: usize,
-    pub partitions: Vec<JobHandle>,
-    /// Time this submit spent reading parameters and compiling the circuit (zero when it was
-    /// loaded before).
-    pub load: Duration,
+    inner: Arc<QueuedInner>,
+}
+
+impl std::fmt::Debug for Queued {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queued")
+            .field("circuit", &self.inner.circuit)
+            .field("status", &self.status())
+            .finish_non_exhaustive()
+    }
 }
 
 /// A finished Filecoin proof.
@@ -164,6 +250,8 @@ pub struct Finished {
     pub proof: Vec<u8>,
     /// Submit until the first partition started.
     pub queue_wait: Duration,
+    /// Its part in its circuit's load, if the circuit was not loaded when it came.
+    pub load: Option<Load>,
     /// Witness synthesis, summed over the partitions.
     pub synthesis: Duration,
     /// Device phases (the GPU lock held), summed over the partitions.
@@ -172,36 +260,85 @@ pub struct Finished {
     pub partitions: Vec<JobOutput>,
 }
 
-/// Why a Filecoin proof failed: the partition and its job's error.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("partition {partition}: {error}")]
-pub struct PartitionError {
-    pub partition: usize,
-    pub error: JobError,
-}
-
 impl Queued {
+    fn new(circuit: CircuitName, partitions: std::ops::Range<usize>, stage: Stage) -> Self {
+        Self {
+            inner: Arc::new(QueuedInner {
+                circuit,
+                first_partition: partitions.start,
+                count: partitions.len(),
+                stage: Mutex::new(stage),
+                changed: Condvar::new(),
+                load: Mutex::new(None),
+                cancelled: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    pub fn circuit(&self) -> CircuitName {
+        self.inner.circuit
+    }
+
+    /// The number of `partitions()[0]`.
+    pub fn first_partition(&self) -> usize {
+        self.inner.first_partition
+    }
+
+    /// How many partitions it has.
+    pub fn partition_count(&self) -> usize {
+        self.inner.count
+    }
+
+    /// Its partitions' jobs, in order; empty until its circuit is loaded.
+    pub fn partitions(&self) -> Vec<JobHandle> {
+        match &*self.inner.stage.lock() {
+            Stage::Queued(p) => p.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Its part in its circuit's load, once over (`None` when the circuit was loaded).
+    pub fn load(&self) -> Option<Load> {
+        *self.inner.load.lock()
+    }
+
+    fn set(&self, stage: Stage) {
+        *self.inner.stage.lock() = stage;
+        self.inner.changed.notify_all();
+    }
+
     /// Waits for every partition, in order; the first failure cancels the rest.
-    pub fn wait(&self) -> Result<Finished, PartitionError> {
+    pub fn wait(&self) -> Result<Finished, ProofError> {
+        let partitions = {
+            let mut st = self.inner.stage.lock();
+            loop {
+                match &*st {
+                    Stage::Waiting | Stage::Loading => self.inner.changed.wait(&mut st),
+                    Stage::Queued(p) => break p.clone(),
+                    Stage::Failed(e) => return Err(e.clone()),
+                }
+            }
+        };
         let mut out = Finished {
-            proof: Vec::with_capacity(self.partitions.len() * cuzk_filecoin::PARTITION_PROOF_BYTES),
+            proof: Vec::with_capacity(partitions.len() * cuzk_filecoin::PARTITION_PROOF_BYTES),
             queue_wait: Duration::ZERO,
+            load: self.load(),
             synthesis: Duration::ZERO,
             device: Duration::ZERO,
-            partitions: Vec::with_capacity(self.partitions.len()),
+            partitions: Vec::with_capacity(partitions.len()),
         };
-        for (k, h) in self.partitions.iter().enumerate() {
+        for (k, h) in partitions.iter().enumerate() {
             let r = h
                 .wait(None)
                 .unwrap_or(Err(JobError::Shutdown))
-                .map_err(|error| PartitionError {
-                    partition: self.first_partition + k,
+                .map_err(|error| ProofError::Partition {
+                    partition: self.inner.first_partition + k,
                     error,
                 });
             let done = match r {
                 Ok(done) => done,
                 Err(e) => {
-                    for later in &self.partitions[k + 1..] {
+                    for later in &partitions[k + 1..] {
                         later.cancel();
                     }
                     return Err(e);
@@ -219,25 +356,66 @@ impl Queued {
         Ok(out)
     }
 
-    /// Cancels every partition not finished; true if there was one.
+    /// Cancels every partition not finished (a proof still loading or waiting for its circuit
+    /// is not queued); true if there was one.
     pub fn cancel(&self) -> bool {
+        let partitions = {
+            let st = self.inner.stage.lock();
+            match &*st {
+                Stage::Waiting | Stage::Loading => {
+                    // Read under the stage lock by whoever queues it.
+                    self.inner.cancelled.store(true, Ordering::SeqCst);
+                    return true;
+                }
+                Stage::Failed(_) => return false,
+                Stage::Queued(p) => p.clone(),
+            }
+        };
         let mut any = false;
-        for h in &self.partitions {
+        for h in &partitions {
             any |= h.cancel();
         }
         any
     }
 
-    /// True while one of its partitions runs.
+    /// True while it loads its circuit or one of its partitions runs.
     pub fn is_running(&self) -> bool {
-        self.partitions
-            .iter()
-            .any(|h| matches!(h.status(), JobStatus::Running { .. }))
+        match &*self.inner.stage.lock() {
+            Stage::Loading => true,
+            Stage::Queued(p) => p
+                .iter()
+                .any(|h| matches!(h.status(), JobStatus::Running { .. })),
+            Stage::Waiting | Stage::Failed(_) => false,
+        }
     }
 
-    /// What the proof is doing: its first unfinished partition's status (done once all are).
+    /// True while it waits for its circuit or loads it.
+    pub fn before_engine(&self) -> bool {
+        matches!(&*self.inner.stage.lock(), Stage::Waiting | Stage::Loading)
+    }
+
+    /// What the proof is doing: loading its circuit ("load" on no device: device and worker
+    /// 0), else its first unfinished partition's status (done once all are).
     pub fn status(&self) -> JobStatus {
-        self.partitions
+        let partitions = match &*self.inner.stage.lock() {
+            Stage::Waiting => return JobStatus::Queued,
+            Stage::Loading => {
+                return JobStatus::Running {
+                    device: 0,
+                    worker: 0,
+                    phase: "load",
+                };
+            }
+            Stage::Failed(e) if e.cancelled() => return JobStatus::Cancelled,
+            Stage::Failed(e) => {
+                return JobStatus::Failed(JobError::Failed {
+                    phase: "load",
+                    message: e.to_string(),
+                });
+            }
+            Stage::Queued(p) => p.clone(),
+        };
+        partitions
             .iter()
             .map(JobHandle::status)
             .find(|s| !matches!(s, JobStatus::Done))
@@ -245,11 +423,20 @@ impl Queued {
     }
 }
 
+/// A proof waiting for its circuit.
+struct Pending {
+    proof: Arc<PartitionedProof>,
+    priority: Priority,
+    queued: Queued,
+    /// When it was submitted, on the engine's clock.
+    since: f64,
+}
+
 /// The daemon's Filecoin circuits.
 pub struct Filecoin {
     params: ParamStore,
-    /// One lock per circuit: a circuit loads once however many submits race for it.
-    circuits: Mutex<HashMap<CircuitName, Arc<Mutex<Option<Slot>>>>>,
+    /// One slot per circuit, each locked only to read or change it (never during a load).
+    circuits: Mutex<HashMap<CircuitName, Arc<Mutex<Slot>>>>,
 }
 
 impl std::fmt::Debug for Filecoin {
@@ -257,6 +444,26 @@ impl std::fmt::Debug for Filecoin {
         f.debug_struct("Filecoin")
             .field("params", &self.params.dir())
             .finish_non_exhaustive()
+    }
+}
+
+/// A loading slot's waiting proofs, the slot left empty (its one loader owns it: only that
+/// loader takes them).
+fn take_waiting(s: &mut Slot) -> Vec<Pending> {
+    match std::mem::take(s) {
+        Slot::Loading { waiting } => waiting,
+        other => {
+            *s = other;
+            Vec::new()
+        }
+    }
+}
+
+fn start_error(e: &FilecoinError) -> ProofError {
+    let s = filecoin_status(e);
+    ProofError::Start {
+        code: s.code(),
+        message: format!("load: {}", s.message()),
     }
 }
 
@@ -277,7 +484,7 @@ impl Filecoin {
         format!("filecoin.{name}")
     }
 
-    fn slot(&self, name: CircuitName) -> Arc<Mutex<Option<Slot>>> {
+    fn slot(&self, name: CircuitName) -> Arc<Mutex<Slot>> {
         self.circuits.lock().entry(name).or_default().clone()
     }
 
@@ -286,35 +493,67 @@ impl Filecoin {
     }
 
     /// Reads a circuit's parameters ahead of its first proof (blocking). Returns true when
-    /// they were read or the circuit loaded before.
-    pub fn preload(&self, name: CircuitName) -> Result<bool, Status> {
+    /// they were read, or the circuit loaded or loading, before.
+    pub fn preload(
+        self: &Arc<Self>,
+        engine: &Arc<Engine>,
+        name: CircuitName,
+    ) -> Result<bool, Status> {
         let slot = self.slot(name);
-        let mut s = slot.lock();
-        if s.is_some() {
-            return Ok(true);
+        {
+            let mut s = slot.lock();
+            if !matches!(&*s, Slot::Empty) {
+                return Ok(true);
+            }
+            *s = Slot::Loading {
+                waiting: Vec::new(),
+            };
         }
-        let id = name.cache_id().map_err(|e| filecoin_status(&e))?;
-        let params = self
-            .params
-            .load_params(&id)
-            .map_err(|e| filecoin_status(&e))?;
-        *s = Some(Slot::Params {
-            params: Box::new(params),
-            bytes: self.file_bytes(&id),
-        });
-        Ok(false)
+        let read = match name.cache_id() {
+            Ok(id) => self
+                .params
+                .load_params(&id)
+                .map(|params| (params, self.file_bytes(&id))),
+            Err(e) => Err(e),
+        };
+        let mut s = slot.lock();
+        let mut waiting = take_waiting(&mut s);
+        let (params, result) = match read {
+            Ok((params, bytes)) if waiting.is_empty() => {
+                *s = Slot::Params {
+                    params: Box::new(params),
+                    bytes,
+                };
+                return Ok(false);
+            }
+            Ok((params, bytes)) => (Some((params, bytes)), Ok(false)),
+            Err(e) if waiting.is_empty() => return Err(filecoin_status(&e)),
+            // The proofs that came meanwhile try the load themselves.
+            Err(e) => (None, Err(filecoin_status(&e))),
+        };
+        let next = waiting.remove(0);
+        *s = Slot::Loading { waiting };
+        drop(s);
+        self.spawn_loader(engine, name, next, params);
+        result
     }
 
     /// Drops a circuit: its parameters, its compiled circuit and its engine key (queued jobs
     /// of it fail, running ones finish first). Returns its parameter file's size if it was
-    /// there (blocking).
+    /// there (blocking). A circuit loading now is not dropped.
     pub fn evict(&self, engine: &Engine, name: CircuitName) -> Result<Option<u64>, Status> {
         let slot = self.slot(name);
         let mut s = slot.lock();
-        let bytes = match s.take() {
-            None => return Ok(None),
-            Some(Slot::Params { bytes, .. }) => bytes,
-            Some(Slot::Loaded { bytes, .. }) => {
+        let bytes = match std::mem::take(&mut *s) {
+            Slot::Empty => return Ok(None),
+            loading @ Slot::Loading { .. } => {
+                *s = loading;
+                return Err(Status::failed_precondition(format!(
+                    "circuit {name} is loading now; evict it once loaded"
+                )));
+            }
+            Slot::Params { bytes, .. } => bytes,
+            Slot::Loaded { bytes, .. } => {
                 match engine.unload_key(&Self::key_id(name)) {
                     // Unloaded through UnloadKey already.
                     Ok(()) | Err(EngineError::UnknownKey(_)) => {}
@@ -336,115 +575,256 @@ impl Filecoin {
             .collect();
         let mut out: Vec<CircuitInfo> = slots
             .into_iter()
-            .filter_map(|(name, s)| {
-                // A circuit loading now holds its lock: it is not listed until it is there.
-                let s = s.try_lock()?;
-                match &*s {
-                    None => None,
-                    Some(Slot::Params { bytes, .. }) => Some(CircuitInfo {
-                        name,
-                        loaded: false,
-                        bytes: *bytes,
-                    }),
-                    Some(Slot::Loaded { bytes, .. }) => Some(CircuitInfo {
-                        name,
-                        loaded: true,
-                        bytes: *bytes,
-                    }),
-                }
+            .filter_map(|(name, s)| match &*s.lock() {
+                Slot::Empty | Slot::Loading { .. } => None,
+                Slot::Params { bytes, .. } => Some(CircuitInfo {
+                    name,
+                    loaded: false,
+                    bytes: *bytes,
+                }),
+                Slot::Loaded { bytes, .. } => Some(CircuitInfo {
+                    name,
+                    loaded: true,
+                    bytes: *bytes,
+                }),
             })
             .collect();
         out.sort_by_key(|c| c.name.to_string());
         out
     }
 
-    /// Queues every partition of `proof` (blocking: the first proof of a circuit reads its
-    /// parameters and compiles it).
+    /// Submits `proof`: its partitions are queued now when its circuit is loaded; else after
+    /// the load, which this proof starts or waits for. Never blocks on a load.
     pub fn submit(
-        &self,
-        engine: &Engine,
+        self: &Arc<Self>,
+        engine: &Arc<Engine>,
         proof: PartitionedProof,
         priority: Priority,
-    ) -> Result<Queued, Status> {
+    ) -> Queued {
         let name = proof.circuit();
-        let key = Self::key_id(name);
-        let start = Instant::now();
+        let queued = Queued::new(name, proof.partitions(), Stage::Waiting);
+        let pending = Pending {
+            proof: Arc::new(proof),
+            priority,
+            queued: queued.clone(),
+            since: engine.now(),
+        };
         let slot = self.slot(name);
         let mut s = slot.lock();
-        let (compiled, mut first) = match s.take() {
+        let params = match std::mem::take(&mut *s) {
             // A key unloaded through UnloadKey loads again.
-            Some(Slot::Loaded { compiled, bytes }) if engine.circuit(&key).is_some() => {
-                *s = Some(Slot::Loaded {
-                    compiled: compiled.clone(),
-                    bytes,
-                });
-                (compiled, None)
+            Slot::Loaded { compiled, bytes } if engine.circuit(&Self::key_id(name)).is_some() => {
+                queue(engine, &pending, &compiled, None, None);
+                *s = Slot::Loaded { compiled, bytes };
+                return queued;
             }
-            preloaded => {
-                let (params, bytes) = match preloaded {
-                    Some(Slot::Params { params, bytes }) => (*params, bytes),
-                    _ => (
-                        self.params
-                            .load_params(proof.cache_id())
-                            .map_err(|e| filecoin_status(&e))?,
-                        self.file_bytes(proof.cache_id()),
-                    ),
-                };
-                let params_name = self.params.params_path(proof.cache_id());
-                let (prover, witness) = proof
-                    .compile(params, &params_name.display().to_string())
-                    .map_err(|e| filecoin_status(&e))?;
-                let (compiled, pk) = prover.into_parts();
-                let source = KeySource::Memory {
-                    pk: Arc::new(pk),
-                    r1cs: compiled.shared_r1cs(),
-                };
-                engine
-                    .load_key(&key, source, None)
-                    .map_err(|e| Status::resource_exhausted(format!("circuit {name}: {e}")))?;
-                tracing::info!(circuit = %name, secs = start.elapsed().as_secs_f64(), "Filecoin circuit loaded");
-                let compiled = Arc::new(compiled);
-                *s = Some(Slot::Loaded {
-                    compiled: compiled.clone(),
-                    bytes,
-                });
-                (compiled, Some(witness))
+            Slot::Loading { mut waiting } => {
+                waiting.push(pending);
+                *s = Slot::Loading { waiting };
+                return queued;
             }
+            Slot::Params { params, bytes } => Some((*params, bytes)),
+            Slot::Empty | Slot::Loaded { .. } => None,
+        };
+        *s = Slot::Loading {
+            waiting: Vec::new(),
         };
         drop(s);
-        let load = if first.is_some() {
-            start.elapsed()
-        } else {
-            Duration::ZERO
-        };
-        let proof = Arc::new(proof);
-        let mut partitions = Vec::new();
-        for k in proof.partitions() {
-            // The compiling synthesis made the first partition's witness already.
-            let witness = match first.take() {
-                Some(w) => WitnessSource::Memory(Arc::new(w)),
-                None => {
-                    let (proof, compiled) = (proof.clone(), compiled.clone());
-                    WitnessSource::Compute(Arc::new(move || {
-                        proof.witness(k, &compiled).map_err(|e| e.to_string())
-                    }))
-                }
+        self.spawn_loader(engine, name, pending, params);
+        queued
+    }
+
+    /// Loads `name` for `first` on a thread of its own, then queues it and the proofs that
+    /// waited; a failed load fails `first` and hands the load to the next one waiting.
+    fn spawn_loader(
+        self: &Arc<Self>,
+        engine: &Arc<Engine>,
+        name: CircuitName,
+        first: Pending,
+        params: Option<(BpParameters, u64)>,
+    ) {
+        let (me, eng) = (self.clone(), engine.clone());
+        let done = first.queued.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("load {name}"))
+            .spawn(move || me.load_loop(&eng, name, first, params));
+        if let Err(e) = spawned {
+            // Nothing loads: this proof and those waiting fail, the slot is free again.
+            let error = ProofError::Start {
+                code: Code::ResourceExhausted,
+                message: format!("load: cannot start a thread to load circuit {name}: {e}"),
             };
-            match engine.submit(JobSpec::new(key.clone(), witness).priority(priority)) {
-                Ok(h) => partitions.push(h),
-                Err(e) => {
-                    for h in &partitions {
-                        h.cancel();
-                    }
-                    return Err(crate::service::job_status(&e));
-                }
+            done.set(Stage::Failed(error.clone()));
+            let slot = self.slot(name);
+            for w in take_waiting(&mut slot.lock()) {
+                w.queued.set(Stage::Failed(error.clone()));
             }
         }
-        Ok(Queued {
-            circuit: name,
-            first_partition: proof.partitions().start,
-            partitions,
-            load,
-        })
     }
+
+    fn load_loop(
+        &self,
+        engine: &Arc<Engine>,
+        name: CircuitName,
+        mut next: Pending,
+        mut params: Option<(BpParameters, u64)>,
+    ) {
+        let slot = self.slot(name);
+        loop {
+            let start = engine.now();
+            let result = {
+                let mut st = next.queued.inner.stage.lock();
+                if next.queued.inner.cancelled.load(Ordering::SeqCst) {
+                    None
+                } else {
+                    *st = Stage::Loading;
+                    drop(st);
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        self.load(engine, name, &next.proof, params.take())
+                    }))
+                    .unwrap_or_else(|_| {
+                        Err(ProofError::Start {
+                            code: Code::Internal,
+                            message: format!("load: loading circuit {name} panicked"),
+                        })
+                    });
+                    Some(r)
+                }
+            };
+            let end = engine.now();
+            let mut s = slot.lock();
+            let mut waiting = take_waiting(&mut s);
+            match result {
+                Some(Ok((compiled, witness, bytes))) => {
+                    tracing::info!(circuit = %name, secs = end - start, "Filecoin circuit loaded");
+                    let load = Load {
+                        start: next.since,
+                        end,
+                        loaded: true,
+                    };
+                    queue(engine, &next, &compiled, Some(witness), Some(load));
+                    // In the order they came: their partitions queue before any proof that
+                    // comes after the slot is Loaded.
+                    for w in &waiting {
+                        let load = Load {
+                            start: w.since,
+                            end,
+                            loaded: false,
+                        };
+                        queue(engine, w, &compiled, None, Some(load));
+                    }
+                    *s = Slot::Loaded { compiled, bytes };
+                    return;
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(circuit = %name, error = %e, "Filecoin circuit failed to load");
+                    *next.queued.inner.load.lock() = Some(Load {
+                        start: next.since,
+                        end,
+                        loaded: true,
+                    });
+                    next.queued.set(Stage::Failed(e));
+                }
+                None => next.queued.set(Stage::Failed(ProofError::Partition {
+                    partition: next.queued.inner.first_partition,
+                    error: JobError::Cancelled,
+                })),
+            }
+            if waiting.is_empty() {
+                return;
+            }
+            next = waiting.remove(0);
+            *s = Slot::Loading { waiting };
+        }
+    }
+
+    /// Reads the parameters (unless preloaded), compiles the circuit from `proof`'s first
+    /// partition and loads its key into the engine (blocking).
+    #[allow(clippy::type_complexity)]
+    fn load(
+        &self,
+        engine: &Engine,
+        name: CircuitName,
+        proof: &PartitionedProof,
+        params: Option<(BpParameters, u64)>,
+    ) -> Result<(Arc<CompiledCircuit>, cuzk_groth16::Witness, u64), ProofError> {
+        let (params, bytes) = match params {
+            Some(p) => p,
+            None => (
+                self.params
+                    .load_params(proof.cache_id())
+                    .map_err(|e| start_error(&e))?,
+                self.file_bytes(proof.cache_id()),
+            ),
+        };
+        let params_name = self.params.params_path(proof.cache_id());
+        let (prover, witness) = proof
+            .compile(params, &params_name.display().to_string())
+            .map_err(|e| start_error(&e))?;
+        let (compiled, pk) = prover.into_parts();
+        let source = KeySource::Memory {
+            pk: Arc::new(pk),
+            r1cs: compiled.shared_r1cs(),
+        };
+        engine
+            .load_key(&Self::key_id(name), source, None)
+            .map_err(|e| ProofError::Start {
+                code: Code::ResourceExhausted,
+                message: format!("load: circuit {name}: {e}"),
+            })?;
+        Ok((Arc::new(compiled), witness, bytes))
+    }
+}
+
+/// Queues every partition of a pending proof (its first partition's witness given when the
+/// load's compiling synthesis made it), unless it was cancelled meanwhile.
+fn queue(
+    engine: &Engine,
+    p: &Pending,
+    compiled: &Arc<CompiledCircuit>,
+    mut first: Option<cuzk_groth16::Witness>,
+    load: Option<Load>,
+) {
+    let q = &p.queued;
+    *q.inner.load.lock() = load;
+    let mut st = q.inner.stage.lock();
+    let first_partition = q.inner.first_partition;
+    if q.inner.cancelled.load(Ordering::SeqCst) {
+        *st = Stage::Failed(ProofError::Partition {
+            partition: first_partition,
+            error: JobError::Cancelled,
+        });
+        q.inner.changed.notify_all();
+        return;
+    }
+    let key = Filecoin::key_id(q.inner.circuit);
+    let mut partitions = Vec::new();
+    for k in p.proof.partitions() {
+        let witness = match first.take() {
+            Some(w) => WitnessSource::Memory(Arc::new(w)),
+            None => {
+                let (proof, compiled) = (p.proof.clone(), compiled.clone());
+                WitnessSource::Compute(Arc::new(move || {
+                    proof.witness(k, &compiled).map_err(|e| e.to_string())
+                }))
+            }
+        };
+        match engine.submit(JobSpec::new(key.clone(), witness).priority(p.priority)) {
+            Ok(h) => partitions.push(h),
+            Err(e) => {
+                for h in &partitions {
+                    h.cancel();
+                }
+                let s = crate::service::job_status(&e);
+                *st = Stage::Failed(ProofError::Start {
+                    code: s.code(),
+                    message: format!("queueing partition {k}: {}", s.message()),
+                });
+                q.inner.changed.notify_all();
+                return;
+            }
+        }
+    }
+    *st = Stage::Queued(partitions);
+    q.inner.changed.notify_all();
 }

@@ -20,7 +20,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::auth::same;
 use crate::config::DaemonConfig;
-use crate::filecoin::{Finished, PartitionError, Queued};
+use crate::filecoin::{Finished, ProofError, Queued};
 use crate::metrics::Metrics;
 use crate::paths::resolve_inside;
 use crate::pb;
@@ -34,10 +34,11 @@ enum Work {
 }
 
 impl Work {
-    fn handles(&self) -> &[JobHandle] {
+    /// Its engine jobs (a Filecoin proof's once its circuit is loaded).
+    fn handles(&self) -> Vec<JobHandle> {
         match self {
-            Work::Job(h) => std::slice::from_ref(h),
-            Work::Filecoin(q) => &q.partitions,
+            Work::Job(h) => vec![h.clone()],
+            Work::Filecoin(q) => q.partitions(),
         }
     }
 
@@ -60,7 +61,7 @@ impl Work {
 #[allow(clippy::large_enum_variant)] // one per job, behind an Arc
 enum Done {
     Job(Result<JobOutput, JobError>),
-    Filecoin(Result<Finished, PartitionError>),
+    Filecoin(Result<Finished, ProofError>),
 }
 
 type Outcome = Arc<Done>;
@@ -79,7 +80,6 @@ struct Entry {
 struct Jobs {
     by_id: HashMap<String, Entry>,
     by_request: HashMap<String, String>,
-    by_engine: HashMap<JobId, String>,
 }
 
 impl Jobs {
@@ -95,9 +95,6 @@ impl Jobs {
         for id in old {
             if let Some(e) = self.by_id.remove(&id) {
                 self.by_request.remove(&e.request_id);
-                for h in e.work.handles() {
-                    self.by_engine.remove(&h.id());
-                }
             }
         }
     }
@@ -117,7 +114,7 @@ pub struct Shared {
     /// on the connection's runtime, which ends with its connection.
     pub(crate) runtime: tokio::runtime::Handle,
     /// Filecoin circuits and the jobs of curio's service.
-    pub(crate) filecoin: crate::filecoin::Filecoin,
+    pub(crate) filecoin: Arc<crate::filecoin::Filecoin>,
     pub(crate) curio: Mutex<crate::curio::CurioJobs>,
 }
 
@@ -141,6 +138,10 @@ impl Drop for UploadPermit<'_> {
         self.counter.fetch_sub(self.bytes, Ordering::SeqCst);
     }
 }
+
+/// The most bytes a Filecoin proof's streamed input may have: a 64 GiB sector's C1 output is
+/// ~100 MB, a full WindowPoSt partition's vanilla proofs a few hundred.
+pub const MAX_FILECOIN_INPUT: u64 = 1 << 30;
 
 /// Random 128 bits as hex: job ids and tokens (rand's thread RNG is a CSPRNG).
 pub(crate) fn random_hex() -> String {
@@ -274,7 +275,7 @@ impl Shared {
                 format!("parameter directory {}: {e}", config.param_dir.display()),
             )
         })?;
-        let filecoin = crate::filecoin::Filecoin::new(config.filecoin_params());
+        let filecoin = Arc::new(crate::filecoin::Filecoin::new(config.filecoin_params()));
         Ok(Self {
             engine: Arc::new(engine),
             config,
@@ -353,7 +354,7 @@ impl Shared {
             })
             .map_err(|used| {
                 Status::resource_exhausted(format!(
-                    "witness uploads hold {used} of {max} bytes; this one needs {bytes} more (retry later)"
+                    "uploads (witnesses, Filecoin inputs) hold {used} of max_upload_bytes = {max}; this one needs {bytes} more (retry later)"
                 ))
             })?;
         Ok(UploadPermit {
@@ -426,12 +427,18 @@ impl Shared {
                         "device: a Filecoin proof runs on any device",
                     ));
                 }
-                no_chunks(
-                    &mut stream,
-                    max,
-                    "a Submit of a Filecoin proof takes no chunks",
-                )
-                .await?;
+                let mut f = f;
+                let _permit = if f.input_size > 0 {
+                    Some(self.filecoin_input(&mut stream, &mut f).await?)
+                } else {
+                    no_chunks(
+                        &mut stream,
+                        max,
+                        "a Submit of a Filecoin proof whose input_size is 0 takes no chunks",
+                    )
+                    .await?;
+                    None
+                };
                 return self
                     .submit_filecoin(f, prio, header.request_id, received)
                     .await;
@@ -534,6 +541,66 @@ impl Shared {
         self.queue(spec, header.request_id, received)
     }
 
+    /// Reads a Filecoin proof's streamed input (`input_size` bytes of chunks) into its field,
+    /// charged to the upload budget until the returned permit drops (after its parsing).
+    async fn filecoin_input(
+        &self,
+        stream: &mut Streaming<pb::SubmitRequest>,
+        f: &mut pb::FilecoinProof,
+    ) -> Result<UploadPermit<'_>, Status> {
+        let max = self.config.max_message_bytes;
+        let size = f.input_size;
+        let (name, field) = match pb::FilecoinKind::try_from(f.kind) {
+            Ok(pb::FilecoinKind::PorepC2) => ("filecoin.c1_output", &mut f.c1_output),
+            Ok(
+                pb::FilecoinKind::WindowPost
+                | pb::FilecoinKind::WinningPost
+                | pb::FilecoinKind::SnapDeals,
+            ) => ("filecoin.vanilla_proofs", &mut f.vanilla_proofs),
+            Ok(pb::FilecoinKind::Unspecified) | Err(_) => {
+                return Err(crate::filecoin::unknown_kind(f.kind));
+            }
+        };
+        if size > MAX_FILECOIN_INPUT {
+            return Err(Status::invalid_argument(format!(
+                "filecoin.input_size: {size} bytes, above the {MAX_FILECOIN_INPUT} bytes a Filecoin input may have"
+            )));
+        }
+        if !field.is_empty() {
+            return Err(Status::invalid_argument(format!(
+                "{name}: {} bytes in the header and input_size = {size} bytes of chunks; send it one way",
+                field.len()
+            )));
+        }
+        let permit = self.reserve_upload(size)?;
+        let mut input = Vec::with_capacity(size as usize);
+        while let Some(m) = stream.next().await {
+            match m.map_err(|e| stream_error(e, max))?.msg {
+                Some(pb::submit_request::Msg::Chunk(c)) => {
+                    if (input.len() + c.len()) as u64 > size {
+                        return Err(Status::invalid_argument(format!(
+                            "the stream holds more than filecoin.input_size = {size} bytes of {name}"
+                        )));
+                    }
+                    input.extend_from_slice(&c);
+                }
+                _ => {
+                    return Err(Status::invalid_argument(
+                        "a second header in one Submit stream",
+                    ));
+                }
+            }
+        }
+        if (input.len() as u64) < size {
+            return Err(Status::invalid_argument(format!(
+                "truncated {name} stream: {} of filecoin.input_size = {size} bytes",
+                input.len()
+            )));
+        }
+        *field = input;
+        Ok(permit)
+    }
+
     fn duplicate(&self, request_id: &str) -> Option<pb::SubmitResponse> {
         let jobs = self.jobs.lock();
         let id = jobs.by_request.get(request_id)?;
@@ -587,8 +654,8 @@ impl Shared {
         Ok((r, received))
     }
 
-    /// Parses a Filecoin proof and queues its partitions (the first proof of a circuit loads
-    /// it first), outside the jobs lock.
+    /// Parses a Filecoin proof and submits it (the first proof of a circuit loads it first, in
+    /// the job), outside the jobs lock.
     async fn submit_filecoin(
         self: &Arc<Self>,
         f: pb::FilecoinProof,
@@ -599,13 +666,10 @@ impl Shared {
         if let Some(r) = self.admit(&mut self.jobs.lock(), &request_id)? {
             return Ok((r, received));
         }
-        let me = self.clone();
-        let queued = tokio::task::spawn_blocking(move || {
-            let proof = crate::filecoin::parse_request(&f)?;
-            me.filecoin.submit(&me.engine, proof, prio)
-        })
-        .await
-        .map_err(|e| Status::internal(e.to_string()))??;
+        let proof = tokio::task::spawn_blocking(move || crate::filecoin::parse_request(&f))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))??;
+        let queued = self.filecoin.submit(&self.engine, proof, prio);
         let mut jobs = self.jobs.lock();
         if let Some(r) = self.admit(&mut jobs, &request_id)? {
             queued.cancel();
@@ -627,9 +691,6 @@ impl Shared {
         let id = random_hex();
         let token = random_hex();
         let (tx, rx) = watch::channel(None);
-        for h in work.handles() {
-            jobs.by_engine.insert(h.id(), id.clone());
-        }
         if !request_id.is_empty() {
             jobs.by_request.insert(request_id.clone(), id.clone());
         }
@@ -717,7 +778,7 @@ impl Shared {
         };
         match &*outcome {
             Done::Job(Err(e)) => Err(job_status(e)),
-            Done::Filecoin(Err(e)) => Err(Status::new(job_status(&e.error).code(), e.to_string())),
+            Done::Filecoin(Err(e)) => Err(e.status()),
             Done::Job(Ok(out)) => {
                 cuzk::write_proof(&mut r.proof, &out.proof)
                     .map_err(|e| Status::internal(e.to_string()))?;
@@ -737,7 +798,21 @@ impl Shared {
                     r.device = first.device as u32;
                     r.worker = first.worker as u32;
                 }
-                r.timings = Some(timings(f.partitions.iter().map(|p| &p.timings)));
+                let mut t = timings(f.partitions.iter().map(|p| &p.timings));
+                if let Some(load) = f.load {
+                    // Its first phase: the circuit's load (cpu), or waiting for another's.
+                    let kind = if load.loaded { "cpu" } else { "wait" };
+                    t.phases.insert(
+                        0,
+                        pb::PhaseTiming {
+                            phase: "load".into(),
+                            kind: kind.into(),
+                            start_s: load.start,
+                            end_s: load.end,
+                        },
+                    );
+                }
+                r.timings = Some(t);
                 r.latency_s = received.elapsed().as_secs_f64();
                 Ok(r)
             }
@@ -746,15 +821,9 @@ impl Shared {
 
     pub fn status(&self) -> pb::StatusResponse {
         let st = self.engine.status();
-        let filecoin = self.curio.lock().engine_names();
+        let names = self.engine_names();
         let jobs = self.jobs.lock();
-        let job_name = |j: JobId| {
-            jobs.by_engine
-                .get(&j)
-                .or_else(|| filecoin.get(&j))
-                .cloned()
-                .unwrap_or_else(|| format!("#{j}"))
-        };
+        let job_name = |j: JobId| names.get(&j).cloned().unwrap_or_else(|| format!("#{j}"));
         pb::StatusResponse {
             devices: st
                 .devices
@@ -807,6 +876,18 @@ impl Shared {
         }
     }
 
+    /// The daemon's name of each engine job it tracks: its job id (a Filecoin proof's
+    /// partitions through curio's service: `{job id}/{partition}`).
+    fn engine_names(&self) -> HashMap<JobId, String> {
+        let mut names = self.curio.lock().engine_names();
+        for (id, e) in &self.jobs.lock().by_id {
+            for h in e.work.handles() {
+                names.insert(h.id(), id.clone());
+            }
+        }
+        names
+    }
+
     pub fn metrics_text(&self) -> String {
         let st = self.engine.status();
         let n = self.jobs.lock().by_id.len();
@@ -817,17 +898,14 @@ impl Shared {
     pub fn timeline(&self, last_s: f64) -> pb::TimelineResponse {
         let now = self.engine.now();
         let spans = self.engine.timeline();
-        let filecoin = self.curio.lock().engine_names();
-        let jobs = self.jobs.lock();
+        let names = self.engine_names();
         pb::TimelineResponse {
             spans: spans
                 .iter()
                 .filter(|s| last_s <= 0.0 || s.end >= now - last_s)
                 .map(|s| pb::Span {
-                    job_id: jobs
-                        .by_engine
+                    job_id: names
                         .get(&s.job)
-                        .or_else(|| filecoin.get(&s.job))
                         .cloned()
                         .unwrap_or_else(|| format!("#{}", s.job)),
                     device: s.device as u32,

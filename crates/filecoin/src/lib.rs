@@ -14,7 +14,8 @@
 //!   decides how far to check them (a `parameters.json` digest, a BLAKE3 digest cuzk recorded,
 //!   or a full point check); [`ParamStore::generate_porep`] writes locally made parameters
 //!   under those names, for tests and private networks.
-//! - [`verify_porep`] is filecoin-proofs' `verify_seal`.
+//! - [`verify_porep`] is filecoin-proofs' `verify_seal`; [`filecoin_proofs_c2`] is its own
+//!   `seal_commit_phase2` on the CPU, the baseline of `cuzk filecoin bench-c2`.
 //! - [`FilecoinProver::prove_window_post`] (one partition) and
 //!   [`FilecoinProver::prove_winning_post`] prove PoSt from the vanilla proofs
 //!   filecoin-proofs-api takes ([`PostVanilla`]), their circuits built as
@@ -45,8 +46,10 @@ pub mod workload;
 pub use c1::{C1Form, C1Output};
 pub use error::FilecoinError;
 pub use job::{CircuitName, PartitionedProof, ProofKind};
-pub use params::{GENERATED_MARKER, ParamStore};
-pub use porep::{PorepProof, PorepTimings, ProofTimings, prover_id_from_miner, verify_porep};
+pub use params::{GENERATED_MARKER, ParamStore, check_verifier_dir};
+pub use porep::{
+    PorepProof, PorepTimings, ProofTimings, filecoin_proofs_c2, prover_id_from_miner, verify_porep,
+};
 pub use post::{
     PostKind, PostProof, PostProofBytes, PostStatement, PostVanilla, verify_window_post,
     verify_winning_post,

@@ -262,7 +262,7 @@ fn record_digest(params: &Path) -> Result<(), FilecoinError> {
 
 /// filecoin-proofs reads verifying keys from its own settings (`FIL_PROOFS_PARAMETER_CACHE`,
 /// read once per process): `store` must be that directory, or this is an error saying so.
-pub(crate) fn check_verifier_dir(store: &ParamStore) -> Result<(), FilecoinError> {
+pub fn check_verifier_dir(store: &ParamStore) -> Result<(), FilecoinError> {
     let settings = storage_proofs_core::parameter_cache::parameter_cache_dir();
     if !same_dir(&settings, store.dir()) {
         return Err(FilecoinError::VerifierDir {

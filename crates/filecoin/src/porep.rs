@@ -182,6 +182,39 @@ pub fn verify_porep(
     ))
 }
 
+/// filecoin-proofs' own `seal_commit_phase2` of `c1` (its prover, on the CPU: this build of
+/// filecoin-proofs has no GPU features), for comparison with cuzk's. It reads the parameters
+/// from its own settings as [`verify_porep`] does (`store` must be that directory), and checks
+/// its proof with `verify_seal` before returning it.
+pub fn filecoin_proofs_c2(
+    c1: &C1Output,
+    prover_id: [u8; 32],
+    sector_id: u64,
+    store: &ParamStore,
+) -> Result<Vec<u8>, FilecoinError> {
+    check_verifier_dir(store)?;
+    let config = c1.seal_proof.config();
+    with_phase1!(&c1.phase1, |o| seal_commit_phase2_tree(
+        &config, o, prover_id, sector_id
+    ))
+}
+
+fn seal_commit_phase2_tree<Tree: 'static + MerkleTreeTrait>(
+    config: &PoRepConfig,
+    c1: &SealCommitPhase1Output<Tree>,
+    prover_id: [u8; 32],
+    sector_id: u64,
+) -> Result<Vec<u8>, FilecoinError> {
+    // It takes the C1 output by value, and that is Clone only for Clone trees: a serde round
+    // trip copies it.
+    let copy = serde_json::to_vec(c1)
+        .and_then(|json| serde_json::from_slice::<SealCommitPhase1Output<Tree>>(&json))
+        .map_err(|e| FilecoinError::FilecoinProofs(format!("copying the C1 output: {e}")))?;
+    filecoin_proofs::seal_commit_phase2(config, copy, prover_id, SectorId::from(sector_id))
+        .map(|out| out.proof)
+        .map_err(upstream)
+}
+
 fn verify_tree<Tree: 'static + MerkleTreeTrait>(
     config: &PoRepConfig,
     c1: &SealCommitPhase1Output<Tree>,
