@@ -356,7 +356,7 @@ fn graphs(repo: &Path) -> Vec<(String, BTreeMap<Module, BTreeSet<Module>>)> {
             .map(|(m, c)| (m.clone(), defined_types(c)))
             .collect();
         let mut graph = BTreeMap::new();
-        for (m, f) in &mods {
+        for m in mods.keys() {
             if m.is_empty() {
                 continue;
             }

@@ -13,7 +13,7 @@ use cuzk_daemon::pb;
 use cuzk_formats::cuzk;
 use cuzk_scheduler::stats::quantile;
 
-use crate::daemon_cli::{Conn, Work, connect, stream};
+use crate::daemon_client::{Conn, Work, connect, stream};
 
 /// One Prove of the bench, checked on the client too when a verifying key is given.
 async fn one_proof(

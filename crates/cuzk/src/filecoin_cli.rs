@@ -14,7 +14,7 @@ use cuzk_filecoin::{
 };
 use cuzk_groth16::BackendChoice;
 
-use crate::daemon_cli::Conn;
+use crate::daemon_client::Conn;
 
 #[derive(Subcommand, Debug)]
 pub enum FilecoinCommand {
@@ -848,7 +848,7 @@ async fn daemon_proof(
         .await
         .context("the daemon refused the proof")?
         .into_inner();
-    let r = crate::daemon_cli::await_finished(c, &s.job_id, &s.job_token).await?;
+    let r = crate::daemon_client::await_finished(c, &s.job_id, &s.job_token).await?;
     Ok((r, t.elapsed()))
 }
 
@@ -892,9 +892,9 @@ fn daemon_timings(r: &pb::ProofResponse) -> String {
 
 /// `--daemon`: proves through the daemon, prints its timings and writes the proof.
 fn through_daemon(conn: &Conn, f: pb::FilecoinProof, proof: &Path) -> Result<()> {
-    let rt = crate::daemon_cli::runtime(4)?;
+    let rt = crate::daemon_client::runtime(4)?;
     let (r, secs) = rt.block_on(async {
-        let mut c = crate::daemon_cli::connect(conn).await?;
+        let mut c = crate::daemon_client::connect(conn).await?;
         daemon_proof(&mut c, f).await
     })?;
     print!("{}", daemon_timings(&r));
@@ -928,8 +928,8 @@ fn bench_c2(
         c1_output: read(&c1_args.c1)?,
         ..Default::default()
     };
-    let rt = crate::daemon_cli::runtime(4)?;
-    let mut c = rt.block_on(crate::daemon_cli::connect(conn))?;
+    let rt = crate::daemon_client::runtime(4)?;
+    let mut c = rt.block_on(crate::daemon_client::connect(conn))?;
     // The first proof loads and compiles the circuit in the daemon: untimed.
     let (warm, secs) = rt.block_on(daemon_proof(&mut c, request.clone()))?;
     println!(

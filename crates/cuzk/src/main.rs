@@ -10,6 +10,7 @@
 mod bench;
 mod bench_daemon;
 mod daemon_cli;
+mod daemon_client;
 mod filecoin_cli;
 mod formats_cli;
 mod progress;

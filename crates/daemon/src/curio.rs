@@ -38,45 +38,10 @@ use cuzk_scheduler::{JobStatus, Priority};
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
+use crate::curio_jobs::{CurioJobs, Job, Outcome};
 use crate::curio_pb as pb;
-use crate::filecoin::{Finished, ProofError, Queued, array32, filecoin_status};
+use crate::filecoin::{array32, filecoin_status};
 use crate::service::{Shared, random_hex};
-
-type Outcome = Arc<(Result<Finished, ProofError>, Duration)>;
-
-struct Job {
-    kind: pb::ProofKind,
-    queued: Queued,
-    result: watch::Receiver<Option<Outcome>>,
-    finished: Option<Instant>,
-}
-
-/// curio's jobs and per-kind totals.
-#[derive(Default)]
-pub(crate) struct CurioJobs {
-    by_id: HashMap<String, Job>,
-    completed: HashMap<&'static str, u64>,
-    failed: HashMap<&'static str, u64>,
-}
-
-impl CurioJobs {
-    /// Each partition's engine job named `{job id}/{partition}`, for the timeline and status.
-    pub(crate) fn engine_names(&self) -> HashMap<cuzk_scheduler::JobId, String> {
-        let mut out = HashMap::new();
-        for (id, j) in &self.by_id {
-            for (k, h) in j.queued.partitions().iter().enumerate() {
-                out.insert(h.id(), format!("{id}/{}", j.queued.first_partition() + k));
-            }
-        }
-        out
-    }
-
-    fn prune(&mut self, ttl: Duration) {
-        let now = Instant::now();
-        self.by_id
-            .retain(|_, j| j.finished.is_none_or(|f| now.duration_since(f) < ttl));
-    }
-}
 
 /// curio's names of the kinds (its `ProofKind` Display and metric label).
 fn kind_names(k: pb::ProofKind) -> (&'static str, &'static str) {

@@ -188,7 +188,7 @@ impl ProofError {
     pub fn status(&self) -> Status {
         let code = match self {
             ProofError::Start { code, .. } => *code,
-            ProofError::Partition { error, .. } => crate::service::job_status(error).code(),
+            ProofError::Partition { error, .. } => crate::status::job_status(error).code(),
         };
         Status::new(code, self.to_string())
     }
@@ -815,7 +815,7 @@ fn queue(
                 for h in &partitions {
                     h.cancel();
                 }
-                let s = crate::service::job_status(&e);
+                let s = crate::status::job_status(&e);
                 *st = Stage::Failed(ProofError::Start {
                     code: s.code(),
                     message: format!("queueing partition {k}: {}", s.message()),

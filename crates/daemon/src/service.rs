@@ -24,6 +24,7 @@ use crate::filecoin::{Finished, ProofError, Queued};
 use crate::metrics::Metrics;
 use crate::paths::resolve_inside;
 use crate::pb;
+use crate::status::job_status;
 use crate::upload::{self, ChunkReader};
 
 /// What a tracked job is: one engine job, or a Filecoin proof's partitions.
@@ -115,7 +116,7 @@ pub struct Shared {
     pub(crate) runtime: tokio::runtime::Handle,
     /// Filecoin circuits and the jobs of curio's service.
     pub(crate) filecoin: Arc<crate::filecoin::Filecoin>,
-    pub(crate) curio: Mutex<crate::curio::CurioJobs>,
+    pub(crate) curio: Mutex<crate::curio_jobs::CurioJobs>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -209,21 +210,6 @@ fn pb_priority(p: Priority) -> pb::Priority {
         Priority::Low => pb::Priority::Low,
         Priority::Normal => pb::Priority::Normal,
         Priority::High => pb::Priority::High,
-    }
-}
-
-/// The gRPC status of a job's error.
-pub(crate) fn job_status(e: &JobError) -> Status {
-    let m = e.to_string();
-    match e {
-        JobError::Cancelled => Status::cancelled(m),
-        JobError::UnknownKey(_) => Status::not_found(m),
-        JobError::NoDevice(_) => Status::failed_precondition(m),
-        JobError::Witness(_) => Status::invalid_argument(m),
-        JobError::Failed { .. } => Status::internal(m),
-        JobError::OutOfDeviceMemory { .. } => Status::resource_exhausted(m),
-        JobError::SelfCheck(_) => Status::data_loss(m),
-        JobError::Shutdown => Status::unavailable(m),
     }
 }
 
