@@ -228,6 +228,19 @@ fn window_post_then_verify_window_post() {
     assert!(err.contains("vanilla.bin: field vanilla_proofs"), "{err}");
 }
 
+/// A SnapDeals workload made by `cuzk filecoin snap-vanilla` (a sector in `work_dir`, its
+/// vanilla proofs written to `vanilla`): the update's comm_r_old, comm_r_new and comm_d_new.
+fn snap_vanilla(work_dir: &str, vanilla: &str) -> [String; 3] {
+    let out = ok(&["snap-vanilla", "--work-dir", work_dir, "--vanilla", vanilla]);
+    ["comm_r_old ", "comm_r_new ", "comm_d_new "].map(|name| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap_or_else(|| panic!("no {name} in:\n{out}"))
+            .trim()
+            .to_string()
+    })
+}
+
 #[test]
 fn snap_then_verify_empty_sector_update_proof() {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("filecoin-cli-snap");
@@ -236,25 +249,7 @@ fn snap_then_verify_empty_sector_update_proof() {
     let p = |n: &str| dir.join(n).to_str().unwrap().to_owned();
     let params = params_dir().to_str().unwrap().to_owned();
 
-    let out = ok(&[
-        "snap-vanilla",
-        "--work-dir",
-        &p("sector"),
-        "--vanilla",
-        &p("vanilla.bin"),
-    ]);
-    let comm = |name: &str| -> String {
-        out.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .unwrap_or_else(|| panic!("no {name} in:\n{out}"))
-            .trim()
-            .to_string()
-    };
-    let (old, new, d) = (
-        comm("comm_r_old "),
-        comm("comm_r_new "),
-        comm("comm_d_new "),
-    );
+    let [old, new, d] = snap_vanilla(&p("sector"), &p("vanilla.bin"));
     let with = |cmd: &[&str], d: &str| -> Vec<String> {
         let mut a: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
         a.extend(
@@ -355,27 +350,14 @@ fn snap_winning_post_and_bench_c2_through_the_daemon() {
     };
 
     // The workloads and their parameters, as the in-process tests make them.
-    let out = ok(&[
-        "snap-vanilla",
-        "--work-dir",
-        &p("snap-sector"),
-        "--vanilla",
-        &p("snap.bin"),
-    ]);
-    let comm = |name: &str| -> String {
-        out.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .unwrap_or_else(|| panic!("no {name} in:\n{out}"))
-            .trim()
-            .to_string()
-    };
+    let [old, new, d] = snap_vanilla(&p("snap-sector"), &p("snap.bin"));
     let snap_args = owned(&[
         "--comm-r-old",
-        &comm("comm_r_old "),
+        &old,
         "--comm-r-new",
-        &comm("comm_r_new "),
+        &new,
         "--comm-d-new",
-        &comm("comm_d_new "),
+        &d,
     ]);
     let with = |head: &[&str], tail: &[String], param_dir: bool| -> Vec<String> {
         let mut a = owned(head);
