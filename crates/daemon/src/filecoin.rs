@@ -575,18 +575,17 @@ impl Filecoin {
             .collect();
         let mut out: Vec<CircuitInfo> = slots
             .into_iter()
-            .filter_map(|(name, s)| match &*s.lock() {
-                Slot::Empty | Slot::Loading { .. } => None,
-                Slot::Params { bytes, .. } => Some(CircuitInfo {
+            .filter_map(|(name, s)| {
+                let (loaded, bytes) = match &*s.lock() {
+                    Slot::Empty | Slot::Loading { .. } => return None,
+                    Slot::Params { bytes, .. } => (false, *bytes),
+                    Slot::Loaded { bytes, .. } => (true, *bytes),
+                };
+                Some(CircuitInfo {
                     name,
-                    loaded: false,
-                    bytes: *bytes,
-                }),
-                Slot::Loaded { bytes, .. } => Some(CircuitInfo {
-                    name,
-                    loaded: true,
-                    bytes: *bytes,
-                }),
+                    loaded,
+                    bytes,
+                })
             })
             .collect();
         out.sort_by_key(|c| c.name.to_string());
