@@ -18,6 +18,8 @@
 //! product A·z, B·z, C·z does the rest. [`CompiledCircuit::witness_and_evaluations`] does both
 //! at once: the product runs on another thread during the synthesis, row by row as the values
 //! each row reads are allocated, so little of it is left when synthesis ends.
+//! [`CompiledCircuit::witness_of_parts`] synthesizes a circuit's independent parts (its
+//! challenges, say) on rayon's pool and joins them.
 //!
 //! Scalars cross the boundary as blst's own Montgomery limbs (`blstrs::Scalar` and cuzk's `Fr`
 //! both wrap `blst_fr`), so conversion is a copy.
@@ -26,6 +28,7 @@
 
 pub mod batch;
 mod overlap;
+mod parts;
 pub mod sha256_circuit;
 
 use std::sync::Arc;
@@ -38,6 +41,7 @@ use bellpepper_core::{
 use blstrs::Scalar;
 use cuzk_field::Fr;
 use cuzk_groth16::{R1cs, R1csBuilder, R1csError, Variable, Witness};
+pub use parts::PartsError;
 
 /// blstrs's scalar as cuzk's: both wrap `blst_fr`, and blstrs keeps its limbs reduced, so this
 /// is a 32-byte copy (`Fr` is `Pod`), inlined into the witness conversion's loop.
@@ -72,6 +76,8 @@ pub enum BellpepperError {
         found_inputs: usize,
         found_aux: usize,
     },
+    #[error(transparent)]
+    Parts(#[from] PartsError),
 }
 
 /// Namespaces only name things for debugging: both systems ignore them.

@@ -8,8 +8,8 @@
 //! - [`FilecoinProver::prove_porep_c2`] builds each partition's circuit through storage-proofs'
 //!   public API exactly as `seal_commit_phase2` does (`StackedCompound::circuit`), synthesizes
 //!   it with cuzk-bellpepper (the first proof of a circuit compiles it; later ones synthesize
-//!   the witness only), proves on the chosen backend and returns filecoin-proofs' proof bytes:
-//!   192 per partition, in partition order.
+//!   the witness only, each challenge on a core of its own), proves on the chosen backend and
+//!   returns filecoin-proofs' proof bytes: 192 per partition, in partition order.
 //! - [`ParamStore`] finds filecoin-proofs' `.params`/`.vk` files by their own names and
 //!   decides how far to check them (a `parameters.json` digest, a BLAKE3 digest cuzk recorded,
 //!   or a full point check); [`ParamStore::generate_porep`] writes locally made parameters

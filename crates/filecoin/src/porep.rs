@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use filecoin_hashers::Domain as _;
+use filecoin_hashers::{Domain as _, Hasher};
 use filecoin_proofs::{
     DefaultPieceDomain, DefaultPieceHasher, MerkleTreeTrait, PoRepConfig, SealCommitPhase1Output,
     as_safe_commitment, parameters::setup_params,
@@ -16,7 +16,7 @@ use crate::c1::with_phase1;
 use crate::error::upstream;
 use crate::params::check_verifier_dir;
 use crate::seal_proof::with_shape;
-use crate::synth::Synth;
+use crate::synth::{PartitionCircuit, Synth};
 use crate::{C1Output, FilecoinError, ParamStore, SealProof};
 
 /// A PoRep C2 proof: filecoin-proofs' bytes (192 per partition, in partition order).
@@ -33,7 +33,8 @@ pub type PorepTimings = ProofTimings;
 #[derive(Clone, Debug, Default)]
 pub struct ProofTimings {
     /// Building the partition circuits from the vanilla proofs (for PoSt: checking them with
-    /// filecoin-proofs first, as its prover does).
+    /// filecoin-proofs first, as its prover does; PoRep builds each challenge's circuit as it
+    /// synthesizes it, so that goes to `synthesis`).
     pub circuits: Duration,
     /// Loading the parameters (only when this circuit was not loaded before).
     pub load_params: Option<Duration>,
@@ -62,74 +63,118 @@ impl std::fmt::Display for ProofTimings {
     }
 }
 
-pub(crate) type PorepCircuit<Tree> = StackedCircuit<Tree, DefaultPieceHasher>;
-
-/// The circuits of `partitions` (partition numbers), as `seal_commit_phase2` →
+/// The partition circuits of a C1 output, built as `seal_commit_phase2` →
 /// `StackedCompound::circuit_proofs` builds them.
-pub(crate) fn partition_circuits<Tree: 'static + MerkleTreeTrait>(
-    seal_proof: SealProof,
-    c1: &SealCommitPhase1Output<Tree>,
-    partitions: std::ops::Range<usize>,
-) -> Result<Vec<PorepCircuit<Tree>>, FilecoinError> {
-    let file = "C1 output";
-    for (field, value) in [
-        ("comm_d", &c1.comm_d),
-        ("comm_r", &c1.comm_r),
-        ("seed", &c1.seed),
-    ] {
-        if *value == [0; 32] {
-            return Err(FilecoinError::field(file, field, "all zero"));
+pub(crate) struct PorepCircuits<'a, Tree: 'static + MerkleTreeTrait> {
+    public_inputs: stacked::PublicInputs<<Tree::Hasher as Hasher>::Domain, DefaultPieceDomain>,
+    public_params: stacked::PublicParams<Tree>,
+    vanilla: &'a [Vec<stacked::Proof<Tree, DefaultPieceHasher>>],
+}
+
+impl<'a, Tree: 'static + MerkleTreeTrait> PorepCircuits<'a, Tree> {
+    pub(crate) fn new(
+        seal_proof: SealProof,
+        c1: &'a SealCommitPhase1Output<Tree>,
+    ) -> Result<Self, FilecoinError> {
+        let file = "C1 output";
+        for (field, value) in [
+            ("comm_d", &c1.comm_d),
+            ("comm_r", &c1.comm_r),
+            ("seed", &c1.seed),
+        ] {
+            if *value == [0; 32] {
+                return Err(FilecoinError::field(file, field, "all zero"));
+            }
         }
-    }
-    let comm_r = as_safe_commitment(&c1.comm_r, "comm_r")
-        .map_err(|e| FilecoinError::field(file, "comm_r", format!("{e:#}")))?;
-    let comm_d = DefaultPieceDomain::try_from_bytes(&c1.comm_d)
-        .map_err(|e| FilecoinError::field(file, "comm_d", format!("{e:#}")))?;
-    let public_inputs = stacked::PublicInputs {
-        replica_id: c1.replica_id,
-        tau: Some(stacked::Tau { comm_d, comm_r }),
-        k: None,
-        seed: Some(c1.seed),
-    };
-    let config = seal_proof.config();
-    let setup = compound_proof::SetupParams {
-        vanilla_params: setup_params(&config).map_err(upstream)?,
-        partitions: Some(usize::from(config.partitions)),
-        priority: false,
-    };
-    let public_params = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
-        StackedDrg<'_, Tree, DefaultPieceHasher>,
-        _,
-    >>::setup(&setup)
-    .map_err(upstream)?;
-    let Some(proofs) = c1.vanilla_proofs.get(partitions.clone()) else {
-        return Err(FilecoinError::field(
-            file,
-            "vanilla_proofs",
-            format!(
-                "{} partitions, no partitions {partitions:?}",
-                c1.vanilla_proofs.len()
-            ),
-        ));
-    };
-    proofs
-        .iter()
-        .zip(partitions)
-        .map(|(vanilla, k)| {
-            // StackedCircuit has no private component inputs: `()`.
-            StackedCompound::<Tree, DefaultPieceHasher>::circuit(
-                &public_inputs,
-                (),
-                vanilla,
-                &public_params.vanilla_params,
-                Some(k),
-            )
-            .map_err(|e| FilecoinError::Circuit {
-                partition: k,
-                reason: format!("{e:#}"),
-            })
+        let comm_r = as_safe_commitment(&c1.comm_r, "comm_r")
+            .map_err(|e| FilecoinError::field(file, "comm_r", format!("{e:#}")))?;
+        let comm_d = DefaultPieceDomain::try_from_bytes(&c1.comm_d)
+            .map_err(|e| FilecoinError::field(file, "comm_d", format!("{e:#}")))?;
+        let public_inputs = stacked::PublicInputs {
+            replica_id: c1.replica_id,
+            tau: Some(stacked::Tau { comm_d, comm_r }),
+            k: None,
+            seed: Some(c1.seed),
+        };
+        let config = seal_proof.config();
+        let setup = compound_proof::SetupParams {
+            vanilla_params: setup_params(&config).map_err(upstream)?,
+            partitions: Some(usize::from(config.partitions)),
+            priority: false,
+        };
+        let public_params = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
+            StackedDrg<'_, Tree, DefaultPieceHasher>,
+            _,
+        >>::setup(&setup)
+        .map_err(upstream)?
+        .vanilla_params;
+        Ok(Self {
+            public_inputs,
+            public_params,
+            vanilla: &c1.vanilla_proofs,
         })
-        .collect()
+    }
+
+    /// The number of partitions.
+    pub(crate) fn len(&self) -> usize {
+        self.vanilla.len()
+    }
+
+    /// Partition `k`'s circuit.
+    pub(crate) fn partition(&self, k: usize) -> Result<PorepPartition<'_, Tree>, FilecoinError> {
+        if k >= self.len() {
+            return Err(FilecoinError::field(
+                "C1 output",
+                "vanilla_proofs",
+                format!("{} partitions, no partition {k}", self.len()),
+            ));
+        }
+        Ok(PorepPartition { circuits: self, k })
+    }
+
+    /// Partition `k`'s circuit over `proofs` (its challenges' vanilla proofs, or some of them).
+    fn circuit(
+        &self,
+        k: usize,
+        proofs: &Vec<stacked::Proof<Tree, DefaultPieceHasher>>,
+    ) -> Result<StackedCircuit<Tree, DefaultPieceHasher>, FilecoinError> {
+        // StackedCircuit has no private component inputs: `()`.
+        StackedCompound::<Tree, DefaultPieceHasher>::circuit(
+            &self.public_inputs,
+            (),
+            proofs,
+            &self.public_params,
+            Some(k),
+        )
+        .map_err(|e| FilecoinError::Circuit {
+            partition: k,
+            reason: format!("{e:#}"),
+        })
+    }
+}
+
+/// One PoRep partition. Its parts are one group: the head (replica id and its bits, comm_d,
+/// comm_r, comm_r_last, comm_c and their hash), then one challenge each.
+pub(crate) struct PorepPartition<'a, Tree: 'static + MerkleTreeTrait> {
+    circuits: &'a PorepCircuits<'a, Tree>,
+    k: usize,
+}
+
+impl<Tree: 'static + MerkleTreeTrait> PartitionCircuit for PorepPartition<'_, Tree> {
+    type Circuit = StackedCircuit<Tree, DefaultPieceHasher>;
+
+    fn whole(self) -> Result<Self::Circuit, FilecoinError> {
+        self.circuits
+            .circuit(self.k, &self.circuits.vanilla[self.k])
+    }
+
+    fn parts(self) -> Result<Vec<Vec<Self::Circuit>>, FilecoinError> {
+        let parts = self.circuits.vanilla[self.k]
+            .iter()
+            .map(|challenge| self.circuits.circuit(self.k, &vec![challenge.clone()]))
+            .collect::<Result<_, _>>()?;
+        Ok(vec![parts])
+    }
 }
 
 /// filecoin-proofs' cache id of the PoRep circuit of `seal_proof`.
@@ -144,8 +189,7 @@ pub(crate) fn synthesize_partition<S: Synth>(
     how: S,
 ) -> Result<S::Out, FilecoinError> {
     with_phase1!(&c1.phase1, |o| {
-        let c = partition_circuits(c1.seal_proof, o, k..k + 1)?.swap_remove(0);
-        how.run(c, k)
+        how.run(PorepCircuits::new(c1.seal_proof, o)?.partition(k)?, k)
     })
 }
 
@@ -262,7 +306,7 @@ impl ParamStore {
         self.generate_circuit(
             &id,
             seal_proof.sector_size(),
-            || Ok(partition_circuits(seal_proof, c1, 0..1)?.swap_remove(0)),
+            || PorepCircuits::new(seal_proof, c1)?.partition(0)?.whole(),
             rng,
         )
     }

@@ -26,14 +26,14 @@ use storage_proofs_core::api_version::ApiVersion;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::sector::SectorId;
 use storage_proofs_post::fallback::{
-    self, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound, PublicSector,
+    self, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound, PublicSector, Sector,
 };
 
 use crate::error::upstream;
 use crate::params::check_verifier_dir;
 use crate::prover::FilecoinProver;
 use crate::seal_proof::with_shape;
-use crate::synth::Synth;
+use crate::synth::{PartitionCircuit, Synth};
 use crate::{FilecoinError, ParamStore, ProofTimings, SealProof};
 
 /// Window or Winning.
@@ -528,6 +528,38 @@ pub(crate) fn post_circuit<Tree: 'static + MerkleTreeTrait>(
         }
     };
     Ok((id, circuit))
+}
+
+/// A PoSt partition's parts: a group per sector, whose head is the sector's comm_r_last,
+/// comm_c and comm_r and their hash, and a part per challenge (its inclusion proof).
+impl<Tree: 'static + MerkleTreeTrait> PartitionCircuit for FallbackPoStCircuit<Tree> {
+    type Circuit = Self;
+
+    fn whole(self) -> Result<Self, FilecoinError> {
+        Ok(self)
+    }
+
+    fn parts(self) -> Result<Vec<Vec<Self>>, FilecoinError> {
+        let prover_id = self.prover_id;
+        let group = |s: Sector<Tree>| {
+            s.leafs
+                .iter()
+                .zip(&s.paths)
+                .map(|(leaf, path)| FallbackPoStCircuit {
+                    prover_id,
+                    sectors: vec![Sector {
+                        comm_r: s.comm_r,
+                        comm_c: s.comm_c,
+                        comm_r_last: s.comm_r_last,
+                        leafs: vec![*leaf],
+                        paths: vec![path.clone()],
+                        id: s.id,
+                    }],
+                })
+                .collect()
+        };
+        Ok(self.sectors.into_iter().map(group).collect())
+    }
 }
 
 /// The circuit of PoSt partition `partition`, synthesized as `how` says, its public inputs

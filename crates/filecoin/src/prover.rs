@@ -4,15 +4,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use bellperson::Circuit;
-use blstrs::Scalar;
 use cuzk_bellpepper::batch::{BatchError, CircuitProver};
 use cuzk_groth16::{ProverBackend, Witness};
 use filecoin_proofs::{MerkleTreeTrait, SealCommitPhase1Output};
+use rayon::prelude::*;
 
 use crate::c1::with_phase1;
-use crate::porep::partition_circuits;
-use crate::synth::partition_error;
+use crate::porep::PorepCircuits;
+use crate::synth::{Compile, PartitionCircuit, Synth};
 use crate::{C1Output, FilecoinError, PARTITION_PROOF_BYTES, ParamStore, PorepProof, ProofTimings};
 
 /// Proves Filecoin proofs on one backend, with the parameters of a [`ParamStore`]. The first
@@ -60,39 +59,44 @@ impl FilecoinProver {
     ) -> Result<PorepProof, FilecoinError> {
         let mut timings = ProofTimings::default();
         let start = Instant::now();
-        let circuits = partition_circuits(c1.seal_proof, phase1, 0..phase1.vanilla_proofs.len())?;
+        let circuits = PorepCircuits::new(c1.seal_proof, phase1)?;
+        let partitions = (0..circuits.len())
+            .map(|k| circuits.partition(k))
+            .collect::<Result<Vec<_>, _>>()?;
         timings.circuits = start.elapsed();
         let id = c1.seal_proof.cache_id::<Tree>()?;
-        let bytes = self.prove_circuits(&id, circuits, 0, &mut timings, |_, _| Ok(()), rng)?;
+        let bytes = self.prove_circuits(&id, partitions, 0, &mut timings, |_, _| Ok(()), rng)?;
         Ok(PorepProof { bytes, timings })
     }
 
     /// Proves instances of the circuit filecoin-proofs names `id` (its cache id, which names
     /// the parameter files), in order: 192 bytes each. The first proof of a circuit loads its
-    /// parameters and compiles it from `circuits[0]`; later ones synthesize witnesses only.
-    /// `check` sees each witness before it is proven. Errors name partitions from
-    /// `first_partition` on.
-    pub(crate) fn prove_circuits<C: Circuit<Scalar> + Send>(
+    /// parameters and compiles it from `circuits[0]`; later ones synthesize witnesses only,
+    /// all partitions and their parts at once. `check` sees each witness before it is proven.
+    /// Errors name partitions from `first_partition` on.
+    pub(crate) fn prove_circuits<P: PartitionCircuit + Send>(
         &self,
         id: &str,
-        circuits: Vec<C>,
+        circuits: Vec<P>,
         first_partition: usize,
         timings: &mut ProofTimings,
         check: impl Fn(usize, &Witness) -> Result<(), FilecoinError>,
         rng: &mut impl rand::RngCore,
     ) -> Result<Vec<u8>, FilecoinError> {
         timings.first_partition = first_partition;
-        let renumber = |e: BatchError| partition_error(e, first_partition);
-        let (prover, witnesses) = self.witnesses(id, circuits, timings, renumber)?;
+        let (prover, witnesses) = self.witnesses(id, circuits, first_partition, timings)?;
         for (k, w) in witnesses.iter().enumerate() {
             check(first_partition + k, w)?;
         }
         let mut bytes = Vec::with_capacity(witnesses.len() * PARTITION_PROOF_BYTES);
         for (k, w) in witnesses.iter().enumerate() {
             let start = Instant::now();
-            let (proof, _) = prover
-                .prove(&*self.backend, w, rng)
-                .map_err(|source| renumber(BatchError::Prove { index: k, source }))?;
+            let (proof, _) = prover.prove(&*self.backend, w, rng).map_err(|source| {
+                FilecoinError::Partition {
+                    partition: first_partition + k,
+                    source: Box::new(BatchError::Prove { index: k, source }),
+                }
+            })?;
             timings.partitions.push(start.elapsed());
             bytes.extend_from_slice(&cuzk_formats::bellperson::proof_to_bytes(&proof));
         }
@@ -101,35 +105,49 @@ impl FilecoinProver {
 
     /// The circuit's prover (compiled from the first circuit the first time) and every
     /// circuit's witness.
-    fn witnesses<C: Circuit<Scalar> + Send>(
+    fn witnesses<P: PartitionCircuit + Send>(
         &self,
         id: &str,
-        circuits: Vec<C>,
+        circuits: Vec<P>,
+        first_partition: usize,
         timings: &mut ProofTimings,
-        renumber: impl Fn(BatchError) -> FilecoinError,
     ) -> Result<(Arc<CircuitProver>, Vec<Witness>), FilecoinError> {
-        let cached = self.lock().get(id).cloned();
-        if let Some(prover) = cached {
-            let start = Instant::now();
-            let w = prover.witnesses(circuits, 0).map_err(&renumber)?;
-            timings.synthesis = start.elapsed();
-            return Ok((prover, w));
-        }
         let mut circuits = circuits.into_iter();
-        let first = circuits
-            .next()
-            .ok_or(FilecoinError::Batch(BatchError::Empty))?;
+        let cached = self.lock().get(id).cloned();
+        let mut compile = std::time::Duration::ZERO;
+        let (prover, first) = match cached {
+            Some(prover) => (prover, None),
+            None => {
+                let first = circuits
+                    .next()
+                    .ok_or(FilecoinError::Batch(BatchError::Empty))?;
+                let start = Instant::now();
+                let params = self.params.load_params(id)?;
+                timings.load_params = Some(start.elapsed());
+                let name = self.params.params_path(id).display().to_string();
+                let start = Instant::now();
+                let (prover, w) = Compile {
+                    params,
+                    name: &name,
+                }
+                .run(first, first_partition)?;
+                compile = start.elapsed();
+                (Arc::new(prover), Some(w))
+            }
+        };
         let start = Instant::now();
-        let params = self.params.load_params(id)?;
-        timings.load_params = Some(start.elapsed());
-        let start = Instant::now();
-        let name = self.params.params_path(id).display().to_string();
-        let (prover, first) = CircuitProver::compile(first, params, &name).map_err(&renumber)?;
-        let rest = prover.witnesses(circuits.collect(), 1).map_err(&renumber)?;
-        timings.synthesis = start.elapsed();
-        let prover = Arc::new(prover);
-        self.lock().insert(id.to_string(), prover.clone());
-        Ok((prover, std::iter::once(first).chain(rest).collect()))
+        let skip = usize::from(first.is_some());
+        let rest = circuits
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .enumerate()
+            .map(|(k, c)| prover.compiled().run(c, first_partition + skip + k))
+            .collect::<Result<Vec<_>, _>>()?;
+        timings.synthesis = compile + start.elapsed();
+        if first.is_some() {
+            self.lock().insert(id.to_string(), prover.clone());
+        }
+        Ok((prover, first.into_iter().chain(rest).collect()))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<CircuitProver>>> {

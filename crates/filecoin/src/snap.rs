@@ -21,7 +21,7 @@ use crate::error::upstream;
 use crate::params::check_verifier_dir;
 use crate::post::{VANILLA, bincode_each, bincode_vec};
 use crate::seal_proof::with_shape;
-use crate::synth::Synth;
+use crate::synth::{Synth, Whole};
 use crate::{FilecoinError, FilecoinProver, ParamStore, ProofTimings, SealProof};
 
 /// What a SnapDeals proof proves: the sector key's comm_r, and the updated replica's comm_r and
@@ -252,7 +252,7 @@ pub(crate) fn synthesize_partition<S: Synth>(
 ) -> Result<S::Out, FilecoinError> {
     with_proofs!(&vanilla.proofs, |v| {
         let (_, mut c) = snap_circuits(file, vanilla.seal_proof, st, v, k..k + 1, false)?;
-        how.run(c.swap_remove(0), k)
+        how.run(Whole(c.swap_remove(0)), k)
     })
 }
 
@@ -285,6 +285,7 @@ impl FilecoinProver {
             let n = v.len();
             let (id, circuits) = snap_circuits(file, vanilla.seal_proof, st, v, 0..n, true)?;
             timings.circuits = start.elapsed();
+            let circuits = circuits.into_iter().map(Whole).collect();
             self.prove_circuits(&id, circuits, 0, &mut timings, |_, _| Ok(()), rng)?
         });
         Ok(SnapProof { bytes, timings })

@@ -1,6 +1,7 @@
 //! How one partition's circuit is synthesized: fully, compiling it with its parameters, or
-//! its witness only, with the circuit compiled before. Each proof kind builds its circuit and
-//! hands it to a [`Synth`].
+//! its witness only, with the circuit compiled before. Each proof kind builds its circuit as a
+//! [`PartitionCircuit`] and hands it to a [`Synth`], which asks for it whole (to compile it)
+//! or in parts (for a witness-only synthesis on every core: one part per challenge).
 
 use bellperson::Circuit;
 use blstrs::Scalar;
@@ -11,13 +12,35 @@ use cuzk_groth16::Witness;
 
 use crate::FilecoinError;
 
+/// One partition's circuit, built whole or as groups of parts, each part its group's head
+/// (the allocations its challenges share) and one challenge, in the circuit's order (see
+/// `CompiledCircuit::witness_of_parts`).
+pub(crate) trait PartitionCircuit {
+    type Circuit: Circuit<Scalar> + Send;
+    fn whole(self) -> Result<Self::Circuit, FilecoinError>;
+    fn parts(self) -> Result<Vec<Vec<Self::Circuit>>, FilecoinError>;
+}
+
+/// A circuit that is not split: its one part is itself.
+pub(crate) struct Whole<C>(pub(crate) C);
+
+impl<C: Circuit<Scalar> + Send> PartitionCircuit for Whole<C> {
+    type Circuit = C;
+    fn whole(self) -> Result<C, FilecoinError> {
+        Ok(self.0)
+    }
+    fn parts(self) -> Result<Vec<Vec<C>>, FilecoinError> {
+        Ok(vec![vec![self.0]])
+    }
+}
+
 /// How to synthesize one partition's circuit: fully, compiling it with its parameters
-/// ([`Compile`]), or its witness only, with the circuit compiled before.
+/// ([`Compile`]), or its witness only, in parts, with the circuit compiled before.
 pub(crate) trait Synth {
     type Out;
-    fn run<C: Circuit<Scalar>>(
+    fn run<P: PartitionCircuit>(
         self,
-        circuit: C,
+        circuit: P,
         partition: usize,
     ) -> Result<Self::Out, FilecoinError>;
     fn witness(out: &Self::Out) -> &Witness;
@@ -30,12 +53,12 @@ pub(crate) struct Compile<'a> {
 
 impl Synth for Compile<'_> {
     type Out = (CircuitProver, Witness);
-    fn run<C: Circuit<Scalar>>(
+    fn run<P: PartitionCircuit>(
         self,
-        circuit: C,
+        circuit: P,
         partition: usize,
     ) -> Result<Self::Out, FilecoinError> {
-        CircuitProver::compile(circuit, self.params, self.name)
+        CircuitProver::compile(circuit.whole()?, self.params, self.name)
             .map_err(|e| partition_error(e, partition))
     }
     fn witness(out: &Self::Out) -> &Witness {
@@ -45,12 +68,12 @@ impl Synth for Compile<'_> {
 
 impl Synth for &CompiledCircuit {
     type Out = Witness;
-    fn run<C: Circuit<Scalar>>(
+    fn run<P: PartitionCircuit>(
         self,
-        circuit: C,
+        circuit: P,
         partition: usize,
     ) -> Result<Witness, FilecoinError> {
-        self.witness(circuit).map_err(|source| {
+        self.witness_of_parts(circuit.parts()?).map_err(|source| {
             partition_error(BatchError::Synthesis { index: 0, source }, partition)
         })
     }

@@ -1,6 +1,7 @@
 //! cuzk's synthesis of every real Filecoin circuit (PoRep, WindowPoSt, WinningPoSt, SnapDeals
 //! partitions of 2 KiB sectors) against bellpepper's own test `ConstraintSystem`: the same rows
-//! (a, b, c) in the same order and the same assignment.
+//! (a, b, c) in the same order and the same assignment; and the witness of the circuit's parts,
+//! synthesized apart and joined, is that same assignment.
 
 use bellpepper_core::test_cs::TestConstraintSystem;
 use bellpepper_core::{Circuit, Index, LinearCombination};
@@ -10,9 +11,10 @@ use cuzk_groth16::{Fr, SparseMatrix};
 use rand::SeedableRng;
 
 use crate::c1::with_phase1;
-use crate::porep::partition_circuits;
+use crate::porep::PorepCircuits;
 use crate::post::{Sectors, post_circuit};
 use crate::snap::{Proofs, snap_circuits};
+use crate::synth::{PartitionCircuit, Whole};
 use crate::workload::{post_vanilla_proofs, seal_sector, snap_update};
 use crate::{C1Output, PostProof, PostStatement, PostVanilla, SealProof, SnapVanilla};
 
@@ -41,16 +43,21 @@ fn cuzk_row(m: &SparseMatrix, i: usize) -> Vec<(u32, Fr)> {
     terms
 }
 
-/// `circuit` and `same` are one circuit built twice (not every Filecoin circuit is `Clone`).
-fn same_synthesis<C: Circuit<Scalar>>(circuit: C, same: C) {
+/// `build` builds one circuit each time (not every Filecoin circuit is `Clone`).
+fn same_synthesis<P: PartitionCircuit>(build: impl Fn() -> P) {
+    let whole = || build().whole().expect("circuit");
     let mut test_cs = TestConstraintSystem::<Scalar>::new();
-    same.synthesize(&mut test_cs).expect("bellpepper synthesis");
+    whole()
+        .synthesize(&mut test_cs)
+        .expect("bellpepper synthesis");
     assert!(
         test_cs.is_satisfied(),
         "{:?}",
         test_cs.which_is_unsatisfied()
     );
-    let (r1cs, witness) = cuzk_bellpepper::synthesize(circuit).expect("cuzk synthesis");
+    let (r1cs, witness) = cuzk_bellpepper::synthesize(whole()).expect("cuzk synthesis");
+    let compiled = cuzk_bellpepper::CompiledCircuit::new(r1cs);
+    let r1cs = compiled.r1cs();
 
     let inputs = test_cs.scalar_inputs();
     let aux = test_cs.scalar_aux();
@@ -59,6 +66,12 @@ fn same_synthesis<C: Circuit<Scalar>>(circuit: C, same: C) {
     assert_eq!(r1cs.num_private(), aux.len());
     let expected: Vec<Fr> = inputs.iter().chain(&aux).map(fr_from_scalar).collect();
     assert!(witness.assignment() == &expected[..], "assignments differ");
+    let parts = build().parts().expect("parts");
+    let joined = compiled.witness_of_parts(parts).expect("parts joined");
+    assert!(
+        joined.assignment() == &expected[..],
+        "the parts' witness differs"
+    );
 
     let constraints = bellpepper_core::Comparable::constraints(&test_cs);
     // cuzk appends bellperson's `input · 0 = 0` row for every input, the one included.
@@ -80,11 +93,9 @@ fn porep_partition_synthesis_matches_bellpeppers() {
     let sector = seal_sector(SealProof::StackedDrg2KiBV1_1, &dir, 1000, 1, rng).expect("seal");
     let c1 = C1Output::parse("c1.json", &sector.c1_json, None).expect("parse");
     with_phase1!(&c1.phase1, |o| {
-        let circuits =
-            partition_circuits(c1.seal_proof, o, 0..o.vanilla_proofs.len()).expect("circuits");
+        let circuits = PorepCircuits::new(c1.seal_proof, o).expect("circuits");
         assert_eq!(circuits.len(), 1);
-        let circuit = circuits.into_iter().next().unwrap();
-        same_synthesis(circuit.clone(), circuit);
+        same_synthesis(|| circuits.partition(0).unwrap());
     });
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -109,12 +120,12 @@ fn post_and_snap_synthesis_matches_bellpeppers() {
         let Sectors::Base(v) = &vanilla.sectors else {
             panic!("a 2 KiB sector has the base tree shape");
         };
-        let build = || {
+        same_synthesis(|| {
             post_circuit("vanilla.bin", proof, &st, v, 0)
                 .expect("circuit")
                 .1
-        };
-        same_synthesis(build().circuit, build().circuit);
+                .circuit
+        });
     }
 
     let (st, bytes) = snap_update(&sector, rng).expect("SnapDeals update");
@@ -127,10 +138,7 @@ fn post_and_snap_synthesis_matches_bellpeppers() {
             .expect("circuits")
             .1
     };
-    let (a, b) = (build(), build());
-    assert_eq!(a.len(), 1, "a 2 KiB update has one partition");
-    for (c, same) in a.into_iter().zip(b) {
-        same_synthesis(c, same);
-    }
+    assert_eq!(build().len(), 1, "a 2 KiB update has one partition");
+    same_synthesis(|| Whole(build().swap_remove(0)));
     std::fs::remove_dir_all(&dir).ok();
 }
