@@ -18,7 +18,8 @@
 #   faults:      a failure at every driver call of one proof and of one engine job.
 #   memory:      another process takes device memory while the engine proves (2^24).
 #   soak:        1000 proofs at 2^20 through one daemon (priorities, cancels, bad requests).
-#   grid, grid26: the OOM grid at 2^24, and its 16 GiB row at 2^26.
+#   grid, grid26: the OOM grid at 2^24, and its 16 GiB row at 2^26 (two tests: 1 and 2
+#                workers, then 4; run `grid26` alone in a call).
 #   crash:       kill -9 of a GPU daemon during a proof at 2^22, then a restart.
 #   queue:       PostgreSQL queue mode: direct submits vs the queue at 2^24, then two
 #                half-device GPU daemons and a CPU one on one queue (PG_BINDIR or pg_config;
@@ -254,7 +255,8 @@ for part in "$@"; do
         step oom-grid-24 "$B/tests/cuzk-scheduler-gpu" --ignored --exact gpu_reliability_oom_grid --nocapture
         ;;
     grid26)
-        step oom-grid-26-16gib "$B/tests/cuzk-scheduler-gpu" --ignored --exact gpu_reliability_oom_grid_16_gib_2_26 --nocapture
+        step oom-grid-26-16gib-w12 "$B/tests/cuzk-scheduler-gpu" --ignored --exact gpu_reliability_oom_grid_16_gib_2_26_workers_1_2 --nocapture
+        step oom-grid-26-16gib-w4 "$B/tests/cuzk-scheduler-gpu" --ignored --exact gpu_reliability_oom_grid_16_gib_2_26_workers_4 --nocapture
         ;;
     crash)
         step "key-$CRASH_LOG" make_key "$CRASH_LOG"

@@ -206,8 +206,14 @@ const GPU_GROUPS: &[GpuGroup] = &[
     GpuGroup {
         area: "1. OOM grid (H200)",
         part: "grid26",
-        log: "oom-grid-26-16gib",
-        tried: "workers {1,2,4} x concurrency {1,3,8} in 16 GiB at 2^26",
+        log: "oom-grid-26-16gib-w12",
+        tried: "workers {1,2} x concurrency {1,3,8} in 16 GiB at 2^26",
+    },
+    GpuGroup {
+        area: "1. OOM grid (H200)",
+        part: "grid26",
+        log: "oom-grid-26-16gib-w4",
+        tried: "workers {4} x concurrency {1,3,8} in 16 GiB at 2^26",
     },
     GpuGroup {
         area: "2. A failure at every site (GPU)",
