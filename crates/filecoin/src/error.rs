@@ -76,6 +76,14 @@ pub enum FilecoinError {
 }
 
 impl FilecoinError {
+    /// storage-proofs' `CompoundProof::circuit` refused partition `partition`'s circuit.
+    pub(crate) fn circuit(partition: usize) -> impl FnOnce(anyhow::Error) -> Self {
+        move |e| Self::Circuit {
+            partition,
+            reason: format!("{e:#}"),
+        }
+    }
+
     pub(crate) fn io(what: impl std::fmt::Display, source: std::io::Error) -> Self {
         Self::Io {
             what: what.to_string(),

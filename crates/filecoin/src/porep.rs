@@ -146,10 +146,7 @@ impl<'a, Tree: 'static + MerkleTreeTrait> PorepCircuits<'a, Tree> {
             &self.public_params,
             Some(k),
         )
-        .map_err(|e| FilecoinError::Circuit {
-            partition: k,
-            reason: format!("{e:#}"),
-        })
+        .map_err(FilecoinError::circuit(k))
     }
 }
 

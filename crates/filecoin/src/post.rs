@@ -402,10 +402,7 @@ fn window_circuit<Tree: 'static + MerkleTreeTrait>(
         &pub_params.vanilla_params,
         Some(0),
     )
-    .map_err(|e| FilecoinError::Circuit {
-        partition,
-        reason: format!("{e:#}"),
-    })?;
+    .map_err(FilecoinError::circuit(partition))?;
     // The verifier sees every sector and takes partition k's chunk: earlier chunks are
     // stand-ins here, as only partition k's are read.
     let mut all = vec![sectors[0].clone(); partition * pub_params.vanilla_params.sector_count];
@@ -485,10 +482,7 @@ fn winning_circuit<Tree: 'static + MerkleTreeTrait>(
         &pub_params.vanilla_params,
         Some(0),
     )
-    .map_err(|e| FilecoinError::Circuit {
-        partition: 0,
-        reason: format!("{e:#}"),
-    })?;
+    .map_err(FilecoinError::circuit(0))?;
     // `verify_winning_post` repeats the sectors once per challenge slot.
     let verifier_inputs = fallback::PublicInputs {
         randomness,

@@ -187,10 +187,7 @@ pub(crate) fn snap_circuits<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher
                 &pub_params.vanilla_params,
                 Some(k),
             )
-            .map_err(|e| FilecoinError::Circuit {
-                partition: k,
-                reason: format!("{e:#}"),
-            })
+            .map_err(FilecoinError::circuit(k))
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok((cache_id::<Tree>(seal_proof), circuits))
