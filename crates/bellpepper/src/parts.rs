@@ -67,10 +67,13 @@ impl CompiledCircuit {
                     .collect::<Result<Vec<_>, BellpepperError>>()
             })
             .collect::<Result<Vec<_>, _>>()?;
-        self.join(&systems)
+        self.join(systems)
     }
 
-    fn join(&self, systems: &[Vec<WitnessCs>]) -> Result<Witness, BellpepperError> {
+    /// Takes the parts, so that each is dropped once its values are copied: the witness's
+    /// pages are touched as it fills, so with many parts the host holds little more than one
+    /// copy of it (a whole circuit's one part is held twice until copied, as in `witness`).
+    fn join(&self, systems: Vec<Vec<WitnessCs>>) -> Result<Witness, BellpepperError> {
         let (inputs, aux) = (self.r1cs.num_public(), self.r1cs.num_private());
         let repeats: usize = systems.iter().map(|g| g.len() - 1).sum();
         let all = || systems.iter().flatten();
@@ -108,7 +111,7 @@ impl CompiledCircuit {
         let own = |j: usize, head: usize| if j == 0 { 0 } else { head };
         let mut z = Vec::with_capacity(1 + inputs + aux);
         z.push(Fr::ONE);
-        for parts in systems {
+        for parts in &systems {
             for (j, cs) in parts.iter().enumerate() {
                 z.extend(
                     cs.inputs[1 + own(j, head_inputs)..]
@@ -118,7 +121,7 @@ impl CompiledCircuit {
             }
         }
         for parts in systems {
-            for (j, cs) in parts.iter().enumerate() {
+            for (j, cs) in parts.into_iter().enumerate() {
                 z.extend(cs.aux[own(j, head_aux)..].iter().map(fr_from_scalar));
             }
         }
