@@ -173,6 +173,18 @@ async fn await_ours(c: &mut client::Client, s: &cuzk_pb::SubmitResponse) -> cuzk
     r
 }
 
+/// Runs `flow` on a runtime of its own. A failed check leaves proofs running: their waiters
+/// must not hold the test past its bound, so the runtime is shut down with a timeout before the
+/// panic goes on.
+fn block_on_bounded(flow: impl std::future::Future<Output = ()>) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rt.block_on(flow)));
+    rt.shutdown_timeout(Duration::from_secs(5));
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
 #[test]
 fn filecoin_proofs_through_both_services_and_a_critical_winning_post_overtakes_queued_poreps() {
     if !in_param_env(
@@ -219,317 +231,308 @@ fn filecoin_proofs_through_both_services_and_a_critical_winning_post_overtakes_q
         cpu_device_memory: 4 << 30,
         ..DaemonConfig::default()
     };
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let flow = std::panic::AssertUnwindSafe(|| {
-        rt.block_on(async {
-            let engine = Engine::new(config.engine().unwrap()).unwrap();
-            let daemon = Daemon::bind(config, engine).await.unwrap();
-            let shared = daemon.shared().clone();
-            let addr = daemon.address();
-            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            let task = tokio::spawn(daemon.run(async {
-                let _ = stopped.await;
-            }));
-            let mut c = connect(sock.clone()).await;
-            let mut ours = client::connect(Some(&addr), None, None).await.unwrap();
+    block_on_bounded(async {
+        let engine = Engine::new(config.engine().unwrap()).unwrap();
+        let daemon = Daemon::bind(config, engine).await.unwrap();
+        let shared = daemon.shared().clone();
+        let addr = daemon.address();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(daemon.run(async {
+            let _ = stopped.await;
+        }));
+        let mut c = connect(sock.clone()).await;
+        let mut ours = client::connect(Some(&addr), None, None).await.unwrap();
 
-            // cuzk's own API: a WindowPoSt partition, and bad inputs naming their fields.
-            let window_req = cuzk_pb::FilecoinProof {
-                kind: cuzk_pb::FilecoinKind::WindowPost as i32,
-                registered_proof: window.to_string(),
-                vanilla_proofs: window_vanilla.clone(),
-                randomness: randomness.to_vec(),
-                miner_id: MINER,
-                partition: 0,
-                ..Default::default()
-            };
-            let s = submit_ours(&mut ours, "", window_req.clone())
-                .await
-                .unwrap()
-                .into_inner();
-            let r = await_ours(&mut ours, &s).await;
-            assert_eq!(r.proof.len(), 192);
-            let sectors = [(sector.sector_id, sector.comm_r)];
-            assert!(
-                verify_window_post(window, &st, &sectors, &r.proof, &store).unwrap(),
-                "verify_window_post rejects the daemon's proof"
-            );
-            assert!(!r.timings.unwrap().phases.is_empty(), "the engine's phases");
-            let mut bad = window_req.clone();
-            bad.kind = 7;
-            invalid(submit_ours(&mut ours, "", bad).await, "filecoin.kind");
-            let mut bad = window_req.clone();
-            bad.registered_proof = winning.to_string();
-            invalid(
-                submit_ours(&mut ours, "", bad).await,
-                "filecoin.registered_proof",
-            );
-            let mut bad = window_req.clone();
-            bad.vanilla_proofs.truncate(window_vanilla.len() - 5);
-            invalid(
-                submit_ours(&mut ours, "", bad).await,
-                "filecoin.vanilla_proofs",
-            );
-            let mut bad = window_req.clone();
-            bad.randomness.pop();
-            invalid(submit_ours(&mut ours, "", bad).await, "filecoin.randomness");
-            let bad = cuzk_pb::FilecoinProof {
-                kind: cuzk_pb::FilecoinKind::PorepC2 as i32,
-                c1_output: b"{\"registered_proof\": \"StackedDrg2KiBV1_1\", \"vanilla".to_vec(),
-                ..Default::default()
-            };
-            invalid(submit_ours(&mut ours, "", bad).await, "filecoin.c1_output");
-
-            // curio's Prove of the same WindowPoSt partition (its V1_1 number, filecoin-proofs-api's
-            // V1_2), again after UnloadKey dropped the circuit's key (it loads again).
-            let window_curio = pb::ProveRequest {
-                submit: Some(pb::SubmitProofRequest {
-                    proof_kind: pb::ProofKind::WindowPostPartition as i32,
-                    registered_proof: 10,
-                    vanilla_proofs: vec![window_vanilla[8..].to_vec()],
-                    miner_id: MINER,
-                    randomness: randomness.to_vec(),
-                    partition_index: 0,
-                    ..Default::default()
-                }),
-            };
-            for round in 0..2 {
-                let r = c
-                    .prove(window_curio.clone())
-                    .await
-                    .unwrap()
-                    .into_inner()
-                    .result
-                    .unwrap();
-                assert_eq!(r.status, Done::Completed as i32, "{}", r.error_message);
-                assert!(verify_window_post(window, &st, &sectors, &r.proof, &store).unwrap());
-                if round == 0 {
-                    ours.unload_key(cuzk_pb::UnloadKeyRequest {
-                        key_id: "filecoin.wpost-2k".into(),
-                    })
-                    .await
-                    .unwrap();
-                }
-            }
-
-            // PreloadSRS reads the parameters once; an unknown circuit names the field.
-            let p = c
-                .preload_srs(pb::PreloadSrsRequest {
-                    circuit_id: "porep-2k".into(),
-                })
-                .await
-                .unwrap()
-                .into_inner();
-            assert!(!p.already_loaded);
-            let again = c
-                .preload_srs(pb::PreloadSrsRequest {
-                    circuit_id: "porep-2k".into(),
-                })
-                .await
-                .unwrap()
-                .into_inner();
-            assert!(again.already_loaded);
-            let e = c
-                .preload_srs(pb::PreloadSrsRequest {
-                    circuit_id: "porep-3k".into(),
-                })
-                .await
-                .unwrap_err();
-            assert_eq!(e.code(), Code::InvalidArgument);
-            assert!(e.message().contains("circuit_id"), "{}", e.message());
-            let s = c
-                .get_status(pb::GetStatusRequest {})
-                .await
-                .unwrap()
-                .into_inner();
-            let srs = s
-                .loaded_srs
-                .iter()
-                .find(|x| x.circuit_id == "porep-2k")
-                .unwrap();
-            assert_eq!(srs.tier, pb::srs_status::Tier::Warm as i32);
-            assert!(srs.size_bytes > 1 << 20, "{srs:?}");
-            assert_eq!(s.gpus.len(), 1);
-            assert_eq!(s.queues.len(), 4);
-
-            // Ten PoRep jobs (the first through cuzk's API at normal priority, the rest through
-            // curio's at NORMAL, which is lower), then a WinningPoSt (CRITICAL). The first PoRep
-            // submit compiles the circuit; the WinningPoSt's compiles its own.
-            let first = submit_ours(
-                &mut ours,
-                "porep-ours",
-                cuzk_pb::FilecoinProof {
-                    kind: cuzk_pb::FilecoinKind::PorepC2 as i32,
-                    c1_output: sector.c1_json.clone(),
-                    ..Default::default()
-                },
-            )
+        // cuzk's own API: a WindowPoSt partition, and bad inputs naming their fields.
+        let window_req = cuzk_pb::FilecoinProof {
+            kind: cuzk_pb::FilecoinKind::WindowPost as i32,
+            registered_proof: window.to_string(),
+            vanilla_proofs: window_vanilla.clone(),
+            randomness: randomness.to_vec(),
+            miner_id: MINER,
+            partition: 0,
+            ..Default::default()
+        };
+        let s = submit_ours(&mut ours, "", window_req.clone())
             .await
             .unwrap()
             .into_inner();
-            let mut poreps = vec![first.job_id.clone()];
-            for i in 1..10 {
-                let id = format!("porep-{i}");
-                let r = c
-                    .submit_proof(porep(&id, &sector))
-                    .await
-                    .unwrap()
-                    .into_inner();
-                assert_eq!(r.job_id, id);
-                poreps.push(id);
-            }
-            // Bad inputs fail their own request alone, each naming its field.
-            let mut bad = porep("bad-json", &sector);
-            bad.vanilla_proof = b"{\"SectorNum\": 1, \"Phase1Out\": 12".to_vec();
-            invalid(c.submit_proof(bad).await, "vanilla_proof");
-            let mut bad = porep("bad-registered", &sector);
-            bad.registered_proof = SealProof::StackedDrg8MiBV1_1.registered_number();
-            bad.sector_size = 8 << 20;
-            invalid(c.submit_proof(bad).await, "registered_proof");
-            let blob = vanilla[8..].to_vec(); // bincode's Vec length first, then the one sector's proof
-            let winning_req = pb::SubmitProofRequest {
-                request_id: "winning".into(),
-                proof_kind: pb::ProofKind::WinningPost as i32,
-                sector_size: 2048,
-                registered_proof: 0, // StackedDrgWinning2KiBV1
-                priority: pb::Priority::Critical as i32,
-                vanilla_proofs: vec![blob.clone()],
+        let r = await_ours(&mut ours, &s).await;
+        assert_eq!(r.proof.len(), 192);
+        let sectors = [(sector.sector_id, sector.comm_r)];
+        assert!(
+            verify_window_post(window, &st, &sectors, &r.proof, &store).unwrap(),
+            "verify_window_post rejects the daemon's proof"
+        );
+        assert!(!r.timings.unwrap().phases.is_empty(), "the engine's phases");
+        let mut bad = window_req.clone();
+        bad.kind = 7;
+        invalid(submit_ours(&mut ours, "", bad).await, "filecoin.kind");
+        let mut bad = window_req.clone();
+        bad.registered_proof = winning.to_string();
+        invalid(
+            submit_ours(&mut ours, "", bad).await,
+            "filecoin.registered_proof",
+        );
+        let mut bad = window_req.clone();
+        bad.vanilla_proofs.truncate(window_vanilla.len() - 5);
+        invalid(
+            submit_ours(&mut ours, "", bad).await,
+            "filecoin.vanilla_proofs",
+        );
+        let mut bad = window_req.clone();
+        bad.randomness.pop();
+        invalid(submit_ours(&mut ours, "", bad).await, "filecoin.randomness");
+        let bad = cuzk_pb::FilecoinProof {
+            kind: cuzk_pb::FilecoinKind::PorepC2 as i32,
+            c1_output: b"{\"registered_proof\": \"StackedDrg2KiBV1_1\", \"vanilla".to_vec(),
+            ..Default::default()
+        };
+        invalid(submit_ours(&mut ours, "", bad).await, "filecoin.c1_output");
+
+        // curio's Prove of the same WindowPoSt partition (its V1_1 number, filecoin-proofs-api's
+        // V1_2), again after UnloadKey dropped the circuit's key (it loads again).
+        let window_curio = pb::ProveRequest {
+            submit: Some(pb::SubmitProofRequest {
+                proof_kind: pb::ProofKind::WindowPostPartition as i32,
+                registered_proof: 10,
+                vanilla_proofs: vec![window_vanilla[8..].to_vec()],
                 miner_id: MINER,
                 randomness: randomness.to_vec(),
+                partition_index: 0,
                 ..Default::default()
-            };
-            let mut bad = winning_req.clone();
-            bad.request_id = "bad-bincode".into();
-            bad.vanilla_proofs = vec![blob[..blob.len() / 2].to_vec()];
-            invalid(c.submit_proof(bad).await, "vanilla_proofs");
-            let mut bad = winning_req.clone();
-            bad.request_id = "bad-kind".into();
-            bad.proof_kind = 9;
-            invalid(c.submit_proof(bad).await, "proof_kind");
-            let mut bad = winning_req.clone();
-            bad.request_id = "bad-post-registered".into();
-            bad.registered_proof = 10; // a WindowPoSt proof
-            invalid(c.submit_proof(bad).await, "registered_proof");
-
-            let w = c.submit_proof(winning_req).await.unwrap().into_inner();
-            assert_eq!(w.job_id, "winning");
-            assert!(
-                w.queue_position == 0,
-                "CRITICAL is queued ahead of all: {w:?}"
-            );
-            let won = await_done(&mut c, "winning").await;
-            assert_eq!(won.status, Done::Completed as i32, "{}", won.error_message);
-            assert_eq!(won.proof.len(), 192);
-            assert!(
-                verify_winning_post(winning, &st, &parsed.sectors(), &won.proof, &store).unwrap(),
-                "verify_winning_post rejects the daemon's proof"
-            );
-
-            // The rest of the queue is cancelled; the status counts them before and after.
-            let s = c
-                .get_status(pb::GetStatusRequest {})
-                .await
-                .unwrap()
-                .into_inner();
-            let q = s
-                .queues
-                .iter()
-                .find(|q| q.proof_kind == "porep-c2")
-                .unwrap();
-            assert!(q.pending >= 8, "{q:?}");
-            for id in &poreps[2..] {
-                let r = c
-                    .cancel_proof(pb::CancelProofRequest { job_id: id.clone() })
-                    .await
-                    .unwrap()
-                    .into_inner();
-                assert!(!r.was_running, "{id} was queued");
-            }
-            let e = c
-                .cancel_proof(pb::CancelProofRequest {
-                    job_id: "nobody".into(),
-                })
-                .await
-                .unwrap_err();
-            assert_eq!(e.code(), Code::NotFound);
-            assert!(e.message().contains("job_id"), "{}", e.message());
-            let cancelled = await_done(&mut c, &poreps[2]).await;
-            assert_eq!(cancelled.status, Done::Cancelled as i32);
-
-            let r = await_ours(&mut ours, &first).await;
-            let r2 = await_done(&mut c, &poreps[1]).await;
-            assert_eq!(r2.status, Done::Completed as i32, "{}", r2.error_message);
-            for proof in [&r.proof, &r2.proof] {
-                assert_eq!(proof.len(), 192);
-                assert!(
-                    verify_porep(&c1, proof, sector.prover_id(), sector.sector_id, &store).unwrap(),
-                    "verify_seal rejects the daemon's proof"
-                );
-            }
-
-            // The WinningPoSt ran before the second PoRep started (one worker: the engine's clock).
-            let t = shared.timeline(0.0);
-            let (_, winning_end) = interval(&t, "winning/0");
-            let (second_start, _) = interval(&t, &format!("{}/0", poreps[1]));
-            let (_, first_end) = interval(&t, &first.job_id);
-            assert!(
-                winning_end <= second_start,
-                "WinningPoSt ended at {winning_end} s, after porep-1 started at {second_start} s"
-            );
-            assert!(first_end <= second_start);
-
-            let s = c
-                .get_status(pb::GetStatusRequest {})
-                .await
-                .unwrap()
-                .into_inner();
-            let srs = s
-                .loaded_srs
-                .iter()
-                .find(|x| x.circuit_id == "porep-2k")
-                .unwrap();
-            assert_eq!(srs.tier, pb::srs_status::Tier::Hot as i32);
-            assert!(s.loaded_srs.iter().any(|x| x.circuit_id == "winning-2k"));
-            assert_eq!(
-                s.total_proofs_completed, 4,
-                "two WindowPoSts, porep-1 and the WinningPoSt"
-            );
-            assert_eq!(s.total_proofs_failed, 8, "the cancelled ones");
-            let m = c
-                .get_metrics(pb::GetMetricsRequest {})
+            }),
+        };
+        for round in 0..2 {
+            let r = c
+                .prove(window_curio.clone())
                 .await
                 .unwrap()
                 .into_inner()
-                .prometheus_text;
-            assert!(
-                m.contains("cuzk_filecoin_proofs_completed_total{proof_kind=\"porep_c2\"} 1"),
-                "{m}"
-            );
-            let ev = c
-                .evict_srs(pb::EvictSrsRequest {
-                    circuit_id: "winning-2k".into(),
+                .result
+                .unwrap();
+            assert_eq!(r.status, Done::Completed as i32, "{}", r.error_message);
+            assert!(verify_window_post(window, &st, &sectors, &r.proof, &store).unwrap());
+            if round == 0 {
+                ours.unload_key(cuzk_pb::UnloadKeyRequest {
+                    key_id: "filecoin.wpost-2k".into(),
                 })
                 .await
-                .unwrap()
-                .into_inner();
-            assert!(ev.was_loaded && ev.freed_bytes > 0, "{ev:?}");
-            let s = c
-                .get_status(pb::GetStatusRequest {})
+                .unwrap();
+            }
+        }
+
+        // PreloadSRS reads the parameters once; an unknown circuit names the field.
+        let p = c
+            .preload_srs(pb::PreloadSrsRequest {
+                circuit_id: "porep-2k".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(!p.already_loaded);
+        let again = c
+            .preload_srs(pb::PreloadSrsRequest {
+                circuit_id: "porep-2k".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(again.already_loaded);
+        let e = c
+            .preload_srs(pb::PreloadSrsRequest {
+                circuit_id: "porep-3k".into(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.message().contains("circuit_id"), "{}", e.message());
+        let s = c
+            .get_status(pb::GetStatusRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        let srs = s
+            .loaded_srs
+            .iter()
+            .find(|x| x.circuit_id == "porep-2k")
+            .unwrap();
+        assert_eq!(srs.tier, pb::srs_status::Tier::Warm as i32);
+        assert!(srs.size_bytes > 1 << 20, "{srs:?}");
+        assert_eq!(s.gpus.len(), 1);
+        assert_eq!(s.queues.len(), 4);
+
+        // Ten PoRep jobs (the first through cuzk's API at normal priority, the rest through
+        // curio's at NORMAL, which is lower), then a WinningPoSt (CRITICAL). The first PoRep
+        // submit compiles the circuit; the WinningPoSt's compiles its own.
+        let first = submit_ours(
+            &mut ours,
+            "porep-ours",
+            cuzk_pb::FilecoinProof {
+                kind: cuzk_pb::FilecoinKind::PorepC2 as i32,
+                c1_output: sector.c1_json.clone(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .into_inner();
+        let mut poreps = vec![first.job_id.clone()];
+        for i in 1..10 {
+            let id = format!("porep-{i}");
+            let r = c
+                .submit_proof(porep(&id, &sector))
                 .await
                 .unwrap()
                 .into_inner();
-            assert!(!s.loaded_srs.iter().any(|x| x.circuit_id == "winning-2k"));
+            assert_eq!(r.job_id, id);
+            poreps.push(id);
+        }
+        // Bad inputs fail their own request alone, each naming its field.
+        let mut bad = porep("bad-json", &sector);
+        bad.vanilla_proof = b"{\"SectorNum\": 1, \"Phase1Out\": 12".to_vec();
+        invalid(c.submit_proof(bad).await, "vanilla_proof");
+        let mut bad = porep("bad-registered", &sector);
+        bad.registered_proof = SealProof::StackedDrg8MiBV1_1.registered_number();
+        bad.sector_size = 8 << 20;
+        invalid(c.submit_proof(bad).await, "registered_proof");
+        let blob = vanilla[8..].to_vec(); // bincode's Vec length first, then the one sector's proof
+        let winning_req = pb::SubmitProofRequest {
+            request_id: "winning".into(),
+            proof_kind: pb::ProofKind::WinningPost as i32,
+            sector_size: 2048,
+            registered_proof: 0, // StackedDrgWinning2KiBV1
+            priority: pb::Priority::Critical as i32,
+            vanilla_proofs: vec![blob.clone()],
+            miner_id: MINER,
+            randomness: randomness.to_vec(),
+            ..Default::default()
+        };
+        let mut bad = winning_req.clone();
+        bad.request_id = "bad-bincode".into();
+        bad.vanilla_proofs = vec![blob[..blob.len() / 2].to_vec()];
+        invalid(c.submit_proof(bad).await, "vanilla_proofs");
+        let mut bad = winning_req.clone();
+        bad.request_id = "bad-kind".into();
+        bad.proof_kind = 9;
+        invalid(c.submit_proof(bad).await, "proof_kind");
+        let mut bad = winning_req.clone();
+        bad.request_id = "bad-post-registered".into();
+        bad.registered_proof = 10; // a WindowPoSt proof
+        invalid(c.submit_proof(bad).await, "registered_proof");
 
-            let _ = stop.send(());
-            task.await.unwrap().unwrap();
-        })
+        let w = c.submit_proof(winning_req).await.unwrap().into_inner();
+        assert_eq!(w.job_id, "winning");
+        assert!(
+            w.queue_position == 0,
+            "CRITICAL is queued ahead of all: {w:?}"
+        );
+        let won = await_done(&mut c, "winning").await;
+        assert_eq!(won.status, Done::Completed as i32, "{}", won.error_message);
+        assert_eq!(won.proof.len(), 192);
+        assert!(
+            verify_winning_post(winning, &st, &parsed.sectors(), &won.proof, &store).unwrap(),
+            "verify_winning_post rejects the daemon's proof"
+        );
+
+        // The rest of the queue is cancelled; the status counts them before and after.
+        let s = c
+            .get_status(pb::GetStatusRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        let q = s
+            .queues
+            .iter()
+            .find(|q| q.proof_kind == "porep-c2")
+            .unwrap();
+        assert!(q.pending >= 8, "{q:?}");
+        for id in &poreps[2..] {
+            let r = c
+                .cancel_proof(pb::CancelProofRequest { job_id: id.clone() })
+                .await
+                .unwrap()
+                .into_inner();
+            assert!(!r.was_running, "{id} was queued");
+        }
+        let e = c
+            .cancel_proof(pb::CancelProofRequest {
+                job_id: "nobody".into(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::NotFound);
+        assert!(e.message().contains("job_id"), "{}", e.message());
+        let cancelled = await_done(&mut c, &poreps[2]).await;
+        assert_eq!(cancelled.status, Done::Cancelled as i32);
+
+        let r = await_ours(&mut ours, &first).await;
+        let r2 = await_done(&mut c, &poreps[1]).await;
+        assert_eq!(r2.status, Done::Completed as i32, "{}", r2.error_message);
+        for proof in [&r.proof, &r2.proof] {
+            assert_eq!(proof.len(), 192);
+            assert!(
+                verify_porep(&c1, proof, sector.prover_id(), sector.sector_id, &store).unwrap(),
+                "verify_seal rejects the daemon's proof"
+            );
+        }
+
+        // The WinningPoSt ran before the second PoRep started (one worker: the engine's clock).
+        let t = shared.timeline(0.0);
+        let (_, winning_end) = interval(&t, "winning/0");
+        let (second_start, _) = interval(&t, &format!("{}/0", poreps[1]));
+        let (_, first_end) = interval(&t, &first.job_id);
+        assert!(
+            winning_end <= second_start,
+            "WinningPoSt ended at {winning_end} s, after porep-1 started at {second_start} s"
+        );
+        assert!(first_end <= second_start);
+
+        let s = c
+            .get_status(pb::GetStatusRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        let srs = s
+            .loaded_srs
+            .iter()
+            .find(|x| x.circuit_id == "porep-2k")
+            .unwrap();
+        assert_eq!(srs.tier, pb::srs_status::Tier::Hot as i32);
+        assert!(s.loaded_srs.iter().any(|x| x.circuit_id == "winning-2k"));
+        assert_eq!(
+            s.total_proofs_completed, 4,
+            "two WindowPoSts, porep-1 and the WinningPoSt"
+        );
+        assert_eq!(s.total_proofs_failed, 8, "the cancelled ones");
+        let m = c
+            .get_metrics(pb::GetMetricsRequest {})
+            .await
+            .unwrap()
+            .into_inner()
+            .prometheus_text;
+        assert!(
+            m.contains("cuzk_filecoin_proofs_completed_total{proof_kind=\"porep_c2\"} 1"),
+            "{m}"
+        );
+        let ev = c
+            .evict_srs(pb::EvictSrsRequest {
+                circuit_id: "winning-2k".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(ev.was_loaded && ev.freed_bytes > 0, "{ev:?}");
+        let s = c
+            .get_status(pb::GetStatusRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(!s.loaded_srs.iter().any(|x| x.circuit_id == "winning-2k"));
+
+        let _ = stop.send(());
+        task.await.unwrap().unwrap();
     });
-    let result = std::panic::catch_unwind(flow);
-    // A failed check leaves proofs running: their waiters must not hold the test past its bound.
-    rt.shutdown_timeout(Duration::from_secs(5));
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
     eprintln!("whole flow: {:?}", start.elapsed());
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -600,104 +603,95 @@ fn a_c1_above_max_message_bytes_streams_and_the_first_proof_loads_its_circuit_in
         tokio_stream::iter(client::filecoin_stream(header, req.clone(), max / 2))
     };
 
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let flow = std::panic::AssertUnwindSafe(|| {
-        rt.block_on(async {
-            let (addr, stop, task) = start_daemon(&dir, "streamed", params_dir(), max).await;
-            let mut c = client::connect(Some(&addr), None, None).await.unwrap();
+    block_on_bounded(async {
+        let (addr, stop, task) = start_daemon(&dir, "streamed", params_dir(), max).await;
+        let mut c = client::connect(Some(&addr), None, None).await.unwrap();
 
-            // In the header it is refused by the limit.
-            let e = submit_ours(&mut c, "", req.clone()).await.unwrap_err();
-            assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
-            assert!(e.message().contains("max_message_bytes"), "{}", e.message());
-            // Streamed: a wrong size, or the input both ways, names the field.
-            let mut wrong = client::filecoin_stream(Default::default(), req.clone(), max / 2);
-            wrong.pop();
-            let e = c.submit(tokio_stream::iter(wrong)).await.unwrap_err();
-            assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
-            assert!(
-                e.message().contains("truncated filecoin.c1_output"),
-                "{}",
-                e.message()
-            );
-            let mut both = client::filecoin_stream(Default::default(), req.clone(), max / 2);
-            if let Some(cuzk_pb::submit_request::Msg::Header(h)) = &mut both[0].msg
-                && let Some(cuzk_pb::submit_header::Witness::Filecoin(f)) = &mut h.witness
-            {
-                f.c1_output = b"{}".to_vec();
-            }
-            let e = c.submit(tokio_stream::iter(both)).await.unwrap_err();
-            assert!(
-                e.message().contains("filecoin.c1_output"),
-                "{}",
-                e.message()
-            );
+        // In the header it is refused by the limit.
+        let e = submit_ours(&mut c, "", req.clone()).await.unwrap_err();
+        assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+        assert!(e.message().contains("max_message_bytes"), "{}", e.message());
+        // Streamed: a wrong size, or the input both ways, names the field.
+        let mut wrong = client::filecoin_stream(Default::default(), req.clone(), max / 2);
+        wrong.pop();
+        let e = c.submit(tokio_stream::iter(wrong)).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+        assert!(
+            e.message().contains("truncated filecoin.c1_output"),
+            "{}",
+            e.message()
+        );
+        let mut both = client::filecoin_stream(Default::default(), req.clone(), max / 2);
+        if let Some(cuzk_pb::submit_request::Msg::Header(h)) = &mut both[0].msg
+            && let Some(cuzk_pb::submit_header::Witness::Filecoin(f)) = &mut h.witness
+        {
+            f.c1_output = b"{}".to_vec();
+        }
+        let e = c.submit(tokio_stream::iter(both)).await.unwrap_err();
+        assert!(
+            e.message().contains("filecoin.c1_output"),
+            "{}",
+            e.message()
+        );
 
-            // Two first proofs of the circuit at once: Submit answers before the load is over,
-            // one proof loads the circuit, the other waits for that load.
-            let t = Instant::now();
-            let a = c.submit(streamed("a")).await.unwrap().into_inner();
-            let submit_a = t.elapsed();
-            let b = c.submit(streamed("b")).await.unwrap().into_inner();
-            let mut loads = Vec::new();
-            for s in [&a, &b] {
-                let r = await_ours(&mut c, s).await;
-                assert_eq!(r.proof.len(), 192);
-                assert!(
-                    verify_porep(&c1, &r.proof, sector.prover_id(), sector.sector_id, &store)
-                        .unwrap(),
-                    "verify_seal rejects the daemon's proof"
-                );
-                let t = r.timings.unwrap();
-                let load = t.phases[0].clone();
-                assert_eq!(load.phase, "load", "{t:?}");
-                assert!(
-                    t.phases[1..].iter().all(|p| p.start_s >= load.end_s),
-                    "{t:?}"
-                );
-                loads.push(load);
-            }
-            assert_eq!(
-                (loads[0].kind.as_str(), loads[1].kind.as_str()),
-                ("cpu", "wait"),
-                "{loads:?}"
-            );
-            let load_secs = loads[0].end_s - loads[0].start_s;
+        // Two first proofs of the circuit at once: Submit answers before the load is over,
+        // one proof loads the circuit, the other waits for that load.
+        let t = Instant::now();
+        let a = c.submit(streamed("a")).await.unwrap().into_inner();
+        let submit_a = t.elapsed();
+        let b = c.submit(streamed("b")).await.unwrap().into_inner();
+        let mut loads = Vec::new();
+        for s in [&a, &b] {
+            let r = await_ours(&mut c, s).await;
+            assert_eq!(r.proof.len(), 192);
             assert!(
-                submit_a.as_secs_f64() < load_secs,
-                "Submit took {submit_a:?}, the load {load_secs} s"
+                verify_porep(&c1, &r.proof, sector.prover_id(), sector.sector_id, &store).unwrap(),
+                "verify_seal rejects the daemon's proof"
             );
-            let _ = stop.send(());
-            task.await.unwrap().unwrap();
+            let t = r.timings.unwrap();
+            let load = t.phases[0].clone();
+            assert_eq!(load.phase, "load", "{t:?}");
+            assert!(
+                t.phases[1..].iter().all(|p| p.start_s >= load.end_s),
+                "{t:?}"
+            );
+            loads.push(load);
+        }
+        assert_eq!(
+            (loads[0].kind.as_str(), loads[1].kind.as_str()),
+            ("cpu", "wait"),
+            "{loads:?}"
+        );
+        let load_secs = loads[0].end_s - loads[0].start_s;
+        assert!(
+            submit_a.as_secs_f64() < load_secs,
+            "Submit took {submit_a:?}, the load {load_secs} s"
+        );
+        let _ = stop.send(());
+        task.await.unwrap().unwrap();
 
-            // No parameter file: Submit still answers, the job fails naming the file.
-            let (addr, stop, task) = start_daemon(&dir, "no-params", empty.clone(), max).await;
-            let mut c = client::connect(Some(&addr), None, None).await.unwrap();
-            let s = c.submit(streamed("")).await.unwrap().into_inner();
-            let e = c
-                .r#await(cuzk_pb::AwaitRequest {
-                    job_id: s.job_id,
-                    job_token: s.job_token,
-                    timeout_ms: 0,
-                })
-                .await
-                .unwrap_err();
-            assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
-            assert!(
-                e.message().starts_with("load: ")
-                    && e.message().contains(&empty.display().to_string())
-                    && e.message().contains(".params"),
-                "{}",
-                e.message()
-            );
-            let _ = stop.send(());
-            task.await.unwrap().unwrap();
-        })
+        // No parameter file: Submit still answers, the job fails naming the file.
+        let (addr, stop, task) = start_daemon(&dir, "no-params", empty.clone(), max).await;
+        let mut c = client::connect(Some(&addr), None, None).await.unwrap();
+        let s = c.submit(streamed("")).await.unwrap().into_inner();
+        let e = c
+            .r#await(cuzk_pb::AwaitRequest {
+                job_id: s.job_id,
+                job_token: s.job_token,
+                timeout_ms: 0,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+        assert!(
+            e.message().starts_with("load: ")
+                && e.message().contains(&empty.display().to_string())
+                && e.message().contains(".params"),
+            "{}",
+            e.message()
+        );
+        let _ = stop.send(());
+        task.await.unwrap().unwrap();
     });
-    let result = std::panic::catch_unwind(flow);
-    rt.shutdown_timeout(Duration::from_secs(5));
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
     std::fs::remove_dir_all(&dir).ok();
 }
