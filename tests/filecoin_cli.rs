@@ -1,5 +1,6 @@
-//! `cuzk filecoin`: seal a 2 KiB sector, generate its circuit's parameters, prove C2, and
-//! filecoin-proofs' `verify_seal` accepts; the timings are printed per phase. The same through
+//! `cuzk filecoin`: seal a 2 KiB sector (and make one from sparse trees), generate its
+//! circuit's parameters, prove C2, and filecoin-proofs' `verify_seal` accepts; the timings are
+//! printed per phase. The same through
 //! a `cuzk daemon` (`--daemon`): a SnapDeals update and a WinningPoSt, each accepted by
 //! filecoin-proofs' verifier, and `bench-c2` against filecoin-proofs' own C2. Uses the
 //! generated-parameters directory the cuzk-filecoin tests share (made once, under a lock).
@@ -140,6 +141,58 @@ fn porep_c2_then_verify_seal() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("FIL_PROOFS_PARAMETER_CACHE"), "{err}");
+
+    // A C1 from sparse trees, never sealed: proven and accepted the same way.
+    let out = ok(&[
+        "seal",
+        "--sparse",
+        "--sector-id",
+        "9",
+        "--c1",
+        &p("sparse.json"),
+    ]);
+    assert!(out.contains("sparse C1"), "{out}");
+    ok(&[
+        "porep-c2",
+        "--c1",
+        &p("sparse.json"),
+        "--proof",
+        &p("sparse.bin"),
+        "--param-dir",
+        &params,
+    ]);
+    ok(&[
+        "verify",
+        "porep",
+        "--c1",
+        &p("sparse.json"),
+        "--proof",
+        &p("sparse.bin"),
+        "--miner-id",
+        "1000",
+        "--sector-id",
+        "9",
+        "--param-dir",
+        &params,
+    ]);
+    // One source only: a work directory to seal in, or --sparse.
+    for args in [
+        &["seal", "--c1", &p("x.json")][..],
+        &[
+            "seal",
+            "--sparse",
+            "--work-dir",
+            &p("w"),
+            "--c1",
+            &p("x.json"),
+        ][..],
+    ] {
+        let err = fails(args);
+        assert!(
+            err.contains("--work-dir") && err.contains("--sparse"),
+            "{err}"
+        );
+    }
 }
 
 #[test]

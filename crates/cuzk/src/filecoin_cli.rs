@@ -109,9 +109,10 @@ pub enum FilecoinCommand {
         #[command(flatten)]
         params: ParamArgs,
     },
-    /// Seal sectors 1..=N of random data with filecoin-proofs on the CPU and write their PoSt
-    /// vanilla proofs as filecoin-proofs makes them (`generate_fallback_sector_challenges`,
-    /// `generate_single_vanilla_proof`): a test workload.
+    /// PoSt vanilla proofs of sectors 1..=N, a test workload: sealed with random data by
+    /// filecoin-proofs on the CPU, then proven as filecoin-proofs proves them
+    /// (`generate_fallback_sector_challenges`, `generate_single_vanilla_proof`); or, with
+    /// --sparse, built from sparse trees without sealing.
     PostVanilla {
         /// Registered PoSt proof (default StackedDrgWindow2KiBV1_2).
         #[arg(long, default_value = "StackedDrgWindow2KiBV1_2")]
@@ -123,9 +124,8 @@ pub enum FilecoinCommand {
         /// 32 bytes of hex (a field element: the last byte below 0x40).
         #[arg(long)]
         randomness: String,
-        /// Scratch directory for the sectors' files (removed afterwards).
-        #[arg(long)]
-        work_dir: PathBuf,
+        #[command(flatten)]
+        source: WorkloadSource,
         /// Where to write the vanilla proofs.
         #[arg(long)]
         vanilla: PathBuf,
@@ -156,9 +156,10 @@ pub enum FilecoinCommand {
         #[command(flatten)]
         params: ParamArgs,
     },
-    /// Seal a sector of random data, update it with new random data (encode_into) and write
-    /// its vanilla partition proofs (generate_partition_proofs); prints the update's
-    /// commitments: a test workload.
+    /// A SnapDeals update's vanilla partition proofs, a test workload: a sector of random data
+    /// sealed, updated with new random data (encode_into) and proven
+    /// (generate_partition_proofs); or, with --sparse, built from sparse trees without sealing.
+    /// Prints the update's commitments.
     SnapVanilla {
         #[arg(long, default_value = "2KiB")]
         seal_proof: SealProof,
@@ -166,15 +167,16 @@ pub enum FilecoinCommand {
         miner_id: u64,
         #[arg(long, default_value_t = 1)]
         sector_id: u64,
-        /// Scratch directory for the sector's files (removed afterwards).
-        #[arg(long)]
-        work_dir: PathBuf,
+        #[command(flatten)]
+        source: WorkloadSource,
         /// Where to write the vanilla partition proofs.
         #[arg(long)]
         vanilla: PathBuf,
     },
-    /// Seal a sector of random data with filecoin-proofs on the CPU (add_piece, PC1, PC2,
-    /// C1) and write its C1 output as filecoin-ffi does: a test workload.
+    /// A C1 output as filecoin-ffi writes it, a test workload: a sector of random data sealed
+    /// by filecoin-proofs on the CPU (add_piece, PC1, PC2, C1); or, with --sparse, built from
+    /// sparse trees without sealing (any sector size in seconds; filecoin-proofs' vanilla
+    /// verifier checks it).
     Seal {
         /// Registered proof or size: StackedDrg2KiBV1_1, 2KiB, 8MiB, 512MiB, 32GiB, 64GiB.
         #[arg(long, default_value = "2KiB")]
@@ -183,9 +185,8 @@ pub enum FilecoinCommand {
         miner_id: u64,
         #[arg(long, default_value_t = 1)]
         sector_id: u64,
-        /// Scratch directory for the sector's files (removed afterwards).
-        #[arg(long)]
-        work_dir: PathBuf,
+        #[command(flatten)]
+        source: WorkloadSource,
         /// Where to write the C1 JSON.
         #[arg(long)]
         c1: PathBuf,
@@ -242,6 +243,19 @@ pub enum VerifyCommand {
         #[command(flatten)]
         params: ParamArgs,
     },
+}
+
+/// Where a test workload comes from: sectors sealed for real, or sparse trees.
+#[derive(Args, Debug)]
+#[group(required = true, multiple = false)]
+pub struct WorkloadSource {
+    /// Seal for real: the scratch directory for the sectors' files (removed afterwards).
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+    /// Build it from sparse trees instead: only the challenged nodes (and PoRep's parents)
+    /// hold data, so any sector size takes seconds (`cuzk_filecoin::sparse`).
+    #[arg(long)]
+    sparse: bool,
 }
 
 #[derive(Args, Debug)]
@@ -679,10 +693,20 @@ pub fn run(command: FilecoinCommand, choice: BackendChoice) -> Result<()> {
             sectors,
             miner_id,
             randomness,
-            work_dir,
+            source,
             vanilla,
         } => {
             let randomness = hex32("--randomness", &randomness)?;
+            let rng = &mut rand::rngs::OsRng;
+            let Some(work_dir) = source.work_dir else {
+                let start = Instant::now();
+                let ids: Vec<u64> = (1..=sectors).collect();
+                let bytes = cuzk_filecoin::sparse::sparse_post(
+                    post_proof, miner_id, &ids, randomness, rng,
+                )?;
+                println!("sparse vanilla {:>10.1} ms  ({sectors} sectors)", ms(start));
+                return write(&vanilla, &bytes);
+            };
             let start = Instant::now();
             let sealed = (1..=sectors)
                 .map(|id| -> Result<_> {
@@ -691,7 +715,7 @@ pub fn run(command: FilecoinCommand, choice: BackendChoice) -> Result<()> {
                         &work_dir.join(format!("sector-{id}")),
                         miner_id,
                         id,
-                        &mut rand::rngs::OsRng,
+                        rng,
                     )?)
                 })
                 .collect::<Result<Vec<_>>>()?;
@@ -765,21 +789,31 @@ pub fn run(command: FilecoinCommand, choice: BackendChoice) -> Result<()> {
             seal_proof,
             miner_id,
             sector_id,
-            work_dir,
+            source,
             vanilla,
         } => {
             let start = Instant::now();
             let rng = &mut rand::rngs::OsRng;
-            let update = (|| -> Result<_> {
-                let s = cuzk_filecoin::workload::seal_sector(
-                    seal_proof, &work_dir, miner_id, sector_id, rng,
-                )?;
-                Ok(cuzk_filecoin::workload::snap_update(&s, rng)?)
-            })();
-            // The sector's files go, whether or not the update was made.
-            std::fs::remove_dir_all(&work_dir).ok();
-            let (st, bytes) = update?;
-            println!("seal, update   {:>10.1} ms", ms(start));
+            let (st, bytes) = match source.work_dir {
+                Some(work_dir) => {
+                    let update = (|| -> Result<_> {
+                        let s = cuzk_filecoin::workload::seal_sector(
+                            seal_proof, &work_dir, miner_id, sector_id, rng,
+                        )?;
+                        Ok(cuzk_filecoin::workload::snap_update(&s, rng)?)
+                    })();
+                    // The sector's files go, whether or not the update was made.
+                    std::fs::remove_dir_all(&work_dir).ok();
+                    let update = update?;
+                    println!("seal, update   {:>10.1} ms", ms(start));
+                    update
+                }
+                None => {
+                    let update = cuzk_filecoin::sparse::sparse_snap(seal_proof, rng)?;
+                    println!("sparse update  {:>10.1} ms", ms(start));
+                    update
+                }
+            };
             println!("comm_r_old {}", hex(&st.comm_r_old));
             println!("comm_r_new {}", hex(&st.comm_r_new));
             println!("comm_d_new {}", hex(&st.comm_d_new));
@@ -803,20 +837,29 @@ pub fn run(command: FilecoinCommand, choice: BackendChoice) -> Result<()> {
             seal_proof,
             miner_id,
             sector_id,
-            work_dir,
+            source,
             c1,
         } => {
             let start = Instant::now();
-            let sector = cuzk_filecoin::workload::seal_sector(
-                seal_proof,
-                &work_dir,
-                miner_id,
-                sector_id,
-                &mut rand::rngs::OsRng,
-            )?;
-            std::fs::remove_dir_all(&work_dir).ok();
-            println!("seal           {:>10.1} ms", ms(start));
-            write(&c1, &sector.c1_json)
+            let rng = &mut rand::rngs::OsRng;
+            let commit = match source.work_dir {
+                Some(work_dir) => {
+                    let sector = cuzk_filecoin::workload::seal_sector(
+                        seal_proof, &work_dir, miner_id, sector_id, rng,
+                    );
+                    std::fs::remove_dir_all(&work_dir).ok();
+                    let commit = sector?.commit;
+                    println!("seal           {:>10.1} ms", ms(start));
+                    commit
+                }
+                None => {
+                    let commit =
+                        cuzk_filecoin::sparse::sparse_seal(seal_proof, miner_id, sector_id, rng)?;
+                    println!("sparse C1      {:>10.1} ms", ms(start));
+                    commit
+                }
+            };
+            write(&c1, &commit.c1_json)
         }
     }
 }

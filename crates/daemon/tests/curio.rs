@@ -79,8 +79,8 @@ fn seal(dir: &Path, sector_id: u64) -> SealedSector {
 fn curio_c1(s: &SealedSector) -> Vec<u8> {
     use base64::Engine as _;
     serde_json::to_vec(&serde_json::json!({
-        "SectorNum": s.sector_id,
-        "Phase1Out": base64::engine::general_purpose::STANDARD.encode(&s.c1_json),
+        "SectorNum": s.commit.sector_id,
+        "Phase1Out": base64::engine::general_purpose::STANDARD.encode(&s.commit.c1_json),
         "SectorSize": 2048,
     }))
     .unwrap()
@@ -94,7 +94,7 @@ fn porep(request_id: &str, s: &SealedSector) -> pb::SubmitProofRequest {
         registered_proof: KIB2.registered_number(),
         priority: pb::Priority::Normal as i32,
         vanilla_proof: curio_c1(s),
-        sector_number: s.sector_id,
+        sector_number: s.commit.sector_id,
         miner_id: MINER,
         ..Default::default()
     }
@@ -196,7 +196,7 @@ fn filecoin_proofs_through_both_services_and_a_critical_winning_post_overtakes_q
     let dir = work_dir("flow");
     let store = ParamStore::new(params_dir());
     let sector = seal(&dir, 1);
-    let c1 = C1Output::parse("c1.json", &sector.c1_json, None).unwrap();
+    let c1 = C1Output::parse("c1.json", &sector.commit.c1_json, None).unwrap();
     let rng = &mut ChaCha8Rng::seed_from_u64(7);
     store.generate_porep(&c1, rng).expect("PoRep parameters");
     let winning = PostProof::winning(KIB2);
@@ -205,7 +205,7 @@ fn filecoin_proofs_through_both_services_and_a_critical_winning_post_overtakes_q
     randomness[31] &= 0x3f;
     let st = PostStatement {
         randomness,
-        prover_id: sector.prover_id(),
+        prover_id: sector.commit.prover_id(),
     };
     let vanilla = post_vanilla_proofs(winning, &[&sector], randomness).unwrap();
     let parsed = PostVanilla::parse("winning.bin", &vanilla, winning).unwrap();
@@ -259,7 +259,7 @@ fn filecoin_proofs_through_both_services_and_a_critical_winning_post_overtakes_q
             .into_inner();
         let r = await_ours(&mut ours, &s).await;
         assert_eq!(r.proof.len(), 192);
-        let sectors = [(sector.sector_id, sector.comm_r)];
+        let sectors = [(sector.commit.sector_id, sector.commit.comm_r)];
         assert!(
             verify_window_post(window, &st, &sectors, &r.proof, &store).unwrap(),
             "verify_window_post rejects the daemon's proof"
@@ -370,7 +370,7 @@ fn filecoin_proofs_through_both_services_and_a_critical_winning_post_overtakes_q
             "porep-ours",
             cuzk_pb::FilecoinProof {
                 kind: cuzk_pb::FilecoinKind::PorepC2 as i32,
-                c1_output: sector.c1_json.clone(),
+                c1_output: sector.commit.c1_json.clone(),
                 ..Default::default()
             },
         )
@@ -472,7 +472,14 @@ fn filecoin_proofs_through_both_services_and_a_critical_winning_post_overtakes_q
         for proof in [&r.proof, &r2.proof] {
             assert_eq!(proof.len(), 192);
             assert!(
-                verify_porep(&c1, proof, sector.prover_id(), sector.sector_id, &store).unwrap(),
+                verify_porep(
+                    &c1,
+                    proof,
+                    sector.commit.prover_id(),
+                    sector.commit.sector_id,
+                    &store
+                )
+                .unwrap(),
                 "verify_seal rejects the daemon's proof"
             );
         }
@@ -581,7 +588,7 @@ fn a_c1_above_max_message_bytes_streams_and_the_first_proof_loads_its_circuit_in
     let dir = work_dir("streamed");
     let store = ParamStore::new(params_dir());
     let sector = seal(&dir, 3);
-    let c1 = C1Output::parse("c1.json", &sector.c1_json, None).unwrap();
+    let c1 = C1Output::parse("c1.json", &sector.commit.c1_json, None).unwrap();
     store
         .generate_porep(&c1, &mut ChaCha8Rng::seed_from_u64(7))
         .expect("PoRep parameters");
@@ -589,10 +596,14 @@ fn a_c1_above_max_message_bytes_streams_and_the_first_proof_loads_its_circuit_in
     std::fs::create_dir_all(&empty).unwrap();
     // The smallest limit the daemon takes: the C1 output is well above it.
     let max = 4096;
-    assert!(sector.c1_json.len() > 4 * max, "{}", sector.c1_json.len());
+    assert!(
+        sector.commit.c1_json.len() > 4 * max,
+        "{}",
+        sector.commit.c1_json.len()
+    );
     let req = cuzk_pb::FilecoinProof {
         kind: cuzk_pb::FilecoinKind::PorepC2 as i32,
-        c1_output: sector.c1_json.clone(),
+        c1_output: sector.commit.c1_json.clone(),
         ..Default::default()
     };
     let streamed = |request_id: &str| {
@@ -645,7 +656,14 @@ fn a_c1_above_max_message_bytes_streams_and_the_first_proof_loads_its_circuit_in
             let r = await_ours(&mut c, s).await;
             assert_eq!(r.proof.len(), 192);
             assert!(
-                verify_porep(&c1, &r.proof, sector.prover_id(), sector.sector_id, &store).unwrap(),
+                verify_porep(
+                    &c1,
+                    &r.proof,
+                    sector.commit.prover_id(),
+                    sector.commit.sector_id,
+                    &store
+                )
+                .unwrap(),
                 "verify_seal rejects the daemon's proof"
             );
             let t = r.timings.unwrap();

@@ -21,6 +21,9 @@
 //!   filecoin-proofs-api takes ([`PostVanilla`]), their circuits built as
 //!   `generate_single_window_post_with_vanilla` and `generate_winning_post_with_vanilla`
 //!   build them; [`verify_window_post`] and [`verify_winning_post`] are filecoin-proofs'.
+//! - [`workload`] seals test sectors with filecoin-proofs; [`sparse`] builds valid C1 outputs,
+//!   PoSt vanilla proofs and SnapDeals updates of any sector size from sparse trees, without
+//!   sealing (the 32 GiB workloads no test machine can seal).
 //! - [`PartitionedProof`] splits any of these proofs into partitions for a prover that runs
 //!   each as a job of its own (the daemon's engine): the circuit compiled once from a
 //!   partition, then each partition's witness by witness-only synthesis.
@@ -36,6 +39,7 @@ mod post;
 mod prover;
 mod seal_proof;
 mod snap;
+pub mod sparse;
 mod synth;
 #[cfg(test)]
 mod synthesis_speed;

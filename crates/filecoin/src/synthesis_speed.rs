@@ -222,7 +222,7 @@ fn synthesis_speed_against_bellperson() {
         let rng = &mut rand_chacha::ChaCha8Rng::seed_from_u64(3);
         let sector = seal_sector(seal_proof, &dir, 1000, 1, rng).expect("seal");
 
-        let c1 = C1Output::parse("c1.json", &sector.c1_json, None).expect("parse");
+        let c1 = C1Output::parse("c1.json", &sector.commit.c1_json, None).expect("parse");
         let Phase1::Base(o) = &c1.phase1 else {
             panic!("sectors up to 512 MiB have the base tree shape");
         };
@@ -233,7 +233,7 @@ fn synthesis_speed_against_bellperson() {
         randomness[31] &= 0x3f;
         let st = PostStatement {
             randomness,
-            prover_id: sector.prover_id(),
+            prover_id: sector.commit.prover_id(),
         };
         for proof in [
             PostProof::window(seal_proof),

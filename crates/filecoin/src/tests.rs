@@ -91,7 +91,7 @@ fn porep_partition_synthesis_matches_bellpeppers() {
     let dir = std::env::temp_dir().join(format!("cuzk-filecoin-synthesis-{}", std::process::id()));
     let rng = &mut rand_chacha::ChaCha8Rng::seed_from_u64(7);
     let sector = seal_sector(SealProof::StackedDrg2KiBV1_1, &dir, 1000, 1, rng).expect("seal");
-    let c1 = C1Output::parse("c1.json", &sector.c1_json, None).expect("parse");
+    let c1 = C1Output::parse("c1.json", &sector.commit.c1_json, None).expect("parse");
     with_phase1!(&c1.phase1, |o| {
         let circuits = PorepCircuits::new(c1.seal_proof, o).expect("circuits");
         assert_eq!(circuits.len(), 1);
@@ -112,7 +112,7 @@ fn post_and_snap_synthesis_matches_bellpeppers() {
     randomness[31] &= 0x3f;
     let st = PostStatement {
         randomness,
-        prover_id: sector.prover_id(),
+        prover_id: sector.commit.prover_id(),
     };
     for proof in [PostProof::window(KIB2), PostProof::winning(KIB2)] {
         let bytes = post_vanilla_proofs(proof, &[&sector], randomness).expect("vanilla proofs");

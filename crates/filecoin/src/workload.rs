@@ -20,23 +20,29 @@ use crate::error::upstream;
 use crate::seal_proof::with_shape;
 use crate::{FilecoinError, PostProof, SealProof, SnapStatement, prover_id_from_miner};
 
-/// A sealed sector's C1 output and the identities `verify_seal` needs.
+/// A PoRep C1 output and the identities `verify_seal` needs.
 #[derive(Clone, Debug)]
-pub struct SealedSector {
+pub struct SealCommit {
     pub seal_proof: SealProof,
     pub miner_id: u64,
     pub sector_id: u64,
     /// filecoin-proofs-api's `SealCommitPhase1Output` as JSON (filecoin-ffi's C1 output).
     pub c1_json: Vec<u8>,
     pub comm_r: [u8; 32],
-    /// Its files (`sealed`, `cache/`): PoSt's vanilla proofs read them.
-    pub dir: PathBuf,
 }
 
-impl SealedSector {
+impl SealCommit {
     pub fn prover_id(&self) -> [u8; 32] {
         prover_id_from_miner(self.miner_id)
     }
+}
+
+/// A sector sealed on the CPU: its C1 output, and its files (`sealed`, `cache/`), which PoSt's
+/// and SnapDeals' vanilla proofs read.
+#[derive(Clone, Debug)]
+pub struct SealedSector {
+    pub commit: SealCommit,
+    pub dir: PathBuf,
 }
 
 /// Seals a sector of random data in `dir` (its staged, sealed and cache files; a sector's
@@ -69,9 +75,26 @@ pub fn seal_sector(
         SealProof::StackedDrg32GiBV1_1 => seal::<SectorShapeSub8>(&config, dir, &ids, rng)?,
         SealProof::StackedDrg64GiBV1_1 => seal::<SectorShapeTop2>(&config, dir, &ids, rng)?,
     };
-    // filecoin-proofs-api's form: the registered proof, and the proofs in a variant named by
-    // the sector size (`StackedDrg2KiBV1`, whatever the API version).
-    let mut value = c1;
+    let (c1_json, comm_r) = api_c1_json(seal_proof, c1)?;
+    Ok(SealedSector {
+        commit: SealCommit {
+            seal_proof,
+            miner_id,
+            sector_id,
+            c1_json,
+            comm_r,
+        },
+        dir: dir.to_path_buf(),
+    })
+}
+
+/// filecoin-proofs-api's form of a `SealCommitPhase1Output` (its serde JSON value): the
+/// registered proof, and the proofs in a variant named by the sector size
+/// (`StackedDrg2KiBV1`, whatever the API version). Returns the JSON and its comm_r.
+pub(crate) fn api_c1_json(
+    seal_proof: SealProof,
+    mut value: serde_json::Value,
+) -> Result<(Vec<u8>, [u8; 32]), FilecoinError> {
     let obj = value
         .as_object_mut()
         .ok_or_else(|| FilecoinError::FilecoinProofs("C1 output is not a JSON object".into()))?;
@@ -87,14 +110,7 @@ pub fn seal_sector(
         .map_err(|e| FilecoinError::FilecoinProofs(format!("C1 output's comm_r: {e}")))?;
     let c1_json = serde_json::to_vec(&value)
         .map_err(|e| FilecoinError::FilecoinProofs(format!("writing C1 JSON: {e}")))?;
-    Ok(SealedSector {
-        seal_proof,
-        miner_id,
-        sector_id,
-        c1_json,
-        comm_r,
-        dir: dir.to_path_buf(),
-    })
+    Ok((c1_json, comm_r))
 }
 
 struct Ids {
@@ -150,11 +166,13 @@ pub fn post_vanilla_proofs(
     sectors: &[&SealedSector],
     randomness: [u8; 32],
 ) -> Result<Vec<u8>, FilecoinError> {
-    let first = sectors
+    let first = &sectors
         .first()
-        .ok_or_else(|| FilecoinError::FilecoinProofs("no sectors to prove".into()))?;
+        .ok_or_else(|| FilecoinError::FilecoinProofs("no sectors to prove".into()))?
+        .commit;
     if let Some(s) = sectors
         .iter()
+        .map(|s| &s.commit)
         .find(|s| s.miner_id != first.miner_id || s.seal_proof != proof.sector)
     {
         return Err(FilecoinError::FilecoinProofs(format!(
@@ -178,7 +196,7 @@ fn vanilla<Tree: 'static + MerkleTreeTrait>(
     let config = proof.config()?;
     let ids: Vec<SectorId> = sectors
         .iter()
-        .map(|s| SectorId::from(s.sector_id))
+        .map(|s| SectorId::from(s.commit.sector_id))
         .collect();
     let challenges =
         generate_fallback_sector_challenges::<Tree>(&config, &randomness, &ids, prover_id)
@@ -189,9 +207,12 @@ fn vanilla<Tree: 'static + MerkleTreeTrait>(
         let Some(c) = challenges.get(id) else {
             continue;
         };
-        let replica =
-            PrivateReplicaInfo::<Tree>::new(s.dir.join("sealed"), s.comm_r, s.dir.join("cache"))
-                .map_err(upstream)?;
+        let replica = PrivateReplicaInfo::<Tree>::new(
+            s.dir.join("sealed"),
+            s.commit.comm_r,
+            s.dir.join("cache"),
+        )
+        .map_err(upstream)?;
         proofs.push(
             generate_single_vanilla_proof::<Tree>(&config, *id, &replica, c).map_err(upstream)?,
         );
@@ -208,7 +229,7 @@ pub fn snap_update(
     sector: &SealedSector,
     rng: &mut impl RngCore,
 ) -> Result<(SnapStatement, Vec<u8>), FilecoinError> {
-    with_shape!(sector.seal_proof, Tree, update::<Tree>(sector, rng))
+    with_shape!(sector.commit.seal_proof, Tree, update::<Tree>(sector, rng))
 }
 
 fn update<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
@@ -219,7 +240,7 @@ fn update<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     let io = |what: &str, e: std::io::Error| {
         FilecoinError::io(format!("{what} in {}", dir.display()), e)
     };
-    let porep_config = sector.seal_proof.config();
+    let porep_config = sector.commit.seal_proof.config();
     let config = SectorUpdateConfig::from_porep_config(&porep_config);
     let new_cache = dir.join("update-cache");
     std::fs::create_dir_all(&new_cache).map_err(|e| io("creating update-cache", e))?;
@@ -253,7 +274,7 @@ fn update<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     .map_err(upstream)?;
     let proofs = generate_partition_proofs::<Tree>(
         config,
-        sector.comm_r,
+        sector.commit.comm_r,
         encoded.comm_r_new,
         encoded.comm_d_new,
         &sealed,
@@ -263,7 +284,7 @@ fn update<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     )
     .map_err(upstream)?;
     let st = SnapStatement {
-        comm_r_old: sector.comm_r,
+        comm_r_old: sector.commit.comm_r,
         comm_r_new: encoded.comm_r_new,
         comm_d_new: encoded.comm_d_new,
     };

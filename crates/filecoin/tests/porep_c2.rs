@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use base64::Engine as _;
-use cuzk_filecoin::workload::{SealedSector, seal_sector};
+use cuzk_filecoin::workload::{SealCommit, seal_sector};
 use cuzk_filecoin::{
     C1Form, C1Output, FilecoinError, FilecoinProver, PARTITION_PROOF_BYTES, ParamStore, SealProof,
     verify_porep,
@@ -23,7 +23,7 @@ use rand_chacha::ChaCha8Rng;
 mod support;
 use support::{in_param_env, params_dir};
 
-fn sealed(name: &str, seed: u64) -> SealedSector {
+fn sealed(name: &str, seed: u64) -> SealCommit {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("filecoin-sector-{name}"));
     std::fs::remove_dir_all(&dir).ok();
     let start = Instant::now();
@@ -37,7 +37,7 @@ fn sealed(name: &str, seed: u64) -> SealedSector {
     .expect("sealing a 2 KiB sector");
     eprintln!("seal (add_piece, PC1, PC2, C1): {:?}", start.elapsed());
     std::fs::remove_dir_all(&dir).ok();
-    s
+    s.commit
 }
 
 /// The same C1 in filecoin-proofs' bare form and in curio's wrapper.

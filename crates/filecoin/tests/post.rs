@@ -104,7 +104,7 @@ fn window_and_winning_post_2kib_are_accepted() {
     let refs: Vec<&SealedSector> = sectors.iter().collect();
     let st = PostStatement {
         randomness: randomness(7),
-        prover_id: sectors[0].prover_id(),
+        prover_id: sectors[0].commit.prover_id(),
     };
     let store = ParamStore::new(params_dir());
     let prover = FilecoinProver::new(Box::new(cuzk_groth16::CpuBackend), store.clone());
@@ -145,7 +145,10 @@ fn window_and_winning_post_2kib_are_accepted() {
         assert_eq!(p.timings.load_params.is_some(), k == 0);
         proof.extend_from_slice(&p.bytes);
     }
-    let public: Vec<(u64, [u8; 32])> = sectors.iter().map(|s| (s.sector_id, s.comm_r)).collect();
+    let public: Vec<(u64, [u8; 32])> = sectors
+        .iter()
+        .map(|s| (s.commit.sector_id, s.commit.comm_r))
+        .collect();
     let start = Instant::now();
     let ok = verify_window_post(window, &st, &public, &proof, &store).unwrap();
     eprintln!("verify_window_post: {:?}", start.elapsed());
@@ -237,7 +240,7 @@ fn window_and_winning_post_2kib_are_accepted() {
     let bytes = post_vanilla_proofs(winning, &[&sectors[1]], st_w.randomness).unwrap();
     eprintln!("winning vanilla proofs: {:?}", start.elapsed());
     let vw = PostVanilla::parse("winning.bin", &bytes, winning).unwrap();
-    assert_eq!(vw.sectors(), vec![(2, sectors[1].comm_r)]);
+    assert_eq!(vw.sectors(), vec![(2, sectors[1].commit.comm_r)]);
     let start = Instant::now();
     let made = store
         .generate_post(&vw, &st_w, &mut ChaCha8Rng::seed_from_u64(12))
@@ -259,7 +262,7 @@ fn window_and_winning_post_2kib_are_accepted() {
         "verify_winning_post rejects cuzk's proof"
     );
     eprintln!("verify_winning_post: {:?}", start.elapsed());
-    let wrong_sector = [(1, sectors[0].comm_r)];
+    let wrong_sector = [(1, sectors[0].commit.comm_r)];
     assert!(!verify_winning_post(winning, &st_w, &wrong_sector, &p.bytes, &store).unwrap());
     assert!(!verify_winning_post(winning, &st, &vw.sectors(), &p.bytes, &store).unwrap());
     expect_field(

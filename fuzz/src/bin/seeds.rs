@@ -246,7 +246,7 @@ fn filecoin() -> Result<()> {
     let with = |pick: u8, bytes: &[u8]| [&[pick][..], bytes].concat();
 
     let api: serde_json::Value =
-        serde_json::from_slice(&sector.c1_json).map_err(|e| e.to_string())?;
+        serde_json::from_slice(&sector.commit.c1_json).map_err(|e| e.to_string())?;
     // filecoin-proofs' bare form: no registered proof, the one shape's proofs unwrapped.
     let mut bare = api.clone();
     let obj = bare.as_object_mut().ok_or("C1 JSON is not an object")?;
@@ -258,12 +258,12 @@ fn filecoin() -> Result<()> {
         .ok_or("vanilla_proofs")?;
     obj.insert("vanilla_proofs".into(), proofs.clone());
     let curio = serde_json::json!({
-        "SectorNum": sector.sector_id,
-        "Phase1Out": base64::engine::general_purpose::STANDARD.encode(&sector.c1_json),
+        "SectorNum": sector.commit.sector_id,
+        "Phase1Out": base64::engine::general_purpose::STANDARD.encode(&sector.commit.c1_json),
         "SectorSize": KIB2.sector_size(),
     });
     let json = |v: &serde_json::Value| serde_json::to_vec(v).expect("JSON of a JSON value");
-    put("filecoin_c1", "api", &with(0, &sector.c1_json))?;
+    put("filecoin_c1", "api", &with(0, &sector.commit.c1_json))?;
     put(
         "filecoin_c1",
         "bare",
@@ -275,7 +275,7 @@ fn filecoin() -> Result<()> {
     put_rejected(
         "filecoin_c1",
         "truncated",
-        &with(0, &sector.c1_json[..sector.c1_json.len() / 2]),
+        &with(0, &sector.commit.c1_json[..sector.commit.c1_json.len() / 2]),
     )?;
 
     let mut randomness = [7u8; 32];
