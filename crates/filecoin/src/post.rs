@@ -183,6 +183,8 @@ macro_rules! with_sectors {
         }
     };
 }
+#[cfg(test)]
+pub(crate) use with_sectors;
 
 pub(crate) const VANILLA: &str = "vanilla_proofs";
 

@@ -49,12 +49,14 @@ pub(crate) enum Proofs {
 macro_rules! with_proofs {
     ($p:expr, |$v:ident| $body:expr) => {
         match $p {
-            Proofs::Base($v) => $body,
-            Proofs::Sub8($v) => $body,
-            Proofs::Top2($v) => $body,
+            $crate::snap::Proofs::Base($v) => $body,
+            $crate::snap::Proofs::Sub8($v) => $body,
+            $crate::snap::Proofs::Top2($v) => $body,
         }
     };
 }
+#[cfg(test)]
+pub(crate) use with_proofs;
 
 // The proofs' types do not implement Debug: their count says enough.
 impl std::fmt::Debug for Proofs {

@@ -1,9 +1,10 @@
 //! Witness-only synthesis of every Filecoin circuit against bellperson's own synthesis of the
-//! same circuit, in one run (issue 43's 2x row). Ignored: it seals sectors and takes minutes.
+//! same circuit, in one run (issues 43 and 39). Ignored: it takes minutes. The workloads come
+//! from sparse trees (`crate::sparse`), so any sector size can be timed.
 //!
-//! `CUZK_SYNTH_SECTORS=2KiB,8MiB,512MiB cargo test -p cuzk-filecoin --lib synthesis_speed --
+//! `CUZK_SYNTH_SECTORS=2KiB,8MiB,32GiB cargo test -p cuzk-filecoin --lib synthesis_speed --
 //! --ignored --nocapture` (default: 2KiB; the test profile is optimized). `CUZK_SYNTH_ONLY=Post`
-//! times only the circuits whose name contains it.
+//! times only the circuits whose name contains it; `CUZK_SYNTH_RUNS` sets the runs (3).
 //!
 //! bellperson's figure is its prover's own "synthesis time" log line: `ProvingAssignment`
 //! (evaluating a, b and c as it goes) over the circuit, as `create_random_proof_batch` runs it.
@@ -20,15 +21,20 @@ use blstrs::{Bls12, G1Affine, G2Affine, Scalar};
 use cuzk_bellpepper::CompiledCircuit;
 use rand::SeedableRng;
 
-use crate::c1::Phase1;
+use crate::c1::with_phase1;
 use crate::porep::PorepCircuits;
-use crate::post::{Sectors, post_circuit};
-use crate::snap::{Proofs, snap_circuits};
+use crate::post::{post_circuit, with_sectors};
+use crate::snap::{snap_circuits, with_proofs};
+use crate::sparse::{sparse_post, sparse_seal, sparse_snap};
 use crate::synth::{PartitionCircuit, Whole};
-use crate::workload::{post_vanilla_proofs, seal_sector, snap_update};
 use crate::{C1Output, PostProof, PostStatement, PostVanilla, SealProof, SnapVanilla};
 
-const RUNS: usize = 3;
+fn runs() -> usize {
+    std::env::var("CUZK_SYNTH_RUNS").map_or(3, |r| {
+        r.parse()
+            .unwrap_or_else(|e| panic!("CUZK_SYNTH_RUNS: {r}: {e}"))
+    })
+}
 const STOP: &str = "cuzk: stop after synthesis";
 
 /// bellperson parameters that end its prover at the first key read, after synthesis.
@@ -128,7 +134,7 @@ fn ms(d: Duration) -> f64 {
 
 /// One circuit's row: bellperson's synthesis, cuzk's full synthesis (the compile), cuzk's
 /// witness-only synthesis of the whole circuit (one thread) and of its parts (on rayon's
-/// pool, as the prover runs it); medians of [`RUNS`], taken in turn.
+/// pool, as the prover runs it); medians of [`runs`], taken in turn.
 fn bench<P: PartitionCircuit>(name: &str, build: impl Fn() -> P) {
     if std::env::var("CUZK_SYNTH_ONLY").is_ok_and(|only| !name.contains(&only)) {
         return;
@@ -142,7 +148,7 @@ fn bench<P: PartitionCircuit>(name: &str, build: impl Fn() -> P) {
     // Idle rayon workers spin a while before they sleep: on a small machine the previous
     // contender's would take the next one's cores.
     let settle = || std::thread::sleep(Duration::from_millis(100));
-    for _ in 0..RUNS {
+    for _ in 0..runs() {
         let circuit = whole();
         settle();
         bp.push(bellperson_synthesis(circuit));
@@ -200,7 +206,7 @@ fn sectors() -> Vec<(String, SealProof)> {
 }
 
 #[test]
-#[ignore = "seals sectors and times synthesis for minutes; run with --release --ignored --nocapture"]
+#[ignore = "times synthesis for minutes; run with --release --ignored --nocapture"]
 fn synthesis_speed_against_bellperson() {
     log::set_logger(&LOG).expect("no other logger in this test binary");
     log::set_max_level(log::LevelFilter::Info);
@@ -215,57 +221,48 @@ fn synthesis_speed_against_bellperson() {
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     for (size, seal_proof) in sectors() {
-        let dir = std::env::temp_dir().join(format!(
-            "cuzk-synthesis-speed-{}-{size}",
-            std::process::id()
-        ));
         let rng = &mut rand_chacha::ChaCha8Rng::seed_from_u64(3);
-        let sector = seal_sector(seal_proof, &dir, 1000, 1, rng).expect("seal");
-
-        let c1 = C1Output::parse("c1.json", &sector.commit.c1_json, None).expect("parse");
-        let Phase1::Base(o) = &c1.phase1 else {
-            panic!("sectors up to 512 MiB have the base tree shape");
-        };
-        let circuits = PorepCircuits::new(seal_proof, o).expect("circuits");
-        bench(&format!("PoRep {size}"), || circuits.partition(0).unwrap());
+        let commit = sparse_seal(seal_proof, 1000, 1, rng).expect("sparse C1");
+        let c1 = C1Output::parse("c1.json", &commit.c1_json, None).expect("parse");
+        with_phase1!(&c1.phase1, |o| {
+            let circuits = PorepCircuits::new(seal_proof, o).expect("circuits");
+            bench(&format!("PoRep {size}"), || circuits.partition(0).unwrap());
+        });
 
         let mut randomness = [5u8; 32];
         randomness[31] &= 0x3f;
         let st = PostStatement {
             randomness,
-            prover_id: sector.commit.prover_id(),
+            prover_id: commit.prover_id(),
         };
         for proof in [
             PostProof::window(seal_proof),
             PostProof::winning(seal_proof),
         ] {
-            let bytes = post_vanilla_proofs(proof, &[&sector], randomness).expect("vanilla");
+            let bytes = sparse_post(proof, 1000, &[1], randomness, rng).expect("vanilla");
             let vanilla = PostVanilla::parse("vanilla.bin", &bytes, proof).expect("parse");
-            let Sectors::Base(v) = &vanilla.sectors else {
-                panic!("base tree shape");
-            };
-            bench(&format!("{:?}PoSt {size}", proof.kind), || {
-                post_circuit("vanilla.bin", proof, &st, v, 0)
-                    .expect("circuit")
-                    .1
-                    .circuit
+            with_sectors!(&vanilla.sectors, |v| {
+                bench(&format!("{:?}PoSt {size}", proof.kind), || {
+                    post_circuit("vanilla.bin", proof, &st, v, 0)
+                        .expect("circuit")
+                        .1
+                        .circuit
+                })
             });
         }
 
-        let (st, bytes) = snap_update(&sector, rng).expect("SnapDeals update");
+        let (st, bytes) = sparse_snap(seal_proof, rng).expect("SnapDeals update");
         let vanilla = SnapVanilla::parse("snap.bin", &bytes, seal_proof).expect("parse");
-        let Proofs::Base(v) = &vanilla.proofs else {
-            panic!("base tree shape");
-        };
-        bench(&format!("SnapDeals {size} (partition 0)"), || {
-            Whole(
-                snap_circuits("snap.bin", seal_proof, &st, v, 0..1, false)
-                    .expect("circuits")
-                    .1
-                    .swap_remove(0),
-            )
+        with_proofs!(&vanilla.proofs, |v| {
+            bench(&format!("SnapDeals {size} (partition 0)"), || {
+                Whole(
+                    snap_circuits("snap.bin", seal_proof, &st, v, 0..1, false)
+                        .expect("circuits")
+                        .1
+                        .swap_remove(0),
+                )
+            })
         });
-        std::fs::remove_dir_all(&dir).ok();
     }
 }
 
