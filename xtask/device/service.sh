@@ -44,8 +44,9 @@ step() { # name, command...
     shift
     local t0 t1 rc
     t0=$(date +%s.%N)
-    # started/exit/seconds: what `cargo xtask reliability --gpu DIR` reads besides the output.
+    # started/gpu/exit/seconds: what `cargo xtask reliability --gpu DIR` reads besides the output.
     echo "started: $(date -u '+%Y-%m-%d %H:%M UTC')" >"$out/$name.log"
+    echo "gpu: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)" >>"$out/$name.log"
     "$@" >>"$out/$name.log" 2>&1
     rc=$?
     t1=$(date +%s.%N)

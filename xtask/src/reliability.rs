@@ -2,8 +2,9 @@
 //! Runs the CPU parts (the fuzz smoke and the named security, crash-restart, host-memory and
 //! failure-injection tests), then writes RELIABILITY.md from what the runs printed: test
 //! counts from libtest's summary, figures from the tests' `reliability:` lines, executions
-//! from libFuzzer's final stats. The GPU areas run on the H200 (`xtask/device/service.sh BUNDLE
-//! grid grid26 faults soak memory crash`); `--gpu DIR` reads their rows from that run's logs.
+//! from libFuzzer's final stats. The GPU areas run on a lent GPU (`xtask/device/service.sh BUNDLE
+//! grid grid26 faults soak memory crash`); `--gpu DIR` reads their rows, and the GPU each ran
+//! on, from that run's logs.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -187,7 +188,7 @@ fn git_head() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// A GPU area: what `xtask/device/service.sh BUNDLE <part>` runs on the H200, and the log (in
+/// A GPU area: what `xtask/device/service.sh BUNDLE <part>` runs on a GPU, and the log (in
 /// the device run's output folder) that `--gpu DIR` reads its row from.
 struct GpuGroup {
     area: &'static str,
@@ -198,19 +199,19 @@ struct GpuGroup {
 
 const GPU_GROUPS: &[GpuGroup] = &[
     GpuGroup {
-        area: "1. OOM grid (H200)",
+        area: "1. OOM grid (GPU)",
         part: "grid",
         log: "oom-grid-24",
         tried: "workers {1,2,4} x concurrency {1,3,8} x VRAM cap {16,24,40,80 GiB} at 2^24",
     },
     GpuGroup {
-        area: "1. OOM grid (H200)",
+        area: "1. OOM grid (GPU)",
         part: "grid26",
         log: "oom-grid-26-16gib-w12",
         tried: "workers {1,2} x concurrency {1,3,8} in 16 GiB at 2^26",
     },
     GpuGroup {
-        area: "1. OOM grid (H200)",
+        area: "1. OOM grid (GPU)",
         part: "grid26",
         log: "oom-grid-26-16gib-w4",
         tried: "workers {4} x concurrency {1,3,8} in 16 GiB at 2^26",
@@ -228,58 +229,78 @@ const GPU_GROUPS: &[GpuGroup] = &[
         tried: "the k-th driver call of an engine job, every k",
     },
     GpuGroup {
-        area: "3. Soak (H200)",
+        area: "3. Soak (GPU)",
         part: "soak",
         log: "soak-20",
         tried: "1000 requests at 2^20, three priorities, 10% cancelled, 5% bad",
     },
     GpuGroup {
-        area: "4. Memory taken by another process (H200)",
+        area: "4. Memory taken by another process (GPU)",
         part: "memory",
         log: "memory-taken",
         tried: "half the free VRAM, then all but 1 GiB, taken and released mid-run (2^24)",
     },
     GpuGroup {
-        area: "8. Crash and restart (H200)",
+        area: "8. Crash and restart (GPU)",
         part: "crash",
         log: "crash-gpu",
         tried: "kill -9 of a GPU daemon during a 2^22 proof, then a restart",
     },
 ];
 
-/// A GPU group's row from its log: the `started:` and `exit:` lines `service.sh` writes, the
-/// libtest summaries and the `reliability:` lines; and for a failed test, its panic message.
-fn gpu_outcome(dir: &Path, g: &GpuGroup) -> Result<(String, Outcome, Option<String>)> {
+/// A GPU group's run, from its log.
+struct GpuRun {
+    started: String,
+    /// `service.sh` writes the GPU's name; logs written before it did came from the H200.
+    gpu: String,
+    outcome: Outcome,
+    /// A failed test's panic message.
+    why: Option<String>,
+}
+
+/// A GPU group's run from its log: the `started:`, `gpu:` and `exit:` lines `service.sh`
+/// writes, the libtest summaries and the `reliability:` lines.
+fn gpu_outcome(dir: &Path, g: &GpuGroup) -> Result<GpuRun> {
     let path = dir.join(format!("{}.log", g.log));
     let text = fs::read_to_string(&path).with_context(|| {
         format!(
-            "{}: no log of `service.sh BUNDLE {}` (run it on the H200 and fetch its $OUT)",
+            "{}: no log of `service.sh BUNDLE {}` (run it on a GPU and fetch its $OUT)",
             path.display(),
             g.part
         )
     })?;
     let mut o = parse(&text, format!("service.sh BUNDLE {}", g.part));
-    let started = text
-        .lines()
-        .find_map(|l| l.strip_prefix("started: "))
-        .context("log has no started: line")?;
+    let line = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(str::trim)
+    };
+    let started = line("started: ").context("log has no started: line")?;
     let exit = text
         .lines()
         .rev()
         .find_map(|l| l.strip_prefix("exit: "))
         .with_context(|| format!("{}: the step did not finish", path.display()))?;
     o.ok = exit.trim() == "0" && o.failed == 0 && !o.figures.is_empty();
-    o.secs = text
-        .lines()
-        .find_map(|l| l.strip_prefix("seconds: "))
-        .and_then(|v| v.trim().parse().ok())
+    o.secs = line("seconds: ")
+        .and_then(|v| v.parse().ok())
         .unwrap_or(0.0);
     let why = text
         .lines()
         .skip_while(|l| !l.contains("panicked at"))
         .nth(1)
         .map(|l| l.trim().to_owned());
-    Ok((started.trim().to_owned(), o, why))
+    Ok(GpuRun {
+        started: started.to_owned(),
+        gpu: match line("gpu: ") {
+            Some("") => "machine without nvidia-smi",
+            Some(name) => name,
+            None => "NVIDIA H200",
+        }
+        .to_owned(),
+        outcome: o,
+        why,
+    })
 }
 
 fn cell(s: &str) -> String {
@@ -369,12 +390,13 @@ pub fn main(args: &[String]) -> Result<()> {
         for g in GPU_GROUPS {
             writeln!(
                 md,
-                "| {} | `service.sh BUNDLE {}` | — | {} | not run here: GPU only (`cargo xtask reliability --gpu DIR` with the H200 run's logs) |",
+                "| {} | `service.sh BUNDLE {}` | — | {} | not run here: GPU only (`cargo xtask reliability --gpu DIR` with a GPU run's logs) |",
                 g.area, g.part, g.tried
             )?;
         }
     }
-    for (g, (started, o, why)) in &gpu_rows {
+    for (g, run) in &gpu_rows {
+        let o = &run.outcome;
         // Grid cells go to their own table below.
         let figures: Vec<&str> = o
             .figures
@@ -387,40 +409,49 @@ pub fn main(args: &[String]) -> Result<()> {
             .collect::<Vec<_>>()
             .join("; ");
         let result = if o.ok {
-            format!("held on the H200 ({:.0} s)", o.secs)
+            format!("held on the {} ({:.0} s)", run.gpu, o.secs)
         } else {
             format!(
-                "**FAILED** on the H200: {} failed, {} passed{}",
+                "**FAILED** on the {}: {} failed, {} passed{}",
+                run.gpu,
                 o.failed,
                 o.passed,
-                why.as_deref().map_or(String::new(), |w| format!(": {w}"))
+                run.why
+                    .as_deref()
+                    .map_or(String::new(), |w| format!(": {w}"))
             )
         };
         writeln!(
             md,
-            "| {} | `{}` | {started} | {} | {result} |",
+            "| {} | `{}` | {} | {} | {result} |",
             g.area,
             cell(&o.command),
+            run.started,
             cell(&tried)
         )?;
     }
-    let cells: Vec<&str> = gpu_rows
+    let cells: Vec<(&str, &str)> = gpu_rows
         .iter()
-        .flat_map(|(_, (_, o, _))| &o.figures)
-        .filter_map(|f| f.strip_prefix("oom-cell "))
+        .flat_map(|(_, run)| {
+            run.outcome
+                .figures
+                .iter()
+                .filter_map(|f| f.strip_prefix("oom-cell "))
+                .map(|c| (run.gpu.as_str(), c))
+        })
         .collect();
     if !cells.is_empty() {
-        writeln!(md, "\n## OOM grid cells (H200)\n")?;
+        writeln!(md, "\n## OOM grid cells\n")?;
         writeln!(
             md,
             "Each cell a fresh engine proving `concurrency + 2` proofs, every one verified (fill and drain included, so below steady-state throughput).\n"
         )?;
         writeln!(
             md,
-            "| Size | VRAM cap | Workers | In flight | Proofs | Proofs/s | Peak budget (GiB) |"
+            "| GPU | Size | VRAM cap | Workers | In flight | Proofs | Proofs/s | Peak budget (GiB) |"
         )?;
-        writeln!(md, "| --- | --- | --- | --- | --- | --- | --- |")?;
-        for c in cells {
+        writeln!(md, "| --- | --- | --- | --- | --- | --- | --- | --- |")?;
+        for (gpu, c) in cells {
             let v = |k: &str| {
                 c.split_whitespace()
                     .find_map(|kv| kv.strip_prefix(k)?.strip_prefix('='))
@@ -428,7 +459,7 @@ pub fn main(args: &[String]) -> Result<()> {
             };
             writeln!(
                 md,
-                "| 2^{} | {} | {} | {} | {} | {} | {} |",
+                "| {gpu} | 2^{} | {} | {} | {} | {} | {} | {} |",
                 v("log"),
                 v("cap"),
                 v("workers"),
@@ -482,8 +513,8 @@ pub fn main(args: &[String]) -> Result<()> {
     if let Some((g, _)) = outcomes.iter().find(|(_, o)| !o.ok) {
         bail!("{} failed ({} --test {})", g.area, g.package, g.test);
     }
-    if let Some((g, _)) = gpu_rows.iter().find(|(_, (_, o, _))| !o.ok) {
-        bail!("{} failed on the H200 (log {}.log)", g.area, g.log);
+    if let Some((g, run)) = gpu_rows.iter().find(|(_, run)| !run.outcome.ok) {
+        bail!("{} failed on the {} (log {}.log)", g.area, run.gpu, g.log);
     }
     Ok(())
 }
