@@ -70,9 +70,10 @@ impl CompiledCircuit {
         self.join(systems)
     }
 
-    /// Takes the parts, so that each is dropped once its values are copied: the witness's
-    /// pages are touched as it fills, so with many parts the host holds little more than one
-    /// copy of it (a whole circuit's one part is held twice until copied, as in `witness`).
+    /// Takes the parts, so that each is dropped once its values are copied (on every core):
+    /// the witness's pages are touched as it fills, so with many parts the host holds little
+    /// more than one copy of it (a whole circuit's one part is held twice until copied, as in
+    /// `witness`).
     fn join(&self, systems: Vec<Vec<WitnessCs>>) -> Result<Witness, BellpepperError> {
         let (inputs, aux) = (self.r1cs.num_public(), self.r1cs.num_private());
         let repeats: usize = systems.iter().map(|g| g.len() - 1).sum();
@@ -120,9 +121,10 @@ impl CompiledCircuit {
                 );
             }
         }
+        // Each part's copy on every core: a 32 GiB PoRep partition's aux values are ~4 GB.
         for parts in systems {
             for (j, cs) in parts.into_iter().enumerate() {
-                z.extend(cs.aux[own(j, head_aux)..].iter().map(fr_from_scalar));
+                z.par_extend(cs.aux[own(j, head_aux)..].par_iter().map(fr_from_scalar));
             }
         }
         Ok(Witness::from_assignment(inputs, z)?)
