@@ -84,14 +84,14 @@ fn porep_c2_then_verify_seal() {
         assert!(out.contains(phase), "no {phase} timing in:\n{out}");
     }
     assert_eq!(std::fs::metadata(p("proof.bin")).unwrap().len(), 192);
-    let verify = |sector: &str, param_dir: &str| {
+    let verify_of = |c1: &str, proof: &str, sector: &str, param_dir: &str| {
         cuzk(&[
             "verify",
             "porep",
             "--c1",
-            &p("c1.json"),
+            &p(c1),
             "--proof",
-            &p("proof.bin"),
+            &p(proof),
             "--miner-id",
             "1000",
             "--sector-id",
@@ -100,6 +100,8 @@ fn porep_c2_then_verify_seal() {
             param_dir,
         ])
     };
+    let verify =
+        |sector: &str, param_dir: &str| verify_of("c1.json", "proof.bin", sector, param_dir);
     let good = verify("7", &params);
     assert!(
         good.status.success(),
@@ -161,20 +163,12 @@ fn porep_c2_then_verify_seal() {
         "--param-dir",
         &params,
     ]);
-    ok(&[
-        "verify",
-        "porep",
-        "--c1",
-        &p("sparse.json"),
-        "--proof",
-        &p("sparse.bin"),
-        "--miner-id",
-        "1000",
-        "--sector-id",
-        "9",
-        "--param-dir",
-        &params,
-    ]);
+    let out = verify_of("sparse.json", "sparse.bin", "9", &params);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // One source only: a work directory to seal in, or --sparse.
     for args in [
         &["seal", "--c1", &p("x.json")][..],
