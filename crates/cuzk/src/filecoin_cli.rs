@@ -9,8 +9,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use cuzk_daemon::{client, pb};
 use cuzk_filecoin::{
-    C1Output, FilecoinProver, ParamStore, PostKind, PostProof, PostStatement, PostVanilla,
-    SealProof, SnapStatement, SnapVanilla,
+    C1Output, CircuitName, FilecoinProver, ParamStore, PostKind, PostProof, PostStatement,
+    PostVanilla, ProofKind, SealProof, SnapStatement, SnapVanilla,
 };
 use cuzk_groth16::BackendChoice;
 
@@ -679,13 +679,7 @@ pub fn run(command: FilecoinCommand, choice: BackendChoice) -> Result<()> {
             let store = params.store()?;
             let start = Instant::now();
             let made = store.generate_post(&v, &st, &mut rand::rngs::OsRng)?;
-            let id = ParamStore::post_circuit_id(v.proof)?;
-            println!(
-                "{} {} ({:.1} s)",
-                if made { "wrote" } else { "already there:" },
-                store.params_path(&id).display(),
-                start.elapsed().as_secs_f64()
-            );
+            generated(&store, &ParamStore::post_circuit_id(v.proof)?, made, start);
             Ok(())
         }
         FilecoinCommand::PostVanilla {
@@ -774,15 +768,11 @@ pub fn run(command: FilecoinCommand, choice: BackendChoice) -> Result<()> {
             let store = params.store()?;
             let start = Instant::now();
             let made = store.generate_snap(&v, &snap.statement()?, &mut rand::rngs::OsRng)?;
-            println!(
-                "{} ({:.1} s)",
-                if made {
-                    "wrote the SnapDeals parameters"
-                } else {
-                    "already there: the SnapDeals parameters"
-                },
-                start.elapsed().as_secs_f64()
-            );
+            let name = CircuitName {
+                kind: ProofKind::SnapDeals,
+                sector: v.seal_proof,
+            };
+            generated(&store, &name.cache_id()?, made, start);
             Ok(())
         }
         FilecoinCommand::SnapVanilla {
@@ -824,13 +814,7 @@ pub fn run(command: FilecoinCommand, choice: BackendChoice) -> Result<()> {
             let store = params.store()?;
             let start = Instant::now();
             let made = store.generate_porep(&c1, &mut rand::rngs::OsRng)?;
-            let id = c1.circuit_id()?;
-            println!(
-                "{} {} ({:.1} s)",
-                if made { "wrote" } else { "already there:" },
-                store.params_path(&id).display(),
-                start.elapsed().as_secs_f64()
-            );
+            generated(&store, &c1.circuit_id()?, made, start);
             Ok(())
         }
         FilecoinCommand::Seal {
@@ -862,6 +846,16 @@ pub fn run(command: FilecoinCommand, choice: BackendChoice) -> Result<()> {
             write(&c1, &commit.c1_json)
         }
     }
+}
+
+/// What a gen-*-params command did with circuit `id`'s parameter file.
+fn generated(store: &ParamStore, id: &str, made: bool, start: Instant) {
+    println!(
+        "{} {} ({:.1} s)",
+        if made { "wrote" } else { "already there:" },
+        store.params_path(id).display(),
+        start.elapsed().as_secs_f64()
+    );
 }
 
 fn post_prover(choice: BackendChoice, params: &ParamArgs) -> Result<FilecoinProver> {
