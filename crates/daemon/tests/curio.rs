@@ -57,6 +57,25 @@ async fn connect(sock: PathBuf) -> Client {
     ProvingEngineClient::new(channel).max_decoding_message_size(64 << 20)
 }
 
+/// The daemon's status and its entry for circuit `circuit_id`.
+async fn status_and_srs(
+    c: &mut Client,
+    circuit_id: &str,
+) -> (pb::GetStatusResponse, pb::SrsStatus) {
+    let s = c
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let srs = s
+        .loaded_srs
+        .iter()
+        .find(|x| x.circuit_id == circuit_id)
+        .unwrap_or_else(|| panic!("no {circuit_id} in {:?}", s.loaded_srs))
+        .clone();
+    (s, srs)
+}
+
 fn work_dir(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("daemon-curio-{name}"));
     std::fs::remove_dir_all(&dir).ok();
@@ -347,16 +366,7 @@ fn filecoin_proofs_through_both_services_and_a_critical_winning_post_overtakes_q
             .unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument);
         assert!(e.message().contains("circuit_id"), "{}", e.message());
-        let s = c
-            .get_status(pb::GetStatusRequest {})
-            .await
-            .unwrap()
-            .into_inner();
-        let srs = s
-            .loaded_srs
-            .iter()
-            .find(|x| x.circuit_id == "porep-2k")
-            .unwrap();
+        let (s, srs) = status_and_srs(&mut c, "porep-2k").await;
         assert_eq!(srs.tier, pb::srs_status::Tier::Warm as i32);
         assert!(srs.size_bytes > 1 << 20, "{srs:?}");
         assert_eq!(s.gpus.len(), 1);
@@ -495,16 +505,7 @@ fn filecoin_proofs_through_both_services_and_a_critical_winning_post_overtakes_q
         );
         assert!(first_end <= second_start);
 
-        let s = c
-            .get_status(pb::GetStatusRequest {})
-            .await
-            .unwrap()
-            .into_inner();
-        let srs = s
-            .loaded_srs
-            .iter()
-            .find(|x| x.circuit_id == "porep-2k")
-            .unwrap();
+        let (s, srs) = status_and_srs(&mut c, "porep-2k").await;
         assert_eq!(srs.tier, pb::srs_status::Tier::Hot as i32);
         assert!(s.loaded_srs.iter().any(|x| x.circuit_id == "winning-2k"));
         assert_eq!(
