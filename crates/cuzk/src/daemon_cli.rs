@@ -54,6 +54,11 @@ pub enum DaemonCommand {
         /// Queue mode: also claim jobs from this PostgreSQL queue (sets `queue.url`).
         #[arg(long)]
         queue: Option<String>,
+        /// Sets `filecoin_generate_keys`: Filecoin keys missing from the parameter directory
+        /// are made at their first proof (on the GPU, held there) and only their `.vk` written.
+        /// For benchmarks, tests and private networks.
+        #[arg(long)]
+        filecoin_generate_keys: bool,
     },
     /// Submit a proof to a daemon; prints the job id and its token (or, with --wait, the proof).
     /// With --queue: queue it for any host; prints the job id.
@@ -182,6 +187,7 @@ fn run_command(command: DaemonCommand, choice: BackendChoice) -> Result<()> {
             drain_timeout,
             token_file,
             queue,
+            filecoin_generate_keys,
         } => {
             let mut c = match &config {
                 Some(p) => DaemonConfig::load(p)?,
@@ -195,6 +201,7 @@ fn run_command(command: DaemonCommand, choice: BackendChoice) -> Result<()> {
                 drain_timeout_s: drain_timeout,
                 token_file,
                 queue_url: queue,
+                filecoin_generate_keys,
                 // --backend is global and defaults to auto: only cpu or gpu overrides the file.
                 backend: (choice != BackendChoice::Auto).then_some(choice),
             });

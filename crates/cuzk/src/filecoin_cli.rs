@@ -3,6 +3,7 @@
 //! the daemon's PoRep C2 against filecoin-proofs' own.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -34,28 +35,12 @@ pub enum FilecoinCommand {
         conn: Conn,
     },
     /// PoRep C2 through a daemon against filecoin-proofs' own: warms the daemon with one proof
-    /// (its circuit loaded and compiled), times --proofs more through it, runs filecoin-proofs'
-    /// `seal_commit_phase2` once in this process on the CPU (its parameters from
-    /// FIL_PROOFS_PARAMETER_CACHE, which must be --param-dir: the files both sides use), checks
-    /// every proof with `verify_seal` and prints the median daemon seconds, filecoin-proofs'
-    /// seconds and their ratio.
-    BenchC2 {
-        #[command(flatten)]
-        c1: C1Args,
-        #[command(flatten)]
-        conn: Conn,
-        /// Timed proofs through the daemon.
-        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
-        proofs: u32,
-        /// The sector's miner actor id (verify_seal's prover id).
-        #[arg(long)]
-        miner_id: u64,
-        /// The sector number (curio's wrapper carries it).
-        #[arg(long)]
-        sector_id: Option<u64>,
-        #[command(flatten)]
-        params: ParamArgs,
-    },
+    /// (its circuit loaded and compiled), times --proofs more through it (--in-flight at once),
+    /// runs filecoin-proofs' `seal_commit_phase2` once in this process on the CPU (its
+    /// parameters from FIL_PROOFS_PARAMETER_CACHE, which must be --param-dir: the files both
+    /// sides use), checks every proof with `verify_seal` and prints the daemon's seconds per
+    /// proof, filecoin-proofs' seconds and their ratio.
+    BenchC2(BenchC2Args),
     /// Check a proof with filecoin-proofs' own verifier; exits non-zero if it fails.
     #[command(subcommand)]
     Verify(VerifyCommand),
@@ -475,14 +460,7 @@ pub fn run(command: FilecoinCommand, choice: BackendChoice) -> Result<()> {
             };
             through_daemon(&conn, f, &proof)
         }
-        FilecoinCommand::BenchC2 {
-            c1,
-            conn,
-            proofs,
-            miner_id,
-            sector_id,
-            params,
-        } => bench_c2(&c1, &conn, proofs, miner_id, sector_id, &params),
+        FilecoinCommand::BenchC2(a) => bench_c2(&a),
         FilecoinCommand::PorepC2 {
             c1, proof, params, ..
         } => {
@@ -939,59 +917,101 @@ fn through_daemon(conn: &Conn, f: pb::FilecoinProof, proof: &Path) -> Result<()>
     write(proof, &r.proof)
 }
 
-fn bench_c2(
-    c1_args: &C1Args,
-    conn: &Conn,
+#[derive(Args, Debug)]
+pub struct BenchC2Args {
+    #[command(flatten)]
+    c1: C1Args,
+    #[command(flatten)]
+    conn: Conn,
+    /// Timed proofs through the daemon.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     proofs: u32,
+    /// Timed proofs in flight at once: sectors back to back, the synthesis of one beside the
+    /// GPU work of another.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    in_flight: u32,
+    /// The sector's miner actor id (verify_seal's prover id).
+    #[arg(long)]
     miner_id: u64,
+    /// The sector number (curio's wrapper carries it).
+    #[arg(long)]
     sector_id: Option<u64>,
-    params: &ParamArgs,
-) -> Result<()> {
-    if !conn.named() {
+    /// Leave out filecoin-proofs' own CPU C2 (hours at 32 GiB, and it needs the `.params`
+    /// file a daemon with `filecoin_generate_keys` never writes); the table then gives the
+    /// daemon's GPU-bound figure instead of the ratio.
+    #[arg(long)]
+    no_baseline: bool,
+    /// Draw the timed run's timeline (SVG: each device's GPU lock and workers as lanes).
+    #[arg(long)]
+    timeline: Option<PathBuf>,
+    #[command(flatten)]
+    params: ParamArgs,
+}
+
+/// What the timed proofs of `bench-c2` gave: each proof's seconds from submit, in order, the
+/// wall time of them all, and the GPU lock's hold over that time.
+struct TimedRun {
+    proofs: Vec<(pb::ProofResponse, f64)>,
+    wall: f64,
+    lock_held: f64,
+}
+
+fn bench_c2(a: &BenchC2Args) -> Result<()> {
+    if !a.conn.named() {
         bail!("bench-c2 needs --daemon (the daemon whose C2 it times)");
     }
-    let c1 = c1_args.read()?;
-    let sector_id = match (sector_id, c1.sector_number) {
+    let c1 = a.c1.read()?;
+    let sector_id = match (a.sector_id, c1.sector_number) {
         (Some(s), _) | (None, Some(s)) => s,
         (None, None) => bail!("--sector-id is needed: this C1 form does not carry it"),
     };
-    let prover_id = cuzk_filecoin::prover_id_from_miner(miner_id);
-    let store = params.store()?;
+    let prover_id = cuzk_filecoin::prover_id_from_miner(a.miner_id);
+    let store = a.params.store()?;
     // Before any proof: filecoin-proofs must read the same files as --param-dir.
     cuzk_filecoin::check_verifier_dir(&store)?;
     let request = pb::FilecoinProof {
         kind: pb::FilecoinKind::PorepC2 as i32,
         registered_proof: c1.seal_proof.to_string(),
-        c1_output: read(&c1_args.c1)?,
+        c1_output: read(&a.c1.c1)?,
         ..Default::default()
     };
     let rt = crate::daemon_client::runtime(4)?;
-    let mut c = rt.block_on(crate::daemon_client::connect(conn))?;
+    let mut c = rt.block_on(crate::daemon_client::connect(&a.conn))?;
     // The first proof loads and compiles the circuit in the daemon: untimed.
     let (warm, secs) = rt.block_on(daemon_proof(&mut c, request.clone()))?;
     println!(
         "daemon warm-up {:>10.3} s  (circuit loaded)",
         secs.as_secs_f64()
     );
+    print!("{}", daemon_timings(&warm));
+    let run = rt.block_on(timed_proofs(
+        &c,
+        &request,
+        a.proofs,
+        a.in_flight,
+        &a.timeline,
+    ))?;
     let mut out = vec![warm.proof];
     let mut times = Vec::new();
-    for k in 0..proofs {
-        let (r, secs) = rt.block_on(daemon_proof(&mut c, request.clone()))?;
+    for (k, (r, secs)) in run.proofs.into_iter().enumerate() {
         let t = r.timings.clone().unwrap_or_default();
         println!(
-            "daemon proof {k} {:>8.3} s  (daemon {:.3} s, lock hold {:.3} s)",
-            secs.as_secs_f64(),
-            r.latency_s,
-            t.lock_hold_s
+            "daemon proof {k} {secs:>8.3} s  (daemon {:.3} s, lock hold {:.3} s)",
+            r.latency_s, t.lock_hold_s
         );
-        times.push(secs.as_secs_f64());
+        times.push(secs);
         out.push(r.proof);
     }
-    let start = Instant::now();
-    let theirs = cuzk_filecoin::filecoin_proofs_c2(&c1, prover_id, sector_id, &store)?;
-    let fp = start.elapsed().as_secs_f64();
-    println!("filecoin-proofs seal_commit_phase2 (CPU) {fp:.3} s");
-    out.push(theirs);
+    let theirs = if a.no_baseline {
+        None
+    } else {
+        let start = Instant::now();
+        let proof = cuzk_filecoin::filecoin_proofs_c2(&c1, prover_id, sector_id, &store)?;
+        let fp = start.elapsed().as_secs_f64();
+        println!("filecoin-proofs seal_commit_phase2 (CPU) {fp:.3} s");
+        out.push(proof);
+        Some(fp)
+    };
     for (k, proof) in out.iter().enumerate() {
         if !cuzk_filecoin::verify_porep(&c1, proof, prover_id, sector_id, &store)? {
             bail!("verify_seal rejects proof {k} of {}", out.len());
@@ -1000,10 +1020,78 @@ fn bench_c2(
     println!("verify_seal accepts all {} proofs", out.len());
     times.sort_by(f64::total_cmp);
     let median = cuzk_scheduler::stats::median(&times).context("no timed proof")?;
+    let per_proof = run.wall / f64::from(a.proofs);
     println!("\n| {} PoRep C2 | seconds |", c1.seal_proof);
     println!("| --- | --- |");
-    println!("| cuzk daemon, median of {proofs} | {median:.3} |");
-    println!("| filecoin-proofs, CPU | {fp:.3} |");
-    println!("| ratio | {:.1}x |", fp / median);
+    println!(
+        "| cuzk daemon, {} proofs, {} in flight: wall per proof | {per_proof:.3} |",
+        a.proofs, a.in_flight
+    );
+    println!("| cuzk daemon, latency median | {median:.3} |");
+    println!(
+        "| GPU lock held per proof | {:.3} ({:.0}% of the wall) |",
+        run.lock_held / f64::from(a.proofs),
+        100.0 * run.lock_held / run.wall
+    );
+    if let Some(fp) = theirs {
+        println!("| filecoin-proofs, CPU | {fp:.3} |");
+        println!("| ratio | {:.1}x |", fp / per_proof);
+    }
     Ok(())
+}
+
+/// `proofs` proofs of `request`, `in_flight` at a time, each on its own connection; the
+/// daemon's timeline of them drawn to `svg`.
+async fn timed_proofs(
+    c: &client::Client,
+    request: &pb::FilecoinProof,
+    proofs: u32,
+    in_flight: u32,
+    svg: &Option<PathBuf>,
+) -> Result<TimedRun> {
+    let mut c = c.clone();
+    let busy = |s: &pb::StatusResponse| s.devices.iter().map(|d| d.busy_seconds).sum::<f64>();
+    let before = busy(&c.status(pb::StatusRequest {}).await?.into_inner());
+    let t0 = c
+        .timeline(pb::TimelineRequest { last_s: 1.0 })
+        .await?
+        .into_inner()
+        .now_s;
+    let gate = Arc::new(tokio::sync::Semaphore::new(in_flight as usize));
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..proofs)
+        .map(|_| {
+            let (mut c, request, gate) = (c.clone(), request.clone(), gate.clone());
+            tokio::spawn(async move {
+                let _permit = gate.acquire_owned().await?;
+                daemon_proof(&mut c, request).await
+            })
+        })
+        .collect();
+    let mut done = Vec::new();
+    for t in tasks {
+        let (r, secs) = t.await.context("a timed proof's task failed")??;
+        done.push((r, secs.as_secs_f64()));
+    }
+    let wall = start.elapsed().as_secs_f64();
+    let lock_held = busy(&c.status(pb::StatusRequest {}).await?.into_inner()) - before;
+    if let Some(p) = svg {
+        let timeline = c
+            .timeline(pb::TimelineRequest { last_s: wall + 5.0 })
+            .await?
+            .into_inner();
+        let spans: Vec<pb::Span> = timeline
+            .spans
+            .into_iter()
+            .filter(|s| s.end_s >= t0)
+            .collect();
+        std::fs::write(p, crate::svg::timeline(&spans, &timeline.devices)?)
+            .with_context(|| format!("cannot write {}", p.display()))?;
+        println!("timeline: {}", p.display());
+    }
+    Ok(TimedRun {
+        proofs: done,
+        wall,
+        lock_held,
+    })
 }

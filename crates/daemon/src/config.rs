@@ -116,6 +116,13 @@ pub struct DaemonConfig {
     /// `FIL_PROOFS_PARAMETER_CACHE`, else filecoin-proofs' default
     /// `/var/tmp/filecoin-proof-parameters`.
     pub filecoin_param_dir: Option<PathBuf>,
+    /// Make each Filecoin circuit's key at its first proof, from random toxic waste, when its
+    /// `.params` file is absent from `filecoin_param_dir`: on the first GPU and held there (no
+    /// host copy, so a 32 GiB circuit's key needs no 47 GB file), else on the CPU. Only the
+    /// `.vk` is written, under filecoin-proofs' name, for its verifier; a restart makes new
+    /// keys. The directory becomes one of generated parameters (a directory of published ones
+    /// is refused at start). For benchmarks, tests and private networks only.
+    pub filecoin_generate_keys: bool,
     /// Largest message of curio's service, in bytes: a PoRep's C1 output travels in one (about
     /// 50 MB at 32 GiB).
     pub max_filecoin_message_bytes: usize,
@@ -170,6 +177,7 @@ impl Default for DaemonConfig {
             insecure_plaintext: false,
             param_dir: PathBuf::from("."),
             filecoin_param_dir: None,
+            filecoin_generate_keys: false,
             max_filecoin_message_bytes: 256 << 20,
             witness_dir: None,
             http_listen: None,
@@ -206,6 +214,8 @@ pub struct DaemonOverrides {
     /// Sets `queue.url`, keeping the file's other `[queue]` settings (or their defaults).
     pub queue_url: Option<String>,
     pub backend: Option<BackendChoice>,
+    /// Sets `filecoin_generate_keys` (a flag: false leaves the file's setting).
+    pub filecoin_generate_keys: bool,
 }
 
 impl DaemonConfig {
@@ -251,6 +261,9 @@ impl DaemonConfig {
                 url,
                 ..self.queue.take().unwrap_or_default()
             });
+        }
+        if o.filecoin_generate_keys {
+            self.filecoin_generate_keys = true;
         }
         if let Some(b) = o.backend {
             self.backend = match b {
@@ -410,9 +423,11 @@ lease_s = 70.0
             token_file: Some("/etc/cuzk/token".into()),
             queue_url: Some("postgres://new/db".into()),
             backend: Some(BackendChoice::Gpu),
+            filecoin_generate_keys: true,
             ..DaemonOverrides::default()
         });
         c.validate().unwrap();
+        assert!(c.filecoin_generate_keys && !file.filecoin_generate_keys);
         assert_eq!(c.listen.as_deref(), Some("127.0.0.1:9000"));
         assert_eq!(c.param_dir, PathBuf::from("/params"));
         assert_eq!(c.http_listen, file.http_listen, "not given, kept");

@@ -11,18 +11,24 @@
 //! ([`WitnessSource::Compute`]: witness-only synthesis of the kept circuit), so a queued
 //! proof holds its vanilla proofs, not its witnesses, and synthesis runs in priority order.
 //! The proof is the partitions' Groth16 proofs in filecoin-proofs' layout, in partition order.
+//!
+//! With `filecoin_generate_keys`, a circuit whose parameters file is absent gets a key made at
+//! its load instead, from random toxic waste: on the engine's first GPU, whose backend holds
+//! its points ([`KeySource::Held`]), else on the CPU; its verifying key is written where
+//! filecoin-proofs' verifier reads it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cuzk_bellpepper::CompiledCircuit;
 use cuzk_filecoin::{
     C1Output, CircuitName, FilecoinError, ParamStore, PartitionedProof, PostKind, PostProof,
     PostStatement, PostVanilla, SealProof, SnapStatement, SnapVanilla, prover_id_from_miner,
 };
-use cuzk_formats::BpParameters;
+use cuzk_formats::{BpParameters, BpVerifyingKey};
+use cuzk_groth16::GpuBackend;
 use cuzk_scheduler::{
     Engine, EngineError, JobError, JobHandle, JobOutput, JobSpec, JobStatus, KeySource, Priority,
     WitnessSource,
@@ -435,6 +441,8 @@ struct Pending {
 /// The daemon's Filecoin circuits.
 pub struct Filecoin {
     params: ParamStore,
+    /// Make the keys whose parameters file is absent (see the module's note).
+    generate_keys: bool,
     /// One slot per circuit, each locked only to read or change it (never during a load).
     circuits: Mutex<HashMap<CircuitName, Arc<Mutex<Slot>>>>,
 }
@@ -468,11 +476,23 @@ fn start_error(e: &FilecoinError) -> ProofError {
 }
 
 impl Filecoin {
-    pub fn new(params: ParamStore) -> Self {
-        Self {
-            params,
-            circuits: Mutex::new(HashMap::new()),
+    /// With `generate_keys`, the parameter directory is claimed as one of generated
+    /// parameters now: a directory of published ones is an error.
+    pub fn new(params: ParamStore, generate_keys: bool) -> Result<Self, FilecoinError> {
+        if generate_keys {
+            params.claim_generated()?;
         }
+        Ok(Self {
+            params,
+            generate_keys,
+            circuits: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Whether this circuit's key is made at its load: keys are generated here and it has no
+    /// parameters file.
+    fn makes_key(&self, cache_id: &str) -> bool {
+        self.generate_keys && !self.params.params_path(cache_id).is_file()
     }
 
     pub fn params(&self) -> &ParamStore {
@@ -493,12 +513,18 @@ impl Filecoin {
     }
 
     /// Reads a circuit's parameters ahead of its first proof (blocking). Returns true when
-    /// they were read, or the circuit loaded or loading, before.
+    /// they were read, or the circuit loaded or loading, before. A key made at load has
+    /// nothing to read: its first proof makes it.
     pub fn preload(
         self: &Arc<Self>,
         engine: &Arc<Engine>,
         name: CircuitName,
     ) -> Result<bool, Status> {
+        let id = name.cache_id().map_err(|e| filecoin_status(&e))?;
+        if self.makes_key(&id) {
+            tracing::info!(circuit = %name, "no parameters to preload: the key is made at the first proof");
+            return Ok(false);
+        }
         let slot = self.slot(name);
         {
             let mut s = slot.lock();
@@ -509,13 +535,10 @@ impl Filecoin {
                 waiting: Vec::new(),
             };
         }
-        let read = match name.cache_id() {
-            Ok(id) => self
-                .params
-                .load_params(&id)
-                .map(|params| (params, self.file_bytes(&id))),
-            Err(e) => Err(e),
-        };
+        let read = self
+            .params
+            .load_params(&id)
+            .map(|params| (params, self.file_bytes(&id)));
         let mut s = slot.lock();
         let mut waiting = take_waiting(&mut s);
         let (params, result) = match read {
@@ -679,7 +702,7 @@ impl Filecoin {
                     *st = Stage::Loading;
                     drop(st);
                     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        self.load(engine, name, &next.proof, params.take())
+                        self.load(engine, name, &next.proof, &mut params)
                     }))
                     .unwrap_or_else(|_| {
                         Err(ProofError::Start {
@@ -730,6 +753,13 @@ impl Filecoin {
                 })),
             }
             if waiting.is_empty() {
+                // A failed load leaves preloaded parameters for the next proof.
+                if let Some((params, bytes)) = params.take() {
+                    *s = Slot::Params {
+                        params: Box::new(params),
+                        bytes,
+                    };
+                }
                 return;
             }
             next = waiting.remove(0);
@@ -737,33 +767,42 @@ impl Filecoin {
         }
     }
 
-    /// Reads the parameters (unless preloaded), compiles the circuit from `proof`'s first
-    /// partition and loads its key into the engine (blocking).
+    /// Compiles the circuit from `proof`'s first partition and loads its key into the engine
+    /// (blocking): its parameters (`params` when preloaded, else read first, so a missing file
+    /// fails before a long compile) mapped onto the circuit, or a key made for it. `params`
+    /// is taken only once the compile succeeded: a proof that cannot be synthesized leaves
+    /// them for the next.
     #[allow(clippy::type_complexity)]
     fn load(
         &self,
         engine: &Engine,
         name: CircuitName,
         proof: &PartitionedProof,
-        params: Option<(BpParameters, u64)>,
+        params: &mut Option<(BpParameters, u64)>,
     ) -> Result<(Arc<CompiledCircuit>, cuzk_groth16::Witness, u64), ProofError> {
-        let (params, bytes) = match params {
-            Some(p) => p,
+        let id = proof.cache_id();
+        if params.is_none() && !self.makes_key(id) {
+            let read = self.params.load_params(id).map_err(|e| start_error(&e))?;
+            *params = Some((read, self.file_bytes(id)));
+        }
+        let (compiled, witness) = proof.compile().map_err(|e| start_error(&e))?;
+        let (source, bytes) = match params.take() {
+            Some((read, bytes)) => {
+                let params_name = self.params.params_path(id).display().to_string();
+                let pk = read
+                    .into_proving_key(compiled.r1cs(), &params_name)
+                    .map_err(|e| start_error(&e.into()))?;
+                let source = KeySource::Memory {
+                    pk: Arc::new(pk),
+                    r1cs: compiled.shared_r1cs(),
+                };
+                (source, bytes)
+            }
             None => (
-                self.params
-                    .load_params(proof.cache_id())
+                self.make_key(engine, name, &compiled)
                     .map_err(|e| start_error(&e))?,
-                self.file_bytes(proof.cache_id()),
+                0,
             ),
-        };
-        let params_name = self.params.params_path(proof.cache_id());
-        let (prover, witness) = proof
-            .compile(params, &params_name.display().to_string())
-            .map_err(|e| start_error(&e))?;
-        let (compiled, pk) = prover.into_parts();
-        let source = KeySource::Memory {
-            pk: Arc::new(pk),
-            r1cs: compiled.shared_r1cs(),
         };
         engine
             .load_key(&Self::key_id(name), source, None)
@@ -772,6 +811,57 @@ impl Filecoin {
                 message: format!("load: circuit {name}: {e}"),
             })?;
         Ok((Arc::new(compiled), witness, bytes))
+    }
+
+    /// A key for `compiled` from random toxic waste, made on the engine's first GPU and held by
+    /// the backend that made it, else on the CPU; its verifying key is written where
+    /// filecoin-proofs' verifier reads it.
+    fn make_key(
+        &self,
+        engine: &Engine,
+        name: CircuitName,
+        compiled: &CompiledCircuit,
+    ) -> Result<KeySource, FilecoinError> {
+        let setup = |e: &dyn std::fmt::Display| FilecoinError::Setup {
+            circuit: name.to_string(),
+            reason: e.to_string(),
+        };
+        let tw = cuzk_groth16::ToxicWaste::random(&mut rand::rngs::OsRng);
+        let start = Instant::now();
+        let r1cs = compiled.shared_r1cs();
+        let (source, vk, on) = match engine.gpu(0) {
+            Some(gpu) => {
+                let (backend, pk, _) =
+                    GpuBackend::generate_key(&gpu, &r1cs, &tw).map_err(|e| setup(&e))?;
+                let vk = BpVerifyingKey::from_parts(&pk.vk, pk.beta_g1, pk.delta_g1);
+                let source = KeySource::Held {
+                    pk: Arc::new(pk),
+                    r1cs,
+                    backend: Arc::new(backend),
+                    device: 0,
+                };
+                (source, vk, "GPU 0, held there")
+            }
+            None => {
+                let (pk, _) = cuzk_groth16::generate_parameters_with_toxic_waste(&r1cs, &tw)
+                    .map_err(|e| setup(&e))?;
+                let vk = BpVerifyingKey::from_proving_key(&pk);
+                let source = KeySource::Memory {
+                    pk: Arc::new(pk),
+                    r1cs,
+                };
+                (source, vk, "CPU")
+            }
+        };
+        self.params
+            .write_generated_vk(&name.cache_id()?, name.sector.sector_size(), &vk)?;
+        tracing::info!(
+            circuit = %name,
+            on,
+            secs = start.elapsed().as_secs_f64(),
+            "Filecoin key made from random toxic waste; its verifying key written"
+        );
+        Ok(source)
     }
 }
 

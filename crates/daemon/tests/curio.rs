@@ -20,7 +20,7 @@ use cuzk_daemon::curio_pb as pb;
 use cuzk_daemon::curio_pb::await_proof_response::Status as Done;
 use cuzk_daemon::curio_pb::proving_engine_client::ProvingEngineClient;
 use cuzk_daemon::{Daemon, DaemonConfig, client, pb as cuzk_pb};
-use cuzk_filecoin::workload::{SealedSector, post_vanilla_proofs, seal_sector};
+use cuzk_filecoin::workload::{SealCommit, SealedSector, post_vanilla_proofs, seal_sector};
 use cuzk_filecoin::{
     C1Output, ParamStore, PostProof, PostStatement, PostVanilla, SealProof, verify_porep,
     verify_window_post, verify_winning_post,
@@ -34,7 +34,7 @@ use tonic::transport::{Channel, Endpoint, Uri};
 
 #[path = "../../filecoin/tests/support/mod.rs"]
 mod support;
-use support::{in_param_env, params_dir};
+use support::{in_param_env, in_param_env_at, params_dir};
 
 const KIB2: SealProof = SealProof::StackedDrg2KiBV1_1;
 const MINER: u64 = 1234;
@@ -95,17 +95,17 @@ fn seal(dir: &Path, sector_id: u64) -> SealedSector {
 }
 
 /// The C1 output as curio sends it: `{"SectorNum","Phase1Out":base64,"SectorSize"}`.
-fn curio_c1(s: &SealedSector) -> Vec<u8> {
+fn curio_c1(s: &SealCommit) -> Vec<u8> {
     use base64::Engine as _;
     serde_json::to_vec(&serde_json::json!({
-        "SectorNum": s.commit.sector_id,
-        "Phase1Out": base64::engine::general_purpose::STANDARD.encode(&s.commit.c1_json),
+        "SectorNum": s.sector_id,
+        "Phase1Out": base64::engine::general_purpose::STANDARD.encode(&s.c1_json),
         "SectorSize": 2048,
     }))
     .unwrap()
 }
 
-fn porep(request_id: &str, s: &SealedSector) -> pb::SubmitProofRequest {
+fn porep(request_id: &str, s: &SealCommit) -> pb::SubmitProofRequest {
     pb::SubmitProofRequest {
         request_id: request_id.into(),
         proof_kind: pb::ProofKind::PorepSealCommit as i32,
@@ -113,7 +113,7 @@ fn porep(request_id: &str, s: &SealedSector) -> pb::SubmitProofRequest {
         registered_proof: KIB2.registered_number(),
         priority: pb::Priority::Normal as i32,
         vanilla_proof: curio_c1(s),
-        sector_number: s.commit.sector_id,
+        sector_number: s.sector_id,
         miner_id: MINER,
         ..Default::default()
     }
@@ -391,7 +391,7 @@ fn filecoin_proofs_through_both_services_and_a_critical_winning_post_overtakes_q
         for i in 1..10 {
             let id = format!("porep-{i}");
             let r = c
-                .submit_proof(porep(&id, &sector))
+                .submit_proof(porep(&id, &sector.commit))
                 .await
                 .unwrap()
                 .into_inner();
@@ -399,10 +399,10 @@ fn filecoin_proofs_through_both_services_and_a_critical_winning_post_overtakes_q
             poreps.push(id);
         }
         // Bad inputs fail their own request alone, each naming its field.
-        let mut bad = porep("bad-json", &sector);
+        let mut bad = porep("bad-json", &sector.commit);
         bad.vanilla_proof = b"{\"SectorNum\": 1, \"Phase1Out\": 12".to_vec();
         invalid(c.submit_proof(bad).await, "vanilla_proof");
-        let mut bad = porep("bad-registered", &sector);
+        let mut bad = porep("bad-registered", &sector.commit);
         bad.registered_proof = SealProof::StackedDrg8MiBV1_1.registered_number();
         bad.sector_size = 8 << 20;
         invalid(c.submit_proof(bad).await, "registered_proof");
@@ -552,6 +552,7 @@ async fn start_daemon(
     name: &str,
     filecoin_params: PathBuf,
     max_message_bytes: usize,
+    filecoin_generate_keys: bool,
 ) -> (
     String,
     tokio::sync::oneshot::Sender<()>,
@@ -567,6 +568,7 @@ async fn start_daemon(
         host_memory: Some(8 << 30),
         cpu_device_memory: 4 << 30,
         max_message_bytes,
+        filecoin_generate_keys,
         ..DaemonConfig::default()
     };
     let engine = Engine::new(config.engine().unwrap()).unwrap();
@@ -616,7 +618,7 @@ fn a_c1_above_max_message_bytes_streams_and_the_first_proof_loads_its_circuit_in
     };
 
     block_on_bounded(async {
-        let (addr, stop, task) = start_daemon(&dir, "streamed", params_dir(), max).await;
+        let (addr, stop, task) = start_daemon(&dir, "streamed", params_dir(), max, false).await;
         let mut c = client::connect(Some(&addr), None, None).await.unwrap();
 
         // In the header it is refused by the limit.
@@ -690,7 +692,7 @@ fn a_c1_above_max_message_bytes_streams_and_the_first_proof_loads_its_circuit_in
         task.await.unwrap().unwrap();
 
         // No parameter file: Submit still answers, the job fails naming the file.
-        let (addr, stop, task) = start_daemon(&dir, "no-params", empty.clone(), max).await;
+        let (addr, stop, task) = start_daemon(&dir, "no-params", empty.clone(), max, false).await;
         let mut c = client::connect(Some(&addr), None, None).await.unwrap();
         let s = c.submit(streamed("")).await.unwrap().into_inner();
         let e = c
@@ -709,6 +711,96 @@ fn a_c1_above_max_message_bytes_streams_and_the_first_proof_loads_its_circuit_in
             "{}",
             e.message()
         );
+        let _ = stop.send(());
+        task.await.unwrap().unwrap();
+    });
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `filecoin_generate_keys`: with no parameters file, the first PoRep proof of the circuit
+/// makes its key (on the CPU here; on a GPU the device holds it) and writes only its `.vk`,
+/// which filecoin-proofs' `verify_seal` reads to accept every proof. The C1 output is a sparse
+/// one, never sealed. A directory of published parameters is refused at start.
+#[test]
+fn a_daemon_generating_keys_makes_a_missing_key_at_the_first_proof_and_verify_seal_reads_its_vk() {
+    let keys = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("daemon-made-keys");
+    if !in_param_env_at(
+        "a_daemon_generating_keys_makes_a_missing_key_at_the_first_proof_and_verify_seal_reads_its_vk",
+        &keys,
+    ) {
+        return;
+    }
+    // filecoin-proofs read the directory's name at start, not its files: a fresh one each run.
+    std::fs::remove_dir_all(&keys).ok();
+    let dir = work_dir("made-keys");
+    let commit =
+        cuzk_filecoin::sparse::sparse_seal(KIB2, MINER, 11, &mut ChaCha8Rng::seed_from_u64(11))
+            .unwrap();
+    let c1 = C1Output::parse("c1.json", &commit.c1_json, None).unwrap();
+    let id = c1.circuit_id().unwrap();
+    let store = ParamStore::new(&keys);
+    let published = dir.join("published");
+    std::fs::create_dir_all(&published).unwrap();
+    std::fs::write(published.join(format!("v28-{id}.vk")), b"a published key").unwrap();
+
+    block_on_bounded(async {
+        let config = DaemonConfig {
+            listen: Some(format!("unix:{}", dir.join("refused.sock").display())),
+            param_dir: dir.clone(),
+            filecoin_param_dir: Some(published.clone()),
+            filecoin_generate_keys: true,
+            backend: "cpu".into(),
+            ..DaemonConfig::default()
+        };
+        let engine = Engine::new(config.engine().unwrap()).unwrap();
+        let e = Daemon::bind(config, engine).await.err().expect("refused");
+        let e = format!("{e:#}");
+        assert!(
+            e.contains("filecoin_generate_keys") && e.contains(cuzk_filecoin::GENERATED_MARKER),
+            "{e}"
+        );
+
+        let (_, stop, task) = start_daemon(&dir, "made-keys", keys.clone(), 256 << 20, true).await;
+        let mut c = connect(dir.join("made-keys.sock")).await;
+        // Nothing to read ahead: the key is made by the first proof.
+        let p = c
+            .preload_srs(pb::PreloadSrsRequest {
+                circuit_id: "porep-2k".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(!p.already_loaded);
+        for k in 0..2 {
+            let r = c
+                .submit_proof(porep(&format!("made-{k}"), &commit))
+                .await
+                .unwrap()
+                .into_inner();
+            let done = await_done(&mut c, &r.job_id).await;
+            assert_eq!(
+                done.status,
+                Done::Completed as i32,
+                "{}",
+                done.error_message
+            );
+            assert!(
+                verify_porep(
+                    &c1,
+                    &done.proof,
+                    commit.prover_id(),
+                    commit.sector_id,
+                    &store
+                )
+                .unwrap(),
+                "verify_seal rejects proof {k} against the written verifying key"
+            );
+        }
+        assert!(store.vk_path(&id).is_file());
+        assert!(!store.params_path(&id).exists(), "only the .vk is written");
+        assert!(keys.join(cuzk_filecoin::GENERATED_MARKER).is_file());
+        let (_, srs) = status_and_srs(&mut c, "porep-2k").await;
+        assert_eq!(srs.tier, pb::srs_status::Tier::Hot as i32, "{srs:?}");
         let _ = stop.send(());
         task.await.unwrap().unwrap();
     });

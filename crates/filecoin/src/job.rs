@@ -5,11 +5,9 @@
 use std::ops::Range;
 
 use cuzk_bellpepper::CompiledCircuit;
-use cuzk_bellpepper::batch::CircuitProver;
-use cuzk_formats::BpParameters;
 use cuzk_groth16::Witness;
 
-use crate::synth::{Compile, Synth};
+use crate::synth::{CompileCircuit, Synth};
 use crate::{
     C1Output, FilecoinError, ParamStore, PostKind, PostProof, PostStatement, PostVanilla,
     SealProof, SnapStatement, SnapVanilla,
@@ -218,18 +216,11 @@ impl PartitionedProof {
         }
     }
 
-    /// Compiles the circuit from the first partition with its parameters (`params_name` names
-    /// them in errors); returns the prover and that partition's witness.
-    pub fn compile(
-        &self,
-        params: BpParameters,
-        params_name: &str,
-    ) -> Result<(CircuitProver, Witness), FilecoinError> {
-        let how = Compile {
-            params,
-            name: params_name,
-        };
-        self.synthesize(self.partitions().start, how)
+    /// Compiles the circuit by a full synthesis of the first partition; returns it and that
+    /// partition's witness. The key comes from elsewhere: the circuit's parameters mapped onto
+    /// it (`BpParameters::into_proving_key`), or a key made for it.
+    pub fn compile(&self) -> Result<(CompiledCircuit, Witness), FilecoinError> {
+        self.synthesize(self.partitions().start, CompileCircuit)
     }
 
     /// Partition `partition`'s witness, by witness-only synthesis of `compiled` (this proof's

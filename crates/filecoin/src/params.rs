@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use cuzk_formats::{BpParameters, Digest, PointChecks};
+use cuzk_formats::{BpParameters, BpVerifyingKey, Digest, PointChecks};
 use storage_proofs_core::parameter_cache::{metadata_id, parameter_id, verifying_key_id};
 
 use crate::FilecoinError;
@@ -148,7 +148,7 @@ impl ParamStore {
         sector_size: u64,
         params: &BpParameters,
     ) -> Result<(), FilecoinError> {
-        self.claim_for_generated()?;
+        self.claim_generated()?;
         let path = self.params_path(cache_id);
         let tmp = path.with_extension("params.partial");
         params.write_file(&tmp)?;
@@ -160,7 +160,42 @@ impl ParamStore {
         record_digest(&path)
     }
 
-    fn claim_for_generated(&self) -> Result<(), FilecoinError> {
+    /// Writes the verifying key of a key made without a parameters file (held on a device, or
+    /// a daemon's key made at load) under filecoin-proofs' name, for its verifier, and removes
+    /// any parameters file of the circuit: it would hold another key. The directory must be
+    /// one of generated parameters, as for [`Self::write_generated`].
+    pub fn write_generated_vk(
+        &self,
+        cache_id: &str,
+        sector_size: u64,
+        vk: &BpVerifyingKey,
+    ) -> Result<(), FilecoinError> {
+        self.claim_generated()?;
+        let params = self.params_path(cache_id);
+        for stale in [Self::digest_path(&params), params] {
+            match std::fs::remove_file(&stale) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(FilecoinError::io(
+                        format!("removing {}", stale.display()),
+                        e,
+                    ));
+                }
+            }
+        }
+        let vk_path = self.vk_path(cache_id);
+        let tmp = vk_path.with_extension("vk.partial");
+        write_file(&tmp, &vk.to_bytes())?;
+        std::fs::rename(&tmp, &vk_path)
+            .map_err(|e| FilecoinError::io(format!("renaming {}", tmp.display()), e))?;
+        let meta = serde_json::json!({ "sector_size": sector_size }).to_string();
+        write_file(&self.dir.join(metadata_id(cache_id)), meta.as_bytes())
+    }
+
+    /// Marks the directory as one of generated parameters (creating it), unless it holds
+    /// parameter files without the [`GENERATED_MARKER`]: published ones, which this refuses.
+    pub fn claim_generated(&self) -> Result<(), FilecoinError> {
         let dir = &self.dir;
         std::fs::create_dir_all(dir)
             .map_err(|e| FilecoinError::io(format!("creating {}", dir.display()), e))?;

@@ -66,6 +66,25 @@ impl Synth for Compile<'_> {
     }
 }
 
+/// A full synthesis that keeps the circuit, for a prover whose key comes from elsewhere.
+pub(crate) struct CompileCircuit;
+
+impl Synth for CompileCircuit {
+    type Out = (CompiledCircuit, Witness);
+    fn run<P: PartitionCircuit>(
+        self,
+        circuit: P,
+        partition: usize,
+    ) -> Result<Self::Out, FilecoinError> {
+        CompiledCircuit::compile(circuit.whole()?).map_err(|source| {
+            partition_error(BatchError::Synthesis { index: 0, source }, partition)
+        })
+    }
+    fn witness(out: &Self::Out) -> &Witness {
+        &out.1
+    }
+}
+
 impl Synth for &CompiledCircuit {
     type Out = Witness;
     fn run<P: PartitionCircuit>(

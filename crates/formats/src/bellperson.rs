@@ -65,14 +65,20 @@ impl BpVerifyingKey {
     }
 
     pub fn from_proving_key(pk: &ProvingKey) -> Self {
+        Self::from_parts(&pk.vk, pk.beta_g1, pk.delta_g1)
+    }
+
+    /// cuzk's verifying key with the two G1 points bellperson keeps beside it (a key held on
+    /// a device has them too).
+    pub fn from_parts(vk: &VerifyingKey, beta_g1: G1Affine, delta_g1: G1Affine) -> Self {
         Self {
-            alpha_g1: pk.vk.alpha_g1,
-            beta_g1: pk.beta_g1,
-            beta_g2: pk.vk.beta_g2,
-            gamma_g2: pk.vk.gamma_g2,
-            delta_g1: pk.delta_g1,
-            delta_g2: pk.vk.delta_g2,
-            ic: pk.vk.ic.clone(),
+            alpha_g1: vk.alpha_g1,
+            beta_g1,
+            beta_g2: vk.beta_g2,
+            gamma_g2: vk.gamma_g2,
+            delta_g1,
+            delta_g2: vk.delta_g2,
+            ic: vk.ic.clone(),
         }
     }
 

@@ -20,14 +20,19 @@ pub fn params_dir() -> PathBuf {
 /// True in the child that runs the test with filecoin-proofs' parameter directory set; in the
 /// parent, runs that child and checks it passed.
 pub fn in_param_env(test: &str) -> bool {
-    let dir = params_dir();
+    in_param_env_at(test, &params_dir())
+}
+
+/// [`in_param_env`] with filecoin-proofs pointed at `dir` instead of the shared directory.
+#[allow(dead_code)] // only the daemon's tests use a directory of their own
+pub fn in_param_env_at(test: &str, dir: &std::path::Path) -> bool {
     if std::env::var_os(PARAM_ENV).is_some_and(|v| v == dir) {
         return true;
     }
     let exe = std::env::current_exe().expect("test binary path");
     let status = Command::new(exe)
         .args([test, "--exact", "--nocapture", "--test-threads=1"])
-        .env(PARAM_ENV, &dir)
+        .env(PARAM_ENV, dir)
         .status()
         .expect("running the test in a child process");
     assert!(status.success(), "{test} failed in its child process");

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Full-size Filecoin proofs through a GPU daemon that makes its own keys (issue 39), from a
+# cuzk bundle (`cargo xtask bundle`). The workloads are sparse (never sealed); the daemon runs
+# with --filecoin-generate-keys, so each circuit's key is made on the GPU at its first proof
+# and held there, and only its .vk is written, where filecoin-proofs' verifiers read it.
+#   porep:  `bench-c2 --no-baseline`: a warm-up proof (compile, key), then PROOFS timed C2s of
+#           one C1, IN_FLIGHT at a time, every proof checked by verify_seal; timeline SVG.
+#   window: one WindowPoSt partition of 2349 sectors (SECTORS), proven twice (the first loads),
+#           each checked by filecoin-proofs' verifier.
+#   snap:   a SnapDeals update proven twice, each checked likewise.
+# The daemon's peak host memory (VmHWM) and the key lines of its log are printed last.
+# (BACKEND=cpu SIZE=2KiB: a dry run without a GPU.)
+# Usage: [SIZE=32GiB] [PROOFS=3] [IN_FLIGHT=3] [SECTORS=2349] sector.sh BUNDLE porep|window|snap
+set -u
+B=${1:?bundle dir}/cuzk
+KIND=${2:?porep, window or snap}
+SIZE=${SIZE:-32GiB}
+out=${OUT:-/tmp/sector-out}
+W=$(mktemp -d)
+mkdir -p "$out"
+export FIL_PROOFS_PARAMETER_CACHE=$W/params
+rows=()
+step() { # name, command...
+    local name=$1; shift
+    local t0=$(date +%s.%N)
+    "$@" >"$out/$name.log" 2>&1
+    local rc=$? t1=$(date +%s.%N)
+    tail -n 25 "$out/$name.log"
+    rows+=("$(awk -v n="$name" -v r="$rc" -v a="$t0" -v b="$t1" 'BEGIN{printf "%-24s rc=%-3s %7.1f s", n, r, b-a}')")
+}
+$B --log info --backend ${BACKEND:-gpu} daemon --listen unix:$W/cuzk.sock --param-dir $W --filecoin-generate-keys >"$out/daemon-$KIND.log" 2>&1 &
+D=$!
+for _ in $(seq 600); do
+    grep -q "listening on" "$out/daemon-$KIND.log" && break
+    kill -0 $D 2>/dev/null || break
+    sleep 0.5
+done
+S="--daemon unix:$W/cuzk.sock"
+P="--param-dir $W/params"
+case $KIND in
+porep)
+    step seal $B filecoin seal --seal-proof $SIZE --miner-id 1000 --sector-id 7 --sparse --c1 $W/c1.json
+    step bench-c2 $B filecoin bench-c2 $S --c1 $W/c1.json --proofs ${PROOFS:-3} --in-flight ${IN_FLIGHT:-3} \
+        --miner-id 1000 --sector-id 7 --no-baseline --timeline "$out/porep-$SIZE.svg" $P
+    ;;
+window)
+    R=$(printf '11%.0s' $(seq 31))05
+    PA="--post-proof StackedDrgWindow${SIZE}V1_2 --randomness $R --miner-id 1000"
+    step post-vanilla $B filecoin post-vanilla --post-proof StackedDrgWindow${SIZE}V1_2 --miner-id 1000 \
+        --sectors ${SECTORS:-2349} --randomness $R --sparse --vanilla $W/post.bin
+    for k in 1 2; do
+        step window-$k $B filecoin window-post $S --partition 0 --proof $W/wpost-$k.bin --vanilla $W/post.bin $PA
+        step verify-window-$k $B filecoin verify window-post --proof $W/wpost-$k.bin --vanilla $W/post.bin $PA $P
+    done
+    ;;
+snap)
+    step snap-vanilla sh -c "$B filecoin snap-vanilla --seal-proof $SIZE --sparse --vanilla $W/snap.bin > $W/snap.txt"
+    c() { awk -v k="$1" '$1 == k {print $2}' $W/snap.txt; }
+    SA="--seal-proof $SIZE --comm-r-old $(c comm_r_old) --comm-r-new $(c comm_r_new) --comm-d-new $(c comm_d_new)"
+    for k in 1 2; do
+        step snap-$k $B filecoin snap $S --vanilla $W/snap.bin --proof $W/snap-$k.bin $SA
+        step verify-snap-$k $B filecoin verify snap --proof $W/snap-$k.bin $SA $P
+    done
+    ;;
+*) echo "unknown kind $KIND"; exit 2 ;;
+esac
+hwm=$(awk '/VmHWM/ {printf "%.1f GiB", $2/1048576}' /proc/$D/status 2>/dev/null)
+kill -TERM $D
+wait $D
+echo "daemon exit $?"
+grep -E "key made|circuit loaded|failed" "$out/daemon-$KIND.log" | cut -c1-300 | tail -n 8
+rm -rf "$W"
+printf '%s\n' "${rows[@]}"
+echo "daemon peak host memory (VmHWM): $hwm"
