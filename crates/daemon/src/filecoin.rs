@@ -478,9 +478,11 @@ fn start_error(e: &FilecoinError) -> ProofError {
 impl Filecoin {
     /// With `generate_keys`, the parameter directory is claimed as one of generated
     /// parameters now: a directory of published ones is an error.
-    pub fn new(params: ParamStore, generate_keys: bool) -> Result<Self, FilecoinError> {
+    pub fn new(params: ParamStore, generate_keys: bool) -> std::io::Result<Self> {
         if generate_keys {
-            params.claim_generated()?;
+            params
+                .claim_generated()
+                .map_err(|e| std::io::Error::other(format!("filecoin_generate_keys: {e}")))?;
         }
         Ok(Self {
             params,
@@ -798,11 +800,7 @@ impl Filecoin {
                 };
                 (source, bytes)
             }
-            None => (
-                self.make_key(engine, name, &compiled)
-                    .map_err(|e| start_error(&e))?,
-                0,
-            ),
+            None => (self.make_key(engine, name, &compiled)?, 0),
         };
         engine
             .load_key(&Self::key_id(name), source, None)
@@ -821,10 +819,12 @@ impl Filecoin {
         engine: &Engine,
         name: CircuitName,
         compiled: &CompiledCircuit,
-    ) -> Result<KeySource, FilecoinError> {
-        let setup = |e: &dyn std::fmt::Display| FilecoinError::Setup {
-            circuit: name.to_string(),
-            reason: e.to_string(),
+    ) -> Result<KeySource, ProofError> {
+        let setup = |e: &dyn std::fmt::Display| {
+            start_error(&FilecoinError::Setup {
+                circuit: name.to_string(),
+                reason: e.to_string(),
+            })
         };
         let tw = cuzk_groth16::ToxicWaste::random(&mut rand::rngs::OsRng);
         let start = Instant::now();
@@ -853,8 +853,10 @@ impl Filecoin {
                 (source, vk, "CPU")
             }
         };
+        let id = name.cache_id().map_err(|e| start_error(&e))?;
         self.params
-            .write_generated_vk(&name.cache_id()?, name.sector.sector_size(), &vk)?;
+            .write_generated_vk(&id, name.sector.sector_size(), &vk)
+            .map_err(|e| start_error(&e))?;
         tracing::info!(
             circuit = %name,
             on,

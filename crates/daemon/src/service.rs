@@ -261,9 +261,10 @@ impl Shared {
                 format!("parameter directory {}: {e}", config.param_dir.display()),
             )
         })?;
-        let filecoin =
-            crate::filecoin::Filecoin::new(config.filecoin_params(), config.filecoin_generate_keys)
-                .map_err(|e| std::io::Error::other(format!("filecoin_generate_keys: {e}")))?;
+        let filecoin = crate::filecoin::Filecoin::new(
+            config.filecoin_params(),
+            config.filecoin_generate_keys,
+        )?;
         let filecoin = Arc::new(filecoin);
         Ok(Self {
             engine: Arc::new(engine),

@@ -753,7 +753,9 @@ fn a_daemon_generating_keys_makes_a_missing_key_at_the_first_proof_and_verify_se
             ..DaemonConfig::default()
         };
         let engine = Engine::new(config.engine().unwrap()).unwrap();
-        let e = Daemon::bind(config, engine).await.err().expect("refused");
+        let Err(e) = Daemon::bind(config, engine).await else {
+            panic!("a directory of published parameters is refused");
+        };
         let e = format!("{e:#}");
         assert!(
             e.contains("filecoin_generate_keys") && e.contains(cuzk_filecoin::GENERATED_MARKER),
