@@ -4,11 +4,12 @@ use base64::Engine as _;
 use filecoin_proofs::{
     Commitment, DefaultTreeDomain, SealCommitPhase1Output, SectorShape2KiB, SectorShape8MiB,
     SectorShape32GiB, SectorShape64GiB, SectorShape512MiB, SectorShapeBase, SectorShapeSub8,
-    SectorShapeTop2, Ticket, VanillaSealProof,
+    SectorShapeTop2, Ticket, VanillaSealProof, parameters::setup_params,
 };
 use serde::Deserialize;
 use serde::de::{DeserializeOwned, IgnoredAny};
 
+use crate::error::upstream;
 use crate::{FilecoinError, SealProof};
 
 /// The form a C1 output came in.
@@ -206,7 +207,8 @@ impl C1Output {
         })
     }
 
-    /// One list of vanilla proofs per partition, none empty, as many as the proof has.
+    /// One list of vanilla proofs per partition, as many as the proof has, each with the
+    /// proof's challenge count (a partition short of challenges would build a smaller circuit).
     fn check_partitions(&self, file: &str) -> Result<(), FilecoinError> {
         let expected = self.seal_proof.partitions();
         let counts: Vec<usize> = with_phase1!(&self.phase1, |o| o
@@ -225,11 +227,18 @@ impl C1Output {
                 ),
             ));
         }
-        if let Some(k) = counts.iter().position(|&n| n == 0) {
+        let challenges = setup_params(&self.seal_proof.config())
+            .map_err(upstream)?
+            .challenges
+            .num_challenges_per_partition();
+        if let Some(k) = counts.iter().position(|&n| n != challenges) {
             return Err(FilecoinError::field(
                 file,
                 "vanilla_proofs",
-                format!("partition {k} has no challenge proofs"),
+                format!(
+                    "partition {k} has {} challenge proofs, but {} has {challenges}",
+                    counts[k], self.seal_proof
+                ),
             ));
         }
         Ok(())

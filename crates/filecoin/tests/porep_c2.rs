@@ -310,4 +310,15 @@ fn c1_input_errors_name_the_file_and_field() {
         Err(FilecoinError::Field { field, .. }) => assert_eq!(field, "vanilla_proofs"),
         other => panic!("no partitions: {other:?}"),
     }
+    // A partition short of one challenge proof.
+    let mut v: serde_json::Value = serde_json::from_slice(json).unwrap();
+    let partitions = &mut v["vanilla_proofs"]["StackedDrg2KiBV1"];
+    partitions[0].as_array_mut().unwrap().pop();
+    match C1Output::parse("c1.json", &serde_json::to_vec(&v).unwrap(), None) {
+        Err(FilecoinError::Field { field, reason, .. }) => {
+            assert_eq!(field, "vanilla_proofs");
+            assert!(reason.starts_with("partition 0 has "), "{reason}");
+        }
+        other => panic!("a challenge short: {other:?}"),
+    }
 }
