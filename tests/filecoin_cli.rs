@@ -507,8 +507,8 @@ fn snap_winning_post_and_bench_c2_through_the_daemon() {
     ));
     assert!(out.contains("verify_winning_post accepts"), "{out}");
 
-    // bench-c2: one warm-up and one timed proof through the daemon, filecoin-proofs' own C2,
-    // every proof checked by verify_seal, the table.
+    // bench-c2: one warm-up and two timed proofs through the daemon, both in flight,
+    // filecoin-proofs' own C2, every proof checked by verify_seal, the table and the timeline.
     let out = ok(&[
         "bench-c2",
         "--c1",
@@ -516,7 +516,11 @@ fn snap_winning_post_and_bench_c2_through_the_daemon() {
         "--daemon",
         &addr,
         "--proofs",
-        "1",
+        "2",
+        "--in-flight",
+        "2",
+        "--timeline",
+        &p("c2.svg"),
         "--miner-id",
         "1000",
         "--sector-id",
@@ -527,13 +531,18 @@ fn snap_winning_post_and_bench_c2_through_the_daemon() {
     eprintln!("{out}");
     for line in [
         "daemon warm-up",
-        "daemon proof 0",
+        "daemon proof 1",
         "filecoin-proofs seal_commit_phase2 (CPU)",
-        "verify_seal accepts all 3 proofs",
-        "| cuzk daemon, median of 1 |",
+        "verify_seal accepts all 4 proofs",
+        "| cuzk daemon, 2 proofs, 2 in flight: wall per proof |",
         "| ratio |",
     ] {
         assert!(out.contains(line), "no {line:?} in:\n{out}");
     }
+    let svg = std::fs::read_to_string(p("c2.svg")).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains("GPU lock"),
+        "{svg:.200}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }

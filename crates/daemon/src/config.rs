@@ -151,7 +151,8 @@ pub struct DaemonConfig {
     /// Engine: workers per device; absent: what each device's memory admits for the loaded
     /// keys, at most 2.
     pub workers_per_device: Option<usize>,
-    /// Engine: witness files read ahead of the workers at once; 0: each worker reads its own.
+    /// Engine: witnesses read or computed ahead of the workers at once; 0: each worker makes its
+    /// own.
     pub read_ahead: usize,
     /// Engine: logical devices per physical device.
     pub split: usize,

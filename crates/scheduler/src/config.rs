@@ -44,8 +44,9 @@ pub struct EngineConfig {
     pub split: usize,
     /// GPU workers per device.
     pub workers_per_device: Workers,
-    /// Witness files read ahead of the workers at once (queued jobs, in queue order, while host
-    /// memory leaves room for one more job beside them); 0: each worker reads its own.
+    /// Witnesses read or computed ahead of the workers at once (queued jobs, in queue order,
+    /// while host memory leaves room for one more job beside them); 0: each worker makes its
+    /// own.
     pub read_ahead: usize,
     /// Device budgets of the GPUs (`CUZK_VRAM_LIMIT` and the margins; `CUZK_PINNED_LIMIT`).
     pub vram: BudgetConfig,

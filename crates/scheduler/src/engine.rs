@@ -422,7 +422,7 @@ impl Engine {
             let inner = inner.clone();
             let h = std::thread::Builder::new()
                 .name(format!("cuzk-read-ahead-{r}"))
-                .spawn(move || inner.read_ahead_loop())
+                .spawn(move || inner.read_ahead_loop(r))
                 .map_err(EngineError::Spawn)?;
             handles.push(h);
         }

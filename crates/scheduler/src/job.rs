@@ -67,10 +67,11 @@ pub enum WitnessSource {
     /// A cuzk witness file, read ahead of the workers when host memory allows, else by the
     /// worker (charged to the host budget while in flight either way).
     File(PathBuf),
-    /// Computed by the worker that runs the job, as its first CPU phase ("synthesize"): a
-    /// queued job holds its inputs rather than its witness, and synthesis runs in priority
-    /// order, cancellable while queued and shown in the timeline. An error, or a panic, fails
-    /// the job alone ([`JobError::Witness`]).
+    /// Computed ahead of the workers by a read-ahead thread when host memory allows (the
+    /// worker proves another job meanwhile), else by the worker that runs the job, as its
+    /// first CPU phase ("synthesize"): a queued job holds its inputs rather than its witness,
+    /// and synthesis runs in priority order, cancellable while queued and shown in the
+    /// timeline. An error, or a panic, fails the job alone ([`JobError::Witness`]).
     Compute(WitnessFn),
 }
 
@@ -245,13 +246,35 @@ pub(crate) enum JobState {
     Finished(Result<JobOutput, JobError>),
 }
 
-/// Where a queued job's witness file is with the read-ahead.
+/// Where a queued job's witness is with the read-ahead.
 pub(crate) enum ReadAhead {
     NotStarted,
     Reading,
-    /// Read into memory, holding the host bytes it was charged; `None`: not read ahead (no
-    /// room, or a read error that the worker's own read will report).
+    /// Read or computed into memory, holding the host bytes it was charged; `None`: not done
+    /// ahead (no room, or a read error that the worker's own read will report).
     Done(Option<Permit>),
+    /// Computed ahead, and the job's function failed: the job fails with this.
+    Failed(JobError),
+}
+
+/// The timeline lanes of the read-ahead threads start here (`READ_AHEAD_LANE + r` in
+/// [`Span::worker`]): their spans are witnesses computed ahead of the workers.
+pub const READ_AHEAD_LANE: usize = 1 << 16;
+
+/// Runs a job's witness function; its error, or its panic, is the job's error.
+pub(crate) fn compute_witness(f: &WitnessFn) -> Result<Witness, JobError> {
+    // The caller's code (a circuit's synthesis over untrusted inputs) must not take the
+    // engine's thread down with it.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f()))
+        .unwrap_or_else(|p| {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(format!("the witness function panicked: {what}"))
+        })
+        .map_err(JobError::Witness)
 }
 
 pub(crate) struct JobShared {

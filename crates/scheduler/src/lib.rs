@@ -5,9 +5,9 @@
 //! device as its memory plan allows), a priority queue of jobs, and per device a set of workers.
 //! A job runs as the prover's phases ([`cuzk_groth16::ProverBackend`]'s staged steps):
 //!
-//! 1. CPU: host memory admitted, witness read (a file is read ahead while the job is queued,
-//!    when host memory leaves room: [`read_ahead`]) or computed by the caller's function
-//!    ([`WitnessSource::Compute`]), and checked;
+//! 1. CPU: host memory admitted, witness read or computed by the caller's function
+//!    ([`WitnessSource::Compute`]), each done ahead while the job is queued when host memory
+//!    leaves room ([`read_ahead`]), and checked;
 //! 2. copy: the witness staged on the device (outside the GPU lock);
 //! 3. device, under the GPU lock: the four witness MSMs — while a thread of the same job runs
 //!    the witness map into pinned buffers;
@@ -48,7 +48,7 @@ pub use config::{EngineConfig, Workers};
 pub use engine::{Counters, DeviceStatus, Engine, EngineError, EngineStatus, WorkerStatus};
 pub use gate::{Gate, GateError, Permit, Rank};
 pub use job::{
-    JobError, JobHandle, JobId, JobOutput, JobSpec, JobStatus, JobTimings, Priority, Span,
-    SpanKind, WitnessFn, WitnessSource,
+    JobError, JobHandle, JobId, JobOutput, JobSpec, JobStatus, JobTimings, Priority,
+    READ_AHEAD_LANE, Span, SpanKind, WitnessFn, WitnessSource,
 };
 pub use keys::KeySource;

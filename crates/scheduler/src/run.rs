@@ -14,6 +14,7 @@ use crate::engine::{Device, Inner};
 use crate::gate::{GateError, Permit};
 use crate::job::{
     JobError, JobOutput, JobShared, JobTimings, Priority, Span, SpanKind, WitnessSource,
+    compute_witness,
 };
 use crate::keys::{Key, read};
 
@@ -124,6 +125,7 @@ impl Inner {
         } else {
             job.take_read_ahead()
         };
+        let read_ahead = read_ahead?;
         let host_bytes = match read_ahead {
             Some(_) => loaded.needs.evaluations,
             None => loaded.needs.witness + loaded.needs.evaluations,
@@ -153,20 +155,7 @@ impl Inner {
                 w
             }
             Some(WitnessSource::Compute(f)) => {
-                let (r, _) = rec.span("synthesize", SpanKind::Cpu, || {
-                    // The caller's code (a circuit's synthesis over untrusted inputs) must not
-                    // take the worker down with it.
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f()))
-                        .unwrap_or_else(|p| {
-                            let what = p
-                                .downcast_ref::<&str>()
-                                .map(|s| s.to_string())
-                                .or_else(|| p.downcast_ref::<String>().cloned())
-                                .unwrap_or_default();
-                            Err(format!("the witness function panicked: {what}"))
-                        })
-                        .map_err(JobError::Witness)
-                });
+                let (r, _) = rec.span("synthesize", SpanKind::Cpu, || compute_witness(&f));
                 // Kept for a run again after the driver's out-of-memory.
                 let w = Arc::new(r?);
                 *job.witness.lock() = Some(WitnessSource::Memory(w.clone()));

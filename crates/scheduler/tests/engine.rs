@@ -758,7 +758,12 @@ fn a_computed_witness_is_made_by_the_worker_in_priority_order_and_its_error_fail
     let big = circuit(12, 7);
     let c = circuit(8, 8);
     let (mems, _) = memories(1, 64 * MIB);
-    let engine = Engine::on_cpu(config(1), mems).unwrap();
+    // No read-ahead: the worker computes every witness itself.
+    let no_ahead = EngineConfig {
+        read_ahead: 0,
+        ..config(1)
+    };
+    let engine = Engine::on_cpu(no_ahead, mems).unwrap();
     engine.load_key("big", key(&big), None).unwrap();
     engine.load_key("k", key(&c), None).unwrap();
     let blocker = engine.submit(JobSpec::new("big", memory(&big))).unwrap();
@@ -826,4 +831,67 @@ fn a_computed_witness_is_made_by_the_worker_in_priority_order_and_its_error_fail
         JobError::Cancelled
     );
     assert_eq!(*calls.lock().unwrap(), ["high", "bad", "panics", "low"]);
+}
+
+#[test]
+fn computed_witnesses_are_made_ahead_while_the_worker_proves_and_each_function_runs_once() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let c = circuit(10, 9);
+    let (mems, _) = memories(1, 64 * MIB);
+    let ahead = EngineConfig {
+        read_ahead: 1,
+        ..config(1)
+    };
+    let engine = Engine::on_cpu(ahead, mems).unwrap();
+    engine.load_key("k", key(&c), None).unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let compute = |ok: bool| {
+        let (calls, w) = (calls.clone(), c.witness.clone());
+        WitnessSource::Compute(Arc::new(move || {
+            calls.fetch_add(1, Ordering::SeqCst);
+            // A synthesis that takes a while: long enough to overlap another job's proof.
+            std::thread::sleep(Duration::from_millis(150));
+            if ok {
+                Ok((*w).clone())
+            } else {
+                Err("no witness".into())
+            }
+        }))
+    };
+    let jobs: Vec<_> = (0..4)
+        .map(|_| engine.submit(JobSpec::new("k", compute(true))).unwrap())
+        .collect();
+    let bad = engine.submit(JobSpec::new("k", compute(false))).unwrap();
+    for h in &jobs {
+        verify(&c, h);
+    }
+    match bad.wait(WAIT).expect("finished") {
+        Err(JobError::Witness(m)) => assert!(m.contains("no witness"), "{m}"),
+        other => panic!("expected the function's error: {other:?}"),
+    }
+    // Made ahead or by the worker, every function ran once: a failure made ahead is not
+    // computed again.
+    assert_eq!(calls.load(Ordering::SeqCst), 5);
+    let spans = engine.timeline();
+    let ahead: Vec<_> = spans
+        .iter()
+        .filter(|s| s.phase == "synthesize ahead")
+        .collect();
+    assert!(!ahead.is_empty(), "nothing computed ahead: {spans:?}");
+    assert!(
+        ahead
+            .iter()
+            .all(|s| s.worker == cuzk_scheduler::READ_AHEAD_LANE)
+    );
+    // Some witness was computed while the worker worked on another job.
+    let overlaps = ahead.iter().any(|a| {
+        spans.iter().any(|s| {
+            s.job != a.job
+                && s.worker < cuzk_scheduler::READ_AHEAD_LANE
+                && s.kind != SpanKind::Wait
+                && s.start < a.end
+                && a.start < s.end
+        })
+    });
+    assert!(overlaps, "no synthesis ahead beside the worker: {spans:?}");
 }
