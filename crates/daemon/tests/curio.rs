@@ -135,9 +135,15 @@ async fn await_done(c: &mut Client, job_id: &str) -> pb::AwaitProofResponse {
     r
 }
 
-/// The span interval of a job (`{id}/{partition}` in the daemon's timeline).
+/// The span interval of a job (`{id}/{partition}` in the daemon's timeline) on the workers
+/// (its witness may be computed ahead, on a lane of its own, while another job proves).
 fn interval(t: &cuzk_daemon::pb::TimelineResponse, job: &str) -> (f64, f64) {
-    let spans: Vec<_> = t.spans.iter().filter(|s| s.job_id == job).collect();
+    let ahead = cuzk_scheduler::READ_AHEAD_LANE as u32;
+    let spans: Vec<_> = t
+        .spans
+        .iter()
+        .filter(|s| s.job_id == job && s.worker < ahead)
+        .collect();
     assert!(!spans.is_empty(), "no spans of {job} in the timeline");
     let start = spans
         .iter()
