@@ -14,14 +14,8 @@ rounds=${3:-1}
 benches=${4:-gpu_prove}
 out=${OUT:-/tmp/before-after-out}
 mkdir -p "$out"
-rows=()
-step() { # name, command...
-    local name=$1; shift
-    local t0=$(date +%s.%N)
-    "$@" >"$out/$name.log" 2>&1
-    local rc=$? t1=$(date +%s.%N)
-    rows+=("$(awk -v n="$name" -v r="$rc" -v a="$t0" -v b="$t1" 'BEGIN{printf "%-28s rc=%-3s %6.1f s", n, r, b-a}')")
-}
+STEP_TAIL=0
+. "$(dirname "$0")/steps.sh"
 nvidia-smi -L
 "$after/cuzk" devices
 E24="--backend gpu bench --log-constraints 24 --boolean-percent 75 --proofs 20 --concurrency 3"
@@ -52,4 +46,4 @@ for f in "$out"/*.log; do
         grep -v -E 'scratch freed|precomputed|sweep|split ' | head -n 14
 done
 echo
-printf '%s\n' "${rows[@]}"
+print_rows

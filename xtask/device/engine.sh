@@ -8,16 +8,8 @@ B=${1:?bundle dir}
 part=${2:?tests or bench}
 out=${OUT:-/tmp/engine-out}
 mkdir -p "$out"
-rows=()
-step() { # name, command...
-    local name=$1; shift
-    local t0=$(date +%s.%N)
-    "$@" >"$out/$name.log" 2>&1
-    local rc=$? t1=$(date +%s.%N)
-    [ -s "$out/$name.hwm" ] && echo "peak host memory (VmHWM) $(cat "$out/$name.hwm")" >>"$out/$name.log"
-    tail -n 40 "$out/$name.log"
-    rows+=("$(awk -v n="$name" -v r="$rc" -v a="$t0" -v b="$t1" 'BEGIN{printf "%-34s rc=%-3s %6.1f s", n, r, b-a}')")
-}
+STEP_TAIL=40
+. "$(dirname "$0")/steps.sh"
 # Runs a command with its peak resident host memory polled into $out/NAME.hwm.
 with_hwm() { # name, command...
     local name=$1; shift
@@ -58,5 +50,5 @@ held)
 esac
 echo
 echo "=== engine $part"
-for r in "${rows[@]}"; do echo "$r"; done
+print_rows
 grep -h -E 'proofs/s|GPU-bound|test result|^2\^|^proof [0-9]|rows \(2|VmHWM' "$out"/*.log | tail -n 60

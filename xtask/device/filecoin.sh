@@ -16,15 +16,7 @@ out=${OUT:-/tmp/filecoin-out}
 W=$(mktemp -d)
 mkdir -p "$out"
 export FIL_PROOFS_PARAMETER_CACHE=$W/params
-rows=()
-step() { # name, command...
-    local name=$1; shift
-    local t0=$(date +%s.%N)
-    "$@" >"$out/$name.log" 2>&1
-    local rc=$? t1=$(date +%s.%N)
-    tail -n 12 "$out/$name.log"
-    rows+=("$(awk -v n="$name" -v r="$rc" -v a="$t0" -v b="$t1" 'BEGIN{printf "%-24s rc=%-3s %7.1f s", n, r, b-a}')")
-}
+. "$(dirname "$0")/steps.sh"
 P="--param-dir $W/params"
 step seal $B filecoin seal --seal-proof $SIZE --miner-id 1000 --sector-id 7 $(src sector) --c1 $W/c1.json
 step gen-params $B --backend gpu filecoin gen-params --c1 $W/c1.json $P
@@ -35,13 +27,7 @@ step verify-porep $B filecoin verify porep --c1 $W/c1.json --proof $W/gpu2.bin -
 [ "$SIZE" = 2KiB ] && step porep-cpu $B --backend cpu filecoin porep-c2 --c1 $W/c1.json --proof $W/cpu.bin $P
 # PoRep C2 through a GPU daemon (circuit loaded by a warm-up proof) against filecoin-proofs' own
 # CPU C2 in the same call, on the same parameter files; bench-c2 prints the table last.
-$B --log info --backend gpu daemon --listen unix:$W/cuzk.sock --param-dir $W >"$out/daemon.log" 2>&1 &
-D=$!
-for _ in $(seq 600); do
-    grep -q "listening on" "$out/daemon.log" && break
-    kill -0 $D 2>/dev/null || break
-    sleep 0.5
-done
+start_daemon "$out/daemon.log" --log info --backend gpu daemon --listen unix:$W/cuzk.sock --param-dir $W
 step bench-c2 $B filecoin bench-c2 --daemon unix:$W/cuzk.sock --c1 $W/c1.json --proofs 5 --miner-id 1000 --sector-id 7 $P
 kill -TERM $D
 wait $D
@@ -59,4 +45,4 @@ step gen-snap-params $B --backend gpu filecoin gen-snap-params --vanilla $W/snap
 step snap-gpu $B --backend gpu filecoin snap --vanilla $W/snap.bin --proof $W/snap-proof.bin $SA
 step verify-snap $B filecoin verify snap --proof $W/snap-proof.bin $SA
 rm -rf "$W"
-printf '%s\n' "${rows[@]}"
+print_rows

@@ -19,22 +19,10 @@ out=${OUT:-/tmp/sector-out}
 W=$(mktemp -d)
 mkdir -p "$out"
 export FIL_PROOFS_PARAMETER_CACHE=$W/params
-rows=()
-step() { # name, command...
-    local name=$1; shift
-    local t0=$(date +%s.%N)
-    "$@" >"$out/$name.log" 2>&1
-    local rc=$? t1=$(date +%s.%N)
-    tail -n 25 "$out/$name.log"
-    rows+=("$(awk -v n="$name" -v r="$rc" -v a="$t0" -v b="$t1" 'BEGIN{printf "%-24s rc=%-3s %7.1f s", n, r, b-a}')")
-}
-$B --log info --backend ${BACKEND:-gpu} daemon --listen unix:$W/cuzk.sock --param-dir $W --filecoin-generate-keys >"$out/daemon-$KIND.log" 2>&1 &
-D=$!
-for _ in $(seq 600); do
-    grep -q "listening on" "$out/daemon-$KIND.log" && break
-    kill -0 $D 2>/dev/null || break
-    sleep 0.5
-done
+STEP_TAIL=25
+. "$(dirname "$0")/steps.sh"
+start_daemon "$out/daemon-$KIND.log" --log info --backend ${BACKEND:-gpu} daemon --listen unix:$W/cuzk.sock \
+    --param-dir $W --filecoin-generate-keys
 S="--daemon unix:$W/cuzk.sock"
 P="--param-dir $W/params"
 case $KIND in
@@ -70,5 +58,5 @@ wait $D
 echo "daemon exit $?"
 grep -E "key made|circuit loaded|failed" "$out/daemon-$KIND.log" | cut -c1-300 | tail -n 8
 rm -rf "$W"
-printf '%s\n' "${rows[@]}"
+print_rows
 echo "daemon peak host memory (VmHWM): $hwm"

@@ -76,6 +76,18 @@ async fn status_and_srs(
     (s, srs)
 }
 
+/// PreloadSRS of a circuit.
+async fn preload(
+    c: &mut Client,
+    circuit_id: &str,
+) -> Result<pb::PreloadSrsResponse, tonic::Status> {
+    c.preload_srs(pb::PreloadSrsRequest {
+        circuit_id: circuit_id.into(),
+    })
+    .await
+    .map(tonic::Response::into_inner)
+}
+
 fn work_dir(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("daemon-curio-{name}"));
     std::fs::remove_dir_all(&dir).ok();
@@ -348,28 +360,11 @@ fn filecoin_proofs_through_both_services_and_a_critical_winning_post_overtakes_q
         }
 
         // PreloadSRS reads the parameters once; an unknown circuit names the field.
-        let p = c
-            .preload_srs(pb::PreloadSrsRequest {
-                circuit_id: "porep-2k".into(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let p = preload(&mut c, "porep-2k").await.unwrap();
         assert!(!p.already_loaded);
-        let again = c
-            .preload_srs(pb::PreloadSrsRequest {
-                circuit_id: "porep-2k".into(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let again = preload(&mut c, "porep-2k").await.unwrap();
         assert!(again.already_loaded);
-        let e = c
-            .preload_srs(pb::PreloadSrsRequest {
-                circuit_id: "porep-3k".into(),
-            })
-            .await
-            .unwrap_err();
+        let e = preload(&mut c, "porep-3k").await.unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument);
         assert!(e.message().contains("circuit_id"), "{}", e.message());
         let (s, srs) = status_and_srs(&mut c, "porep-2k").await;
@@ -771,13 +766,7 @@ fn a_daemon_generating_keys_makes_a_missing_key_at_the_first_proof_and_verify_se
         let (_, stop, task) = start_daemon(&dir, "made-keys", keys.clone(), 256 << 20, true).await;
         let mut c = connect(dir.join("made-keys.sock")).await;
         // Nothing to read ahead: the key is made by the first proof.
-        let p = c
-            .preload_srs(pb::PreloadSrsRequest {
-                circuit_id: "porep-2k".into(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let p = preload(&mut c, "porep-2k").await.unwrap();
         assert!(!p.already_loaded);
         for k in 0..2 {
             let r = c
