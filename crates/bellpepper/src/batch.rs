@@ -99,8 +99,17 @@ impl CircuitProver {
     ) -> Result<(Self, Witness), BatchError> {
         let (compiled, witness) = CompiledCircuit::compile(first)
             .map_err(|source| BatchError::Synthesis { index: 0, source })?;
+        Ok((Self::new(compiled, params, params_name)?, witness))
+    }
+
+    /// Maps `params` onto a circuit compiled before (see [`Self::compile`]).
+    pub fn new(
+        compiled: CompiledCircuit,
+        params: BpParameters,
+        params_name: &str,
+    ) -> Result<Self, BatchError> {
         let key = params.into_proving_key(compiled.r1cs(), params_name)?;
-        Ok((Self { compiled, key }, witness))
+        Ok(Self { compiled, key })
     }
 
     pub fn compiled(&self) -> &CompiledCircuit {

@@ -989,7 +989,7 @@ fn bench_c2(a: &BenchC2Args) -> Result<()> {
         &request,
         a.proofs,
         a.in_flight,
-        &a.timeline,
+        a.timeline.as_deref(),
     ))?;
     let mut out = vec![warm.proof];
     let mut times = Vec::new();
@@ -1047,7 +1047,7 @@ async fn timed_proofs(
     request: &pb::FilecoinProof,
     proofs: u32,
     in_flight: u32,
-    svg: &Option<PathBuf>,
+    svg: Option<&Path>,
 ) -> Result<TimedRun> {
     let mut c = c.clone();
     let busy = |s: &pb::StatusResponse| s.devices.iter().map(|d| d.busy_seconds).sum::<f64>();

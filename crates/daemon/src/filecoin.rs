@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use cuzk_bellpepper::CompiledCircuit;
+use cuzk_bellpepper::batch::CircuitProver;
 use cuzk_filecoin::{
     C1Output, CircuitName, FilecoinError, ParamStore, PartitionedProof, PostKind, PostProof,
     PostStatement, PostVanilla, SealProof, SnapStatement, SnapVanilla, prover_id_from_miner,
@@ -788,19 +789,22 @@ impl Filecoin {
             *params = Some((read, self.file_bytes(id)));
         }
         let (compiled, witness) = proof.compile().map_err(|e| start_error(&e))?;
-        let (source, bytes) = match params.take() {
+        let (compiled, source, bytes) = match params.take() {
             Some((read, bytes)) => {
                 let params_name = self.params.params_path(id).display().to_string();
-                let pk = read
-                    .into_proving_key(compiled.r1cs(), &params_name)
-                    .map_err(|e| start_error(&e.into()))?;
+                let (compiled, pk) = CircuitProver::new(compiled, read, &params_name)
+                    .map_err(|e| start_error(&e.into()))?
+                    .into_parts();
                 let source = KeySource::Memory {
                     pk: Arc::new(pk),
                     r1cs: compiled.shared_r1cs(),
                 };
-                (source, bytes)
+                (compiled, source, bytes)
             }
-            None => (self.make_key(engine, name, &compiled)?, 0),
+            None => {
+                let source = self.make_key(engine, name, &compiled)?;
+                (compiled, source, 0)
+            }
         };
         engine
             .load_key(&Self::key_id(name), source, None)

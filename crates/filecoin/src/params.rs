@@ -154,9 +154,7 @@ impl ParamStore {
         params.write_file(&tmp)?;
         std::fs::rename(&tmp, &path)
             .map_err(|e| FilecoinError::io(format!("renaming {}", tmp.display()), e))?;
-        write_file(&self.vk_path(cache_id), &params.vk.to_bytes())?;
-        let meta = serde_json::json!({ "sector_size": sector_size }).to_string();
-        write_file(&self.dir.join(metadata_id(cache_id)), meta.as_bytes())?;
+        self.write_vk_and_metadata(cache_id, sector_size, &params.vk)?;
         record_digest(&path)
     }
 
@@ -184,6 +182,17 @@ impl ParamStore {
                 }
             }
         }
+        self.write_vk_and_metadata(cache_id, sector_size, vk)
+    }
+
+    /// The `.vk` (whole or not at all: a verifier may read it meanwhile) and the `.meta` of a
+    /// generated key.
+    fn write_vk_and_metadata(
+        &self,
+        cache_id: &str,
+        sector_size: u64,
+        vk: &BpVerifyingKey,
+    ) -> Result<(), FilecoinError> {
         let vk_path = self.vk_path(cache_id);
         let tmp = vk_path.with_extension("vk.partial");
         write_file(&tmp, &vk.to_bytes())?;

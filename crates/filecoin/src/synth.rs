@@ -58,8 +58,10 @@ impl Synth for Compile<'_> {
         circuit: P,
         partition: usize,
     ) -> Result<Self::Out, FilecoinError> {
-        CircuitProver::compile(circuit.whole()?, self.params, self.name)
-            .map_err(|e| partition_error(e, partition))
+        let (compiled, witness) = CompileCircuit.run(circuit, partition)?;
+        let prover = CircuitProver::new(compiled, self.params, self.name)
+            .map_err(|e| partition_error(e, partition))?;
+        Ok((prover, witness))
     }
     fn witness(out: &Self::Out) -> &Witness {
         &out.1
