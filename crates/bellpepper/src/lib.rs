@@ -27,6 +27,7 @@
 #![forbid(unsafe_code)]
 
 pub mod batch;
+pub mod native_sha256;
 mod overlap;
 mod parts;
 pub mod sha256_circuit;
@@ -41,7 +42,7 @@ use bellpepper_core::{
 use blstrs::Scalar;
 use cuzk_field::Fr;
 use cuzk_groth16::{R1cs, R1csBuilder, R1csError, Variable, Witness};
-pub use parts::PartsError;
+pub use parts::{Gadgets, PartsError, WitnessPart};
 
 /// blstrs's scalar as cuzk's: both wrap `blst_fr`, and blstrs keeps its limbs reduced, so this
 /// is a 32-byte copy (`Fr` is `Pod`), inlined into the witness conversion's loop.

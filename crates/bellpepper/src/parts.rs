@@ -14,7 +14,7 @@
 //! its group's first part's, which also checks that size; the prover's evaluation of A·z,
 //! B·z, C·z checks the joined witness row by row.
 
-use bellpepper_core::Circuit;
+use bellpepper_core::{Circuit, SynthesisError};
 use blstrs::Scalar;
 use cuzk_field::Fr;
 use cuzk_groth16::Witness;
@@ -42,26 +42,46 @@ pub enum PartsError {
     HeadsDiffer { group: usize, part: usize },
 }
 
+/// One part of a circuit's witness: what a part's synthesis would leave in a [`WitnessCs`].
+/// A circuit gives it through its gadgets ([`Gadgets`]); a native generator writes the same
+/// values directly (see [`crate::native_sha256`]).
+pub trait WitnessPart: Send {
+    fn write_witness(self, cs: &mut WitnessCs) -> Result<(), SynthesisError>;
+}
+
+/// A circuit as a part: its own synthesis.
+#[derive(Debug)]
+pub struct Gadgets<C>(pub C);
+
+impl<C: Circuit<Scalar> + Send> WitnessPart for Gadgets<C> {
+    fn write_witness(self, cs: &mut WitnessCs) -> Result<(), SynthesisError> {
+        self.0.synthesize(cs)
+    }
+}
+
 impl CompiledCircuit {
     /// The witness of this circuit from `groups` of parts, synthesized in parallel: each part
     /// is a circuit that synthesizes its group's head, then its own sub-circuit; the circuit's
     /// own synthesis is every group's head followed by its parts' sub-circuits, groups in
     /// order, parts in order. A single part is the whole circuit.
-    pub fn witness_of_parts<C: Circuit<Scalar> + Send>(
+    pub fn witness_of_parts<P: WitnessPart>(
         &self,
-        groups: Vec<Vec<C>>,
+        groups: Vec<Vec<P>>,
     ) -> Result<Witness, BellpepperError> {
         if groups.is_empty() || groups.iter().any(Vec::is_empty) {
             return Err(PartsError::Empty.into());
         }
+        // Each part's share of the aux values (its head is small): a part's vector is sized
+        // once rather than doubled from empty (a 32 GiB PoRep part holds ~230 MB).
+        let share = self.r1cs.num_private() / groups.iter().map(Vec::len).sum::<usize>();
         let systems = groups
             .into_par_iter()
             .map(|group| {
                 group
                     .into_par_iter()
                     .map(|part| {
-                        let mut cs = WitnessCs::default();
-                        part.synthesize(&mut cs)?;
+                        let mut cs = WitnessCs::with_capacity(0, share + share / 64);
+                        part.write_witness(&mut cs)?;
                         Ok(cs)
                     })
                     .collect::<Result<Vec<_>, BellpepperError>>()

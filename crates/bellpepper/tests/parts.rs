@@ -5,7 +5,7 @@
 use bellpepper_core::num::AllocatedNum;
 use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::Scalar;
-use cuzk_bellpepper::{BellpepperError, CompiledCircuit, PartsError};
+use cuzk_bellpepper::{BellpepperError, CompiledCircuit, Gadgets, PartsError};
 use rand::{Rng, SeedableRng};
 
 /// Groups in order; each group's head is a public seed and its square, then each challenge is
@@ -48,6 +48,13 @@ impl Groups {
     }
 }
 
+fn gadgets(groups: Vec<Vec<Groups>>) -> Vec<Vec<Gadgets<Groups>>> {
+    groups
+        .into_iter()
+        .map(|g| g.into_iter().map(Gadgets).collect())
+        .collect()
+}
+
 #[test]
 fn parts_join_into_the_whole_circuits_witness() {
     let rng = &mut rand_chacha::ChaCha8Rng::seed_from_u64(5);
@@ -55,11 +62,13 @@ fn parts_join_into_the_whole_circuits_witness() {
     for _ in 0..3 {
         let next = Groups::random(rng, &[3, 1, 4]);
         let (_, expected) = CompiledCircuit::compile(next.clone()).unwrap();
-        let joined = compiled.witness_of_parts(next.parts()).unwrap();
+        let joined = compiled.witness_of_parts(gadgets(next.parts())).unwrap();
         assert!(joined.assignment() == expected.assignment());
         compiled.r1cs().is_satisfied(&joined).unwrap();
         // One part is the whole circuit.
-        let whole = compiled.witness_of_parts(vec![vec![next]]).unwrap();
+        let whole = compiled
+            .witness_of_parts(gadgets(vec![vec![next]]))
+            .unwrap();
         assert!(whole.assignment() == expected.assignment());
     }
 }
@@ -74,7 +83,7 @@ fn parts_of_another_circuit_are_refused() {
     let mut parts = next.parts();
     parts[0][1] = parts[1][1].clone();
     assert!(matches!(
-        compiled.witness_of_parts(parts),
+        compiled.witness_of_parts(gadgets(parts)),
         Err(BellpepperError::Parts(PartsError::HeadsDiffer {
             group: 0,
             part: 1
@@ -85,7 +94,7 @@ fn parts_of_another_circuit_are_refused() {
     let mut parts = next.parts();
     parts[1].pop();
     assert!(matches!(
-        compiled.witness_of_parts(parts),
+        compiled.witness_of_parts(gadgets(parts)),
         Err(BellpepperError::Parts(PartsError::Sizes { .. }))
     ));
 
@@ -94,13 +103,13 @@ fn parts_of_another_circuit_are_refused() {
     let again = parts[1][0].clone();
     parts[1].push(again);
     assert!(matches!(
-        compiled.witness_of_parts(parts),
+        compiled.witness_of_parts(gadgets(parts)),
         Err(BellpepperError::Parts(PartsError::Sizes { .. }))
     ));
 
     for empty in [vec![], vec![vec![]], vec![next.parts()[0].clone(), vec![]]] {
         assert!(matches!(
-            compiled.witness_of_parts(empty),
+            compiled.witness_of_parts(gadgets(empty)),
             Err(BellpepperError::Parts(PartsError::Empty))
         ));
     }

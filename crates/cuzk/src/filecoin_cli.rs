@@ -1040,6 +1040,29 @@ fn bench_c2(a: &BenchC2Args) -> Result<()> {
     Ok(())
 }
 
+/// Each phase of the timeline's spans: how many, their median and their sum (a partition's
+/// synthesis against its GPU phases says which bounds the run).
+fn print_phases(spans: &[pb::Span]) {
+    let mut phases: Vec<(&str, Vec<f64>)> = Vec::new();
+    for s in spans {
+        let d = s.end_s - s.start_s;
+        match phases.iter_mut().find(|(p, _)| *p == s.phase) {
+            Some((_, v)) => v.push(d),
+            None => phases.push((&s.phase, vec![d])),
+        }
+    }
+    println!("\n| phase | spans | median s | total s |\n| --- | --- | --- | --- |");
+    for (phase, mut v) in phases {
+        v.sort_by(f64::total_cmp);
+        let total: f64 = v.iter().sum();
+        println!(
+            "| {phase} | {} | {:.3} | {total:.1} |",
+            v.len(),
+            v[v.len() / 2]
+        );
+    }
+}
+
 /// `proofs` proofs of `request`, `in_flight` at a time, each on its own connection; the
 /// daemon's timeline of them drawn to `svg`.
 async fn timed_proofs(
@@ -1088,6 +1111,7 @@ async fn timed_proofs(
         std::fs::write(p, crate::svg::timeline(&spans, &timeline.devices)?)
             .with_context(|| format!("cannot write {}", p.display()))?;
         println!("timeline: {}", p.display());
+        print_phases(&spans);
     }
     Ok(TimedRun {
         proofs: done,

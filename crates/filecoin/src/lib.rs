@@ -35,6 +35,7 @@ mod error;
 mod job;
 mod params;
 mod porep;
+mod porep_witness;
 mod post;
 mod prover;
 mod seal_proof;

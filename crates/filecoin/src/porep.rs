@@ -15,6 +15,7 @@ use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, Stack
 use crate::c1::with_phase1;
 use crate::error::upstream;
 use crate::params::check_verifier_dir;
+use crate::porep_witness::{ChallengeWitness, Head};
 use crate::seal_proof::with_shape;
 use crate::synth::{PartitionCircuit, Synth};
 use crate::{C1Output, FilecoinError, ParamStore, SealProof};
@@ -132,6 +133,36 @@ impl<'a, Tree: 'static + MerkleTreeTrait> PorepCircuits<'a, Tree> {
         Ok(PorepPartition { circuits: self, k })
     }
 
+    /// Partition `k`'s shared values, as `StackedCompound::circuit` takes them (every
+    /// challenge with the same comm_r_last and comm_c).
+    fn head(&self, k: usize) -> Result<Head, FilecoinError> {
+        let proofs = &self.vanilla[k];
+        let reason = |reason: &str| FilecoinError::Circuit {
+            partition: k,
+            reason: reason.into(),
+        };
+        let first = proofs.first().ok_or_else(|| reason("no challenges"))?;
+        let (comm_r_last, comm_c) = (first.comm_r_last(), first.comm_c());
+        if proofs.iter().any(|p| p.comm_r_last() != comm_r_last) {
+            return Err(reason("inconsistent comm_r_lasts"));
+        }
+        if proofs.iter().any(|p| p.comm_c() != comm_c) {
+            return Err(reason("inconsistent comm_cs"));
+        }
+        let tau = self
+            .public_inputs
+            .tau
+            .as_ref()
+            .ok_or_else(|| reason("no comm_d, comm_r"))?;
+        Ok(Head {
+            replica_id: self.public_inputs.replica_id.into(),
+            comm_d: tau.comm_d.into(),
+            comm_r: tau.comm_r.into(),
+            comm_r_last: comm_r_last.into(),
+            comm_c: comm_c.into(),
+        })
+    }
+
     /// Partition `k`'s circuit over `proofs` (its challenges' vanilla proofs, or some of them).
     fn circuit(
         &self,
@@ -159,16 +190,26 @@ pub(crate) struct PorepPartition<'a, Tree: 'static + MerkleTreeTrait> {
 
 impl<Tree: 'static + MerkleTreeTrait> PartitionCircuit for PorepPartition<'_, Tree> {
     type Circuit = StackedCircuit<Tree, DefaultPieceHasher>;
+    type Part = ChallengeWitness<Tree>;
 
     fn whole(self) -> Result<Self::Circuit, FilecoinError> {
         self.circuits
             .circuit(self.k, &self.circuits.vanilla[self.k])
     }
 
-    fn parts(self) -> Result<Vec<Vec<Self::Circuit>>, FilecoinError> {
-        let parts = self.circuits.vanilla[self.k]
+    /// The head and one challenge per part, written natively (see `porep_witness`).
+    fn parts(self) -> Result<Vec<Vec<ChallengeWitness<Tree>>>, FilecoinError> {
+        let k = self.k;
+        let head = self.circuits.head(k)?;
+        let parts = self.circuits.vanilla[k]
             .iter()
-            .map(|challenge| self.circuits.circuit(self.k, &vec![challenge.clone()]))
+            .enumerate()
+            .map(|(i, proof)| {
+                ChallengeWitness::new(head, proof).map_err(|e| FilecoinError::Circuit {
+                    partition: k,
+                    reason: format!("challenge {i}: {e}"),
+                })
+            })
             .collect::<Result<_, _>>()?;
         Ok(vec![parts])
     }

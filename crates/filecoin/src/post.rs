@@ -35,6 +35,7 @@ use crate::prover::FilecoinProver;
 use crate::seal_proof::with_shape;
 use crate::synth::{PartitionCircuit, Synth};
 use crate::{FilecoinError, ParamStore, ProofTimings, SealProof};
+use cuzk_bellpepper::Gadgets;
 
 /// Window or Winning.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -530,27 +531,30 @@ pub(crate) fn post_circuit<Tree: 'static + MerkleTreeTrait>(
 /// comm_c and comm_r and their hash, and a part per challenge (its inclusion proof).
 impl<Tree: 'static + MerkleTreeTrait> PartitionCircuit for FallbackPoStCircuit<Tree> {
     type Circuit = Self;
+    type Part = Gadgets<Self>;
 
     fn whole(self) -> Result<Self, FilecoinError> {
         Ok(self)
     }
 
-    fn parts(self) -> Result<Vec<Vec<Self>>, FilecoinError> {
+    fn parts(self) -> Result<Vec<Vec<Gadgets<Self>>>, FilecoinError> {
         let prover_id = self.prover_id;
         let group = |s: Sector<Tree>| {
             s.leafs
                 .iter()
                 .zip(&s.paths)
-                .map(|(leaf, path)| FallbackPoStCircuit {
-                    prover_id,
-                    sectors: vec![Sector {
-                        comm_r: s.comm_r,
-                        comm_c: s.comm_c,
-                        comm_r_last: s.comm_r_last,
-                        leafs: vec![*leaf],
-                        paths: vec![path.clone()],
-                        id: s.id,
-                    }],
+                .map(|(leaf, path)| {
+                    Gadgets(FallbackPoStCircuit {
+                        prover_id,
+                        sectors: vec![Sector {
+                            comm_r: s.comm_r,
+                            comm_c: s.comm_c,
+                            comm_r_last: s.comm_r_last,
+                            leafs: vec![*leaf],
+                            paths: vec![path.clone()],
+                            id: s.id,
+                        }],
+                    })
                 })
                 .collect()
         };

@@ -5,8 +5,8 @@
 
 use bellperson::Circuit;
 use blstrs::Scalar;
-use cuzk_bellpepper::CompiledCircuit;
 use cuzk_bellpepper::batch::{BatchError, CircuitProver};
+use cuzk_bellpepper::{CompiledCircuit, Gadgets, WitnessPart};
 use cuzk_formats::BpParameters;
 use cuzk_groth16::Witness;
 
@@ -14,11 +14,13 @@ use crate::FilecoinError;
 
 /// One partition's circuit, built whole or as groups of parts, each part its group's head
 /// (the allocations its challenges share) and one challenge, in the circuit's order (see
-/// `CompiledCircuit::witness_of_parts`).
+/// `CompiledCircuit::witness_of_parts`): a circuit's own synthesis ([`Gadgets`]) or a native
+/// generator of the same values.
 pub(crate) trait PartitionCircuit {
     type Circuit: Circuit<Scalar> + Send;
+    type Part: WitnessPart;
     fn whole(self) -> Result<Self::Circuit, FilecoinError>;
-    fn parts(self) -> Result<Vec<Vec<Self::Circuit>>, FilecoinError>;
+    fn parts(self) -> Result<Vec<Vec<Self::Part>>, FilecoinError>;
 }
 
 /// A circuit that is not split: its one part is itself.
@@ -26,11 +28,12 @@ pub(crate) struct Whole<C>(pub(crate) C);
 
 impl<C: Circuit<Scalar> + Send> PartitionCircuit for Whole<C> {
     type Circuit = C;
+    type Part = Gadgets<C>;
     fn whole(self) -> Result<C, FilecoinError> {
         Ok(self.0)
     }
-    fn parts(self) -> Result<Vec<Vec<C>>, FilecoinError> {
-        Ok(vec![vec![self.0]])
+    fn parts(self) -> Result<Vec<Vec<Gadgets<C>>>, FilecoinError> {
+        Ok(vec![vec![Gadgets(self.0)]])
     }
 }
 

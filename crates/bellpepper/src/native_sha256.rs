@@ -1,0 +1,355 @@
+//! SHA-256's witness without the gadget: the values bellperson's `sha256` gadget allocates,
+//! in its order, computed on plain bits.
+//!
+//! The gadget builds and scales linear combinations for every bit it touches, and a
+//! witness-only synthesis pays for all of that, though it keeps none of it: it was 99% of a
+//! PoRep partition's synthesis. Here a bit is only its value and its kind (a constant, an
+//! allocated variable, or a variable's negation); which operations allocate, and what, follows
+//! bellpepper's `Boolean` and bellperson's `UInt32` case by case (constants fold, `Not`s flip),
+//! so a [`WitnessCs`] ends with exactly the values the gadget would have left. The tests check
+//! that against the gadget on inputs of every kind.
+
+use bellpepper_core::SynthesisError;
+use bellpepper_core::boolean::Boolean;
+use bellpepper_core::num::AllocatedNum;
+use blstrs::Scalar;
+use ff::{Field, PrimeField};
+
+use crate::WitnessCs;
+
+/// A bit as bellpepper's `Boolean` holds it, with its value known. `Is` and `Not` carry the
+/// value of their variable (a `Not`'s own value is the opposite).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bit {
+    Constant(bool),
+    Is(bool),
+    Not(bool),
+}
+
+impl Bit {
+    /// This bit's value (a `Not` is its variable's opposite).
+    pub fn value(self) -> bool {
+        match self {
+            Bit::Constant(b) | Bit::Is(b) => b,
+            Bit::Not(b) => !b,
+        }
+    }
+
+    /// The gadget's `Boolean` as a bit; a variable without a value has no witness.
+    pub fn of(b: &Boolean) -> Result<Self, SynthesisError> {
+        Ok(match b {
+            Boolean::Constant(c) => Bit::Constant(*c),
+            Boolean::Is(v) => Bit::Is(v.get_value().ok_or(SynthesisError::AssignmentMissing)?),
+            Boolean::Not(v) => Bit::Not(v.get_value().ok_or(SynthesisError::AssignmentMissing)?),
+        })
+    }
+
+    fn not(self) -> Self {
+        match self {
+            Bit::Constant(b) => Bit::Constant(!b),
+            Bit::Is(v) => Bit::Not(v),
+            Bit::Not(v) => Bit::Is(v),
+        }
+    }
+
+    fn is_constant(self) -> bool {
+        matches!(self, Bit::Constant(_))
+    }
+}
+
+/// A new variable holding `v`, as `AllocatedBit::alloc` (or any one-bit result) allocates it.
+#[inline]
+fn alloc(cs: &mut WitnessCs, v: bool) -> Bit {
+    cs.maybe_flush();
+    cs.aux.push(if v { Scalar::ONE } else { Scalar::ZERO });
+    Bit::Is(v)
+}
+
+/// `Boolean::xor`: a constant folds; otherwise one variable, negated when the kinds differ.
+fn xor(cs: &mut WitnessCs, a: Bit, b: Bit) -> Bit {
+    match (a, b) {
+        (Bit::Constant(false), x) | (x, Bit::Constant(false)) => x,
+        (Bit::Constant(true), x) | (x, Bit::Constant(true)) => x.not(),
+        (Bit::Is(x), Bit::Not(y)) | (Bit::Not(x), Bit::Is(y)) => alloc(cs, x ^ y).not(),
+        (Bit::Is(x), Bit::Is(y)) | (Bit::Not(x), Bit::Not(y)) => alloc(cs, x ^ y),
+    }
+}
+
+/// `Boolean::and`: a constant folds; otherwise one variable (`and`, `and_not` or `nor`).
+fn and(cs: &mut WitnessCs, a: Bit, b: Bit) -> Bit {
+    match (a, b) {
+        (Bit::Constant(false), _) | (_, Bit::Constant(false)) => Bit::Constant(false),
+        (Bit::Constant(true), x) | (x, Bit::Constant(true)) => x,
+        _ => alloc(cs, a.value() & b.value()),
+    }
+}
+
+/// `Boolean::sha256_ch`, its cases in its order.
+fn ch(cs: &mut WitnessCs, a: Bit, b: Bit, c: Bit) -> Bit {
+    let value = (a.value() & b.value()) ^ (!a.value() & c.value());
+    match (a, b, c) {
+        (Bit::Constant(_), Bit::Constant(_), Bit::Constant(_)) => Bit::Constant(value),
+        (Bit::Constant(false), _, c) => c,
+        (a, Bit::Constant(false), c) => and(cs, a.not(), c),
+        (a, b, Bit::Constant(false)) => and(cs, a, b),
+        (a, b, Bit::Constant(true)) => and(cs, a, b.not()).not(),
+        (a, Bit::Constant(true), c) => and(cs, a.not(), c.not()).not(),
+        // `Constant(true)` with two variables, or three variables.
+        _ => alloc(cs, value),
+    }
+}
+
+/// `Boolean::sha256_maj`, its cases in its order: three variables allocate the result, then
+/// `b and c`.
+fn maj(cs: &mut WitnessCs, a: Bit, b: Bit, c: Bit) -> Bit {
+    let value = (a.value() & b.value()) ^ (a.value() & c.value()) ^ (b.value() & c.value());
+    match (a, b, c) {
+        (Bit::Constant(_), Bit::Constant(_), Bit::Constant(_)) => Bit::Constant(value),
+        (Bit::Constant(false), b, c) => and(cs, b, c),
+        (a, Bit::Constant(false), c) => and(cs, a, c),
+        (a, b, Bit::Constant(false)) => and(cs, a, b),
+        (a, b, Bit::Constant(true)) => and(cs, a.not(), b.not()).not(),
+        (a, Bit::Constant(true), c) => and(cs, a.not(), c.not()).not(),
+        (Bit::Constant(true), b, c) => and(cs, b.not(), c.not()).not(),
+        _ => {
+            let m = alloc(cs, value);
+            and(cs, b, c);
+            m
+        }
+    }
+}
+
+/// bellperson's `UInt32`: bits least significant first, and the value.
+#[derive(Clone, Copy, Debug)]
+struct Word {
+    bits: [Bit; 32],
+    value: u32,
+}
+
+impl Word {
+    fn constant(value: u32) -> Self {
+        Self {
+            bits: std::array::from_fn(|i| Bit::Constant((value >> i) & 1 == 1)),
+            value,
+        }
+    }
+
+    fn from_bits_be(bits: &[Bit]) -> Self {
+        debug_assert_eq!(bits.len(), 32);
+        let value = bits
+            .iter()
+            .fold(0u32, |v, b| (v << 1) | u32::from(b.value()));
+        Self {
+            bits: std::array::from_fn(|i| bits[31 - i]),
+            value,
+        }
+    }
+
+    fn into_bits_be(self) -> impl Iterator<Item = Bit> {
+        self.bits.into_iter().rev()
+    }
+
+    fn rotr(&self, by: usize) -> Self {
+        Self {
+            bits: std::array::from_fn(|i| self.bits[(i + by) % 32]),
+            value: self.value.rotate_right(by as u32),
+        }
+    }
+
+    fn shr(&self, by: usize) -> Self {
+        Self {
+            bits: std::array::from_fn(|i| {
+                self.bits
+                    .get(i + by)
+                    .copied()
+                    .unwrap_or(Bit::Constant(false))
+            }),
+            value: self.value >> by,
+        }
+    }
+
+    fn xor(&self, cs: &mut WitnessCs, other: &Self) -> Self {
+        let mut bits = [Bit::Constant(false); 32];
+        for (i, bit) in bits.iter_mut().enumerate() {
+            *bit = xor(cs, self.bits[i], other.bits[i]);
+        }
+        Self {
+            bits,
+            value: self.value ^ other.value,
+        }
+    }
+
+    fn triop(
+        cs: &mut WitnessCs,
+        [a, b, c]: [&Self; 3],
+        value: u32,
+        op: fn(&mut WitnessCs, Bit, Bit, Bit) -> Bit,
+    ) -> Self {
+        let mut bits = [Bit::Constant(false); 32];
+        for (i, bit) in bits.iter_mut().enumerate() {
+            *bit = op(cs, a.bits[i], b.bits[i], c.bits[i]);
+        }
+        Self { bits, value }
+    }
+
+    fn ch(cs: &mut WitnessCs, a: &Self, b: &Self, c: &Self) -> Self {
+        let value = (a.value & b.value) ^ (!a.value & c.value);
+        Self::triop(cs, [a, b, c], value, ch)
+    }
+
+    fn maj(cs: &mut WitnessCs, a: &Self, b: &Self, c: &Self) -> Self {
+        let value = (a.value & b.value) ^ (a.value & c.value) ^ (b.value & c.value);
+        Self::triop(cs, [a, b, c], value, maj)
+    }
+
+    /// `UInt32::addmany`: constants fold; otherwise every bit of the full sum (as many as
+    /// `n · (2^32 − 1)` needs) is allocated, and the low 32 are the result.
+    fn addmany(cs: &mut WitnessCs, operands: &[Word]) -> Self {
+        debug_assert!((2..=10).contains(&operands.len()));
+        let sum: u64 = operands.iter().map(|w| u64::from(w.value)).sum();
+        if operands
+            .iter()
+            .all(|w| w.bits.iter().all(|b| b.is_constant()))
+        {
+            return Self::constant(sum as u32);
+        }
+        let max = operands.len() as u64 * u64::from(u32::MAX);
+        let width = 64 - max.leading_zeros() as usize;
+        let bits = std::array::from_fn(|i| alloc(cs, (sum >> i) & 1 == 1));
+        // The carries are allocated too, and dropped.
+        for i in 32..width {
+            alloc(cs, (sum >> i) & 1 == 1);
+        }
+        Self {
+            bits,
+            value: sum as u32,
+        }
+    }
+}
+
+#[allow(clippy::unreadable_literal)]
+const ROUND_CONSTANTS: [u32; 64] = [
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+];
+
+#[allow(clippy::unreadable_literal)]
+const IV: [u32; 8] = [
+    0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
+];
+
+/// The gadget's deferred sums: `a` and `e` are added up only when read.
+enum Maybe {
+    Deferred(Vec<Word>),
+    Concrete(Word),
+}
+
+impl Maybe {
+    fn compute(self, cs: &mut WitnessCs, others: &[Word]) -> Word {
+        match self {
+            Maybe::Concrete(v) => v,
+            Maybe::Deferred(mut v) => {
+                v.extend_from_slice(others);
+                Word::addmany(cs, &v)
+            }
+        }
+    }
+}
+
+/// bellperson's `sha256_compression_function`.
+fn compression(cs: &mut WitnessCs, input: &[Bit], current: &[Word; 8]) -> [Word; 8] {
+    debug_assert_eq!(input.len(), 512);
+    let mut w: Vec<Word> = input.chunks(32).map(Word::from_bits_be).collect();
+    for i in 16..64 {
+        let s0 = w[i - 15]
+            .rotr(7)
+            .xor(cs, &w[i - 15].rotr(18))
+            .xor(cs, &w[i - 15].shr(3));
+        let s1 = w[i - 2]
+            .rotr(17)
+            .xor(cs, &w[i - 2].rotr(19))
+            .xor(cs, &w[i - 2].shr(10));
+        let next = Word::addmany(cs, &[w[i - 16], s0, w[i - 7], s1]);
+        w.push(next);
+    }
+
+    let mut a = Maybe::Concrete(current[0]);
+    let [_, mut b, mut c, mut d, _, mut f, mut g, mut h] = *current;
+    let mut e = Maybe::Concrete(current[4]);
+    for i in 0..64 {
+        let new_e = e.compute(cs, &[]);
+        let s1 = new_e
+            .rotr(6)
+            .xor(cs, &new_e.rotr(11))
+            .xor(cs, &new_e.rotr(25));
+        let ch = Word::ch(cs, &new_e, &f, &g);
+        let temp1 = [h, s1, ch, Word::constant(ROUND_CONSTANTS[i]), w[i]];
+
+        let new_a = a.compute(cs, &[]);
+        let s0 = new_a
+            .rotr(2)
+            .xor(cs, &new_a.rotr(13))
+            .xor(cs, &new_a.rotr(22));
+        let maj = Word::maj(cs, &new_a, &b, &c);
+
+        h = g;
+        g = f;
+        f = new_e;
+        e = Maybe::Deferred(temp1.iter().copied().chain([d]).collect());
+        d = c;
+        c = b;
+        b = new_a;
+        a = Maybe::Deferred(temp1.iter().copied().chain([s0, maj]).collect());
+    }
+
+    let h0 = a.compute(cs, &[current[0]]);
+    let h1 = Word::addmany(cs, &[current[1], b]);
+    let h2 = Word::addmany(cs, &[current[2], c]);
+    let h3 = Word::addmany(cs, &[current[3], d]);
+    let h4 = e.compute(cs, &[current[4]]);
+    let h5 = Word::addmany(cs, &[current[5], f]);
+    let h6 = Word::addmany(cs, &[current[6], g]);
+    let h7 = Word::addmany(cs, &[current[7], h]);
+    [h0, h1, h2, h3, h4, h5, h6, h7]
+}
+
+/// bellperson's `sha256` gadget on `input` (a whole number of bytes): the digest's 256 bits,
+/// most significant first, each the variable the gadget would return.
+pub fn sha256(cs: &mut WitnessCs, input: &[Bit]) -> Vec<Bit> {
+    assert!(input.len().is_multiple_of(8), "SHA-256 of a partial byte");
+    let mut padded = input.to_vec();
+    let len = padded.len() as u64;
+    padded.push(Bit::Constant(true));
+    while !(padded.len() + 64).is_multiple_of(512) {
+        padded.push(Bit::Constant(false));
+    }
+    padded.extend((0..64).rev().map(|i| Bit::Constant((len >> i) & 1 == 1)));
+
+    let mut state = IV.map(Word::constant);
+    for block in padded.chunks(512) {
+        state = compression(cs, block, &state);
+    }
+    state.into_iter().flat_map(Word::into_bits_be).collect()
+}
+
+/// bellperson's `multipack::pack_bits`: the first `CAPACITY` bits, least significant first,
+/// as one new variable.
+pub fn pack_bits(cs: &mut WitnessCs, bits: &[Bit]) -> Result<AllocatedNum<Scalar>, SynthesisError> {
+    let mut repr = [0u8; 32];
+    for (i, b) in bits.iter().take(Scalar::CAPACITY as usize).enumerate() {
+        repr[i / 8] |= u8::from(b.value()) << (i % 8);
+    }
+    // Fewer than 255 bits: always below the modulus.
+    let value =
+        Option::<Scalar>::from(Scalar::from_repr(repr)).ok_or(SynthesisError::Unsatisfiable)?;
+    AllocatedNum::alloc(cs, || Ok(value))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,405 @@
+//! A PoRep challenge's witness, written directly: the values `StackedCircuit` allocates for its
+//! head and one challenge, in its order, with every SHA-256 (the 11 labels and the comm_d path:
+//! ~99% of a 32 GiB partition's rows) computed natively by [`native_sha256`] and the rest
+//! (Poseidon, bit decompositions, packing, selection) through storage-proofs' and bellperson's
+//! own gadgets. It follows storage-proofs-porep 19.1's `StackedCircuit::synthesize` and
+//! `Proof::synthesize` step by step; the synthesis tests check the joined witness equal to the
+//! circuit's own at 2 KiB, and `synthesis_speed` at any size.
+
+use std::marker::PhantomData;
+
+use bellperson::SynthesisError;
+use bellperson::gadgets::boolean::{AllocatedBit, Boolean};
+use bellperson::gadgets::multipack;
+use bellperson::gadgets::num::AllocatedNum;
+use blstrs::Scalar as Fr;
+use cuzk_bellpepper::native_sha256::{self, Bit};
+use cuzk_bellpepper::{WitnessCs, WitnessPart};
+use ff::PrimeField;
+use filecoin_hashers::{HashFunction, Hasher, POSEIDON_CONSTANTS_2, POSEIDON_CONSTANTS_11};
+use filecoin_proofs::{DefaultPieceHasher, MerkleTreeTrait};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use storage_proofs_core::gadgets::encode::encode;
+use storage_proofs_core::gadgets::insertion::insert;
+use storage_proofs_core::gadgets::por::PoRCircuit;
+use storage_proofs_core::gadgets::uint64::UInt64;
+use storage_proofs_core::gadgets::variables::Root;
+use storage_proofs_core::merkle::{MerkleProof, MerkleProofTrait};
+use storage_proofs_porep::stacked;
+
+/// A Merkle path as the circuit takes it: each level's siblings and the index among them.
+type Path = Vec<(Vec<Option<Fr>>, Option<usize>)>;
+
+/// The partition's shared values (`StackedCircuit`'s fields besides its proofs).
+#[derive(Clone, Copy)]
+pub(crate) struct Head {
+    pub(crate) replica_id: Fr,
+    pub(crate) comm_d: Fr,
+    pub(crate) comm_r: Fr,
+    pub(crate) comm_r_last: Fr,
+    pub(crate) comm_c: Fr,
+}
+
+/// A parent's column: its value at every layer and its path in the comm_c tree.
+struct Column {
+    rows: Vec<Fr>,
+    path: Path,
+}
+
+/// The head and one challenge: a part of the partition's witness.
+pub(crate) struct ChallengeWitness<Tree> {
+    head: Head,
+    data_leaf: Fr,
+    comm_d_path: Path,
+    drg_parents: Vec<Column>,
+    exp_parents: Vec<Column>,
+    node: u64,
+    comm_r_last_path: Path,
+    c_x_path: Path,
+    _tree: PhantomData<fn() -> Tree>,
+}
+
+/// storage-proofs keeps a column proof's column and path, and a labeling proof's node,
+/// crate-private; their serde form is public. These read it (bincode 1: fields in order).
+#[derive(Deserialize)]
+#[serde(bound = "D: DeserializeOwned, P: DeserializeOwned")]
+struct ColumnProofView<D, P> {
+    column: ColumnView<D>,
+    inclusion_proof: P,
+}
+
+#[derive(Deserialize)]
+#[serde(bound = "D: DeserializeOwned")]
+struct ColumnView<D> {
+    #[allow(dead_code)]
+    index: u32,
+    rows: Vec<D>,
+    #[allow(dead_code)]
+    _h: PhantomData<()>,
+}
+
+#[derive(Deserialize)]
+#[serde(bound = "D: DeserializeOwned")]
+struct LabelingProofView<D> {
+    #[allow(dead_code)]
+    parents: Vec<D>,
+    #[allow(dead_code)]
+    layer_index: u32,
+    node: u64,
+}
+
+/// Reads `value` through its serde form as `T`.
+fn view<T: DeserializeOwned>(value: &impl serde::Serialize) -> Result<T, String> {
+    bincode::serialize(value)
+        .and_then(|bytes| bincode::deserialize(&bytes))
+        .map_err(|e| format!("reading a vanilla proof: {e}"))
+}
+
+type TreeProof<Tree> = MerkleProof<
+    <Tree as MerkleTreeTrait>::Hasher,
+    <Tree as MerkleTreeTrait>::Arity,
+    <Tree as MerkleTreeTrait>::SubTreeArity,
+    <Tree as MerkleTreeTrait>::TopTreeArity,
+>;
+type Domain<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
+
+impl<Tree: 'static + MerkleTreeTrait> ChallengeWitness<Tree> {
+    /// The part of challenge `proof`, checked for the shape the circuit needs (a malformed
+    /// proof is an error here, where storage-proofs' circuit would panic).
+    pub(crate) fn new(
+        head: Head,
+        proof: &stacked::Proof<Tree, DefaultPieceHasher>,
+    ) -> Result<Self, String> {
+        let columns = |proofs: &[stacked::ColumnProof<TreeProof<Tree>>]| {
+            proofs
+                .iter()
+                .map(|p| {
+                    let v: ColumnProofView<Domain<Tree>, TreeProof<Tree>> = view(p)?;
+                    Ok(Column {
+                        rows: v.column.rows.into_iter().map(Into::into).collect(),
+                        path: v.inclusion_proof.as_options(),
+                    })
+                })
+                .collect::<Result<Vec<_>, String>>()
+        };
+        let rcp = &proof.replica_column_proofs;
+        let drg_parents = columns(&rcp.drg_parents)?;
+        let exp_parents = columns(&rcp.exp_parents)?;
+        let layers = drg_parents.first().map_or(0, |c| c.rows.len());
+        if layers == 0 || exp_parents.is_empty() {
+            return Err("a challenge without parents or layers".into());
+        }
+        if drg_parents
+            .iter()
+            .chain(&exp_parents)
+            .any(|c| c.rows.len() != layers)
+        {
+            return Err("parent columns of different heights".into());
+        }
+        if exp_parents.len() + drg_parents.len() < 9 {
+            return Err("fewer than 9 parents".into());
+        }
+        let c_x: ColumnProofView<Domain<Tree>, TreeProof<Tree>> = view(&rcp.c_x)?;
+        let labeling: LabelingProofView<Domain<Tree>> = view(
+            proof
+                .labeling_proofs
+                .first()
+                .ok_or("a challenge without labeling proofs")?,
+        )?;
+        let comm_d_path = proof.comm_d_proofs.as_options();
+        if comm_d_path.iter().any(|(siblings, _)| siblings.len() != 1) {
+            return Err("a comm_d path that is not binary".into());
+        }
+        Ok(Self {
+            head,
+            data_leaf: proof.comm_d_proofs.leaf().into(),
+            comm_d_path,
+            drg_parents,
+            exp_parents,
+            node: labeling.node,
+            comm_r_last_path: proof.comm_r_last_proof.as_options(),
+            c_x_path: c_x.inclusion_proof.as_options(),
+            _tree: PhantomData,
+        })
+    }
+}
+
+/// The head's variables a challenge reads (comm_d only through a row).
+struct HeadVars {
+    replica_id_bits: Vec<Bit>,
+    comm_r_last: AllocatedNum<Fr>,
+    comm_c: AllocatedNum<Fr>,
+}
+
+impl<Tree: 'static + MerkleTreeTrait> WitnessPart for ChallengeWitness<Tree> {
+    fn write_witness(self, cs: &mut WitnessCs) -> Result<(), SynthesisError> {
+        let head = write_head::<Tree>(cs, &self.head)?;
+        self.write_challenge(cs, &head)
+    }
+}
+
+fn alloc(cs: &mut WitnessCs, value: Fr) -> Result<AllocatedNum<Fr>, SynthesisError> {
+    AllocatedNum::alloc(cs, || Ok(value))
+}
+
+fn bits(booleans: &[Boolean]) -> Result<Vec<Bit>, SynthesisError> {
+    booleans.iter().map(Bit::of).collect()
+}
+
+/// storage-proofs' `reverse_bit_numbering`: pad to whole bytes, reverse each byte's bits.
+fn reverse_bit_numbering(mut bits: Vec<Bit>) -> Vec<Bit> {
+    while !bits.len().is_multiple_of(8) {
+        bits.push(Bit::Constant(false));
+    }
+    bits.chunks(8)
+        .flat_map(|c| c.iter().rev())
+        .copied()
+        .collect()
+}
+
+/// `StackedCircuit::synthesize` before its challenges.
+fn write_head<Tree: MerkleTreeTrait>(
+    cs: &mut WitnessCs,
+    head: &Head,
+) -> Result<HeadVars, SynthesisError> {
+    let replica_id = alloc(cs, head.replica_id)?;
+    replica_id.inputize(&mut *cs)?;
+    let replica_id_bits = reverse_bit_numbering(bits(&replica_id.to_bits_le(&mut *cs)?)?);
+    let comm_d = alloc(cs, head.comm_d)?;
+    comm_d.inputize(&mut *cs)?;
+    let comm_r = alloc(cs, head.comm_r)?;
+    comm_r.inputize(&mut *cs)?;
+    let comm_r_last = alloc(cs, head.comm_r_last)?;
+    let comm_c = alloc(cs, head.comm_c)?;
+    // Then comm_r = H(comm_c || comm_r_last): the hash's values; the equality is a row only.
+    <Tree::Hasher as Hasher>::Function::hash2_circuit(&mut *cs, &comm_c, &comm_r_last)?;
+    Ok(HeadVars {
+        replica_id_bits,
+        comm_r_last,
+        comm_c,
+    })
+}
+
+impl<Tree: 'static + MerkleTreeTrait> ChallengeWitness<Tree> {
+    /// `stacked::circuit::Proof::synthesize`.
+    fn write_challenge(self, cs: &mut WitnessCs, head: &HeadVars) -> Result<(), SynthesisError> {
+        let data_leaf = alloc(cs, self.data_leaf)?;
+        comm_d_inclusion(cs, &self.comm_d_path, &data_leaf)?;
+
+        let mut parent_columns = |columns: Vec<Column>| {
+            columns
+                .into_iter()
+                .map(|column| {
+                    let rows = column
+                        .rows
+                        .iter()
+                        .map(|r| alloc(cs, *r))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let hash = hash_single_column(cs, &rows)?;
+                    inclusion::<Tree>(cs, column.path, &head.comm_c, &hash)?;
+                    Ok(rows)
+                })
+                .collect::<Result<Vec<_>, SynthesisError>>()
+        };
+        let drg_parents = parent_columns(self.drg_parents)?;
+        let exp_parents = parent_columns(self.exp_parents)?;
+        let layers = drg_parents[0].len();
+
+        let challenge = UInt64::alloc(&mut *cs, Some(self.node))?;
+        challenge.pack_into_input(&mut *cs)?;
+        let node_bits = bits(&challenge.to_bits_be())?;
+
+        let mut labels = Vec::with_capacity(layers);
+        for layer in 1..=layers {
+            let mut parents = Vec::with_capacity(drg_parents.len() + exp_parents.len());
+            for column in &drg_parents {
+                let b = column[layer - 1].to_bits_le(&mut *cs)?;
+                parents.push(reverse_bit_numbering(bits(&b)?));
+            }
+            if layer > 1 {
+                for column in &exp_parents {
+                    let b = column[layer - 2].to_bits_le(&mut *cs)?;
+                    parents.push(reverse_bit_numbering(bits(&b)?));
+                }
+            }
+            // storage-proofs repeats the parents up to 37.
+            let mut expanded = parents.clone();
+            if layer > 1 {
+                expanded.extend_from_slice(&parents);
+                expanded.extend_from_slice(&parents[..9]);
+            } else {
+                for _ in 0..5 {
+                    expanded.extend_from_slice(&parents);
+                }
+                expanded.push(parents[0].clone());
+            }
+            let label = create_label(
+                cs,
+                &head.replica_id_bits,
+                &expanded,
+                layer as u32,
+                &node_bits,
+            )?;
+            labels.push(label);
+        }
+
+        let encoded = encode(&mut *cs, &labels[layers - 1], &data_leaf)?;
+        inclusion::<Tree>(cs, self.comm_r_last_path, &head.comm_r_last, &encoded)?;
+        let column_hash = hash_single_column(cs, &labels)?;
+        inclusion::<Tree>(cs, self.c_x_path, &head.comm_c, &column_hash)
+    }
+}
+
+/// storage-proofs' `create_label_circuit`: SHA-256 of the replica id, the layer and node,
+/// and the 37 parents, 32 bytes each, packed into a field element.
+fn create_label(
+    cs: &mut WitnessCs,
+    replica_id: &[Bit],
+    parents: &[Vec<Bit>],
+    layer: u32,
+    node: &[Bit],
+) -> Result<AllocatedNum<Fr>, SynthesisError> {
+    if parents.len() != stacked::TOTAL_PARENTS {
+        return Err(SynthesisError::MalformedProofs(format!(
+            "{} parents to a label, not {}",
+            parents.len(),
+            stacked::TOTAL_PARENTS
+        )));
+    }
+    let pad_to = |bits: &mut Vec<Bit>, multiple: usize| {
+        while !bits.len().is_multiple_of(multiple) {
+            bits.push(Bit::Constant(false));
+        }
+    };
+    let mut preimage = Vec::with_capacity((2 + parents.len()) * 256);
+    preimage.extend_from_slice(replica_id);
+    pad_to(&mut preimage, 256);
+    preimage.extend((0..32).rev().map(|i| Bit::Constant((layer >> i) & 1 == 1)));
+    preimage.extend_from_slice(node);
+    pad_to(&mut preimage, 512);
+    for parent in parents {
+        preimage.extend_from_slice(parent);
+        pad_to(&mut preimage, 256);
+    }
+    let digest = native_sha256::sha256(cs, &preimage);
+    let bits = reverse_bit_numbering(digest);
+    native_sha256::pack_bits(cs, &bits[..Fr::CAPACITY as usize])
+}
+
+/// `PoRCircuit` over comm_d's binary SHA-256 tree, private: per level an index bit, the
+/// sibling, the pair in order, and its hash; then the index bits packed into an input.
+fn comm_d_inclusion(
+    cs: &mut WitnessCs,
+    path: &Path,
+    leaf: &AllocatedNum<Fr>,
+) -> Result<(), SynthesisError> {
+    let mut cur = leaf.clone();
+    let mut index_bits = Vec::with_capacity(path.len());
+    for (siblings, index) in path {
+        let bit = Boolean::from(AllocatedBit::alloc(&mut *cs, index.map(|i| i & 1 == 1))?);
+        index_bits.push(bit.clone());
+        let sibling = AllocatedNum::alloc(&mut *cs, || {
+            siblings[0].ok_or(SynthesisError::AssignmentMissing)
+        })?;
+        let pair = insert(&mut *cs, &cur, &[bit], &[sibling])?;
+        cur = sha256_of_leaves(cs, &pair)?;
+    }
+    // Then the computed root equals comm_d: a row only.
+    multipack::pack_into_inputs(&mut *cs, &index_bits)
+}
+
+/// filecoin-hashers' `Sha256Function::hash_multi_leaf_circuit`: each leaf's bits, bytes in
+/// order, hashed, the digest's first 254 bits (each byte's least significant first) packed.
+fn sha256_of_leaves(
+    cs: &mut WitnessCs,
+    leaves: &[AllocatedNum<Fr>],
+) -> Result<AllocatedNum<Fr>, SynthesisError> {
+    let mut preimage = Vec::with_capacity(leaves.len() * 256);
+    for leaf in leaves {
+        let mut b = bits(&leaf.to_bits_le(&mut *cs)?)?;
+        while !b.len().is_multiple_of(8) {
+            b.push(Bit::Constant(false));
+        }
+        preimage.extend(b.chunks_exact(8).flat_map(|c| c.iter().rev()).copied());
+    }
+    let digest = native_sha256::sha256(cs, &preimage);
+    let le: Vec<Bit> = digest
+        .chunks(8)
+        .flat_map(|c| c.iter().rev())
+        .take(Fr::CAPACITY as usize)
+        .copied()
+        .collect();
+    native_sha256::pack_bits(cs, &le)
+}
+
+/// storage-proofs-porep's `hash_single_column`: Poseidon of a column of 2 or 11.
+fn hash_single_column(
+    cs: &mut WitnessCs,
+    column: &[AllocatedNum<Fr>],
+) -> Result<AllocatedNum<Fr>, SynthesisError> {
+    match column.len() {
+        2 => neptune::circuit::poseidon_hash(cs, column.to_vec(), &*POSEIDON_CONSTANTS_2),
+        11 => neptune::circuit::poseidon_hash(cs, column.to_vec(), &*POSEIDON_CONSTANTS_11),
+        n => Err(SynthesisError::MalformedProofs(format!(
+            "a column of {n} layers (2 or 11 hash)"
+        ))),
+    }
+}
+
+/// A private `PoRCircuit` of `Tree` from `leaf` to `root` (storage-proofs-porep's
+/// `enforce_inclusion`), through storage-proofs' own gadget.
+fn inclusion<Tree: 'static + MerkleTreeTrait>(
+    cs: &mut WitnessCs,
+    path: Path,
+    root: &AllocatedNum<Fr>,
+    leaf: &AllocatedNum<Fr>,
+) -> Result<(), SynthesisError> {
+    PoRCircuit::<Tree>::synthesize(
+        cs,
+        Root::Var(leaf.clone()),
+        path.into(),
+        Root::Var(root.clone()),
+        true,
+    )
+}
