@@ -30,6 +30,7 @@ pub mod batch;
 pub mod native_sha256;
 mod overlap;
 mod parts;
+mod replicate;
 pub mod sha256_circuit;
 
 use std::sync::Arc;
@@ -43,6 +44,7 @@ use blstrs::Scalar;
 use cuzk_field::Fr;
 use cuzk_groth16::{R1cs, R1csBuilder, R1csError, Variable, Witness};
 pub use parts::{Gadgets, PartsError, WitnessPart};
+pub use replicate::ReplicateError;
 
 /// blstrs's scalar as cuzk's: both wrap `blst_fr`, and blstrs keeps its limbs reduced, so this
 /// is a 32-byte copy (`Fr` is `Pod`), inlined into the witness conversion's loop.
@@ -79,6 +81,8 @@ pub enum BellpepperError {
     },
     #[error(transparent)]
     Parts(#[from] PartsError),
+    #[error(transparent)]
+    Replicate(#[from] ReplicateError),
 }
 
 /// Namespaces only name things for debugging: both systems ignore them.

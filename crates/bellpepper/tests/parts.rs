@@ -1,11 +1,13 @@
 //! `CompiledCircuit::witness_of_parts`: a circuit of groups (a head each, then independent
 //! challenges) synthesized one part per challenge and joined gives the whole circuit's witness;
-//! parts of another circuit, missing parts and no parts are errors.
+//! parts of another circuit, missing parts and no parts are errors. `CompiledCircuit::replicate`
+//! builds the whole circuit's system from one group of one and of two challenges, and refuses
+//! circuits whose challenges differ in shape.
 
 use bellpepper_core::num::AllocatedNum;
 use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::Scalar;
-use cuzk_bellpepper::{BellpepperError, CompiledCircuit, Gadgets, PartsError};
+use cuzk_bellpepper::{BellpepperError, CompiledCircuit, Gadgets, PartsError, ReplicateError};
 use rand::{Rng, SeedableRng};
 
 /// Groups in order; each group's head is a public seed and its square, then each challenge is
@@ -113,4 +115,75 @@ fn parts_of_another_circuit_are_refused() {
             Err(BellpepperError::Parts(PartsError::Empty))
         ));
     }
+}
+
+/// `Groups`, but every challenge after a group's first also squares itself: challenges of two
+/// shapes.
+#[derive(Clone)]
+struct Uneven(Groups);
+
+impl Circuit<Scalar> for Uneven {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        for (seed, challenges) in self.0.0 {
+            let x = AllocatedNum::alloc(cs.namespace(|| "seed"), || Ok(Scalar::from(seed)))?;
+            x.inputize(cs.namespace(|| "seed input"))?;
+            let square = x.square(cs.namespace(|| "seed²"))?;
+            for (j, c) in challenges.into_iter().enumerate() {
+                let c = AllocatedNum::alloc(cs.namespace(|| "c"), || Ok(Scalar::from(c)))?;
+                c.inputize(cs.namespace(|| "c input"))?;
+                c.mul(cs.namespace(|| "c·seed²"), &square)?;
+                if j > 0 {
+                    c.square(cs.namespace(|| "c²"))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_replicated_system_is_the_compiled_one() {
+    let rng = &mut rand_chacha::ChaCha8Rng::seed_from_u64(8);
+    let shape = [3, 1, 4];
+    let whole = Groups::random(rng, &shape);
+    let (compiled, expected) = CompiledCircuit::compile(whole.clone()).unwrap();
+    let (s, c) = (whole.0[0].0, whole.0[0].1[0]);
+    let one = Groups(vec![(s, vec![c])]);
+    let two = Groups(vec![(s, vec![c, c])]);
+    let two_groups = Groups(vec![(s, vec![c]), (whole.0[1].0, vec![c])]);
+    let replicated = CompiledCircuit::replicate(
+        one.clone(),
+        two.clone(),
+        vec![(vec![1, 1], two_groups)],
+        &shape,
+    )
+    .unwrap();
+    assert!(replicated.r1cs() == compiled.r1cs());
+    let joined = replicated.witness_of_parts(gadgets(whole.parts())).unwrap();
+    assert!(joined.assignment() == expected.assignment());
+    replicated.r1cs().is_satisfied(&joined).unwrap();
+
+    // Swapped, the sizes make no head.
+    assert!(matches!(
+        CompiledCircuit::replicate(two, one, vec![], &shape),
+        Err(BellpepperError::Replicate(ReplicateError::Sizes { .. }))
+    ));
+}
+
+#[test]
+fn challenges_of_two_shapes_are_not_replicated() {
+    let one = Uneven(Groups(vec![(3, vec![5])]));
+    let two = Uneven(Groups(vec![(3, vec![5, 7])]));
+    assert!(matches!(
+        CompiledCircuit::replicate(one, two, vec![], &[4]),
+        Err(BellpepperError::Replicate(ReplicateError::Differs))
+    ));
+    // A check of another shape that does not hold.
+    let one = Groups(vec![(3, vec![5])]);
+    let two = Groups(vec![(3, vec![5, 7])]);
+    let not_two_groups = Groups(vec![(3, vec![5, 7]), (4, vec![5])]);
+    assert!(matches!(
+        CompiledCircuit::replicate(one, two, vec![(vec![1, 1], not_two_groups)], &[4]),
+        Err(BellpepperError::Replicate(ReplicateError::Differs))
+    ));
 }

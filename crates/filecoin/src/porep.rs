@@ -17,8 +17,11 @@ use crate::error::upstream;
 use crate::params::check_verifier_dir;
 use crate::porep_witness::{ChallengeWitness, Head};
 use crate::seal_proof::with_shape;
-use crate::synth::{PartitionCircuit, Synth};
+use crate::synth::{PartitionCircuit, Synth, to_synthesis};
 use crate::{C1Output, FilecoinError, ParamStore, SealProof};
+use bellperson::SynthesisError;
+use cuzk_bellpepper::{BellpepperError, CompiledCircuit};
+use cuzk_groth16::Witness;
 
 /// A PoRep C2 proof: filecoin-proofs' bytes (192 per partition, in partition order).
 #[derive(Clone, Debug)]
@@ -195,6 +198,24 @@ impl<Tree: 'static + MerkleTreeTrait> PartitionCircuit for PorepPartition<'_, Tr
     fn whole(self) -> Result<Self::Circuit, FilecoinError> {
         self.circuits
             .circuit(self.k, &self.circuits.vanilla[self.k])
+    }
+
+    /// Replicated from the head and one challenge (checked on the head and two): every
+    /// challenge has one shape.
+    fn compile(self) -> Result<(CompiledCircuit, Witness), BellpepperError> {
+        let (circuits, k) = (self.circuits, self.k);
+        let first = circuits.vanilla[k].first().ok_or_else(|| {
+            BellpepperError::from(SynthesisError::MalformedProofs("no challenges".into()))
+        })?;
+        let circuit = |n: usize| {
+            circuits
+                .circuit(k, &vec![first.clone(); n])
+                .map_err(to_synthesis)
+        };
+        let groups = [circuits.vanilla[k].len()];
+        let compiled = CompiledCircuit::replicate(circuit(1)?, circuit(2)?, vec![], &groups)?;
+        let witness = compiled.witness_of_parts(self.parts().map_err(to_synthesis)?)?;
+        Ok((compiled, witness))
     }
 
     /// The head and one challenge per part, written natively (see `porep_witness`).

@@ -33,9 +33,11 @@ use crate::error::upstream;
 use crate::params::check_verifier_dir;
 use crate::prover::FilecoinProver;
 use crate::seal_proof::with_shape;
-use crate::synth::{PartitionCircuit, Synth};
+use crate::synth::{PartitionCircuit, Synth, to_synthesis};
 use crate::{FilecoinError, ParamStore, ProofTimings, SealProof};
-use cuzk_bellpepper::Gadgets;
+use bellperson::SynthesisError;
+use cuzk_bellpepper::{BellpepperError, CompiledCircuit, Gadgets};
+use cuzk_groth16::Witness;
 
 /// Window or Winning.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -535,6 +537,39 @@ impl<Tree: 'static + MerkleTreeTrait> PartitionCircuit for FallbackPoStCircuit<T
 
     fn whole(self) -> Result<Self, FilecoinError> {
         Ok(self)
+    }
+
+    /// Replicated from one sector of one challenge: every sector and every challenge has one
+    /// shape (checked on one sector of two challenges and two sectors of one).
+    fn compile(self) -> Result<(CompiledCircuit, Witness), BellpepperError> {
+        let prover_id = self.prover_id;
+        let with = |sectors: Vec<Sector<Tree>>| FallbackPoStCircuit { prover_id, sectors };
+        // A sector of its first challenge, `n` times over.
+        let first = |s: &Sector<Tree>, n: usize| -> Result<Sector<Tree>, BellpepperError> {
+            let (Some(leaf), Some(path)) = (s.leafs.first(), s.paths.first()) else {
+                return Err(
+                    SynthesisError::MalformedProofs("a sector without challenges".into()).into(),
+                );
+            };
+            Ok(Sector {
+                leafs: vec![*leaf; n],
+                paths: vec![path.clone(); n],
+                ..s.clone()
+            })
+        };
+        let s0 = self.sectors.first().ok_or_else(|| {
+            BellpepperError::from(SynthesisError::MalformedProofs("no sectors".into()))
+        })?;
+        let one = with(vec![first(s0, 1)?]);
+        let two = with(vec![first(s0, 2)?]);
+        let checks = match self.sectors.get(1) {
+            Some(s1) => vec![(vec![1, 1], with(vec![first(s0, 1)?, first(s1, 1)?]))],
+            None => vec![],
+        };
+        let groups: Vec<usize> = self.sectors.iter().map(|s| s.leafs.len()).collect();
+        let compiled = CompiledCircuit::replicate(one, two, checks, &groups)?;
+        let witness = compiled.witness_of_parts(self.parts().map_err(to_synthesis)?)?;
+        Ok((compiled, witness))
     }
 
     fn parts(self) -> Result<Vec<Vec<Gadgets<Self>>>, FilecoinError> {

@@ -4,9 +4,10 @@
 //! or in parts (for a witness-only synthesis on every core: one part per challenge).
 
 use bellperson::Circuit;
+use bellperson::SynthesisError;
 use blstrs::Scalar;
 use cuzk_bellpepper::batch::{BatchError, CircuitProver};
-use cuzk_bellpepper::{CompiledCircuit, Gadgets, WitnessPart};
+use cuzk_bellpepper::{BellpepperError, CompiledCircuit, Gadgets, WitnessPart};
 use cuzk_formats::BpParameters;
 use cuzk_groth16::Witness;
 
@@ -16,11 +17,23 @@ use crate::FilecoinError;
 /// (the allocations its challenges share) and one challenge, in the circuit's order (see
 /// `CompiledCircuit::witness_of_parts`): a circuit's own synthesis ([`Gadgets`]) or a native
 /// generator of the same values.
-pub(crate) trait PartitionCircuit {
+pub(crate) trait PartitionCircuit: Sized {
     type Circuit: Circuit<Scalar> + Send;
     type Part: WitnessPart;
     fn whole(self) -> Result<Self::Circuit, FilecoinError>;
     fn parts(self) -> Result<Vec<Vec<Self::Part>>, FilecoinError>;
+
+    /// The circuit's system and this instance's witness: a full synthesis of the whole
+    /// circuit, unless the circuit replicates its system from one head and sub-circuit
+    /// (`CompiledCircuit::replicate`).
+    fn compile(self) -> Result<(CompiledCircuit, Witness), BellpepperError> {
+        CompiledCircuit::compile(self.whole().map_err(to_synthesis)?)
+    }
+}
+
+/// A circuit that could not be built, inside a synthesis.
+pub(crate) fn to_synthesis(e: FilecoinError) -> BellpepperError {
+    BellpepperError::Synthesis(SynthesisError::MalformedProofs(e.to_string()))
 }
 
 /// A circuit that is not split: its one part is itself.
@@ -81,7 +94,7 @@ impl Synth for CompileCircuit {
         circuit: P,
         partition: usize,
     ) -> Result<Self::Out, FilecoinError> {
-        CompiledCircuit::compile(circuit.whole()?).map_err(|source| {
+        circuit.compile().map_err(|source| {
             partition_error(BatchError::Synthesis { index: 0, source }, partition)
         })
     }

@@ -1,7 +1,8 @@
 //! cuzk's synthesis of every real Filecoin circuit (PoRep, WindowPoSt, WinningPoSt, SnapDeals
 //! partitions of 2 KiB sectors) against bellpepper's own test `ConstraintSystem`: the same rows
-//! (a, b, c) in the same order and the same assignment; and the witness of the circuit's parts,
-//! synthesized apart and joined, is that same assignment.
+//! (a, b, c) in the same order and the same assignment; the circuit's own compile (replicated
+//! from one challenge, for PoRep and PoSt) is that system; and the witness of the circuit's
+//! parts, synthesized apart and joined, is that same assignment.
 
 use bellpepper_core::test_cs::TestConstraintSystem;
 use bellpepper_core::{Circuit, Index, LinearCombination};
@@ -66,6 +67,16 @@ fn same_synthesis<P: PartitionCircuit>(build: impl Fn() -> P) {
     assert_eq!(r1cs.num_private(), aux.len());
     let expected: Vec<Fr> = inputs.iter().chain(&aux).map(fr_from_scalar).collect();
     assert!(witness.assignment() == &expected[..], "assignments differ");
+    // The circuit's own compile (a replication, for PoRep and PoSt) is that same system.
+    let (own, own_witness) = build().compile().expect("the circuit's compile");
+    assert!(
+        own.r1cs() == r1cs,
+        "the circuit's compile has another system"
+    );
+    assert!(
+        own_witness.assignment() == &expected[..],
+        "the circuit's compile has another witness"
+    );
     let parts = build().parts().expect("parts");
     let joined = compiled.witness_of_parts(parts).expect("parts joined");
     assert!(
