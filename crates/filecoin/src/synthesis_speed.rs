@@ -140,14 +140,30 @@ fn bench<P: PartitionCircuit>(name: &str, build: impl Fn() -> P) {
         return;
     }
     let whole = || build().whole().expect("circuit");
+    // Idle rayon workers spin a while before they sleep: on a small machine the previous
+    // contender's would take the next one's cores.
+    let settle = || std::thread::sleep(Duration::from_millis(100));
     let t = Instant::now();
     let (compiled, expected) = CompiledCircuit::compile(whole()).expect("cuzk synthesis");
     let full = t.elapsed();
     let rows = compiled.r1cs().num_constraints();
+    // The circuit's own compile (replicated from one challenge, for PoRep and PoSt) must be
+    // that system, at any size.
+    let circuit = build();
+    settle();
+    let t = Instant::now();
+    let (own, own_witness) = circuit.compile().expect("the circuit's own compile");
+    let own_time = t.elapsed();
+    assert!(
+        own.r1cs() == compiled.r1cs(),
+        "{name}: the own compile's system differs"
+    );
+    assert!(
+        own_witness.assignment() == expected.assignment(),
+        "{name}: the own compile's witness differs"
+    );
+    drop((own, own_witness));
     let (mut bp, mut wit, mut parts) = (vec![], vec![], vec![]);
-    // Idle rayon workers spin a while before they sleep: on a small machine the previous
-    // contender's would take the next one's cores.
-    let settle = || std::thread::sleep(Duration::from_millis(100));
     for _ in 0..runs() {
         let circuit = whole();
         settle();
@@ -181,9 +197,10 @@ fn bench<P: PartitionCircuit>(name: &str, build: impl Fn() -> P) {
         .expect("every row satisfied");
     let (bp, wit, parts) = (median(bp), median(wit), median(parts));
     println!(
-        "| {name} | {rows} | {:.1} | {:.1} | {:.1} | {:.2}x | {:.1} | {:.2}x |",
+        "| {name} | {rows} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2}x | {:.1} | {:.2}x |",
         ms(bp),
         ms(full),
+        ms(own_time),
         ms(wit),
         bp.as_secs_f64() / wit.as_secs_f64(),
         ms(parts),
@@ -216,10 +233,10 @@ fn synthesis_speed_against_bellperson() {
     );
     println!(
         "| circuit | constraints | bellperson synthesis ms | cuzk full (compile) ms | \
-         cuzk witness-only, whole ms | bellperson / that | cuzk witness-only, parts ms | \
+         cuzk compile as the prover runs it (replicated) ms | cuzk witness-only, whole ms | bellperson / that | cuzk witness-only, parts ms | \
          bellperson / that |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for (size, seal_proof) in sectors() {
         let rng = &mut rand_chacha::ChaCha8Rng::seed_from_u64(3);
         let commit = sparse_seal(seal_proof, 1000, 1, rng).expect("sparse C1");
