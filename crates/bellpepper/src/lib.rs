@@ -27,6 +27,7 @@
 #![forbid(unsafe_code)]
 
 pub mod batch;
+pub mod native_poseidon;
 pub mod native_sha256;
 mod overlap;
 mod parts;

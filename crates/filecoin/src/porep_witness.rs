@@ -1,8 +1,8 @@
 //! A PoRep challenge's witness, written directly: the values `StackedCircuit` allocates for its
 //! head and one challenge, in its order, with every SHA-256 (the 11 labels and the comm_d path:
-//! ~99% of a 32 GiB partition's rows) computed natively by [`native_sha256`] and the rest
-//! (Poseidon, bit decompositions, packing, selection) through storage-proofs' and bellperson's
-//! own gadgets. It follows storage-proofs-porep 19.1's `StackedCircuit::synthesize` and
+//! ~99% of a 32 GiB partition's rows) computed natively by [`native_sha256`], every Poseidon
+//! (the columns and the trees' paths) by [`native_poseidon`], and the rest (bit decompositions,
+//! packing, selection) through storage-proofs' and bellperson's own gadgets. It follows storage-proofs-porep 19.1's `StackedCircuit::synthesize` and
 //! `Proof::synthesize` step by step; the synthesis tests check the joined witness equal to the
 //! circuit's own at 2 KiB, and `synthesis_speed` at any size.
 
@@ -13,23 +13,29 @@ use bellperson::gadgets::boolean::{AllocatedBit, Boolean};
 use bellperson::gadgets::multipack;
 use bellperson::gadgets::num::AllocatedNum;
 use blstrs::Scalar as Fr;
+use cuzk_bellpepper::native_poseidon;
 use cuzk_bellpepper::native_sha256::{self, Bit};
 use cuzk_bellpepper::{WitnessCs, WitnessPart};
 use ff::PrimeField;
-use filecoin_hashers::{HashFunction, Hasher, POSEIDON_CONSTANTS_2, POSEIDON_CONSTANTS_11};
+use filecoin_hashers::{
+    HashFunction, Hasher, POSEIDON_CONSTANTS_2, POSEIDON_CONSTANTS_11, PoseidonArity,
+};
 use filecoin_proofs::{DefaultPieceHasher, MerkleTreeTrait};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use storage_proofs_core::gadgets::encode::encode;
 use storage_proofs_core::gadgets::insertion::insert;
-use storage_proofs_core::gadgets::por::PoRCircuit;
 use storage_proofs_core::gadgets::uint64::UInt64;
-use storage_proofs_core::gadgets::variables::Root;
 use storage_proofs_core::merkle::{MerkleProof, MerkleProofTrait};
 use storage_proofs_porep::stacked;
+use typenum::{U2, U4, U8, U16, Unsigned};
 
 /// A Merkle path as the circuit takes it: each level's siblings and the index among them.
 type Path = Vec<(Vec<Option<Fr>>, Option<usize>)>;
+
+/// A tree's hash of one level's nodes.
+type LevelHash =
+    fn(&mut WitnessCs, &[AllocatedNum<Fr>]) -> Result<AllocatedNum<Fr>, SynthesisError>;
 
 /// The partition's shared values (`StackedCircuit`'s fields besides its proofs).
 #[derive(Clone, Copy)]
@@ -151,6 +157,13 @@ impl<Tree: 'static + MerkleTreeTrait> ChallengeWitness<Tree> {
         if comm_d_path.iter().any(|(siblings, _)| siblings.len() != 1) {
             return Err("a comm_d path that is not binary".into());
         }
+        let comm_r_last_path = proof.comm_r_last_proof.as_options();
+        let c_x_path = c_x.inclusion_proof.as_options();
+        check_tree_path::<Tree>(&comm_r_last_path, "the comm_r_last path")?;
+        check_tree_path::<Tree>(&c_x_path, "the comm_c path")?;
+        for c in drg_parents.iter().chain(&exp_parents) {
+            check_tree_path::<Tree>(&c.path, "a parent's comm_c path")?;
+        }
         Ok(Self {
             head,
             data_leaf: proof.comm_d_proofs.leaf().into(),
@@ -158,18 +171,45 @@ impl<Tree: 'static + MerkleTreeTrait> ChallengeWitness<Tree> {
             drg_parents,
             exp_parents,
             node: labeling.node,
-            comm_r_last_path: proof.comm_r_last_proof.as_options(),
-            c_x_path: c_x.inclusion_proof.as_options(),
+            comm_r_last_path,
+            c_x_path,
             _tree: PhantomData,
         })
     }
 }
 
-/// The head's variables a challenge reads (comm_d only through a row).
+/// Each level of `path` has as many nodes as `Tree` has there: its base arity, then its
+/// sub-tree's and top tree's, if any.
+fn check_tree_path<Tree: MerkleTreeTrait>(path: &Path, what: &str) -> Result<(), String> {
+    let tail: Vec<usize> = [
+        Tree::SubTreeArity::to_usize(),
+        Tree::TopTreeArity::to_usize(),
+    ]
+    .into_iter()
+    .filter(|&a| a > 0)
+    .collect();
+    let n = path.len();
+    if n < tail.len() {
+        return Err(format!("{what} is too short for the tree"));
+    }
+    for (level, (siblings, _)) in path.iter().enumerate() {
+        let expected = match (level + tail.len()).checked_sub(n) {
+            Some(t) => tail[t],
+            None => Tree::Arity::to_usize(),
+        };
+        if siblings.len() + 1 != expected {
+            return Err(format!(
+                "{what}: level {level} has {} nodes, the tree {expected}",
+                siblings.len() + 1
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The head's variables a challenge reads (the roots only through rows).
 struct HeadVars {
     replica_id_bits: Vec<Bit>,
-    comm_r_last: AllocatedNum<Fr>,
-    comm_c: AllocatedNum<Fr>,
 }
 
 impl<Tree: 'static + MerkleTreeTrait> WitnessPart for ChallengeWitness<Tree> {
@@ -214,18 +254,14 @@ fn write_head<Tree: MerkleTreeTrait>(
     let comm_c = alloc(cs, head.comm_c)?;
     // Then comm_r = H(comm_c || comm_r_last): the hash's values; the equality is a row only.
     <Tree::Hasher as Hasher>::Function::hash2_circuit(&mut *cs, &comm_c, &comm_r_last)?;
-    Ok(HeadVars {
-        replica_id_bits,
-        comm_r_last,
-        comm_c,
-    })
+    Ok(HeadVars { replica_id_bits })
 }
 
 impl<Tree: 'static + MerkleTreeTrait> ChallengeWitness<Tree> {
     /// `stacked::circuit::Proof::synthesize`.
     fn write_challenge(self, cs: &mut WitnessCs, head: &HeadVars) -> Result<(), SynthesisError> {
         let data_leaf = alloc(cs, self.data_leaf)?;
-        comm_d_inclusion(cs, &self.comm_d_path, &data_leaf)?;
+        inclusion(cs, &self.comm_d_path, &data_leaf, sha256_of_leaves)?;
 
         let mut parent_columns = |columns: Vec<Column>| {
             columns
@@ -237,7 +273,7 @@ impl<Tree: 'static + MerkleTreeTrait> ChallengeWitness<Tree> {
                         .map(|r| alloc(cs, *r))
                         .collect::<Result<Vec<_>, _>>()?;
                     let hash = hash_single_column(cs, &rows)?;
-                    inclusion::<Tree>(cs, column.path, &head.comm_c, &hash)?;
+                    inclusion(cs, &column.path, &hash, poseidon_of_leaves)?;
                     Ok(rows)
                 })
                 .collect::<Result<Vec<_>, SynthesisError>>()
@@ -285,9 +321,9 @@ impl<Tree: 'static + MerkleTreeTrait> ChallengeWitness<Tree> {
         }
 
         let encoded = encode(&mut *cs, &labels[layers - 1], &data_leaf)?;
-        inclusion::<Tree>(cs, self.comm_r_last_path, &head.comm_r_last, &encoded)?;
+        inclusion(cs, &self.comm_r_last_path, &encoded, poseidon_of_leaves)?;
         let column_hash = hash_single_column(cs, &labels)?;
-        inclusion::<Tree>(cs, self.c_x_path, &head.comm_c, &column_hash)
+        inclusion(cs, &self.c_x_path, &column_hash, poseidon_of_leaves)
     }
 }
 
@@ -327,26 +363,50 @@ fn create_label(
     native_sha256::pack_bits(cs, &bits[..Fr::CAPACITY as usize])
 }
 
-/// `PoRCircuit` over comm_d's binary SHA-256 tree, private: per level an index bit, the
-/// sibling, the pair in order, and its hash; then the index bits packed into an input.
-fn comm_d_inclusion(
+/// A private `PoRCircuit` from `leaf` (storage-proofs' gadget, written out): per level its
+/// index bits, its siblings, the node inserted among them (storage-proofs' `insert`) and their
+/// hash; then the index bits packed into an input (the computed root equals the root: a row).
+fn inclusion(
     cs: &mut WitnessCs,
     path: &Path,
     leaf: &AllocatedNum<Fr>,
+    hash: LevelHash,
 ) -> Result<(), SynthesisError> {
     let mut cur = leaf.clone();
-    let mut index_bits = Vec::with_capacity(path.len());
+    let mut index_bits = Vec::new();
     for (siblings, index) in path {
-        let bit = Boolean::from(AllocatedBit::alloc(&mut *cs, index.map(|i| i & 1 == 1))?);
-        index_bits.push(bit.clone());
-        let sibling = AllocatedNum::alloc(&mut *cs, || {
-            siblings[0].ok_or(SynthesisError::AssignmentMissing)
-        })?;
-        let pair = insert(&mut *cs, &cur, &[bit], &[sibling])?;
-        cur = sha256_of_leaves(cs, &pair)?;
+        let bits = (siblings.len() + 1).trailing_zeros();
+        let level_bits = (0..bits)
+            .map(|i| {
+                let bit = index.map(|x| (x >> i) & 1 == 1);
+                AllocatedBit::alloc(&mut *cs, bit).map(Boolean::from)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        index_bits.extend_from_slice(&level_bits);
+        let siblings = siblings
+            .iter()
+            .map(|s| AllocatedNum::alloc(&mut *cs, || s.ok_or(SynthesisError::AssignmentMissing)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let inserted = insert(&mut *cs, &cur, &level_bits, &siblings)?;
+        cur = hash(cs, &inserted)?;
     }
-    // Then the computed root equals comm_d: a row only.
     multipack::pack_into_inputs(&mut *cs, &index_bits)
+}
+
+/// filecoin-hashers' `PoseidonFunction::hash_multi_leaf_circuit`: Poseidon of the arity.
+fn poseidon_of_leaves(
+    cs: &mut WitnessCs,
+    leaves: &[AllocatedNum<Fr>],
+) -> Result<AllocatedNum<Fr>, SynthesisError> {
+    match leaves.len() {
+        2 => native_poseidon::poseidon_hash(cs, leaves, U2::PARAMETERS()),
+        4 => native_poseidon::poseidon_hash(cs, leaves, U4::PARAMETERS()),
+        8 => native_poseidon::poseidon_hash(cs, leaves, U8::PARAMETERS()),
+        16 => native_poseidon::poseidon_hash(cs, leaves, U16::PARAMETERS()),
+        n => Err(SynthesisError::MalformedProofs(format!(
+            "a tree level of {n} nodes"
+        ))),
+    }
 }
 
 /// filecoin-hashers' `Sha256Function::hash_multi_leaf_circuit`: each leaf's bits, bytes in
@@ -379,27 +439,10 @@ fn hash_single_column(
     column: &[AllocatedNum<Fr>],
 ) -> Result<AllocatedNum<Fr>, SynthesisError> {
     match column.len() {
-        2 => neptune::circuit::poseidon_hash(cs, column.to_vec(), &*POSEIDON_CONSTANTS_2),
-        11 => neptune::circuit::poseidon_hash(cs, column.to_vec(), &*POSEIDON_CONSTANTS_11),
+        2 => native_poseidon::poseidon_hash(cs, column, &POSEIDON_CONSTANTS_2),
+        11 => native_poseidon::poseidon_hash(cs, column, &POSEIDON_CONSTANTS_11),
         n => Err(SynthesisError::MalformedProofs(format!(
             "a column of {n} layers (2 or 11 hash)"
         ))),
     }
-}
-
-/// A private `PoRCircuit` of `Tree` from `leaf` to `root` (storage-proofs-porep's
-/// `enforce_inclusion`), through storage-proofs' own gadget.
-fn inclusion<Tree: 'static + MerkleTreeTrait>(
-    cs: &mut WitnessCs,
-    path: Path,
-    root: &AllocatedNum<Fr>,
-    leaf: &AllocatedNum<Fr>,
-) -> Result<(), SynthesisError> {
-    PoRCircuit::<Tree>::synthesize(
-        cs,
-        Root::Var(leaf.clone()),
-        path.into(),
-        Root::Var(root.clone()),
-        true,
-    )
 }
