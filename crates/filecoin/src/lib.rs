@@ -33,9 +33,9 @@
 mod c1;
 mod error;
 mod job;
+mod native_witness;
 mod params;
 mod porep;
-mod porep_witness;
 mod post;
 mod prover;
 mod seal_proof;

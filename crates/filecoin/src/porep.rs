@@ -14,8 +14,8 @@ use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, Stack
 
 use crate::c1::with_phase1;
 use crate::error::upstream;
+use crate::native_witness::{ChallengeWitness, Head};
 use crate::params::check_verifier_dir;
-use crate::porep_witness::{ChallengeWitness, Head};
 use crate::seal_proof::with_shape;
 use crate::synth::{PartitionCircuit, Synth, to_synthesis};
 use crate::{C1Output, FilecoinError, ParamStore, SealProof};
@@ -218,7 +218,7 @@ impl<Tree: 'static + MerkleTreeTrait> PartitionCircuit for PorepPartition<'_, Tr
         Ok((compiled, witness))
     }
 
-    /// The head and one challenge per part, written natively (see `porep_witness`).
+    /// The head and one challenge per part, written natively (see `native_witness`).
     fn parts(self) -> Result<Vec<Vec<ChallengeWitness<Tree>>>, FilecoinError> {
         let k = self.k;
         let head = self.circuits.head(k)?;

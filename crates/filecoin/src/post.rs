@@ -30,13 +30,14 @@ use storage_proofs_post::fallback::{
 };
 
 use crate::error::upstream;
+use crate::native_witness::{Path, SectorChallengeWitness};
 use crate::params::check_verifier_dir;
 use crate::prover::FilecoinProver;
 use crate::seal_proof::with_shape;
 use crate::synth::{PartitionCircuit, Synth, to_synthesis};
 use crate::{FilecoinError, ParamStore, ProofTimings, SealProof};
 use bellperson::SynthesisError;
-use cuzk_bellpepper::{BellpepperError, CompiledCircuit, Gadgets};
+use cuzk_bellpepper::{BellpepperError, CompiledCircuit};
 use cuzk_groth16::Witness;
 
 /// Window or Winning.
@@ -348,8 +349,23 @@ type Domain<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
 /// The circuit of one PoSt partition and the public inputs filecoin-proofs' verifier will
 /// compute for it.
 pub(crate) struct PostCircuit<Tree: 'static + MerkleTreeTrait> {
-    pub(crate) circuit: FallbackPoStCircuit<Tree>,
+    pub(crate) circuit: PostPartition<Tree>,
     pub(crate) inputs: Vec<blstrs::Scalar>,
+}
+
+/// A PoSt partition's circuit and, beside it, each sector's challenge paths as the vanilla
+/// proofs give them (the circuit keeps its paths opaque), for its parts.
+pub(crate) struct PostPartition<Tree: 'static + MerkleTreeTrait> {
+    pub(crate) circuit: FallbackPoStCircuit<Tree>,
+    paths: Vec<Vec<Path>>,
+}
+
+impl<Tree: 'static + MerkleTreeTrait> PostPartition<Tree> {
+    /// `circuit` of `proof`'s sectors, in order.
+    fn new(circuit: FallbackPoStCircuit<Tree>, proof: &fallback::Proof<Tree::Proof>) -> Self {
+        let paths = proof.sectors.iter().map(|s| s.as_options()).collect();
+        Self { circuit, paths }
+    }
 }
 
 fn statement_field<Tree: MerkleTreeTrait>(
@@ -408,6 +424,7 @@ fn window_circuit<Tree: 'static + MerkleTreeTrait>(
         Some(0),
     )
     .map_err(FilecoinError::circuit(partition))?;
+    let circuit = PostPartition::new(circuit, &partition_proof);
     // The verifier sees every sector and takes partition k's chunk: earlier chunks are
     // stand-ins here, as only partition k's are read.
     let mut all = vec![sectors[0].clone(); partition * pub_params.vanilla_params.sector_count];
@@ -488,6 +505,7 @@ fn winning_circuit<Tree: 'static + MerkleTreeTrait>(
         Some(0),
     )
     .map_err(FilecoinError::circuit(0))?;
+    let circuit = PostPartition::new(circuit, &partition_proof);
     // `verify_winning_post` repeats the sectors once per challenge slot.
     let verifier_inputs = fallback::PublicInputs {
         randomness,
@@ -530,26 +548,26 @@ pub(crate) fn post_circuit<Tree: 'static + MerkleTreeTrait>(
 }
 
 /// A PoSt partition's parts: a group per sector, whose head is the sector's comm_r_last,
-/// comm_c and comm_r and their hash, and a part per challenge (its inclusion proof).
-impl<Tree: 'static + MerkleTreeTrait> PartitionCircuit for FallbackPoStCircuit<Tree> {
-    type Circuit = Self;
-    type Part = Gadgets<Self>;
+/// comm_c and comm_r and their hash, and a part per challenge (its inclusion proof), written
+/// natively (see `native_witness`).
+impl<Tree: 'static + MerkleTreeTrait> PartitionCircuit for PostPartition<Tree> {
+    type Circuit = FallbackPoStCircuit<Tree>;
+    type Part = SectorChallengeWitness<Tree>;
 
-    fn whole(self) -> Result<Self, FilecoinError> {
-        Ok(self)
+    fn whole(self) -> Result<FallbackPoStCircuit<Tree>, FilecoinError> {
+        Ok(self.circuit)
     }
 
     /// Replicated from one sector of one challenge: every sector and every challenge has one
     /// shape (checked on one sector of two challenges and two sectors of one).
     fn compile(self) -> Result<(CompiledCircuit, Witness), BellpepperError> {
-        let prover_id = self.prover_id;
+        let prover_id = self.circuit.prover_id;
+        let sectors = &self.circuit.sectors;
         let with = |sectors: Vec<Sector<Tree>>| FallbackPoStCircuit { prover_id, sectors };
         // A sector of its first challenge, `n` times over.
         let first = |s: &Sector<Tree>, n: usize| -> Result<Sector<Tree>, BellpepperError> {
             let (Some(leaf), Some(path)) = (s.leafs.first(), s.paths.first()) else {
-                return Err(
-                    SynthesisError::MalformedProofs("a sector without challenges".into()).into(),
-                );
+                return Err(malformed("a sector without challenges"));
             };
             Ok(Sector {
                 leafs: vec![*leaf; n],
@@ -557,44 +575,53 @@ impl<Tree: 'static + MerkleTreeTrait> PartitionCircuit for FallbackPoStCircuit<T
                 ..s.clone()
             })
         };
-        let s0 = self.sectors.first().ok_or_else(|| {
-            BellpepperError::from(SynthesisError::MalformedProofs("no sectors".into()))
-        })?;
+        let s0 = sectors.first().ok_or_else(|| malformed("no sectors"))?;
         let one = with(vec![first(s0, 1)?]);
         let two = with(vec![first(s0, 2)?]);
-        let checks = match self.sectors.get(1) {
+        let checks = match sectors.get(1) {
             Some(s1) => vec![(vec![1, 1], with(vec![first(s0, 1)?, first(s1, 1)?]))],
             None => vec![],
         };
-        let groups: Vec<usize> = self.sectors.iter().map(|s| s.leafs.len()).collect();
+        let groups: Vec<usize> = sectors.iter().map(|s| s.leafs.len()).collect();
         let compiled = CompiledCircuit::replicate(one, two, checks, &groups)?;
         let witness = compiled.witness_of_parts(self.parts().map_err(to_synthesis)?)?;
         Ok((compiled, witness))
     }
 
-    fn parts(self) -> Result<Vec<Vec<Gadgets<Self>>>, FilecoinError> {
-        let prover_id = self.prover_id;
-        let group = |s: Sector<Tree>| {
-            s.leafs
-                .iter()
-                .zip(&s.paths)
-                .map(|(leaf, path)| {
-                    Gadgets(FallbackPoStCircuit {
-                        prover_id,
-                        sectors: vec![Sector {
-                            comm_r: s.comm_r,
-                            comm_c: s.comm_c,
-                            comm_r_last: s.comm_r_last,
-                            leafs: vec![*leaf],
-                            paths: vec![path.clone()],
-                            id: s.id,
-                        }],
+    fn parts(self) -> Result<Vec<Vec<SectorChallengeWitness<Tree>>>, FilecoinError> {
+        let bad = |reason: String| FilecoinError::field("vanilla proofs", VANILLA, reason);
+        let missing = || bad("a sector value is missing".into());
+        if self.paths.len() != self.circuit.sectors.len() {
+            return Err(bad("paths of other sectors".into()));
+        }
+        self.circuit
+            .sectors
+            .into_iter()
+            .zip(self.paths)
+            .enumerate()
+            .map(|(i, (s, paths))| {
+                let root = |r: Option<blstrs::Scalar>| r.ok_or_else(missing);
+                let roots = [root(s.comm_r_last)?, root(s.comm_c)?, root(s.comm_r)?];
+                if paths.len() != s.leafs.len() {
+                    let (l, p) = (s.leafs.len(), paths.len());
+                    return Err(bad(format!("sector {i}: {l} leaves, {p} paths")));
+                }
+                s.leafs
+                    .iter()
+                    .zip(paths)
+                    .map(|(leaf, path)| {
+                        let leaf = leaf.ok_or_else(missing)?;
+                        SectorChallengeWitness::new(roots, leaf, path)
+                            .map_err(|e| bad(format!("sector {i}: {e}")))
                     })
-                })
-                .collect()
-        };
-        Ok(self.sectors.into_iter().map(group).collect())
+                    .collect()
+            })
+            .collect()
     }
+}
+
+fn malformed(what: &str) -> BellpepperError {
+    SynthesisError::MalformedProofs(what.into()).into()
 }
 
 /// The circuit of PoSt partition `partition`, synthesized as `how` says, its public inputs
@@ -731,7 +758,10 @@ impl ParamStore {
         with_sectors!(&vanilla.sectors, |v| self.generate_circuit(
             &id,
             size,
-            || Ok(post_circuit(file, vanilla.proof, st, v, 0)?.1.circuit),
+            || Ok(post_circuit(file, vanilla.proof, st, v, 0)?
+                .1
+                .circuit
+                .circuit),
             rng
         ))
     }

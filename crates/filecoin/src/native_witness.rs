@@ -1,10 +1,15 @@
-//! A PoRep challenge's witness, written directly: the values `StackedCircuit` allocates for its
-//! head and one challenge, in its order, with every SHA-256 (the 11 labels and the comm_d path:
-//! ~99% of a 32 GiB partition's rows) computed natively by [`native_sha256`], every Poseidon
-//! (the columns and the trees' paths) by [`native_poseidon`], and the rest (bit decompositions,
-//! packing, selection) through storage-proofs' and bellperson's own gadgets. It follows storage-proofs-porep 19.1's `StackedCircuit::synthesize` and
-//! `Proof::synthesize` step by step; the synthesis tests check the joined witness equal to the
-//! circuit's own at 2 KiB, and `synthesis_speed` at any size.
+//! Parts of Filecoin circuits' witnesses, written directly: the values storage-proofs'
+//! circuits allocate, in their order, with every SHA-256 ([`native_sha256`]) and Poseidon
+//! ([`native_poseidon`]) computed natively and the rest (bit decompositions, packing,
+//! selection) through storage-proofs' and bellperson's own gadgets.
+//! - A PoRep challenge ([`ChallengeWitness`]): `StackedCircuit`'s head and one challenge, after
+//!   storage-proofs-porep 19.1's `StackedCircuit::synthesize` and `Proof::synthesize`; its 11
+//!   labels and comm_d path are ~99% of a 32 GiB partition's rows.
+//! - A PoSt challenge ([`SectorChallengeWitness`]): a `Sector`'s head and one inclusion proof,
+//!   after storage-proofs-post 19.1's `Sector::synthesize`.
+//!
+//! The synthesis tests check the joined witnesses equal to the circuits' own at 2 KiB, and
+//! `synthesis_speed` at any size.
 
 use std::marker::PhantomData;
 
@@ -17,9 +22,7 @@ use cuzk_bellpepper::native_poseidon;
 use cuzk_bellpepper::native_sha256::{self, Bit};
 use cuzk_bellpepper::{WitnessCs, WitnessPart};
 use ff::PrimeField;
-use filecoin_hashers::{
-    HashFunction, Hasher, POSEIDON_CONSTANTS_2, POSEIDON_CONSTANTS_11, PoseidonArity,
-};
+use filecoin_hashers::{Hasher, POSEIDON_CONSTANTS_2, POSEIDON_CONSTANTS_11, PoseidonArity};
 use filecoin_proofs::{DefaultPieceHasher, MerkleTreeTrait};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -31,7 +34,7 @@ use storage_proofs_porep::stacked;
 use typenum::{U2, U4, U8, U16, Unsigned};
 
 /// A Merkle path as the circuit takes it: each level's siblings and the index among them.
-type Path = Vec<(Vec<Option<Fr>>, Option<usize>)>;
+pub(crate) type Path = Vec<(Vec<Option<Fr>>, Option<usize>)>;
 
 /// A tree's hash of one level's nodes.
 type LevelHash =
@@ -214,7 +217,7 @@ struct HeadVars {
 
 impl<Tree: 'static + MerkleTreeTrait> WitnessPart for ChallengeWitness<Tree> {
     fn write_witness(self, cs: &mut WitnessCs) -> Result<(), SynthesisError> {
-        let head = write_head::<Tree>(cs, &self.head)?;
+        let head = write_head(cs, &self.head)?;
         self.write_challenge(cs, &head)
     }
 }
@@ -239,10 +242,7 @@ fn reverse_bit_numbering(mut bits: Vec<Bit>) -> Vec<Bit> {
 }
 
 /// `StackedCircuit::synthesize` before its challenges.
-fn write_head<Tree: MerkleTreeTrait>(
-    cs: &mut WitnessCs,
-    head: &Head,
-) -> Result<HeadVars, SynthesisError> {
+fn write_head(cs: &mut WitnessCs, head: &Head) -> Result<HeadVars, SynthesisError> {
     let replica_id = alloc(cs, head.replica_id)?;
     replica_id.inputize(&mut *cs)?;
     let replica_id_bits = reverse_bit_numbering(bits(&replica_id.to_bits_le(&mut *cs)?)?);
@@ -253,7 +253,7 @@ fn write_head<Tree: MerkleTreeTrait>(
     let comm_r_last = alloc(cs, head.comm_r_last)?;
     let comm_c = alloc(cs, head.comm_c)?;
     // Then comm_r = H(comm_c || comm_r_last): the hash's values; the equality is a row only.
-    <Tree::Hasher as Hasher>::Function::hash2_circuit(&mut *cs, &comm_c, &comm_r_last)?;
+    native_poseidon::poseidon_hash(cs, &[comm_c, comm_r_last], U2::PARAMETERS())?;
     Ok(HeadVars { replica_id_bits })
 }
 
@@ -324,6 +324,47 @@ impl<Tree: 'static + MerkleTreeTrait> ChallengeWitness<Tree> {
         inclusion(cs, &self.comm_r_last_path, &encoded, poseidon_of_leaves)?;
         let column_hash = hash_single_column(cs, &labels)?;
         inclusion(cs, &self.c_x_path, &column_hash, poseidon_of_leaves)
+    }
+}
+
+/// A PoSt sector's head and one of its challenges: a part of a PoSt partition's witness.
+pub(crate) struct SectorChallengeWitness<Tree> {
+    comm_r_last: Fr,
+    comm_c: Fr,
+    comm_r: Fr,
+    leaf: Fr,
+    path: Path,
+    _tree: PhantomData<fn() -> Tree>,
+}
+
+impl<Tree: 'static + MerkleTreeTrait> SectorChallengeWitness<Tree> {
+    /// `[comm_r_last, comm_c, comm_r]`, a challenged leaf and its path, checked for the tree's
+    /// shape.
+    pub(crate) fn new(roots: [Fr; 3], leaf: Fr, path: Path) -> Result<Self, String> {
+        check_tree_path::<Tree>(&path, "a challenge's path")?;
+        let [comm_r_last, comm_c, comm_r] = roots;
+        Ok(Self {
+            comm_r_last,
+            comm_c,
+            comm_r,
+            leaf,
+            path,
+            _tree: PhantomData,
+        })
+    }
+}
+
+impl<Tree: 'static + MerkleTreeTrait> WitnessPart for SectorChallengeWitness<Tree> {
+    /// `Sector::synthesize` with one challenge.
+    fn write_witness(self, cs: &mut WitnessCs) -> Result<(), SynthesisError> {
+        let comm_r_last = alloc(cs, self.comm_r_last)?;
+        let comm_c = alloc(cs, self.comm_c)?;
+        let comm_r = alloc(cs, self.comm_r)?;
+        comm_r.inputize(&mut *cs)?;
+        // comm_r = H(comm_c || comm_r_last): the hash's values; the equality is a row only.
+        native_poseidon::poseidon_hash(cs, &[comm_c, comm_r_last], U2::PARAMETERS())?;
+        let leaf = alloc(cs, self.leaf)?;
+        inclusion(cs, &self.path, &leaf, poseidon_of_leaves)
     }
 }
 
