@@ -1,9 +1,9 @@
 //! Pictures as SVG, drawn with plotters (text laid out with the embedded DejaVu font, so no
 //! system fonts are needed):
-//! - [`timeline`]: per device, a lane for its GPU lock, one per worker and one per read-ahead
-//!   thread that computed witnesses ahead ("ahead r"), each phase a bar coloured by kind (CPU,
-//!   copy, device under the GPU lock, waits), so the idle gaps of the GPU and the overlap of
-//!   pre-staging and synthesis show at a glance;
+//! - [`timeline`]: per device, a lane for its GPU lock, one per worker, one per read-ahead
+//!   thread that computed witnesses ahead ("ahead r") and one for circuits' loads ("load"),
+//!   each phase a bar coloured by kind (CPU, copy, device under the GPU lock, waits), so the
+//!   idle gaps of the GPU and the overlap of pre-staging and synthesis show at a glance;
 //! - [`scaling`]: time per proof against the circuit size.
 
 use std::collections::BTreeSet;
@@ -87,6 +87,7 @@ pub fn timeline(spans: &[pb::Span], devices: &[String]) -> Result<String, PlotEr
                 .unwrap_or_else(|| format!("device {d}"));
             match w {
                 None => format!("{dev}: GPU lock"),
+                Some(w) if *w as usize == cuzk_scheduler::LOAD_LANE => format!("device {d} load"),
                 Some(w) if *w as usize >= cuzk_scheduler::READ_AHEAD_LANE => format!(
                     "device {d} ahead {}",
                     *w as usize - cuzk_scheduler::READ_AHEAD_LANE

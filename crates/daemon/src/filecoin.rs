@@ -784,11 +784,17 @@ impl Filecoin {
         params: &mut Option<(BpParameters, u64)>,
     ) -> Result<(Arc<CompiledCircuit>, cuzk_groth16::Witness, u64), ProofError> {
         let id = proof.cache_id();
+        // Each step on the timeline's load lane (device 0: a key is made on the first GPU).
+        let t = engine.now();
         if params.is_none() && !self.makes_key(id) {
             let read = self.params.load_params(id).map_err(|e| start_error(&e))?;
             *params = Some((read, self.file_bytes(id)));
+            engine.record_load(0, "read parameters", t);
         }
+        let t = engine.now();
         let (compiled, witness) = proof.compile().map_err(|e| start_error(&e))?;
+        engine.record_load(0, "compile", t);
+        let t = engine.now();
         let (compiled, source, bytes) = match params.take() {
             Some((read, bytes)) => {
                 let params_name = self.params.params_path(id).display().to_string();
@@ -806,6 +812,7 @@ impl Filecoin {
                 (compiled, source, 0)
             }
         };
+        engine.record_load(0, "key", t);
         engine
             .load_key(&Self::key_id(name), source, None)
             .map_err(|e| ProofError::Start {

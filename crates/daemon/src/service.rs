@@ -894,10 +894,11 @@ impl Shared {
                 .iter()
                 .filter(|s| last_s <= 0.0 || s.end >= now - last_s)
                 .map(|s| pb::Span {
-                    job_id: names
-                        .get(&s.job)
-                        .cloned()
-                        .unwrap_or_else(|| format!("#{}", s.job)),
+                    job_id: match s.job {
+                        // Work outside jobs: a circuit's load.
+                        0 => "load".into(),
+                        j => names.get(&j).cloned().unwrap_or_else(|| format!("#{j}")),
+                    },
                     device: s.device as u32,
                     worker: s.worker as u32,
                     phase: s.phase.into(),

@@ -558,6 +558,7 @@ async fn start_daemon(
     String,
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<Result<(), cuzk_daemon::DaemonError>>,
+    std::sync::Arc<cuzk_daemon::Shared>,
 ) {
     let sock = dir.join(format!("{name}.sock"));
     let config = DaemonConfig {
@@ -575,11 +576,12 @@ async fn start_daemon(
     let engine = Engine::new(config.engine().unwrap()).unwrap();
     let daemon = Daemon::bind(config, engine).await.unwrap();
     let addr = daemon.address();
+    let shared = daemon.shared().clone();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(daemon.run(async {
         let _ = stopped.await;
     }));
-    (addr, stop, task)
+    (addr, stop, task, shared)
 }
 
 #[test]
@@ -619,7 +621,7 @@ fn a_c1_above_max_message_bytes_streams_and_the_first_proof_loads_its_circuit_in
     };
 
     block_on_bounded(async {
-        let (addr, stop, task) = start_daemon(&dir, "streamed", params_dir(), max, false).await;
+        let (addr, stop, task, _) = start_daemon(&dir, "streamed", params_dir(), max, false).await;
         let mut c = client::connect(Some(&addr), None, None).await.unwrap();
 
         // In the header it is refused by the limit.
@@ -693,7 +695,8 @@ fn a_c1_above_max_message_bytes_streams_and_the_first_proof_loads_its_circuit_in
         task.await.unwrap().unwrap();
 
         // No parameter file: Submit still answers, the job fails naming the file.
-        let (addr, stop, task) = start_daemon(&dir, "no-params", empty.clone(), max, false).await;
+        let (addr, stop, task, _) =
+            start_daemon(&dir, "no-params", empty.clone(), max, false).await;
         let mut c = client::connect(Some(&addr), None, None).await.unwrap();
         let s = c.submit(streamed("")).await.unwrap().into_inner();
         let e = c
@@ -763,7 +766,8 @@ fn a_daemon_generating_keys_makes_a_missing_key_at_the_first_proof_and_verify_se
             "{e}"
         );
 
-        let (_, stop, task) = start_daemon(&dir, "made-keys", keys.clone(), 256 << 20, true).await;
+        let (_, stop, task, shared) =
+            start_daemon(&dir, "made-keys", keys.clone(), 256 << 20, true).await;
         let mut c = connect(dir.join("made-keys.sock")).await;
         // Nothing to read ahead: the key is made by the first proof.
         let p = preload(&mut c, "porep-2k").await.unwrap();
@@ -798,6 +802,17 @@ fn a_daemon_generating_keys_makes_a_missing_key_at_the_first_proof_and_verify_se
         assert!(keys.join(cuzk_filecoin::GENERATED_MARKER).is_file());
         let (_, srs) = status_and_srs(&mut c, "porep-2k").await;
         assert_eq!(srs.tier, pb::srs_status::Tier::Hot as i32, "{srs:?}");
+        // The load's compile and key are on the timeline's load lane, before the first proof.
+        let t = shared.timeline(0.0);
+        let load = cuzk_scheduler::LOAD_LANE as u32;
+        for phase in ["compile", "key"] {
+            assert!(
+                t.spans
+                    .iter()
+                    .any(|s| s.worker == load && s.job_id == "load" && s.phase == phase),
+                "no {phase} span on the load lane"
+            );
+        }
         let _ = stop.send(());
         task.await.unwrap().unwrap();
     });

@@ -17,8 +17,8 @@ use parking_lot::{Condvar, Mutex};
 use crate::config::{EngineConfig, Workers};
 use crate::gate::{Gate, GateError};
 use crate::job::{
-    Dequeue, JobError, JobHandle, JobId, JobOutput, JobShared, JobSpec, JobState, Priority,
-    ReadAhead, Span, WitnessSource,
+    Dequeue, JobError, JobHandle, JobId, JobOutput, JobShared, JobSpec, JobState, LOAD_LANE,
+    Priority, ReadAhead, Span, SpanKind, WitnessSource,
 };
 use crate::keys::{KeySource, KeyTable, Loaded};
 use crate::queue::Queue;
@@ -525,6 +525,20 @@ impl Engine {
     /// Seconds since the engine started (the clock of [`Span`]s).
     pub fn now(&self) -> f64 {
         self.inner.now()
+    }
+
+    /// Puts CPU work done for jobs outside any of them (a circuit's load), from `start` until
+    /// now, on device `device`'s load lane ([`LOAD_LANE`]) of the timeline.
+    pub fn record_load(&self, device: usize, phase: &'static str, start: f64) {
+        self.inner.record(Span {
+            job: 0,
+            device,
+            worker: LOAD_LANE,
+            phase,
+            kind: SpanKind::Cpu,
+            start,
+            end: self.inner.now(),
+        });
     }
 
     /// Stops taking jobs, lets running and queued jobs finish for up to `drain`, then cancels

@@ -261,6 +261,10 @@ pub(crate) enum ReadAhead {
 /// [`Span::worker`]): their spans are witnesses computed ahead of the workers.
 pub const READ_AHEAD_LANE: usize = 1 << 16;
 
+/// The timeline lane of work done for jobs outside any of them (a circuit's load: its compile
+/// and its key), in [`Span::worker`]; its spans have job 0.
+pub const LOAD_LANE: usize = 1 << 17;
+
 /// Runs a job's witness function; its error, or its panic, is the job's error.
 pub(crate) fn compute_witness(f: &WitnessFn) -> Result<Witness, JobError> {
     // The caller's code (a circuit's synthesis over untrusted inputs) must not take the

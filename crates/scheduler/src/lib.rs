@@ -48,7 +48,7 @@ pub use config::{EngineConfig, Workers};
 pub use engine::{Counters, DeviceStatus, Engine, EngineError, EngineStatus, WorkerStatus};
 pub use gate::{Gate, GateError, Permit, Rank};
 pub use job::{
-    JobError, JobHandle, JobId, JobOutput, JobSpec, JobStatus, JobTimings, Priority,
+    JobError, JobHandle, JobId, JobOutput, JobSpec, JobStatus, JobTimings, LOAD_LANE, Priority,
     READ_AHEAD_LANE, Span, SpanKind, WitnessFn, WitnessSource,
 };
 pub use keys::KeySource;
