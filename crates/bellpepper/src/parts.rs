@@ -90,10 +90,9 @@ impl CompiledCircuit {
         self.join(systems)
     }
 
-    /// Takes the parts, so that each is dropped once its values are copied (on every core):
-    /// the witness's pages are touched as it fills, so with many parts the host holds little
-    /// more than one copy of it (a whole circuit's one part is held twice until copied, as in
-    /// `witness`).
+    /// Takes the parts, so that each is dropped once its values are copied: the witness's
+    /// pages are touched as it fills, so with many parts the host holds little more than one
+    /// copy of it (a whole circuit's one part is held twice until copied, as in `witness`).
     fn join(&self, systems: Vec<Vec<WitnessCs>>) -> Result<Witness, BellpepperError> {
         let (inputs, aux) = (self.r1cs.num_public(), self.r1cs.num_private());
         let repeats: usize = systems.iter().map(|g| g.len() - 1).sum();
@@ -130,23 +129,44 @@ impl CompiledCircuit {
         }
         // A part's own values: all of its group's first part's, the rest after the head.
         let own = |j: usize, head: usize| if j == 0 { 0 } else { head };
+        // Filled on every core first, so that the pages are faulted in in parallel too.
         let mut z = Vec::with_capacity(1 + inputs + aux);
-        z.push(Fr::ONE);
+        z.par_extend(rayon::iter::repeat_n(Fr::ZERO, 1 + inputs + aux));
+        z[0] = Fr::ONE;
+        let (public, private) = z[1..].split_at_mut(inputs);
+        let mut at = 0;
         for parts in &systems {
             for (j, cs) in parts.iter().enumerate() {
-                z.extend(
-                    cs.inputs[1 + own(j, head_inputs)..]
-                        .iter()
-                        .map(fr_from_scalar),
-                );
+                let values = &cs.inputs[1 + own(j, head_inputs)..];
+                for (d, v) in public[at..at + values.len()].iter_mut().zip(values) {
+                    *d = fr_from_scalar(v);
+                }
+                at += values.len();
             }
         }
-        // Each part's copy on every core: a 32 GiB PoRep partition's aux values are ~4 GB.
+        // Each part's aux values into its own slice of the witness, on every core (across
+        // parts, and within a large one: a 32 GiB PoRep partition's parts are ~230 MB each, a
+        // WindowPoSt partition's 23,490 small ones); each part is dropped once copied.
+        let mut rest = private;
+        let mut copies = Vec::with_capacity(systems.iter().map(Vec::len).sum());
         for parts in systems {
             for (j, cs) in parts.into_iter().enumerate() {
-                z.par_extend(cs.aux[own(j, head_aux)..].par_iter().map(fr_from_scalar));
+                let skip = own(j, head_aux);
+                let (to, tail) = std::mem::take(&mut rest).split_at_mut(cs.aux.len() - skip);
+                rest = tail;
+                copies.push((cs, skip, to));
             }
         }
+        copies.into_par_iter().for_each(|(cs, skip, to)| {
+            const CHUNK: usize = 1 << 16;
+            to.par_chunks_mut(CHUNK)
+                .zip(cs.aux[skip..].par_chunks(CHUNK))
+                .for_each(|(to, from)| {
+                    for (d, v) in to.iter_mut().zip(from) {
+                        *d = fr_from_scalar(v);
+                    }
+                });
+        });
         Ok(Witness::from_assignment(inputs, z)?)
     }
 }
