@@ -293,6 +293,10 @@ fn a_killed_daemons_jobs_finish_on_another_after_the_lease_expires() {
     c.hosts_up(1);
     let ids = c.submit(60);
     c.until("daemon a to be proving", 120, |c| c.done() >= 3);
+    // Killed while it holds claims: between two of them it may hold none for a moment.
+    c.until("daemon a to hold a job", 120, |c| {
+        c.count("SELECT count(*) FROM cuzk_jobs WHERE state = 'running'") >= 1
+    });
     let (_, mut a) = c.daemons.remove(0);
     a.kill().unwrap(); // SIGKILL
     a.wait().unwrap();

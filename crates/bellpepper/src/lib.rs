@@ -356,6 +356,18 @@ impl ConstraintSystem<Scalar> for WitnessCs {
     }
 }
 
+#[cfg(test)]
+impl WitnessCs {
+    /// Both systems hold the same values (native witnesses against their gadgets).
+    pub(crate) fn assert_same_values(&self, gadget: &WitnessCs, what: &str) {
+        assert_eq!(self.inputs, gadget.inputs, "{what}: inputs");
+        assert_eq!(self.aux.len(), gadget.aux.len(), "{what}: aux count");
+        if let Some(i) = (0..self.aux.len()).find(|&i| self.aux[i] != gadget.aux[i]) {
+            panic!("{what}: aux value {i} differs");
+        }
+    }
+}
+
 /// `n` new zeros at the end of `v`, for a gadget to fill.
 fn grow(v: &mut Vec<Scalar>, n: usize) -> &mut [Scalar] {
     let start = v.len();

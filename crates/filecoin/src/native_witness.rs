@@ -33,6 +33,8 @@ use storage_proofs_core::merkle::{MerkleProof, MerkleProofTrait};
 use storage_proofs_porep::stacked;
 use typenum::{U2, U4, U8, U16, Unsigned};
 
+use crate::seal_proof::upper_arities;
+
 /// A Merkle path as the circuit takes it: each level's siblings and the index among them.
 pub(crate) type Path = Vec<(Vec<Option<Fr>>, Option<usize>)>;
 
@@ -184,13 +186,7 @@ impl<Tree: 'static + MerkleTreeTrait> ChallengeWitness<Tree> {
 /// Each level of `path` has as many nodes as `Tree` has there: its base arity, then its
 /// sub-tree's and top tree's, if any.
 fn check_tree_path<Tree: MerkleTreeTrait>(path: &Path, what: &str) -> Result<(), String> {
-    let tail: Vec<usize> = [
-        Tree::SubTreeArity::to_usize(),
-        Tree::TopTreeArity::to_usize(),
-    ]
-    .into_iter()
-    .filter(|&a| a > 0)
-    .collect();
+    let tail = upper_arities::<Tree>();
     let n = path.len();
     if n < tail.len() {
         return Err(format!("{what} is too short for the tree"));

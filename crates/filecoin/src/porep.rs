@@ -17,9 +17,8 @@ use crate::error::upstream;
 use crate::native_witness::{ChallengeWitness, Head};
 use crate::params::check_verifier_dir;
 use crate::seal_proof::with_shape;
-use crate::synth::{PartitionCircuit, Synth, to_synthesis};
+use crate::synth::{PartitionCircuit, Synth, malformed, to_synthesis};
 use crate::{C1Output, FilecoinError, ParamStore, SealProof};
-use bellperson::SynthesisError;
 use cuzk_bellpepper::{BellpepperError, CompiledCircuit};
 use cuzk_groth16::Witness;
 
@@ -204,9 +203,9 @@ impl<Tree: 'static + MerkleTreeTrait> PartitionCircuit for PorepPartition<'_, Tr
     /// challenge has one shape.
     fn compile(self) -> Result<(CompiledCircuit, Witness), BellpepperError> {
         let (circuits, k) = (self.circuits, self.k);
-        let first = circuits.vanilla[k].first().ok_or_else(|| {
-            BellpepperError::from(SynthesisError::MalformedProofs("no challenges".into()))
-        })?;
+        let first = circuits.vanilla[k]
+            .first()
+            .ok_or_else(|| malformed("no challenges"))?;
         let circuit = |n: usize| {
             circuits
                 .circuit(k, &vec![first.clone(); n])

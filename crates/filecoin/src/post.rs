@@ -34,9 +34,8 @@ use crate::native_witness::{Path, SectorChallengeWitness};
 use crate::params::check_verifier_dir;
 use crate::prover::FilecoinProver;
 use crate::seal_proof::with_shape;
-use crate::synth::{PartitionCircuit, Synth, to_synthesis};
+use crate::synth::{PartitionCircuit, Synth, malformed, to_synthesis};
 use crate::{FilecoinError, ParamStore, ProofTimings, SealProof};
-use bellperson::SynthesisError;
 use cuzk_bellpepper::{BellpepperError, CompiledCircuit};
 use cuzk_groth16::Witness;
 
@@ -618,10 +617,6 @@ impl<Tree: 'static + MerkleTreeTrait> PartitionCircuit for PostPartition<Tree> {
             })
             .collect()
     }
-}
-
-fn malformed(what: &str) -> BellpepperError {
-    SynthesisError::MalformedProofs(what.into()).into()
 }
 
 /// The circuit of PoSt partition `partition`, synthesized as `how` says, its public inputs

@@ -1,7 +1,8 @@
 //! The registered PoRep proofs cuzk proves: `StackedDrg*V1_1`, one per sector size.
 
-use filecoin_proofs::PoRepConfig;
+use filecoin_proofs::{MerkleTreeTrait, PoRepConfig};
 use storage_proofs_core::api_version::ApiVersion;
+use typenum::Unsigned;
 
 use crate::FilecoinError;
 use crate::error::upstream;
@@ -137,4 +138,16 @@ impl SealProof {
             .get_cache_identifier::<Tree>()
             .map_err(upstream)
     }
+}
+
+/// The arities of `Tree`'s levels above its base trees, bottom up: its sub-tree's and top
+/// tree's, those it has.
+pub(crate) fn upper_arities<Tree: MerkleTreeTrait>() -> Vec<usize> {
+    [
+        Tree::SubTreeArity::to_usize(),
+        Tree::TopTreeArity::to_usize(),
+    ]
+    .into_iter()
+    .filter(|&a| a > 0)
+    .collect()
 }

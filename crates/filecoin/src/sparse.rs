@@ -44,7 +44,7 @@ use typenum::Unsigned;
 
 use crate::error::upstream;
 use crate::post::post_circuit;
-use crate::seal_proof::with_shape;
+use crate::seal_proof::{upper_arities, with_shape};
 use crate::workload::{SealCommit, api_c1_json};
 use crate::{
     FilecoinError, PostKind, PostProof, PostStatement, SealProof, SnapStatement,
@@ -177,13 +177,7 @@ impl<H: Hasher> SparseTree<H> {
 /// The arities of `Tree`'s levels, bottom up, for a sector of `nodes` leaves.
 fn shape<Tree: MerkleTreeTrait>(nodes: usize) -> Result<Vec<usize>, FilecoinError> {
     let base = Tree::Arity::to_usize();
-    let upper: Vec<usize> = [
-        Tree::SubTreeArity::to_usize(),
-        Tree::TopTreeArity::to_usize(),
-    ]
-    .into_iter()
-    .filter(|&a| a > 0)
-    .collect();
+    let upper = upper_arities::<Tree>();
     let mut base_leaves = nodes / upper.iter().product::<usize>();
     let mut arities = Vec::new();
     while base_leaves > 1 && base_leaves.is_multiple_of(base) {

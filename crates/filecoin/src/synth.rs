@@ -33,7 +33,12 @@ pub(crate) trait PartitionCircuit: Sized {
 
 /// A circuit that could not be built, inside a synthesis.
 pub(crate) fn to_synthesis(e: FilecoinError) -> BellpepperError {
-    BellpepperError::Synthesis(SynthesisError::MalformedProofs(e.to_string()))
+    malformed(&e.to_string())
+}
+
+/// Inputs a circuit cannot be built from, inside a synthesis.
+pub(crate) fn malformed(what: &str) -> BellpepperError {
+    BellpepperError::Synthesis(SynthesisError::MalformedProofs(what.into()))
 }
 
 /// A circuit that is not split: its one part is itself.

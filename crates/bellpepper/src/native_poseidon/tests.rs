@@ -37,14 +37,7 @@ fn check<A: Arity<Scalar>>(seed: u64) {
         Some(neptune::Poseidon::new_with_preimage(&values, &constants).hash()),
         "{what}: neptune's own hash"
     );
-    assert_eq!(
-        native_cs.aux.len(),
-        gadget_cs.aux.len(),
-        "{what}: aux count"
-    );
-    if let Some(i) = (0..native_cs.aux.len()).find(|&i| native_cs.aux[i] != gadget_cs.aux[i]) {
-        panic!("{what}: aux value {i} differs");
-    }
+    native_cs.assert_same_values(&gadget_cs, &what);
 }
 
 #[test]

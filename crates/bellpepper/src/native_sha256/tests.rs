@@ -88,15 +88,7 @@ fn check(len: usize, kinds: Kinds, seed: u64) {
         packed.get_value(),
         "{what}: packed"
     );
-    assert_eq!(native_cs.inputs, gadget_cs.inputs, "{what}: inputs");
-    assert_eq!(
-        native_cs.aux.len(),
-        gadget_cs.aux.len(),
-        "{what}: aux count"
-    );
-    if let Some(i) = (0..native_cs.aux.len()).find(|&i| native_cs.aux[i] != gadget_cs.aux[i]) {
-        panic!("{what}: aux value {i} differs");
-    }
+    native_cs.assert_same_values(&gadget_cs, &what);
 }
 
 #[test]
