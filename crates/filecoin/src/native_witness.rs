@@ -8,8 +8,9 @@
 //! - A PoSt challenge ([`SectorChallengeWitness`]): a `Sector`'s head and one inclusion proof,
 //!   after storage-proofs-post 19.1's `Sector::synthesize`.
 //!
-//! The synthesis tests check the joined witnesses equal to the circuits' own at 2 KiB, and
-//! `synthesis_speed` at any size.
+//! Every PoRep and PoSt tree of Filecoin's shapes hashes with Poseidon (comm_d's with SHA-256),
+//! which these parts assume. The synthesis tests check the joined witnesses equal to the
+//! circuits' own at 2 KiB, and `synthesis_speed` at any size.
 
 use std::marker::PhantomData;
 
