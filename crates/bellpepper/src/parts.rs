@@ -90,9 +90,9 @@ impl CompiledCircuit {
         self.join(systems)
     }
 
-    /// Takes the parts, so that each is dropped once its values are copied: the witness's
-    /// pages are touched as it fills, so with many parts the host holds little more than one
-    /// copy of it (a whole circuit's one part is held twice until copied, as in `witness`).
+    /// Takes the parts, so that each is dropped once its values are copied: with many parts
+    /// the host holds little more than the witness and one part (a whole circuit's one part
+    /// is held twice until copied, as in `witness`).
     fn join(&self, systems: Vec<Vec<WitnessCs>>) -> Result<Witness, BellpepperError> {
         let (inputs, aux) = (self.r1cs.num_public(), self.r1cs.num_private());
         let repeats: usize = systems.iter().map(|g| g.len() - 1).sum();
