@@ -278,6 +278,14 @@ impl WitnessCs {
             self.flush();
         }
     }
+
+    /// A new aux value: what `alloc` does, for the native witness writers too.
+    #[inline(always)]
+    fn push_aux(&mut self, value: Scalar) -> usize {
+        self.maybe_flush();
+        self.aux.push(value);
+        self.aux.len() - 1
+    }
 }
 
 impl ConstraintSystem<Scalar> for WitnessCs {
@@ -289,9 +297,7 @@ impl ConstraintSystem<Scalar> for WitnessCs {
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
-        self.maybe_flush();
-        self.aux.push(f()?);
-        Ok(BpVariable::new_unchecked(Index::Aux(self.aux.len() - 1)))
+        Ok(BpVariable::new_unchecked(Index::Aux(self.push_aux(f()?))))
     }
 
     fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<BpVariable, SynthesisError>

@@ -33,8 +33,7 @@ impl Elt {
 
 #[inline]
 fn alloc(cs: &mut WitnessCs, v: Scalar) -> Scalar {
-    cs.maybe_flush();
-    cs.aux.push(v);
+    cs.push_aux(v);
     v
 }
 

@@ -60,8 +60,7 @@ impl Bit {
 /// A new variable holding `v`, as `AllocatedBit::alloc` (or any one-bit result) allocates it.
 #[inline]
 fn alloc(cs: &mut WitnessCs, v: bool) -> Bit {
-    cs.maybe_flush();
-    cs.aux.push(if v { Scalar::ONE } else { Scalar::ZERO });
+    cs.push_aux(if v { Scalar::ONE } else { Scalar::ZERO });
     Bit::Is(v)
 }
 

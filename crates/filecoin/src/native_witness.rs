@@ -207,15 +207,10 @@ fn check_tree_path<Tree: MerkleTreeTrait>(path: &Path, what: &str) -> Result<(),
     Ok(())
 }
 
-/// The head's variables a challenge reads (the roots only through rows).
-struct HeadVars {
-    replica_id_bits: Vec<Bit>,
-}
-
 impl<Tree: 'static + MerkleTreeTrait> WitnessPart for ChallengeWitness<Tree> {
     fn write_witness(self, cs: &mut WitnessCs) -> Result<(), SynthesisError> {
-        let head = write_head(cs, &self.head)?;
-        self.write_challenge(cs, &head)
+        let replica_id_bits = write_head(cs, &self.head)?;
+        self.write_challenge(cs, &replica_id_bits)
     }
 }
 
@@ -238,8 +233,9 @@ fn reverse_bit_numbering(mut bits: Vec<Bit>) -> Vec<Bit> {
         .collect()
 }
 
-/// `StackedCircuit::synthesize` before its challenges.
-fn write_head(cs: &mut WitnessCs, head: &Head) -> Result<HeadVars, SynthesisError> {
+/// `StackedCircuit::synthesize` before its challenges; the replica id's bits, the one head
+/// value a challenge reads other than through rows.
+fn write_head(cs: &mut WitnessCs, head: &Head) -> Result<Vec<Bit>, SynthesisError> {
     let replica_id = alloc(cs, head.replica_id)?;
     replica_id.inputize(&mut *cs)?;
     let replica_id_bits = reverse_bit_numbering(bits(&replica_id.to_bits_le(&mut *cs)?)?);
@@ -251,12 +247,16 @@ fn write_head(cs: &mut WitnessCs, head: &Head) -> Result<HeadVars, SynthesisErro
     let comm_c = alloc(cs, head.comm_c)?;
     // Then comm_r = H(comm_c || comm_r_last): the hash's values; the equality is a row only.
     native_poseidon::poseidon_hash(cs, &[comm_c, comm_r_last], U2::PARAMETERS())?;
-    Ok(HeadVars { replica_id_bits })
+    Ok(replica_id_bits)
 }
 
 impl<Tree: 'static + MerkleTreeTrait> ChallengeWitness<Tree> {
     /// `stacked::circuit::Proof::synthesize`.
-    fn write_challenge(self, cs: &mut WitnessCs, head: &HeadVars) -> Result<(), SynthesisError> {
+    fn write_challenge(
+        self,
+        cs: &mut WitnessCs,
+        replica_id_bits: &[Bit],
+    ) -> Result<(), SynthesisError> {
         let data_leaf = alloc(cs, self.data_leaf)?;
         inclusion(cs, &self.comm_d_path, &data_leaf, sha256_of_leaves)?;
 
@@ -307,13 +307,7 @@ impl<Tree: 'static + MerkleTreeTrait> ChallengeWitness<Tree> {
                 }
                 expanded.push(parents[0].clone());
             }
-            let label = create_label(
-                cs,
-                &head.replica_id_bits,
-                &expanded,
-                layer as u32,
-                &node_bits,
-            )?;
+            let label = create_label(cs, replica_id_bits, &expanded, layer as u32, &node_bits)?;
             labels.push(label);
         }
 

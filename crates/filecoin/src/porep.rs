@@ -17,9 +17,9 @@ use crate::error::upstream;
 use crate::native_witness::{ChallengeWitness, Head};
 use crate::params::check_verifier_dir;
 use crate::seal_proof::with_shape;
-use crate::synth::{PartitionCircuit, Synth, malformed, to_synthesis};
+use crate::synth::{PartitionCircuit, Synth, synthesis_error};
 use crate::{C1Output, FilecoinError, ParamStore, SealProof};
-use cuzk_bellpepper::{BellpepperError, CompiledCircuit};
+use cuzk_bellpepper::CompiledCircuit;
 use cuzk_groth16::Witness;
 
 /// A PoRep C2 proof: filecoin-proofs' bytes (192 per partition, in partition order).
@@ -201,19 +201,22 @@ impl<Tree: 'static + MerkleTreeTrait> PartitionCircuit for PorepPartition<'_, Tr
 
     /// Replicated from the head and one challenge (checked on the head and two): every
     /// challenge has one shape.
-    fn compile(self) -> Result<(CompiledCircuit, Witness), BellpepperError> {
+    fn compile(self, partition: usize) -> Result<(CompiledCircuit, Witness), FilecoinError> {
         let (circuits, k) = (self.circuits, self.k);
-        let first = circuits.vanilla[k]
-            .first()
-            .ok_or_else(|| malformed("no challenges"))?;
-        let circuit = |n: usize| {
-            circuits
-                .circuit(k, &vec![first.clone(); n])
-                .map_err(to_synthesis)
+        let Some(first) = circuits.vanilla[k].first() else {
+            return Err(FilecoinError::Circuit {
+                partition: k,
+                reason: "no challenges".into(),
+            });
         };
+        let one = circuits.circuit(k, &vec![first.clone()])?;
+        let two = circuits.circuit(k, &vec![first.clone(); 2])?;
         let groups = [circuits.vanilla[k].len()];
-        let compiled = CompiledCircuit::replicate(circuit(1)?, circuit(2)?, vec![], &groups)?;
-        let witness = compiled.witness_of_parts(self.parts().map_err(to_synthesis)?)?;
+        let compiled = CompiledCircuit::replicate(one, two, vec![], &groups)
+            .map_err(synthesis_error(partition))?;
+        let witness = compiled
+            .witness_of_parts(self.parts()?)
+            .map_err(synthesis_error(partition))?;
         Ok((compiled, witness))
     }
 

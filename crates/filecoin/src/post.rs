@@ -34,9 +34,9 @@ use crate::native_witness::{Path, SectorChallengeWitness};
 use crate::params::check_verifier_dir;
 use crate::prover::FilecoinProver;
 use crate::seal_proof::with_shape;
-use crate::synth::{PartitionCircuit, Synth, malformed, to_synthesis};
+use crate::synth::{PartitionCircuit, Synth, synthesis_error};
 use crate::{FilecoinError, ParamStore, ProofTimings, SealProof};
-use cuzk_bellpepper::{BellpepperError, CompiledCircuit};
+use cuzk_bellpepper::CompiledCircuit;
 use cuzk_groth16::Witness;
 
 /// Window or Winning.
@@ -559,14 +559,15 @@ impl<Tree: 'static + MerkleTreeTrait> PartitionCircuit for PostPartition<Tree> {
 
     /// Replicated from one sector of one challenge: every sector and every challenge has one
     /// shape (checked on one sector of two challenges and two sectors of one).
-    fn compile(self) -> Result<(CompiledCircuit, Witness), BellpepperError> {
+    fn compile(self, partition: usize) -> Result<(CompiledCircuit, Witness), FilecoinError> {
+        let bad = |reason: &str| FilecoinError::field("vanilla proofs", VANILLA, reason);
         let prover_id = self.circuit.prover_id;
         let sectors = &self.circuit.sectors;
         let with = |sectors: Vec<Sector<Tree>>| FallbackPoStCircuit { prover_id, sectors };
         // A sector of its first challenge, `n` times over.
-        let first = |s: &Sector<Tree>, n: usize| -> Result<Sector<Tree>, BellpepperError> {
+        let first = |s: &Sector<Tree>, n: usize| -> Result<Sector<Tree>, FilecoinError> {
             let (Some(leaf), Some(path)) = (s.leafs.first(), s.paths.first()) else {
-                return Err(malformed("a sector without challenges"));
+                return Err(bad("a sector without challenges"));
             };
             Ok(Sector {
                 leafs: vec![*leaf; n],
@@ -574,7 +575,7 @@ impl<Tree: 'static + MerkleTreeTrait> PartitionCircuit for PostPartition<Tree> {
                 ..s.clone()
             })
         };
-        let s0 = sectors.first().ok_or_else(|| malformed("no sectors"))?;
+        let s0 = sectors.first().ok_or_else(|| bad("no sectors"))?;
         let one = with(vec![first(s0, 1)?]);
         let two = with(vec![first(s0, 2)?]);
         let checks = match sectors.get(1) {
@@ -582,8 +583,11 @@ impl<Tree: 'static + MerkleTreeTrait> PartitionCircuit for PostPartition<Tree> {
             None => vec![],
         };
         let groups: Vec<usize> = sectors.iter().map(|s| s.leafs.len()).collect();
-        let compiled = CompiledCircuit::replicate(one, two, checks, &groups)?;
-        let witness = compiled.witness_of_parts(self.parts().map_err(to_synthesis)?)?;
+        let compiled = CompiledCircuit::replicate(one, two, checks, &groups)
+            .map_err(synthesis_error(partition))?;
+        let witness = compiled
+            .witness_of_parts(self.parts()?)
+            .map_err(synthesis_error(partition))?;
         Ok((compiled, witness))
     }
 

@@ -4,7 +4,6 @@
 //! or in parts (for a witness-only synthesis on every core: one part per challenge).
 
 use bellperson::Circuit;
-use bellperson::SynthesisError;
 use blstrs::Scalar;
 use cuzk_bellpepper::batch::{BatchError, CircuitProver};
 use cuzk_bellpepper::{BellpepperError, CompiledCircuit, Gadgets, WitnessPart};
@@ -23,22 +22,17 @@ pub(crate) trait PartitionCircuit: Sized {
     fn whole(self) -> Result<Self::Circuit, FilecoinError>;
     fn parts(self) -> Result<Vec<Vec<Self::Part>>, FilecoinError>;
 
-    /// The circuit's system and this instance's witness: a full synthesis of the whole
-    /// circuit, unless the circuit replicates its system from one head and sub-circuit
-    /// (`CompiledCircuit::replicate`).
-    fn compile(self) -> Result<(CompiledCircuit, Witness), BellpepperError> {
-        CompiledCircuit::compile(self.whole().map_err(to_synthesis)?)
+    /// The circuit's system and this instance's witness (partition `partition`'s): a full
+    /// synthesis of the whole circuit, unless the circuit replicates its system from one head
+    /// and sub-circuit (`CompiledCircuit::replicate`).
+    fn compile(self, partition: usize) -> Result<(CompiledCircuit, Witness), FilecoinError> {
+        CompiledCircuit::compile(self.whole()?).map_err(synthesis_error(partition))
     }
 }
 
-/// A circuit that could not be built, inside a synthesis.
-pub(crate) fn to_synthesis(e: FilecoinError) -> BellpepperError {
-    malformed(&e.to_string())
-}
-
-/// Inputs a circuit cannot be built from, inside a synthesis.
-pub(crate) fn malformed(what: &str) -> BellpepperError {
-    BellpepperError::Synthesis(SynthesisError::MalformedProofs(what.into()))
+/// A synthesis error of partition `partition`.
+pub(crate) fn synthesis_error(partition: usize) -> impl Fn(BellpepperError) -> FilecoinError {
+    move |source| partition_error(BatchError::Synthesis { index: 0, source }, partition)
 }
 
 /// A circuit that is not split: its one part is itself.
@@ -99,9 +93,7 @@ impl Synth for CompileCircuit {
         circuit: P,
         partition: usize,
     ) -> Result<Self::Out, FilecoinError> {
-        circuit.compile().map_err(|source| {
-            partition_error(BatchError::Synthesis { index: 0, source }, partition)
-        })
+        circuit.compile(partition)
     }
     fn witness(out: &Self::Out) -> &Witness {
         &out.1
@@ -115,9 +107,8 @@ impl Synth for &CompiledCircuit {
         circuit: P,
         partition: usize,
     ) -> Result<Witness, FilecoinError> {
-        self.witness_of_parts(circuit.parts()?).map_err(|source| {
-            partition_error(BatchError::Synthesis { index: 0, source }, partition)
-        })
+        self.witness_of_parts(circuit.parts()?)
+            .map_err(synthesis_error(partition))
     }
     fn witness(out: &Witness) -> &Witness {
         out

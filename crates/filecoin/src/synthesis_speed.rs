@@ -152,7 +152,7 @@ fn bench<P: PartitionCircuit>(name: &str, build: impl Fn() -> P) {
     let circuit = build();
     settle();
     let t = Instant::now();
-    let (own, own_witness) = circuit.compile().expect("the circuit's own compile");
+    let (own, own_witness) = circuit.compile(0).expect("the circuit's own compile");
     let own_time = t.elapsed();
     assert!(
         own.r1cs() == compiled.r1cs(),

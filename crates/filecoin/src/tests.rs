@@ -68,7 +68,7 @@ fn same_synthesis<P: PartitionCircuit>(build: impl Fn() -> P) {
     let expected: Vec<Fr> = inputs.iter().chain(&aux).map(fr_from_scalar).collect();
     assert!(witness.assignment() == &expected[..], "assignments differ");
     // The circuit's own compile (a replication, for PoRep and PoSt) is that same system.
-    let (own, own_witness) = build().compile().expect("the circuit's compile");
+    let (own, own_witness) = build().compile(0).expect("the circuit's compile");
     assert!(
         own.r1cs() == r1cs,
         "the circuit's compile has another system"
