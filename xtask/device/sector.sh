@@ -56,7 +56,7 @@ hwm=$(awk '/VmHWM/ {printf "%.1f GiB", $2/1048576}' /proc/$D/status 2>/dev/null)
 kill -TERM $D
 wait $D
 echo "daemon exit $?"
-grep -E "key made|circuit loaded|failed" "$out/daemon-$KIND.log" | cut -c1-300 | tail -n 8
+grep -E "key made|key loaded|circuit loaded|workers admitted|taken by another|after shutdown|failed" "$out/daemon-$KIND.log" | cut -c1-300 | tail -n 12
 rm -rf "$W"
 print_rows
 echo "daemon peak host memory (VmHWM): $hwm"

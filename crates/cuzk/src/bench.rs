@@ -98,9 +98,11 @@ impl Drop for RemoveOnDrop {
 }
 
 /// Phases in the order a job runs them (the table's rows).
-const PHASES: [&str; 13] = [
+const PHASES: [&str; 15] = [
     "read ahead",
     "read witness",
+    "witness map ahead",
+    "map ahead",
     "upload z",
     "witness map",
     "MSM A",
@@ -427,6 +429,14 @@ fn run_size(engine: &Engine, a: &Args, log_constraints: u32) -> Result<SizeResul
             d.budget_peak as f64 / MIB,
             d.budget_total as f64 / MIB
         );
+        if let Some(u) = d.unexplained_peak {
+            println!(
+                "device {} unexplained peak {:>12.1} MiB (limit lowered {} times)",
+                d.index,
+                u as f64 / MIB,
+                d.limit_lowered
+            );
+        }
     }
     println!(
         "GPU-bound limit           {:>12.3} proofs/s (throughput is {:.1}% of it)",

@@ -525,12 +525,17 @@ fn status_text(s: &pb::StatusResponse) -> String {
         };
         let _ = writeln!(
             o,
-            "device {} {}: {vram}budget {} of {}{limit} used (peak {})  staging {} of {}  pinned {}  busy {:.1} s  keys {:?}",
+            "device {} {}: {vram}budget {} of {}{limit} used (peak {}{})  staging {} of {}  pinned {}  busy {:.1} s  keys {:?}",
             d.index,
             d.name,
             gib(d.budget_used),
             gib(d.budget_total),
             gib(d.budget_peak),
+            d.unexplained_peak.map_or(String::new(), |u| format!(
+                "; unexplained peak {:.0} MiB, limit lowered {} times",
+                u as f64 / (1u64 << 20) as f64,
+                d.limit_lowered
+            )),
             gib(d.staging_used),
             gib(d.staging_capacity),
             gib(d.pinned_used),

@@ -826,6 +826,8 @@ impl Shared {
                     vram_free: d.mem_free,
                     budget_total: d.budget_total,
                     budget_limit: d.budget_limit,
+                    unexplained_peak: d.unexplained_peak,
+                    limit_lowered: d.limit_lowered,
                     budget_used: d.budget_in_use,
                     budget_peak: d.budget_peak,
                     staging_capacity: d.staging_capacity,

@@ -18,7 +18,7 @@ use crate::config::{EngineConfig, Workers};
 use crate::gate::{Gate, GateError};
 use crate::job::{
     Dequeue, JobError, JobHandle, JobId, JobOutput, JobShared, JobSpec, JobState, LOAD_LANE,
-    Priority, ReadAhead, Span, SpanKind, WitnessSource,
+    MapAhead, Priority, ReadAhead, Span, SpanKind, WitnessSource,
 };
 use crate::keys::{KeySource, KeyTable, Loaded};
 use crate::queue::Queue;
@@ -168,6 +168,11 @@ pub struct DeviceStatus {
     /// Bytes of `budget_in_use` that caches hold idle and give back on demand.
     pub budget_cached: u64,
     pub budget_peak: u64,
+    /// The most device memory the engine could not explain since the start (another
+    /// process's, or allocations outside the budget), sampled by its memory watch; GPUs only.
+    pub unexplained_peak: Option<u64>,
+    /// Times the budget's limit was lowered for such memory.
+    pub limit_lowered: u64,
     pub staging_capacity: u64,
     pub staging_in_use: u64,
     pub pinned_in_use: u64,
@@ -771,6 +776,7 @@ impl Inner {
             device: spec.device,
             witness: Mutex::new(Some(spec.witness)),
             read_ahead: Mutex::new(ReadAhead::NotStarted),
+            map_ahead: Mutex::new(MapAhead::NotStarted),
             read_done: Condvar::new(),
             memory_retries: AtomicU32::new(0),
         });
@@ -879,6 +885,8 @@ impl Inner {
                     budget_in_use: budget.in_use(),
                     budget_cached: budget.reclaimable(),
                     budget_peak: budget.peak(),
+                    unexplained_peak: d.vram.mem_at_start().map(|_| d.vram.unexplained().0),
+                    limit_lowered: d.vram.unexplained().1,
                     staging_capacity: d.staging.capacity(),
                     staging_in_use: d.staging.in_use(),
                     pinned_in_use: d.vram.host_budget().in_use(),

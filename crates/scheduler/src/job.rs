@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use cuzk_groth16::{Fr, Proof, Witness};
+use cuzk_groth16::{Evaluations, Fr, Proof, ProverBackend, Witness};
 use parking_lot::{Condvar, Mutex};
 
 use crate::gate::{Permit, Rank};
@@ -257,6 +257,54 @@ pub(crate) enum ReadAhead {
     Failed(JobError),
 }
 
+/// Where a queued job's evaluations (A·z, B·z, C·z) are with the read-ahead.
+#[allow(clippy::large_enum_variant)] // one per job
+pub(crate) enum MapAhead {
+    NotStarted,
+    Mapping,
+    /// `None`: not done ahead (no room, or a map error that the worker's own map reports).
+    Done(Option<Mapped>),
+}
+
+/// A job's evaluations made ahead in a set lent by device `device`'s backend, holding their
+/// host bytes. Dropped unused (the job ended, or runs on another device), the set goes back
+/// to its lender.
+pub(crate) struct Mapped {
+    pub(crate) device: usize,
+    abc: Option<Evaluations>,
+    lender: Arc<dyn ProverBackend>,
+    _permit: Permit,
+}
+
+impl Mapped {
+    pub(crate) fn new(
+        device: usize,
+        abc: Evaluations,
+        lender: Arc<dyn ProverBackend>,
+        permit: Permit,
+    ) -> Self {
+        Self {
+            device,
+            abc: Some(abc),
+            lender,
+            _permit: permit,
+        }
+    }
+
+    /// The evaluations, for the worker to stage; the host bytes stay held until `self` drops.
+    pub(crate) fn take(&mut self) -> Option<Evaluations> {
+        self.abc.take()
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        if let Some(abc) = self.abc.take() {
+            self.lender.return_evaluations(abc);
+        }
+    }
+}
+
 /// The timeline lanes of the read-ahead threads start here (`READ_AHEAD_LANE + r` in
 /// [`Span::worker`]): their spans are witnesses computed ahead of the workers.
 pub const READ_AHEAD_LANE: usize = 1 << 16;
@@ -292,6 +340,9 @@ pub(crate) struct JobShared {
     pub(crate) witness: Mutex<Option<WitnessSource>>,
     /// A witness file's read ahead of the workers (see [`crate::read_ahead`]).
     pub(crate) read_ahead: Mutex<ReadAhead>,
+    /// Its evaluations made ahead of the workers, once its witness is in memory.
+    pub(crate) map_ahead: Mutex<MapAhead>,
+    /// Signals the end of a read-ahead or a map-ahead.
     pub(crate) read_done: Condvar,
     /// Times the job went back to the queue after running out of device memory.
     pub(crate) memory_retries: AtomicU32,
@@ -310,6 +361,7 @@ impl JobShared {
     pub(crate) fn finish(&self, r: Result<JobOutput, JobError>) {
         self.witness.lock().take();
         *self.read_ahead.lock() = ReadAhead::Done(None);
+        *self.map_ahead.lock() = MapAhead::Done(None);
         *self.state.lock() = JobState::Finished(r);
         self.cond.notify_all();
     }

@@ -322,7 +322,13 @@ impl Inner {
                     }
                     None => Arc::new(GpuBackend::new(gpu.clone())),
                 };
-                b.set_evaluation_sets(workers);
+                // A set per worker, and one for the evaluations made ahead.
+                let ahead = if self.config().read_ahead > 0 {
+                    crate::read_ahead::MAP_AHEAD
+                } else {
+                    0
+                };
+                b.set_evaluation_sets(workers + ahead);
                 let needs = b.staging_needs(pk, n).map_err(backend_err)?;
                 // Two workers overlap one proof's a, b, c with another's witness.
                 let target = if workers > 1 {

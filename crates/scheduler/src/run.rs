@@ -126,15 +126,28 @@ impl Inner {
             job.take_read_ahead()
         };
         let read_ahead = read_ahead?;
+        let mapped = if job.being_mapped() {
+            let (m, wait) = rec.span("map ahead", SpanKind::Wait, || job.take_map_ahead());
+            t.memory_wait += wait;
+            m
+        } else {
+            job.take_map_ahead()
+        };
+        // Another device's set goes back to its lender (dropped): this worker maps again.
+        let mut mapped = mapped.filter(|m| m.device == d);
         let host_bytes = match read_ahead {
-            Some(_) => loaded.needs.evaluations,
-            None => loaded.needs.witness + loaded.needs.evaluations,
+            Some(_) => 0,
+            None => loaded.needs.witness,
+        } + match mapped {
+            Some(_) => 0,
+            None => loaded.needs.evaluations,
         };
         let (host, wait) = rec.span("host memory", SpanKind::Wait, || {
             self.host().acquire(host_bytes, priority, &cancelled)
         });
         t.memory_wait += wait;
         let _host = (host.map_err(gate_err)?, read_ahead);
+        let abc_ahead = mapped.as_mut().and_then(|m| m.take());
         check()?;
 
         let source = job.witness.lock().clone();
@@ -181,9 +194,13 @@ impl Inner {
         let staged = staged.map_err(|e| backend_failed("upload z", e))?;
         check()?;
 
-        // The witness map runs on its own thread while the witness MSMs hold the device.
+        // The witness map runs on its own thread while the witness MSMs hold the device,
+        // unless it was made ahead.
         let (msms, abc) = std::thread::scope(|scope| {
             let map = scope.spawn(|| {
+                if let Some(abc) = abc_ahead {
+                    return Ok(abc);
+                }
                 let (r, _) = rec.aside("witness map", SpanKind::Cpu, || {
                     let mut abc = backend
                         .evaluation_buffers(n)

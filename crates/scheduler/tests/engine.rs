@@ -169,8 +169,12 @@ fn auto_workers_are_what_the_staging_room_admits_for_the_loaded_keys() {
         for h in &jobs {
             verify(&c, h);
         }
-        let workers: std::collections::BTreeSet<usize> =
-            engine.timeline().iter().map(|s| s.worker).collect();
+        let workers: std::collections::BTreeSet<usize> = engine
+            .timeline()
+            .iter()
+            .map(|s| s.worker)
+            .filter(|&w| w < cuzk_scheduler::READ_AHEAD_LANE)
+            .collect();
         assert_eq!(
             workers,
             (0..admitted).collect(),
@@ -894,4 +898,52 @@ fn computed_witnesses_are_made_ahead_while_the_worker_proves_and_each_function_r
         })
     });
     assert!(overlaps, "no synthesis ahead beside the worker: {spans:?}");
+}
+
+#[test]
+fn the_next_jobs_evaluations_are_made_ahead_once_and_a_cancelled_jobs_come_back() {
+    let big = circuit(14, 21);
+    let c = circuit(12, 22);
+    let (mems, _) = memories(1, 256 * MIB);
+    let engine = Engine::on_cpu(config(1), mems).unwrap();
+    engine.load_key("big", key(&big), None).unwrap();
+    engine.load_key("k", key(&c), None).unwrap();
+    let key_bytes = engine.status().host_in_use;
+    let blocker = engine.submit(JobSpec::new("big", memory(&big))).unwrap();
+    while blocker.status() == JobStatus::Queued {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let first = engine.submit(JobSpec::new("k", memory(&c))).unwrap();
+    // `first` holds its evaluations made ahead while the blocker runs.
+    let made = wait_for(|| {
+        engine
+            .timeline()
+            .into_iter()
+            .find(|s| s.phase == "witness map ahead")
+    });
+    assert_eq!(made.job, first.id());
+    assert!(made.worker >= cuzk_scheduler::READ_AHEAD_LANE);
+    assert_eq!(first.status(), JobStatus::Queued);
+    assert!(first.cancel());
+    let jobs: Vec<_> = (0..4)
+        .map(|_| engine.submit(JobSpec::new("k", memory(&c))).unwrap())
+        .collect();
+    verify(&big, &blocker);
+    for h in &jobs {
+        verify(&c, h);
+    }
+    assert_eq!(first.wait(WAIT).unwrap().unwrap_err(), JobError::Cancelled);
+    let spans = engine.timeline();
+    let ahead: Vec<_> = spans
+        .iter()
+        .filter(|s| s.phase == "witness map ahead")
+        .map(|s| s.job)
+        .collect();
+    assert!(ahead.len() > 1, "one job's evaluations made ahead: {spans:?}");
+    // A job whose evaluations were made ahead is not mapped again by its worker.
+    for s in spans.iter().filter(|s| s.phase == "witness map") {
+        assert!(!ahead.contains(&s.job), "job {} mapped twice", s.job);
+    }
+    // Every job's set and host bytes came back, the cancelled one's included.
+    assert_idle(&engine, key_bytes);
 }

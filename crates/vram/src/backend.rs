@@ -281,10 +281,21 @@ pub struct FakeCounts {
 
 /// CPU stand-in for a device: "device memory" is host memory (materialized on first touch,
 /// so large fake budgets cost nothing), with fault injection and live-allocation records.
-#[derive(Debug)]
 pub struct FakeBackend {
     total: u64,
     state: Mutex<FakeState>,
+    /// Runs in each device allocation once the memory is taken, as a driver call that has not
+    /// returned yet (what another thread may see meanwhile).
+    on_alloc: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
+}
+
+impl fmt::Debug for FakeBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FakeBackend")
+            .field("total", &self.total)
+            .field("state", &self.state)
+            .finish()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -314,7 +325,13 @@ impl FakeBackend {
                 next_addr: 1 << 32,
                 ..Default::default()
             }),
+            on_alloc: Mutex::new(None),
         }
+    }
+
+    /// Runs `f` inside every later device allocation, after the memory is taken.
+    pub fn on_alloc(&self, f: impl Fn() + Send + Sync + 'static) {
+        *self.on_alloc.lock() = Some(Arc::new(f));
     }
     /// Simulates another process holding `bytes` of this device (as much of them as is free;
     /// 0 gives it all back). Returns the bytes it holds now.
@@ -388,6 +405,11 @@ impl MemoryBackend for FakeBackend {
         s.next_addr += (bytes as u64).div_ceil(256) * 256 + 256;
         s.free -= bytes as u64;
         s.device.insert(addr, (bytes, None));
+        drop(s);
+        let observer = self.on_alloc.lock().clone();
+        if let Some(f) = observer {
+            f();
+        }
         Ok(addr)
     }
 

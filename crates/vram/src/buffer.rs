@@ -57,12 +57,15 @@ impl<T: Pod> DeviceBuffer<T> {
     ) -> Result<Self> {
         let bytes = len * std::mem::size_of::<T>();
         // cuMemAlloc(0) is an error; an empty buffer needs no memory.
+        // Counted before the driver takes the memory (and uncounted after it has it back):
+        // a free-memory reading then never finds our own buffers unexplained.
         let ptr = if bytes == 0 {
             0
         } else {
-            let ptr = backend.alloc_device(bytes)?;
             reservation.budget().note_allocated(bytes as u64);
-            ptr
+            backend.alloc_device(bytes).inspect_err(|_| {
+                reservation.budget().note_freed(bytes as u64);
+            })?
         };
         Ok(Self {
             ptr,

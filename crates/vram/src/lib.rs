@@ -26,6 +26,7 @@ mod error;
 pub mod inject;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytemuck::Pod;
@@ -51,6 +52,16 @@ pub struct Vram {
     mem_at_start: Option<MemInfo>,
     /// The margin the device budget keeps below the free memory at start.
     margin: u64,
+    unexplained: Arc<Unexplained>,
+}
+
+/// Device memory that [`Vram::refresh_limit`] found taken beyond the budget's own buffers:
+/// another process's, or allocations outside the budget (the driver's, modules, kernels'
+/// local memory).
+#[derive(Debug, Default)]
+struct Unexplained {
+    peak: AtomicU64,
+    lowered: AtomicU64,
 }
 
 /// A change of the device budget's limit, as [`Vram::refresh_limit`] made it.
@@ -74,6 +85,7 @@ impl Vram {
             host,
             mem_at_start: Some(info),
             margin: cfg.margin(info.total),
+            unexplained: Arc::default(),
         })
     }
 
@@ -85,6 +97,7 @@ impl Vram {
             host,
             mem_at_start: None,
             margin: 0,
+            unexplained: Arc::default(),
         }
     }
 
@@ -126,6 +139,9 @@ impl Vram {
             (info, ours, steady) = read()?;
         }
         let taken_by_others = start.free.saturating_sub(info.free.saturating_add(ours));
+        self.unexplained
+            .peak
+            .fetch_max(taken_by_others, Ordering::Relaxed);
         let total = self.device.total();
         let limit = if taken_by_others <= self.margin / 2 {
             total
@@ -142,11 +158,23 @@ impl Vram {
             return Ok(None);
         }
         self.device.set_limit(limit);
+        if limit < before {
+            self.unexplained.lowered.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(Some(LimitChange {
             before,
             after: limit,
             taken_by_others,
         }))
+    }
+
+    /// The most device memory [`Self::refresh_limit`] has found taken beyond the budget's own
+    /// buffers since the start, and how many times it lowered the limit for it.
+    pub fn unexplained(&self) -> (u64, u64) {
+        (
+            self.unexplained.peak.load(Ordering::Relaxed),
+            self.unexplained.lowered.load(Ordering::Relaxed),
+        )
     }
 
     /// Device-budget bytes for `len` elements of `T` (rounded to [`DEVICE_ALIGN`]).

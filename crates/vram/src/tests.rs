@@ -393,3 +393,25 @@ fn budgets_not_built_from_mem_info_have_no_limit_to_refresh() {
     v.budget().set_limit(128 * MIB);
     assert_eq!(v.budget().limit(), 64 * MIB, "clamped to the total");
 }
+
+#[test]
+fn our_buffers_are_never_unexplained_even_while_the_driver_allocates_them() {
+    const GIB: u64 = 1 << 30;
+    let fake = Arc::new(FakeBackend::with_free(80 * GIB, 79 * GIB));
+    let v = Vram::new(fake.clone(), &BudgetConfig::default()).unwrap();
+    // Another thread reading free memory in the middle of a driver allocation.
+    let watcher = v.clone();
+    fake.on_alloc(move || {
+        watcher.refresh_limit().unwrap();
+    });
+    let buffers: Vec<_> = (0..3)
+        .map(|_| v.alloc::<u8>((4 * GIB) as usize).unwrap())
+        .collect();
+    drop(buffers);
+    v.refresh_limit().unwrap();
+    assert_eq!(v.unexplained(), (0, 0), "(peak bytes, limit lowerings)");
+    // Memory another process takes is unexplained, and lowers the limit.
+    fake.set_held_by_another_process(6 * GIB);
+    v.refresh_limit().unwrap();
+    assert_eq!(v.unexplained(), (6 * GIB, 1));
+}
