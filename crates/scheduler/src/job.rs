@@ -257,18 +257,22 @@ pub(crate) enum ReadAhead {
     Failed(JobError),
 }
 
-/// Where a queued job's evaluations (A·z, B·z, C·z) are with the read-ahead.
+/// Where a job's evaluations (A·z, B·z, C·z) are with the read-ahead. From `Mapping` on,
+/// the read-ahead holds their host bytes for the job.
 #[allow(clippy::large_enum_variant)] // one per job
 pub(crate) enum MapAhead {
     NotStarted,
     Mapping,
-    /// `None`: not done ahead (no room, or a map error that the worker's own map reports).
-    Done(Option<Mapped>),
+    Done(Mapped),
+    /// The witness map failed there: the job fails with this.
+    Failed(JobError),
+    /// Taken by the job's worker, or never to be made (the job started first, or ended).
+    Gone,
 }
 
-/// A job's evaluations made ahead in a set lent by device `device`'s backend, holding their
-/// host bytes. Dropped unused (the job ended, or runs on another device), the set goes back
-/// to its lender.
+/// A job's evaluations made ahead in a set lent by device `device`'s backend, and their host
+/// bytes, held until this drops. Dropped with the set still in it (the job ended), the set
+/// goes back to its lender.
 pub(crate) struct Mapped {
     pub(crate) device: usize,
     abc: Option<Evaluations>,
@@ -291,9 +295,16 @@ impl Mapped {
         }
     }
 
-    /// The evaluations, for the worker to stage; the host bytes stay held until `self` drops.
-    pub(crate) fn take(&mut self) -> Option<Evaluations> {
-        self.abc.take()
+    /// The evaluations, for a worker of device `device` to stage (`None` for another
+    /// device's, whose set goes back to its lender); the host bytes stay held until `self`
+    /// drops.
+    pub(crate) fn take_for(&mut self, device: usize) -> Option<Evaluations> {
+        let abc = self.abc.take()?;
+        if device == self.device {
+            return Some(abc);
+        }
+        self.lender.return_evaluations(abc);
+        None
     }
 }
 
@@ -361,7 +372,7 @@ impl JobShared {
     pub(crate) fn finish(&self, r: Result<JobOutput, JobError>) {
         self.witness.lock().take();
         *self.read_ahead.lock() = ReadAhead::Done(None);
-        *self.map_ahead.lock() = MapAhead::Done(None);
+        *self.map_ahead.lock() = MapAhead::Gone;
         *self.state.lock() = JobState::Finished(r);
         self.cond.notify_all();
     }

@@ -41,8 +41,9 @@ pub(crate) const MAP_AHEAD: usize = 1;
 /// What a read-ahead does for one job.
 enum Ahead {
     Witness(Make),
-    /// A·z, B·z, C·z of a witness in memory, in device `device`'s evaluation set.
-    Map(Arc<cuzk_groth16::Witness>, usize),
+    /// A·z, B·z, C·z of a witness in memory, in device `device`'s evaluation set, holding
+    /// their host bytes.
+    Map(Arc<cuzk_groth16::Witness>, usize, Permit),
 }
 
 /// How a witness is made ahead.
@@ -57,15 +58,13 @@ impl Inner {
         while let Some((job, ahead, bytes)) = self.next_to_read() {
             let make = match ahead {
                 Ahead::Witness(make) => make,
-                Ahead::Map(witness, device) => {
-                    let done = match self.take_read_room(bytes) {
-                        None => None,
-                        Some(permit) => self.map_ahead(&job, &witness, device, r, permit),
-                    };
+                Ahead::Map(witness, device, permit) => {
+                    let done = self.map_ahead(&job, &witness, device, r, permit);
                     let mut state = job.map_ahead.lock();
-                    // A job finished meanwhile has its state reset: the set goes back at once.
+                    // A job finished meanwhile has its state reset: the set and the bytes go
+                    // back at once.
                     if matches!(*state, MapAhead::Mapping) {
-                        *state = MapAhead::Done(done);
+                        *state = done;
                     }
                     drop(state);
                     job.read_done.notify_all();
@@ -87,7 +86,7 @@ impl Inner {
     }
 
     /// `job`'s evaluations in a set lent by device `device`'s backend, holding `permit` for
-    /// them; `None` if they could not be made (the worker makes them, and reports any error).
+    /// them, or the witness map's error.
     fn map_ahead(
         &self,
         job: &JobShared,
@@ -95,11 +94,19 @@ impl Inner {
         device: usize,
         r: usize,
         permit: Permit,
-    ) -> Option<Mapped> {
-        let key = self.keys().get(&job.key)?;
-        let lender = key.on.get(device)?.as_ref()?.backend.clone();
+    ) -> MapAhead {
+        let Some((key, lender)) = self.keys().get(&job.key).and_then(|key| {
+            let lender = key.on.get(device)?.as_ref()?.backend.clone();
+            Some((key, lender))
+        }) else {
+            // Unloaded meanwhile: the job fails for it in its worker.
+            return MapAhead::Gone;
+        };
         let t0 = self.now();
-        let mut abc = lender.evaluation_buffers(key.domain.size()).ok()?;
+        let mut abc = match lender.evaluation_buffers(key.domain.size()) {
+            Ok(abc) => abc,
+            Err(e) => return MapAhead::Failed(crate::run::backend_failed("witness map", e)),
+        };
         let made = cuzk_groth16::witness_map(&key.r1cs, witness.assignment(), &mut abc);
         self.record(Span {
             job: job.id,
@@ -110,9 +117,12 @@ impl Inner {
             start: t0,
             end: self.now(),
         });
-        // Kept only when made: the set goes back to its lender either way.
         let mapped = Mapped::new(device, abc, lender, permit);
-        made.is_ok().then_some(mapped)
+        match made {
+            Ok(()) => MapAhead::Done(mapped),
+            // The set goes back to its lender.
+            Err(e) => MapAhead::Failed(JobError::Witness(e.to_string())),
+        }
     }
 
     /// Reads or computes `job`'s witness into its slot, holding `permit` for it.
@@ -208,37 +218,40 @@ impl Inner {
     }
 
     /// The first queued job whose witness is in memory and whose evaluations nobody makes
-    /// yet, marked as being mapped, while fewer than [`MAP_AHEAD`] queued jobs hold or make
-    /// theirs.
+    /// yet, marked as being mapped with their host bytes taken, while fewer than [`MAP_AHEAD`]
+    /// queued jobs hold or make theirs. Only a job whose device is known (pinned to one, or its
+    /// key on one) is mapped ahead: a set is lent by the device that stages it.
     fn next_to_map(&self, jobs: &crate::queue::Jobs) -> Option<(Arc<JobShared>, Ahead, u64)> {
-        let ahead = |j: &JobShared| {
-            matches!(
-                *j.map_ahead.lock(),
-                MapAhead::Mapping | MapAhead::Done(Some(_))
-            )
-        };
+        let ahead =
+            |j: &JobShared| matches!(*j.map_ahead.lock(), MapAhead::Mapping | MapAhead::Done(_));
         if jobs.iter().filter(|j| ahead(j)).count() >= MAP_AHEAD {
             return None;
         }
-        jobs.iter().find_map(|j| {
-            if j.cancelled() || j.being_read_ahead() {
-                return None;
-            }
-            let mut state = j.map_ahead.lock();
-            if !matches!(*state, MapAhead::NotStarted) {
+        let (job, witness, device, bytes) = jobs.iter().find_map(|j| {
+            if j.cancelled()
+                || j.being_read_ahead()
+                || !matches!(*j.map_ahead.lock(), MapAhead::NotStarted)
+            {
                 return None;
             }
             let Some(WitnessSource::Memory(witness)) = j.witness.lock().clone() else {
                 return None;
             };
             let key = self.keys().get(&j.key)?;
-            let device = j
-                .device
-                .or_else(|| key.on.iter().position(Option::is_some))?;
+            let mut on = (0..key.on.len()).filter(|&d| key.on[d].is_some());
+            let device = match j.device {
+                Some(d) => d,
+                None => match (on.next(), on.next()) {
+                    (Some(d), None) => d,
+                    _ => return None,
+                },
+            };
             let bytes = key.on.get(device)?.as_ref()?.needs.evaluations;
-            *state = MapAhead::Mapping;
-            Some((j.clone(), Ahead::Map(witness, device), bytes))
-        })
+            Some((j.clone(), witness, device, bytes))
+        })?;
+        let permit = self.take_read_room(bytes)?;
+        *job.map_ahead.lock() = MapAhead::Mapping;
+        Some((job, Ahead::Map(witness, device, permit), bytes))
     }
 
     /// Host bytes for one read-ahead, if taking them leaves the gate free for any one job.
@@ -260,16 +273,32 @@ impl JobShared {
         matches!(*self.map_ahead.lock(), MapAhead::Mapping)
     }
 
-    /// Waits while the job's evaluations are being made ahead; then those made, if any.
-    pub(crate) fn take_map_ahead(&self) -> Option<Mapped> {
+    /// Whether the job's evaluations are made ahead (or being made), their host bytes held
+    /// there; if not, none will be. The witness map's error if it failed there.
+    pub(crate) fn claim_map_ahead(&self) -> Result<bool, JobError> {
+        let mut state = self.map_ahead.lock();
+        match &*state {
+            MapAhead::Mapping | MapAhead::Done(_) => Ok(true),
+            MapAhead::Failed(e) => Err(e.clone()),
+            MapAhead::NotStarted | MapAhead::Gone => {
+                *state = MapAhead::Gone;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Waits while the job's evaluations are being made ahead; then those made (`None` if
+    /// none were: see [`Self::claim_map_ahead`]), or the witness map's error.
+    pub(crate) fn take_map_ahead(&self) -> Result<Option<Mapped>, JobError> {
         let mut state = self.map_ahead.lock();
         while matches!(*state, MapAhead::Mapping) {
             self.read_done
                 .wait_for(&mut state, Duration::from_millis(100));
         }
-        match std::mem::replace(&mut *state, MapAhead::Done(None)) {
-            MapAhead::Done(m) => m,
-            MapAhead::NotStarted | MapAhead::Mapping => None,
+        match std::mem::replace(&mut *state, MapAhead::Gone) {
+            MapAhead::Done(m) => Ok(Some(m)),
+            MapAhead::Failed(e) => Err(e),
+            MapAhead::NotStarted | MapAhead::Mapping | MapAhead::Gone => Ok(None),
         }
     }
 

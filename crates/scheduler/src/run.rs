@@ -126,28 +126,22 @@ impl Inner {
             job.take_read_ahead()
         };
         let read_ahead = read_ahead?;
-        let mapped = if job.being_mapped() {
-            let (m, wait) = rec.span("map ahead", SpanKind::Wait, || job.take_map_ahead());
-            t.memory_wait += wait;
-            m
-        } else {
-            job.take_map_ahead()
-        };
-        // Another device's set goes back to its lender (dropped): this worker maps again.
-        let mut mapped = mapped.filter(|m| m.device == d);
+        // Evaluations made ahead hold their host bytes already; they are taken beside the
+        // witness MSMs, so a job started before they are done does not wait for them.
+        let map_ahead = job.claim_map_ahead()?;
         let host_bytes = match read_ahead {
             Some(_) => 0,
             None => loaded.needs.witness,
-        } + match mapped {
-            Some(_) => 0,
-            None => loaded.needs.evaluations,
+        } + if map_ahead {
+            0
+        } else {
+            loaded.needs.evaluations
         };
         let (host, wait) = rec.span("host memory", SpanKind::Wait, || {
             self.host().acquire(host_bytes, priority, &cancelled)
         });
         t.memory_wait += wait;
         let _host = (host.map_err(gate_err)?, read_ahead);
-        let abc_ahead = mapped.as_mut().and_then(|m| m.take());
         check()?;
 
         let source = job.witness.lock().clone();
@@ -195,11 +189,26 @@ impl Inner {
         check()?;
 
         // The witness map runs on its own thread while the witness MSMs hold the device,
-        // unless it was made ahead.
-        let (msms, abc) = std::thread::scope(|scope| {
+        // unless it was made ahead. A `Mapped` holds the host bytes of those made ahead until
+        // the job ends.
+        let (msms, (abc, _mapped)) = std::thread::scope(|scope| {
             let map = scope.spawn(|| {
-                if let Some(abc) = abc_ahead {
-                    return Ok(abc);
+                let mut mapped = None;
+                if map_ahead {
+                    let m = if job.being_mapped() {
+                        rec.aside("map ahead", SpanKind::Wait, || job.take_map_ahead())
+                            .0
+                    } else {
+                        job.take_map_ahead()
+                    };
+                    match m {
+                        Err(e) => return (Err(e), None),
+                        Ok(Some(mut m)) => match m.take_for(d) {
+                            Some(abc) => return (Ok(abc), Some(m)),
+                            None => mapped = Some(m),
+                        },
+                        Ok(None) => {}
+                    }
                 }
                 let (r, _) = rec.aside("witness map", SpanKind::Cpu, || {
                     let mut abc = backend
@@ -213,7 +222,7 @@ impl Inner {
                         }
                     }
                 });
-                r
+                (r, mapped)
             });
             let msms = self.witness_msms(dev, &rec, &mut t, &key, backend, z, &staged, &cancelled);
             let abc = map.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
