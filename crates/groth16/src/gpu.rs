@@ -581,13 +581,13 @@ impl GpuBackend {
         side.abc_host.truncate(keep);
     }
 
-    /// Pins the pool's evaluation sets for domain size `n` now, so that no proof pins memory on
-    /// its path and pinned use holds one level from the key's load on. What cannot be pinned
-    /// now is left to the proofs (pageable if it still cannot be).
-    pub fn pin_evaluation_sets(&self, n: usize) {
+    /// Pins `sets` of the pool's evaluation sets (at most its size) for domain size `n` now,
+    /// so that the proofs that use them pin no memory on their path. The rest, and what cannot
+    /// be pinned now, is left to the proofs that need them (pageable if it still cannot be).
+    pub fn pin_evaluation_sets(&self, n: usize, sets: usize) {
         let mut side = self.side();
         side.abc_host.retain(|set| set[0].len() == n);
-        while side.abc_host.len() < side.abc_sets {
+        while side.abc_host.len() < sets.min(side.abc_sets) {
             match pinned_set(&self.gpu, n) {
                 Ok(set) => side.abc_host.push(set),
                 Err(e) => {

@@ -188,7 +188,7 @@ fn gpu_evaluation_sets_pinned_at_load_serve_every_proof() {
     // One proof first: it pins one set (kept by the pool) and the witness staging slots.
     assert_eq!(prove_staged(&b, &f, r, s), cpu);
     let one = pinned();
-    b.pin_evaluation_sets(n);
+    b.pin_evaluation_sets(n, 2);
     let set = 3 * n as u64 * std::mem::size_of::<Fr>() as u64;
     assert_eq!(
         pinned() - one,

@@ -342,7 +342,9 @@ impl Inner {
                     lock: plan.lock_bytes(),
                     ..needs
                 };
-                b.pin_evaluation_sets(n);
+                // One worker's and the one made ahead: a second worker, if its room is
+                // admitted, pins its own at its first proof.
+                b.pin_evaluation_sets(n, 1 + ahead);
                 tracing::info!(
                     key = id,
                     device = %dev.name(),

@@ -246,6 +246,9 @@ impl Inner {
                     _ => return None,
                 },
             };
+            if self.devices().get(device)?.uploading_witness() {
+                return None;
+            }
             let bytes = key.on.get(device)?.as_ref()?.needs.evaluations;
             Some((j.clone(), witness, device, bytes))
         })?;

@@ -117,6 +117,7 @@ impl Inner {
             device: d,
             worker: w,
         };
+        let upload = dev.witness_upload(self.queue());
 
         let read_ahead = if job.being_read_ahead() {
             let (p, wait) = rec.span("read ahead", SpanKind::Wait, || job.take_read_ahead());
@@ -186,6 +187,7 @@ impl Inner {
             backend.stage_witness(z, z_room)
         });
         let staged = staged.map_err(|e| backend_failed("upload z", e))?;
+        drop(upload);
         check()?;
 
         // The witness map runs on its own thread while the witness MSMs hold the device,
