@@ -33,6 +33,7 @@
 mod c1;
 mod error;
 mod job;
+mod native_snap;
 mod native_witness;
 mod params;
 mod porep;

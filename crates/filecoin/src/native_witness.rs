@@ -40,7 +40,7 @@ use crate::seal_proof::upper_arities;
 pub(crate) type Path = Vec<(Vec<Option<Fr>>, Option<usize>)>;
 
 /// A tree's hash of one level's nodes.
-type LevelHash =
+pub(crate) type LevelHash =
     fn(&mut WitnessCs, &[AllocatedNum<Fr>]) -> Result<AllocatedNum<Fr>, SynthesisError>;
 
 /// The partition's shared values (`StackedCircuit`'s fields besides its proofs).
@@ -214,7 +214,7 @@ impl<Tree: 'static + MerkleTreeTrait> WitnessPart for ChallengeWitness<Tree> {
     }
 }
 
-fn alloc(cs: &mut WitnessCs, value: Fr) -> Result<AllocatedNum<Fr>, SynthesisError> {
+pub(crate) fn alloc(cs: &mut WitnessCs, value: Fr) -> Result<AllocatedNum<Fr>, SynthesisError> {
     AllocatedNum::alloc(cs, || Ok(value))
 }
 
@@ -426,7 +426,7 @@ fn inclusion(
 }
 
 /// filecoin-hashers' `PoseidonFunction::hash_multi_leaf_circuit`: Poseidon of the arity.
-fn poseidon_of_leaves(
+pub(crate) fn poseidon_of_leaves(
     cs: &mut WitnessCs,
     leaves: &[AllocatedNum<Fr>],
 ) -> Result<AllocatedNum<Fr>, SynthesisError> {
@@ -443,7 +443,7 @@ fn poseidon_of_leaves(
 
 /// filecoin-hashers' `Sha256Function::hash_multi_leaf_circuit`: each leaf's bits, bytes in
 /// order, hashed, the digest's first 254 bits (each byte's least significant first) packed.
-fn sha256_of_leaves(
+pub(crate) fn sha256_of_leaves(
     cs: &mut WitnessCs,
     leaves: &[AllocatedNum<Fr>],
 ) -> Result<AllocatedNum<Fr>, SynthesisError> {

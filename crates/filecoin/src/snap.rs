@@ -18,10 +18,11 @@ use storage_proofs_update::{
 };
 
 use crate::error::upstream;
+use crate::native_snap::{self, SnapSection};
 use crate::params::check_verifier_dir;
 use crate::post::{VANILLA, bincode_each, bincode_vec};
 use crate::seal_proof::with_shape;
-use crate::synth::{Synth, Whole};
+use crate::synth::{PartitionCircuit, Synth};
 use crate::{FilecoinError, FilecoinProver, ParamStore, ProofTimings, SealProof};
 
 /// What a SnapDeals proof proves: the sector key's comm_r, and the updated replica's comm_r and
@@ -251,8 +252,38 @@ pub(crate) fn synthesize_partition<S: Synth>(
 ) -> Result<S::Out, FilecoinError> {
     with_proofs!(&vanilla.proofs, |v| {
         let (_, mut c) = snap_circuits(file, vanilla.seal_proof, st, v, k..k + 1, false)?;
-        how.run(Whole(c.swap_remove(0)), k)
+        how.run(SnapPartition::new(c.swap_remove(0), k), k)
     })
+}
+
+/// Partition `k`'s circuit: compiled by a full synthesis (it cannot be replicated from one
+/// challenge: see `native_snap`), its witness in native sections, each on a core of its own.
+pub(crate) struct SnapPartition<Tree: MerkleTreeTrait<Hasher = TreeRHasher>> {
+    circuit: EmptySectorUpdateCircuit<Tree>,
+    k: usize,
+}
+
+impl<Tree: MerkleTreeTrait<Hasher = TreeRHasher>> SnapPartition<Tree> {
+    pub(crate) fn new(circuit: EmptySectorUpdateCircuit<Tree>, k: usize) -> Self {
+        Self { circuit, k }
+    }
+}
+
+impl<Tree: MerkleTreeTrait<Hasher = TreeRHasher>> PartitionCircuit for SnapPartition<Tree> {
+    type Circuit = EmptySectorUpdateCircuit<Tree>;
+    type Part = SnapSection;
+
+    fn whole(self) -> Result<Self::Circuit, FilecoinError> {
+        Ok(self.circuit)
+    }
+
+    fn parts(self) -> Result<Vec<Vec<SnapSection>>, FilecoinError> {
+        let k = self.k;
+        native_snap::sections(self.circuit).map_err(|reason| FilecoinError::Circuit {
+            partition: k,
+            reason,
+        })
+    }
 }
 
 /// filecoin-proofs' cache id of the update circuit of `seal_proof`.
@@ -284,7 +315,11 @@ impl FilecoinProver {
             let n = v.len();
             let (id, circuits) = snap_circuits(file, vanilla.seal_proof, st, v, 0..n, true)?;
             timings.circuits = start.elapsed();
-            let circuits = circuits.into_iter().map(Whole).collect();
+            let circuits = circuits
+                .into_iter()
+                .enumerate()
+                .map(|(k, circuit)| SnapPartition::new(circuit, k))
+                .collect();
             self.prove_circuits(&id, circuits, 0, &mut timings, |_, _| Ok(()), rng)?
         });
         Ok(SnapProof { bytes, timings })

@@ -1,21 +1,21 @@
 //! How one partition's circuit is synthesized: fully, compiling it with its parameters, or
 //! its witness only, with the circuit compiled before. Each proof kind builds its circuit as a
 //! [`PartitionCircuit`] and hands it to a [`Synth`], which asks for it whole (to compile it)
-//! or in parts (for a witness-only synthesis on every core: one part per challenge).
+//! or in parts (for a witness-only synthesis on every core: about one part per challenge).
 
 use bellperson::Circuit;
 use blstrs::Scalar;
 use cuzk_bellpepper::batch::{BatchError, CircuitProver};
-use cuzk_bellpepper::{BellpepperError, CompiledCircuit, Gadgets, WitnessPart};
+use cuzk_bellpepper::{BellpepperError, CompiledCircuit, WitnessPart};
 use cuzk_formats::BpParameters;
 use cuzk_groth16::Witness;
 
 use crate::FilecoinError;
 
-/// One partition's circuit, built whole or as groups of parts, each part its group's head
-/// (the allocations its challenges share) and one challenge, in the circuit's order (see
-/// `CompiledCircuit::witness_of_parts`): a circuit's own synthesis ([`Gadgets`]) or a native
-/// generator of the same values.
+/// One partition's circuit, built whole or as groups of parts in the circuit's order (see
+/// `CompiledCircuit::witness_of_parts`), each part a native generator of its values: its
+/// group's head (the allocations its challenges share) and one challenge, or, where the head
+/// is too large to repeat (SnapDeals), a section of the circuit that is a group of its own.
 pub(crate) trait PartitionCircuit: Sized {
     type Circuit: Circuit<Scalar> + Send;
     type Part: WitnessPart;
@@ -33,20 +33,6 @@ pub(crate) trait PartitionCircuit: Sized {
 /// A synthesis error of partition `partition`.
 pub(crate) fn synthesis_error(partition: usize) -> impl Fn(BellpepperError) -> FilecoinError {
     move |source| partition_error(BatchError::Synthesis { index: 0, source }, partition)
-}
-
-/// A circuit that is not split: its one part is itself.
-pub(crate) struct Whole<C>(pub(crate) C);
-
-impl<C: Circuit<Scalar> + Send> PartitionCircuit for Whole<C> {
-    type Circuit = C;
-    type Part = Gadgets<C>;
-    fn whole(self) -> Result<C, FilecoinError> {
-        Ok(self.0)
-    }
-    fn parts(self) -> Result<Vec<Vec<Gadgets<C>>>, FilecoinError> {
-        Ok(vec![vec![Gadgets(self.0)]])
-    }
 }
 
 /// How to synthesize one partition's circuit: fully, compiling it with its parameters

@@ -24,9 +24,9 @@ use rand::SeedableRng;
 use crate::c1::with_phase1;
 use crate::porep::PorepCircuits;
 use crate::post::{post_circuit, with_sectors};
-use crate::snap::{snap_circuits, with_proofs};
+use crate::snap::{SnapPartition, snap_circuits, with_proofs};
 use crate::sparse::{sparse_post, sparse_seal, sparse_snap};
-use crate::synth::{PartitionCircuit, Whole};
+use crate::synth::PartitionCircuit;
 use crate::{C1Output, PostProof, PostStatement, PostVanilla, SealProof, SnapVanilla};
 
 fn runs() -> usize {
@@ -270,13 +270,16 @@ fn synthesis_speed_against_bellperson() {
 
         let (st, bytes) = sparse_snap(seal_proof, rng).expect("SnapDeals update");
         let vanilla = SnapVanilla::parse("snap.bin", &bytes, seal_proof).expect("parse");
+        // The last partition: from 8 MiB up its partition bits are not all zero.
         with_proofs!(&vanilla.proofs, |v| {
-            bench(&format!("SnapDeals {size} (partition 0)"), || {
-                Whole(
-                    snap_circuits("snap.bin", seal_proof, &st, v, 0..1, false)
+            let k = v.len() - 1;
+            bench(&format!("SnapDeals {size} (partition {k})"), || {
+                SnapPartition::new(
+                    snap_circuits("snap.bin", seal_proof, &st, v, k..k + 1, false)
                         .expect("circuits")
                         .1
                         .swap_remove(0),
+                    k,
                 )
             })
         });

@@ -7,17 +7,21 @@
 use bellpepper_core::test_cs::TestConstraintSystem;
 use bellpepper_core::{Circuit, Index, LinearCombination};
 use blstrs::Scalar;
-use cuzk_bellpepper::fr_from_scalar;
+use cuzk_bellpepper::{CompiledCircuit, fr_from_scalar};
 use cuzk_groth16::{Fr, SparseMatrix};
+use ff::Field;
 use rand::SeedableRng;
 
 use crate::c1::with_phase1;
 use crate::porep::PorepCircuits;
 use crate::post::{Sectors, post_circuit};
-use crate::snap::{Proofs, snap_circuits};
-use crate::synth::{PartitionCircuit, Whole};
+use crate::snap::{Proofs, SnapPartition, snap_circuits};
+use crate::sparse::sparse_snap;
+use crate::synth::PartitionCircuit;
 use crate::workload::{post_vanilla_proofs, seal_sector, snap_update};
-use crate::{C1Output, PostProof, PostStatement, PostVanilla, SealProof, SnapVanilla};
+use crate::{
+    C1Output, FilecoinError, PostProof, PostStatement, PostVanilla, SealProof, SnapVanilla,
+};
 
 /// A row of bellpepper's as cuzk's columns (the one, the inputs, the aux), zero terms
 /// dropped, sorted.
@@ -57,7 +61,7 @@ fn same_synthesis<P: PartitionCircuit>(build: impl Fn() -> P) {
         test_cs.which_is_unsatisfied()
     );
     let (r1cs, witness) = cuzk_bellpepper::synthesize(whole()).expect("cuzk synthesis");
-    let compiled = cuzk_bellpepper::CompiledCircuit::new(r1cs);
+    let compiled = CompiledCircuit::new(r1cs);
     let r1cs = compiled.r1cs();
 
     let inputs = test_cs.scalar_inputs();
@@ -150,6 +154,47 @@ fn post_and_snap_synthesis_matches_bellpeppers() {
             .1
     };
     assert_eq!(build().len(), 1, "a 2 KiB update has one partition");
-    same_synthesis(|| Whole(build().swap_remove(0)));
+    same_synthesis(|| SnapPartition::new(build().swap_remove(0), 0));
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A 2 KiB update has one partition, so its partition bits and partition path are empty, and
+/// its apex tree one section: the last partition of an 8 MiB update has them all (against
+/// cuzk's own full synthesis: bellpepper's test system would take minutes at 10M rows). What
+/// the circuit asserts, and would panic on, is an error of the parts.
+#[test]
+fn snap_parts_of_a_later_8mib_partition_match_its_synthesis() {
+    const MIB8: SealProof = SealProof::StackedDrg8MiBV1_1;
+    let rng = &mut rand_chacha::ChaCha8Rng::seed_from_u64(13);
+    let (st, bytes) = sparse_snap(MIB8, rng).expect("SnapDeals update");
+    let vanilla = SnapVanilla::parse("snap.bin", &bytes, MIB8).expect("parse");
+    let Proofs::Base(v) = &vanilla.proofs else {
+        panic!("an 8 MiB sector has the base tree shape");
+    };
+    let k = v.len() - 1;
+    assert!(k > 0, "an 8 MiB update has several partitions");
+    let circuit = || {
+        snap_circuits("snap.bin", MIB8, &st, v, k..k + 1, false)
+            .expect("circuits")
+            .1
+            .swap_remove(0)
+    };
+    let (compiled, expected) = CompiledCircuit::compile(circuit()).expect("cuzk synthesis");
+    let parts = SnapPartition::new(circuit(), k).parts().expect("parts");
+    let joined = compiled.witness_of_parts(parts).expect("parts joined");
+    assert!(
+        joined.assignment() == expected.assignment(),
+        "the parts' witness differs"
+    );
+
+    let mut short = circuit();
+    short.priv_inputs.challenge_proofs.pop();
+    assert!(matches!(
+        SnapPartition::new(short, k).parts(),
+        Err(FilecoinError::Circuit { partition, .. }) if partition == k
+    ));
+    let mut unencoded = circuit();
+    unencoded.priv_inputs.challenge_proofs[1].leaf_r_new = Some(Scalar::ONE);
+    let parts = SnapPartition::new(unencoded, k).parts().expect("parts");
+    assert!(compiled.witness_of_parts(parts).is_err());
 }
