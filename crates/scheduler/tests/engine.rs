@@ -939,7 +939,10 @@ fn the_next_jobs_evaluations_are_made_ahead_once_and_a_cancelled_jobs_come_back(
         .filter(|s| s.phase == "witness map ahead")
         .map(|s| s.job)
         .collect();
-    assert!(ahead.len() > 1, "one job's evaluations made ahead: {spans:?}");
+    assert!(
+        ahead.len() > 1,
+        "one job's evaluations made ahead: {spans:?}"
+    );
     // A job whose evaluations were made ahead is not mapped again by its worker.
     for s in spans.iter().filter(|s| s.phase == "witness map") {
         assert!(!ahead.contains(&s.job), "job {} mapped twice", s.job);
