@@ -99,8 +99,8 @@ impl Inner {
             let lender = key.on.get(device)?.as_ref()?.backend.clone();
             Some((key, lender))
         }) else {
-            // Unloaded meanwhile: the job fails for it in its worker.
-            return MapAhead::Gone;
+            // Unloaded meanwhile, which fails its queued jobs.
+            return MapAhead::Failed(JobError::UnknownKey(job.key.clone()));
         };
         let t0 = self.now();
         let mut abc = match lender.evaluation_buffers(key.domain.size()) {
