@@ -257,6 +257,10 @@ pub(crate) enum ReadAhead {
     Failed(JobError),
 }
 
+/// Queued jobs that may hold evaluations made ahead at once: one covers the next job's, the
+/// only ones a worker waits for.
+pub(crate) const MAP_AHEAD: usize = 1;
+
 /// Where a job's evaluations (A·z, B·z, C·z) are with the read-ahead. From `Mapping` on,
 /// the read-ahead holds their host bytes for the job.
 #[allow(clippy::large_enum_variant)] // one per job
@@ -372,7 +376,8 @@ impl JobShared {
     pub(crate) fn finish(&self, r: Result<JobOutput, JobError>) {
         self.witness.lock().take();
         *self.read_ahead.lock() = ReadAhead::Done(None);
-        *self.map_ahead.lock() = MapAhead::Gone;
+        // A map ahead still running holds host bytes for this job: back before it ends.
+        drop(self.take_map_ahead());
         *self.state.lock() = JobState::Finished(r);
         self.cond.notify_all();
     }

@@ -324,7 +324,7 @@ impl Inner {
                 };
                 // A set per worker, and one for the evaluations made ahead.
                 let ahead = if self.config().read_ahead > 0 {
-                    crate::read_ahead::MAP_AHEAD
+                    crate::job::MAP_AHEAD
                 } else {
                     0
                 };

@@ -25,18 +25,14 @@ use parking_lot::Mutex;
 use crate::engine::Inner;
 use crate::gate::Permit;
 use crate::job::{
-    JobError, JobShared, MapAhead, Mapped, READ_AHEAD_LANE, ReadAhead, Span, SpanKind, WitnessFn,
-    WitnessSource, compute_witness,
+    JobError, JobShared, MAP_AHEAD, MapAhead, Mapped, READ_AHEAD_LANE, ReadAhead, Span, SpanKind,
+    WitnessFn, WitnessSource, compute_witness,
 };
 use crate::keys::read;
 
 /// Read-aheads check the host gate's room and take from it one at a time.
 #[derive(Default)]
 pub(crate) struct ReadRoom(Mutex<()>);
-
-/// Queued jobs that may hold evaluations made ahead at once: one covers the next job's, the
-/// only ones a worker waits for.
-pub(crate) const MAP_AHEAD: usize = 1;
 
 /// What a read-ahead does for one job.
 enum Ahead {
