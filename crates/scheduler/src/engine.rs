@@ -154,7 +154,7 @@ impl Device {
         &self.lock
     }
 
-    /// The staging room's gate (device bytes for staged witnesses and evaluations).
+    /// Whether a worker of the device is between taking a job and its witness's upload.
     pub(crate) fn uploading_witness(&self) -> bool {
         self.witness_uploads.load(Ordering::SeqCst) > 0
     }
@@ -168,6 +168,7 @@ impl Device {
         }
     }
 
+    /// The staging room's gate (device bytes for staged witnesses and evaluations).
     pub(crate) fn staging(&self) -> &Gate {
         &self.staging
     }
