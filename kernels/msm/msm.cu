@@ -4,6 +4,7 @@
 #include "ec/batch_affine.cuh"
 
 using namespace cuzk;
+using scalars = msm::scalars_t<fr_t>;
 
 extern "C" __global__ void __launch_bounds__(256)
 msm_prepare(const fr_t* in, fr_t* out, uint32_t n, uint32_t* counters, const uint32_t* __restrict__ skip,
@@ -11,6 +12,15 @@ msm_prepare(const fr_t* in, fr_t* out, uint32_t n, uint32_t* counters, const uin
 {
     msm::prepare(in, out, n, counters, skip, skip_at);
 }
+
+extern "C" __global__ void __launch_bounds__(256)
+msm_count(const fr_t* __restrict__ canon, const uint32_t* __restrict__ skip, uint32_t skip_at, uint32_t n,
+          uint32_t* counters)
+{
+    msm::count(scalars{canon, skip, skip_at}, n, counters);
+}
+
+extern "C" __global__ void __launch_bounds__(256) msm_to_canonical(fr_t* s, uint32_t n) { msm::to_canonical(s, n); }
 
 // Scan (three launches, see msm::scan_tile_sums): grid ceil(len / 512) x 512 threads, then one
 // block of 1024, then ceil(len / 512) x 512 again (block sizes: cuzk_shared.h).
@@ -36,28 +46,33 @@ msm_scan_tiles(const uint32_t* __restrict__ counts, uint32_t len, uint32_t* offs
 // block of 256 per bin (cuzk_shared.h), oversized bins. sets, stride: the window
 // folding of sort.cuh fold_t (the histograms need only the keys: no stride).
 extern "C" __global__ void __launch_bounds__(256)
-msm_sort_bin_histogram(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t sets,
+msm_sort_bin_histogram(const fr_t* __restrict__ canon, const uint32_t* __restrict__ skip, uint32_t skip_at,
+                       uint32_t n, uint32_t c, uint32_t nwin, uint32_t sets,
                        uint32_t F, uint32_t Ft, uint32_t* bin_counts, uint32_t* flag)
 {
-    msm::sort_bin_histogram(canon, n, c, nwin, {sets, 0}, F, Ft, bin_counts, flag);
+    msm::sort_bin_histogram(scalars{canon, skip, skip_at}, n, c, nwin, {sets, 0}, F, Ft, bin_counts, flag);
 }
 
 // Shared-memory histogram: 512 threads, two blocks per SM (up to SORT_HIST_SMEM_BYTES each).
 extern "C" __global__ void __launch_bounds__(CUZK_MSM_BIN_HIST_THREADS, CUZK_MSM_BIN_HIST_BLOCKS_PER_SM)
-msm_sort_bin_histogram_smem(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t sets,
+msm_sort_bin_histogram_smem(const fr_t* __restrict__ canon, const uint32_t* __restrict__ skip, uint32_t skip_at,
+                            uint32_t n, uint32_t c, uint32_t nwin, uint32_t sets,
                             uint32_t F, uint32_t Ft, uint32_t spg, uint32_t ncnt, uint32_t chunk,
                             uint32_t* bin_counts, uint32_t* flag)
 {
     extern __shared__ uint32_t hist_sh[];
-    msm::sort_bin_histogram_smem(canon, n, c, nwin, {sets, 0}, F, Ft, spg, ncnt, chunk, bin_counts, flag, hist_sh);
+    msm::sort_bin_histogram_smem(scalars{canon, skip, skip_at}, n, c, nwin, {sets, 0}, F, Ft, spg, ncnt, chunk,
+                                 bin_counts, flag, hist_sh);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-msm_sort_bin_scatter(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t sets,
+msm_sort_bin_scatter(const fr_t* __restrict__ canon, const uint32_t* __restrict__ skip, uint32_t skip_at,
+                     uint32_t n, uint32_t c, uint32_t nwin, uint32_t sets,
                      uint32_t stride, uint32_t F, uint32_t Ft, uint32_t idxbits, uint32_t* bin_cur,
                      uint32_t* __restrict__ sorted, uint32_t cap)
 {
-    msm::sort_bin_scatter(canon, n, c, nwin, {sets, stride}, F, Ft, idxbits, bin_cur, sorted, cap);
+    msm::sort_bin_scatter(scalars{canon, skip, skip_at}, n, c, nwin, {sets, stride}, F, Ft, idxbits, bin_cur, sorted,
+                          cap);
 }
 
 extern "C" __global__ void __launch_bounds__(msm::SORT_FINE_THREADS)
@@ -69,11 +84,13 @@ msm_sort_fine(const uint32_t* __restrict__ bin_off, uint32_t nbins, uint32_t F, 
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-msm_sort_oversize(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32_t nwin, uint32_t sets,
+msm_sort_oversize(const fr_t* __restrict__ canon, const uint32_t* __restrict__ skip, uint32_t skip_at,
+                  uint32_t n, uint32_t c, uint32_t nwin, uint32_t sets,
                   uint32_t stride, uint32_t F, uint32_t Ft, const uint32_t* __restrict__ bin_counts,
                   const uint32_t* __restrict__ flag, uint32_t* cursors, uint32_t* __restrict__ sorted, uint32_t cap)
 {
-    msm::sort_oversize(canon, n, c, nwin, {sets, stride}, F, Ft, bin_counts, flag, cursors, sorted, cap);
+    msm::sort_oversize(scalars{canon, skip, skip_at}, n, c, nwin, {sets, stride}, F, Ft, bin_counts, flag, cursors,
+                       sorted, cap);
 }
 
 // Level-0 bucket accumulation; PAIRED: the mixed addition as out-of-line calls of two
@@ -114,10 +131,11 @@ msm_sort_oversize(const fr_t* __restrict__ canon, uint32_t n, uint32_t c, uint32
         msm::sum_halves<F>(pts, stride, nseg, count);                                                    \
     }                                                                                                    \
     extern "C" __global__ void __launch_bounds__(TPB)                                                    \
-    msm_ones_##G(const affine_t<F>* __restrict__ points, const fr_t* __restrict__ canon, uint32_t n,     \
-                 uint32_t nthreads, xyzz_t<F>* __restrict__ out)                                         \
+    msm_ones_##G(const affine_t<F>* __restrict__ points, const fr_t* __restrict__ canon,                 \
+                 const uint32_t* __restrict__ skip, uint32_t skip_at, uint32_t n, uint32_t nthreads,      \
+                 xyzz_t<F>* __restrict__ out)                                                            \
     {                                                                                                    \
-        msm::ones<F>(points, canon, n, nthreads, out);                                                   \
+        msm::ones<F>(points, scalars{canon, skip, skip_at}, n, nthreads, out);                           \
     }                                                                                                    \
     extern "C" __global__ void __launch_bounds__(TPB)                                                    \
     msm_double_##G(const affine_t<F>* __restrict__ in, uint32_t n, uint32_t k, xyzz_t<F>* __restrict__ out) \

@@ -3,7 +3,9 @@
 // Pipeline for one batch of n (point, scalar) pairs (crates/msm/src/gpu.rs drives it):
 //  0. identity_bits  once per resident point set: which points are the identity
 //  1. prepare     scalars Montgomery -> canonical (0 where the point is the identity); count
-//                 "general" scalars (neither 0 nor 1)
+//                 "general" scalars (neither 0 nor 1). Or, for scalars made canonical once
+//                 (to_canonical) and read in place by every MSM: count only, and steps 2-4 and
+//                 9 read them as zero where the point is the identity
 //  2-4. sort     signed c-bit digits of every general scalar, key = window * B + (|digit| - 1),
 //                 B = 2^(c-1) buckets per window; entries (point index | sign << 31) grouped by
 //                 key in `sorted`, offsets[key] = exclusive prefix of the per-key counts. With
@@ -55,6 +57,20 @@ __device__ __forceinline__ void identity_bits(const affine_t<F>* points, uint32_
     }
 }
 
+// Warp-aggregated counting: one atomic per warp and counter.
+__device__ __forceinline__ void add_counts(uint32_t general, uint32_t ones, uint32_t* counters)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        general += __shfl_down_sync(0xffffffffu, general, o);
+        ones += __shfl_down_sync(0xffffffffu, ones, o);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        if (general) atomicAdd(&counters[CNT_GENERAL], general);
+        if (ones) atomicAdd(&counters[CNT_ONES], ones);
+    }
+}
+
 // 1. in (Montgomery) -> out (canonical); in == out allowed (each element read before written).
 // skip (may be null): identity bits of the points (step 0), scalar i pairs with bit skip_at + i;
 // the scalar of an identity point becomes 0, so it is never sorted or added.
@@ -73,16 +89,28 @@ __device__ __forceinline__ void prepare(const fr_t* in, fr_t* out, uint32_t n, u
         general += is_general(s);
         ones += is_one_canonical(s);
     }
-    // warp-aggregated counting: one atomic per warp
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        general += __shfl_down_sync(0xffffffffu, general, o);
-        ones += __shfl_down_sync(0xffffffffu, ones, o);
+    add_counts(general, ones, counters);
+}
+
+// 1'. The counts of prepare for scalars already canonical, read where they lie (sc: msm/sort.cuh
+// scalars_t); nothing is written but the counters.
+__device__ __forceinline__ void count(scalars_t<fr_t> sc, uint32_t n, uint32_t* counters)
+{
+    uint32_t general = 0, ones = 0;
+    MSM_GRID_STRIDE(i, n)
+    {
+        if (sc.identity(i)) continue;
+        const fr_t s = sc.canon[i];
+        general += is_general(s);
+        ones += is_one_canonical(s);
     }
-    if ((threadIdx.x & 31) == 0) {
-        if (general) atomicAdd(&counters[CNT_GENERAL], general);
-        if (ones) atomicAdd(&counters[CNT_ONES], ones);
-    }
+    add_counts(general, ones, counters);
+}
+
+// Scalars Montgomery -> canonical in place, once for every MSM that reads them (count, sort).
+__device__ __forceinline__ void to_canonical(fr_t* s, uint32_t n)
+{
+    MSM_GRID_STRIDE(i, n) { s[i] = s[i].to_canonical(); }
 }
 
 // Largest k in [0, nkeys) with offsets[k] <= pos < offsets[k+1] (pos < offsets[nkeys]).
@@ -263,16 +291,17 @@ __device__ __forceinline__ void sum_halves(xyzz_t<F>* pts, uint32_t stride, uint
     }
 }
 
-// 9. Thread t of nthreads: sum of points[i] with canon[i] == 1, i = t, t + nthreads, ...
+// 9. Thread t of nthreads: sum of points[i] with scalar one (sc: msm/sort.cuh scalars_t),
+// i = t, t + nthreads, ...
 template <class F>
-__device__ __forceinline__ void ones(const affine_t<F>* points, const fr_t* canon, uint32_t n, uint32_t nthreads,
+__device__ __forceinline__ void ones(const affine_t<F>* points, scalars_t<fr_t> sc, uint32_t n, uint32_t nthreads,
                                      xyzz_t<F>* out)
 {
     const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= nthreads) return;
     xyzz_t<F> acc = xyzz_t<F>::inf();
     for (uint32_t i = t; i < n; i += nthreads)
-        if (is_one_canonical(canon[i])) acc = acc.add_affine(points[i]);
+        if (sc.one(i)) acc = acc.add_affine(points[i]);
     out[t] = acc;
 }
 

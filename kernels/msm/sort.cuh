@@ -103,6 +103,31 @@ __device__ __forceinline__ bool is_one_canonical(const S& s)
 template <class S>
 __device__ __forceinline__ bool is_general(const S& s) { return !s.is_zero() && !is_one_canonical(s); }
 
+// The scalars a sort pass reads: canonical, and scalar i read as zero where `skip` (null: none)
+// marks its point as the identity (bit skip_at + i; msm/pippenger.cuh identity_bits). The MSM
+// then reads a caller's canonical scalars where they lie, with no per-query copy.
+template <class S>
+struct scalars_t {
+    const S* canon;
+    const uint32_t* skip;
+    uint32_t skip_at;
+
+    __device__ __forceinline__ bool identity(uint32_t i) const
+    {
+        if (skip == nullptr) return false;
+        const uint32_t j = skip_at + i;
+        return (skip[j >> 5] >> (j & 31)) & 1u;
+    }
+    // Scalar i into s; whether it is sorted (general, its point not the identity).
+    __device__ __forceinline__ bool general(uint32_t i, S& s) const
+    {
+        if (identity(i)) return false;
+        s = canon[i];
+        return is_general(s);
+    }
+    __device__ __forceinline__ bool one(uint32_t i) const { return !identity(i) && is_one_canonical(canon[i]); }
+};
+
 // Bits [off, off + c) of a 256-bit little-endian integer (c <= 31); zero beyond bit 255.
 template <class S>
 __device__ __forceinline__ uint32_t get_bits(const S& s, uint32_t off, uint32_t c)
@@ -133,16 +158,16 @@ __device__ __forceinline__ uint32_t digit_key(const S& s, uint32_t w, uint32_t s
     return v == 0 ? ~0u : set * half + (v - 1);
 }
 
-// visit(index, set, key, neg) for every non-zero digit of every general scalar canon[i] of
+// visit(index, set, key, neg) for every non-zero digit of every sorted scalar sc[i] of
 // this thread (grid-stride over i; index: the point of the digit's copy), windows in order
 // (each window's carry feeds the next).
 template <class S, class Visit>
-__device__ __forceinline__ void for_each_digit(const S* canon, uint32_t n, uint32_t c, uint32_t nwin, fold_t f,
+__device__ __forceinline__ void for_each_digit(scalars_t<S> sc, uint32_t n, uint32_t c, uint32_t nwin, fold_t f,
                                                Visit&& visit)
 {
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        const S s = canon[i];
-        if (!is_general(s)) continue;
+        S s;
+        if (!sc.general(i, s)) continue;
         uint32_t carry = 0;
         window_walk at(i);
         for (uint32_t w = 0; w < nwin; w++, at.next(f)) {
@@ -156,12 +181,12 @@ __device__ __forceinline__ void for_each_digit(const S* canon, uint32_t n, uint3
 // a. bin_counts[bin] += 1 per entry; bin_counts zeroed by the caller. Also clears flag[0]
 // for step d (stream order: nothing reads it before d).
 template <class S>
-__device__ __forceinline__ void sort_bin_histogram(const S* canon, uint32_t n, uint32_t c, uint32_t nwin, fold_t f,
+__device__ __forceinline__ void sort_bin_histogram(scalars_t<S> sc, uint32_t n, uint32_t c, uint32_t nwin, fold_t f,
                                                    uint32_t F, uint32_t Ft, uint32_t* bin_counts, uint32_t* flag)
 {
     const bin_map m(c, f.sets, F, Ft);
     if (blockIdx.x == 0 && threadIdx.x == 0) flag[0] = 0;
-    for_each_digit(canon, n, c, nwin, f,
+    for_each_digit(sc, n, c, nwin, f,
                    [&](uint32_t, uint32_t, uint32_t key, bool) { atomicAdd(&bin_counts[m.bin(key)], 1u); });
 }
 
@@ -175,7 +200,7 @@ __device__ __forceinline__ void sort_bin_histogram(const S* canon, uint32_t n, u
 // non-canonical input) take a global atomic directly.
 // sh: ceil(ncnt / 2) words of dynamic shared memory. Same bin_counts as sort_bin_histogram.
 template <class S>
-__device__ __forceinline__ void sort_bin_histogram_smem(const S* canon, uint32_t n, uint32_t c, uint32_t nwin,
+__device__ __forceinline__ void sort_bin_histogram_smem(scalars_t<S> sc, uint32_t n, uint32_t c, uint32_t nwin,
                                                         fold_t f, uint32_t F, uint32_t Ft, uint32_t spg,
                                                         uint32_t ncnt, uint32_t chunk, uint32_t* bin_counts,
                                                         uint32_t* flag, uint32_t* sh)
@@ -194,8 +219,8 @@ __device__ __forceinline__ void sort_bin_histogram_smem(const S* canon, uint32_t
         __syncthreads();
         const uint32_t end = min(n, base + chunk);
         for (uint32_t i = base + threadIdx.x; i < end; i += blockDim.x) {
-            const S s = canon[i];
-            if (!is_general(s)) continue;
+            S s;
+            if (!sc.general(i, s)) continue;
             uint32_t carry = 0;
             window_walk at(i);
             for (uint32_t w = 0; w < wend; w++, at.next(f)) {   // other sets only for the carry
@@ -220,14 +245,14 @@ __device__ __forceinline__ void sort_bin_histogram_smem(const S* canon, uint32_t
 // c. Coarse scatter into the bins (bin_cur = exclusive prefix of the bin counts). The atomics
 // of SORT_BATCH windows are issued before their stores, so they overlap.
 template <class S>
-__device__ __forceinline__ void sort_bin_scatter(const S* canon, uint32_t n, uint32_t c, uint32_t nwin, fold_t f,
+__device__ __forceinline__ void sort_bin_scatter(scalars_t<S> sc, uint32_t n, uint32_t c, uint32_t nwin, fold_t f,
                                                  uint32_t F, uint32_t Ft, uint32_t idxbits, uint32_t* bin_cur,
                                                  uint32_t* sorted, uint32_t cap)
 {
     const bin_map m(c, f.sets, F, Ft);
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        const S s = canon[i];
-        if (!is_general(s)) continue;
+        S s;
+        if (!sc.general(i, s)) continue;
         uint32_t carry = 0;
         window_walk at(i);
         for (uint32_t w0 = 0; w0 < nwin; w0 += SORT_BATCH) {
@@ -318,7 +343,7 @@ __device__ __forceinline__ void sort_fine(const uint32_t* bin_off, uint32_t nbin
 // e. Entries of bins larger than SORT_TILE (bin_counts from step a), sets >= the lowest such
 // set (flag[0] = nsets - that set; 0: none, every thread returns at once).
 template <class S>
-__device__ __forceinline__ void sort_oversize(const S* canon, uint32_t n, uint32_t c, uint32_t nwin, fold_t f,
+__device__ __forceinline__ void sort_oversize(scalars_t<S> sc, uint32_t n, uint32_t c, uint32_t nwin, fold_t f,
                                               uint32_t F, uint32_t Ft, const uint32_t* bin_counts,
                                               const uint32_t* flag, uint32_t* cursors, uint32_t* sorted, uint32_t cap)
 {
@@ -326,7 +351,7 @@ __device__ __forceinline__ void sort_oversize(const S* canon, uint32_t n, uint32
     if (fl == 0) return;
     const bin_map m(c, f.sets, F, Ft);
     const uint32_t smin = f.sets - min(fl, f.sets);
-    for_each_digit(canon, n, c, nwin, f, [&](uint32_t idx, uint32_t set, uint32_t key, bool neg) {
+    for_each_digit(sc, n, c, nwin, f, [&](uint32_t idx, uint32_t set, uint32_t key, bool neg) {
         if (set < smin || bin_counts[m.bin(key)] <= SORT_TILE) return;
         const uint32_t pos = atomicAdd(&cursors[key], 1u);
         if (pos < cap) sorted[pos] = idx | (neg ? SIGN_BIT : 0u);

@@ -24,7 +24,7 @@ const RUSTFLAGS: &str = "-Cpasses=sancov-module \
 
 /// Seconds per target of `--smoke` (15 targets: about 6 minutes).
 pub const SMOKE_SECS: u64 = 25;
-/// Seconds per target in `cargo xtask test` (CI: 3 minutes beside the instrumented build).
+/// Seconds per target in `cargo xtask test` outside CI (3 minutes beside the instrumented build).
 pub const CI_SMOKE_SECS: u64 = 12;
 
 /// One target's run.

@@ -9,6 +9,7 @@ use core::ops::{Deref, DerefMut};
 use std::time::Duration;
 
 use cuzk_field::{Fr, G1Affine, G1Projective, G2Projective};
+use cuzk_msm::gpu::CanonicalScalars;
 use cuzk_ntt::Domain;
 use cuzk_vram::{DeviceBuffer, PinnedBuffer, Reservation, Vram, VramError};
 
@@ -248,8 +249,17 @@ pub enum Stage {
 /// slice. Holds the reservation it was staged into until dropped.
 #[derive(Debug)]
 pub struct StagedWitness {
-    pub(crate) device: Option<DeviceBuffer<Fr>>,
+    pub(crate) device: Option<DeviceWitness>,
     pub(crate) _room: Reservation,
+}
+
+/// A witness on a device.
+#[derive(Debug)]
+pub(crate) enum DeviceWitness {
+    /// Made canonical once, where the GPU's MSMs read it with no copy.
+    Canonical(CanonicalScalars),
+    /// As uploaded, in a simulated device's memory.
+    Simulated(DeviceBuffer<Fr>),
 }
 
 /// A proof's a, b, c where the quotient reads them. Holds its reservation until dropped.

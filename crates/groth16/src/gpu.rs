@@ -11,8 +11,9 @@
 //! [`HeldKey`]: crate::HeldKey
 //!
 //! Memory plan ([`MemoryPlan`]): before loading anything, the backend computes the transient
-//! bytes of the largest phase (the quotient's three vectors of n Fr, or one MSM's scalars and
-//! Pippenger scratch) and keeps that much of the budget free; the key queries are then made
+//! bytes of the largest phase (the quotient's three vectors of n Fr, or one MSM's Pippenger
+//! scratch: the witness and H are made canonical once, where every MSM reads them with no copy)
+//! and keeps that much of the budget free; the key queries are then made
 //! resident in priority order while they fit (A, B in G1, L, H, then B in G2, whose compute
 //! hides streaming best), the rest streamed from pinned host memory in chunks. If the budget
 //! shrank since (another user), the quotient drops resident contexts until its vectors fit and
@@ -29,14 +30,14 @@ use std::time::Duration;
 use cuzk_field::{Fr, G1Affine, G2Affine};
 use cuzk_gpu::transfer::Staging;
 use cuzk_gpu::{DeviceBuffer, Gpu, PinnedBuffer, Reservation, Vram, VramError};
-use cuzk_msm::gpu::{GpuMsm, Plan};
+use cuzk_msm::gpu::{CanonicalScalars, GpuMsm, Plan};
 use cuzk_msm::{Group, MsmPoint};
 use cuzk_ntt::Domain;
 use rayon::prelude::*;
 
 use crate::backend::{
-    BackendError, Evaluations, HostVec, MsmValue, ProverBackend, QuotientMsm, Stage, StagedData,
-    StagedEvaluations, StagedWitness, StagingNeeds,
+    BackendError, DeviceWitness, Evaluations, HostVec, MsmValue, ProverBackend, QuotientMsm, Stage,
+    StagedData, StagedEvaluations, StagedWitness, StagingNeeds,
 };
 use crate::keys::{KeyIdentity, KeyRef, ProvingKey, Query};
 use crate::timing::timed;
@@ -444,7 +445,7 @@ impl GpuBackend {
         st: &mut State,
         query: Query,
         points: Points<'_, P>,
-        (scalars, offset): (&DeviceBuffer<Fr>, usize),
+        (scalars, offset): (&CanonicalScalars, usize),
         slot: fn(&mut State, Query) -> Option<&mut Option<Ctx<P>>>,
     ) -> Result<P::Projective, BackendError> {
         let phase = Phase::Msm(query);
@@ -481,17 +482,18 @@ impl GpuBackend {
         // the cap).
         ctx.msm.set_vram_limit(cap);
         ctx.msm
-            .msm_device_at(scalars, offset)
+            .msm_canonical_at(scalars, offset)
             .map_err(|e| fail(phase, e))
     }
 
-    /// The witness on the device, in a buffer allocated from `room`, copied through two kept page-locked slots (a parallel copy into one overlaps
-    /// the DMA from the other; a plain pageable copy if pinning fails).
+    /// The witness on the device, made canonical for its MSMs, in a buffer allocated from
+    /// `room`, copied through two kept page-locked slots (a parallel copy into one overlaps the
+    /// DMA from the other; a plain pageable copy if pinning fails).
     fn upload_witness(
         &self,
         z: &[Fr],
         room: &mut Reservation,
-    ) -> Result<DeviceBuffer<Fr>, BackendError> {
+    ) -> Result<CanonicalScalars, BackendError> {
         let phase = Phase::Upload;
         let _hold = self.squeeze(phase)?;
         let vram = self.gpu.vram();
@@ -512,12 +514,12 @@ impl GpuBackend {
                 (_, Err(e)) => tracing::warn!(error = %e, "no staging threads; pageable upload"),
             }
         }
+        let stream = self
+            .gpu
+            .stream("groth16-witness")
+            .map_err(|e| fail(phase, e))?;
         match uploader.as_mut() {
             Some((staging, pool)) => {
-                let stream = self
-                    .gpu
-                    .stream("groth16-witness")
-                    .map_err(|e| fail(phase, e))?;
                 staging
                     .upload(&stream, z, &mut dz, 0, |slot, piece| {
                         const PART: usize = 1 << 14;
@@ -532,7 +534,7 @@ impl GpuBackend {
             }
             None => dz.copy_from_host(z).map_err(|e| fail(phase, e))?,
         }
-        Ok(dz)
+        CanonicalScalars::from_montgomery(&self.gpu, &stream, dz).map_err(|e| fail(phase, e))
     }
 
     /// Copies a, b, c into `dev` on a copy stream and waits for the copies; the pinned
@@ -799,12 +801,13 @@ impl GpuBackend {
         })
     }
 
-    /// H's coefficients on the device (in the a buffer); `b` and `c` are freed on the way.
+    /// H's coefficients on the device (in the a buffer), made canonical for the H MSM; `b` and
+    /// `c` are freed on the way.
     fn device_quotient(
         &self,
         domain: &Domain,
         [mut a, b, c]: [DeviceBuffer<Fr>; 3],
-    ) -> Result<(DeviceBuffer<Fr>, Duration), BackendError> {
+    ) -> Result<(CanonicalScalars, Duration), BackendError> {
         let phase = Phase::Quotient;
         let stream = self
             .gpu
@@ -815,7 +818,8 @@ impl GpuBackend {
             stream.synchronize().map_err(cuzk_ntt::NttError::from)
         });
         q.map_err(|e| fail(phase, e))?;
-        Ok((a, quotient))
+        let h = CanonicalScalars::from_montgomery(&self.gpu, &stream, a);
+        Ok((h.map_err(|e| fail(phase, e))?, quotient))
     }
 }
 
@@ -920,7 +924,7 @@ impl ProverBackend for GpuBackend {
     ) -> Result<StagedWitness, BackendError> {
         let dz = self.upload_witness(z, &mut room)?;
         Ok(StagedWitness {
-            device: Some(dz),
+            device: Some(DeviceWitness::Canonical(dz)),
             _room: room,
         })
     }
@@ -934,7 +938,7 @@ impl ProverBackend for GpuBackend {
         offset: usize,
     ) -> Result<MsmValue, BackendError> {
         let phase = Phase::Msm(query);
-        let Some(dz) = &staged.device else {
+        let Some(DeviceWitness::Canonical(dz)) = &staged.device else {
             return Err(fail(phase, "the witness was not staged on this device"));
         };
         let scalars = (dz, offset);

@@ -3,7 +3,8 @@
 //! A [`GpuMsm`] owns a set of points, either resident in VRAM (uploaded once, or handed over
 //! already on the device) or streamed in chunks from pinned host memory when they do not fit
 //! the budget; each [`GpuMsm::msm`] call multiplies them by a new scalar vector. Scalars are
-//! given in Montgomery form (host slice or device buffer) and made canonical on the device.
+//! given in Montgomery form (host slice or device buffer) and made canonical in a copy on the
+//! device, or already canonical on the device ([`CanonicalScalars`]) and read where they lie.
 //! Zero scalars cost nothing, nor do the scalars of identity points in resident mode (a bit per
 //! point, made when the points arrive: proving keys hold many), scalars equal to one are summed
 //! by plain mixed additions, the rest go through signed-digit Pippenger with a counting sort
@@ -450,6 +451,20 @@ impl<P: MsmPoint> GpuMsm<P> {
         }
     }
 
+    /// As [`Self::msm_device_at`] over canonical scalars, read where they lie (no copy).
+    pub fn msm_canonical_at(
+        &self,
+        scalars: &CanonicalScalars,
+        offset: usize,
+    ) -> Result<P::Projective, MsmError> {
+        self.check_range(&scalars.0, offset)?;
+        let src = Source::Canonical(scalars, offset);
+        match &self.points {
+            Points::Resident(pts) => self.resident_msm(pts, src, None),
+            Points::Streamed(host) => self.streamed_msm(host, src),
+        }
+    }
+
     /// As [`Self::msm_device`], also returning the device time of each phase (CUDA events
     /// recorded between the phases on the compute stream; the unprofiled calls record none).
     /// Resident contexts only.
@@ -603,30 +618,38 @@ impl<P: MsmPoint> GpuMsm<P> {
         let n = self.len();
         let g = &self.gpu;
         let t = Instant::now();
-        let mut canon = match cache.canon.take() {
-            Some(c) if c.len() == n => c,
+        // Canonical scalars are read where they lie; others are made canonical in a copy.
+        let mut canon = None;
+        let mut take_canon = || match cache.canon.take() {
+            Some(c) if c.len() == n => Ok(c),
             old => {
                 drop(old);
-                g.vram().alloc::<Fr>(n)?
+                g.vram().alloc::<Fr>(n)
             }
+        };
+        let input = match src {
+            Source::Canonical(cs, at) => Input::InPlace(cs, at),
+            Source::Host(h) => Input::Host(h, canon.insert(take_canon()?)),
+            Source::Device(d, at) => Input::Device(d, at, canon.insert(take_canon()?)),
         };
         let counters = match cache.counters.take() {
             Some(c) => Ok(c),
             None => g.vram().alloc::<u32>(2),
         };
-        let mut counters = match counters {
-            Ok(c) => c,
-            Err(e) => {
-                cache.canon = Some(canon);
-                return Err(e.into());
+        let r = match counters {
+            Ok(mut counters) => {
+                if let Some(m) = marks.as_deref_mut() {
+                    m.alloc += t.elapsed();
+                }
+                let r = self.run_with(pts, input, cache, &mut counters, marks);
+                cache.counters = Some(counters);
+                r
             }
+            Err(e) => Err(e.into()),
         };
-        if let Some(m) = marks.as_deref_mut() {
-            m.alloc += t.elapsed();
+        if canon.is_some() {
+            cache.canon = canon;
         }
-        let r = self.run_with(pts, src, cache, &mut canon, &mut counters, marks);
-        cache.canon = Some(canon);
-        cache.counters = Some(counters);
         r
     }
 
@@ -663,28 +686,53 @@ impl<P: MsmPoint> GpuMsm<P> {
     fn run_with(
         &self,
         pts: &DeviceBuffer<P>,
-        src: Source<'_>,
+        input: Input<'_>,
         cache: &mut Cache<P>,
-        canon: &mut DeviceBuffer<Fr>,
         counters: &mut DeviceBuffer<u32>,
         mut marks: Option<&mut Marks>,
     ) -> Result<P::Projective, MsmError> {
         let n = self.len();
         let (g, s) = (&self.gpu, &self.compute);
-        if let Source::Host(h) = src {
-            let t = Instant::now();
-            self.upload_host(h, canon, &mut cache.staging)?;
-            if let Some(m) = marks.as_deref_mut() {
-                m.upload += t.elapsed();
-            }
-        }
-        counters.fill_bytes_async(0, s.cuda())?;
-        mark(marks.as_deref(), s, 0)?;
         let skip = self.identity.as_ref().map(|bits| k::Skip { bits, at: 0 });
-        match src {
-            Source::Device(d, at) => k::prepare(g, s, d, at, canon, n, counters, skip)?,
-            Source::Host(_) => k::prepare_in_place(g, s, canon, n, counters, skip)?,
-        }
+        // The copy has the identities' scalars zeroed already; the sort skips them either way.
+        let scalars = match input {
+            Input::InPlace(cs, at) => {
+                counters.fill_bytes_async(0, s.cuda())?;
+                mark(marks.as_deref(), s, 0)?;
+                let sc = k::Scalars {
+                    buf: &cs.0,
+                    at,
+                    skip,
+                };
+                k::count(g, s, sc, n, counters)?;
+                sc
+            }
+            Input::Device(d, at, canon) => {
+                counters.fill_bytes_async(0, s.cuda())?;
+                mark(marks.as_deref(), s, 0)?;
+                k::prepare(g, s, d, at, canon, n, counters, skip)?;
+                k::Scalars {
+                    buf: &*canon,
+                    at: 0,
+                    skip,
+                }
+            }
+            Input::Host(h, canon) => {
+                let t = Instant::now();
+                self.upload_host(h, canon, &mut cache.staging)?;
+                if let Some(m) = marks.as_deref_mut() {
+                    m.upload += t.elapsed();
+                }
+                counters.fill_bytes_async(0, s.cuda())?;
+                mark(marks.as_deref(), s, 0)?;
+                k::prepare_in_place(g, s, canon, n, counters, skip)?;
+                k::Scalars {
+                    buf: &*canon,
+                    at: 0,
+                    skip,
+                }
+            }
+        };
         mark(marks.as_deref(), s, 1)?;
         let mut count = [0u32; 2];
         counters.copy_to_host_on(&mut count, s.cuda())?;
@@ -710,7 +758,7 @@ impl<P: MsmPoint> GpuMsm<P> {
             .enqueue_batch(
                 pts,
                 n,
-                canon,
+                scalars,
                 &plan,
                 &mut scratch,
                 general > 0,
@@ -739,8 +787,47 @@ impl<P: MsmPoint> GpuMsm<P> {
 #[derive(Clone, Copy)]
 enum Source<'a> {
     Host(&'a [Fr]),
-    /// Scalars at `offset..offset + n` of a device buffer.
+    /// Montgomery scalars at `offset..offset + n` of a device buffer.
     Device(&'a DeviceBuffer<Fr>, usize),
+    /// Canonical scalars at `offset..offset + n`, read where they lie.
+    Canonical(&'a CanonicalScalars, usize),
+}
+
+/// A resident MSM's scalars: canonical where they lie, or made canonical in the context's copy
+/// (the last field).
+enum Input<'a> {
+    InPlace(&'a CanonicalScalars, usize),
+    Host(&'a [Fr], &'a mut DeviceBuffer<Fr>),
+    Device(&'a DeviceBuffer<Fr>, usize, &'a mut DeviceBuffer<Fr>),
+}
+
+/// Scalars on the device in canonical form, as the MSM kernels read them. Made once from a
+/// Montgomery buffer, they serve any number of MSMs with no copy: an MSM over Montgomery
+/// scalars on the device ([`GpuMsm::msm_device`]) first makes a canonical copy of its n
+/// scalars, 32 bytes each, beside its scratch.
+#[derive(Debug)]
+pub struct CanonicalScalars(DeviceBuffer<Fr>);
+
+impl CanonicalScalars {
+    /// Converts `scalars` (Montgomery form) in place on `stream` and waits for it.
+    pub fn from_montgomery(
+        gpu: &Gpu,
+        stream: &Stream,
+        mut scalars: DeviceBuffer<Fr>,
+    ) -> Result<Self, MsmError> {
+        let n = scalars.len();
+        k::to_canonical(gpu, stream, &mut scalars, n)?;
+        stream.synchronize()?;
+        Ok(Self(scalars))
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// `Σ_w 2^(c·w) · windows[w]` by Horner's rule from the top window (with precomputed copies

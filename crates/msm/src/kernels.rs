@@ -182,6 +182,77 @@ fn skip_args(kernel: &str, skip: Option<Skip<'_>>, n: usize) -> Result<(u64, u32
     Ok((sk.bits.device_ptr(), u32_of(kernel, "skip offset", sk.at)?))
 }
 
+/// Canonical scalars that a count, sort or ones kernel reads where they lie: `n` of them from
+/// element `at` of `buf`, each read as zero where `skip` marks its point as the identity.
+#[derive(Debug, Clone, Copy)]
+pub struct Scalars<'a, S: Pod> {
+    pub buf: &'a DeviceBuffer<S>,
+    pub at: usize,
+    pub skip: Option<Skip<'a>>,
+}
+
+impl<S: Pod> Scalars<'_, S> {
+    /// (scalars pointer, skip pointer, skip offset) kernel arguments for `n` scalars.
+    fn args(&self, kernel: &str, n: usize) -> Result<(u64, u64, u32)> {
+        elem::<S>(kernel, "scalars", SCALAR_BYTES)?;
+        let end = self
+            .at
+            .checked_add(n)
+            .ok_or_else(|| invalid(kernel, "scalar range overflows".into()))?;
+        need(kernel, "scalars", self.buf.len(), end)?;
+        let (skip_ptr, skip_at) = skip_args(kernel, self.skip, n)?;
+        let ptr = self.buf.device_ptr() + (self.at * SCALAR_BYTES) as u64;
+        Ok((ptr, skip_ptr, skip_at))
+    }
+}
+
+/// `counters[0] += #scalars neither 0 nor 1`, `counters[1] += #ones` of canonical scalars
+/// (those of identity points count as zero): [`prepare`]'s counts without a copy.
+pub fn count<S: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    scalars: Scalars<'_, S>,
+    n: usize,
+    counters: &mut DeviceBuffer<u32>,
+) -> Result<()> {
+    const K: &str = "msm_count";
+    let (ptr, skip_ptr, skip_at) = scalars.args(K, n)?;
+    need(K, "counters", counters.len(), 2)?;
+    if n == 0 {
+        return Ok(());
+    }
+    let n32 = u32_of(K, "n", n)?;
+    // SAFETY: reads n scalars at ptr and their skip words (ranges checked), atomics on
+    // counters[0..2).
+    unsafe {
+        gpu.launch(
+            stream,
+            MODULE,
+            K,
+            stride_cfg(n, 256)?,
+            &[&ptr, &skip_ptr, &skip_at, &n32, &*counters],
+        )
+    }
+}
+
+/// Scalars Montgomery → canonical in place, `s[0..n)`. Asynchronous.
+pub fn to_canonical<S: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    scalars: &mut DeviceBuffer<S>,
+    n: usize,
+) -> Result<()> {
+    const K: &str = "msm_to_canonical";
+    elem::<S>(K, "scalars", SCALAR_BYTES)?;
+    need(K, "scalars", scalars.len(), n)?;
+    if n == 0 {
+        return Ok(());
+    }
+    let n32 = u32_of(K, "n", n)?;
+    // SAFETY: reads and writes scalars[0..n) (length checked), each element by one thread.
+    unsafe { gpu.launch(stream, MODULE, K, stride_cfg(n, 256)?, &[&*scalars, &n32]) }
+}
+
 /// Scalars Montgomery → canonical, `dst[0..n) = canon(src[src_start..src_start+n))` (0 where
 /// `skip` marks the point as the identity), and `counters[0] += #scalars neither 0 nor 1`,
 /// `counters[1] += #ones`.
@@ -585,24 +656,32 @@ pub fn ones<P: Pod, S: Pod>(
     stream: &Stream,
     curve: Curve,
     points: &DeviceBuffer<P>,
-    canon: &DeviceBuffer<S>,
+    scalars: Scalars<'_, S>,
     n: usize,
     nthreads: usize,
     out: &mut DeviceBuffer<u64>,
 ) -> Result<()> {
     let k = format!("msm_ones_{}", curve.suffix());
     elem::<P>(&k, "points", curve.affine_bytes())?;
-    elem::<S>(&k, "scalars", SCALAR_BYTES)?;
+    let (ptr, skip_ptr, skip_at) = scalars.args(&k, n)?;
     need(&k, "points", points.len(), n)?;
-    need(&k, "canon", canon.len(), n)?;
     xyzz_len(&k, "out", curve, out, nthreads)?;
     if nthreads == 0 {
         return Err(invalid(&k, "no threads".into()));
     }
     let (n32, t32) = (u32_of(&k, "n", n)?, u32_of(&k, "nthreads", nthreads)?);
     let cfg = LaunchConfig::for_elements(nthreads, curve.block())?;
-    // SAFETY: reads points/canon[0..n), writes out[0..nthreads).
-    unsafe { gpu.launch(stream, MODULE, &k, cfg, &[points, canon, &n32, &t32, &*out]) }
+    // SAFETY: reads points[0..n), n scalars at ptr and their skip words (ranges checked),
+    // writes out[0..nthreads).
+    unsafe {
+        gpu.launch(
+            stream,
+            MODULE,
+            &k,
+            cfg,
+            &[points, &ptr, &skip_ptr, &skip_at, &n32, &t32, &*out],
+        )
+    }
 }
 
 /// `out[out_base + s] = Jacobian(input[s · stride])` for `s < nseg` (blst layout).

@@ -3,7 +3,7 @@
 
 use cuzk_field::{Fr, G1Affine, G2Affine};
 use cuzk_gpu::Gpu;
-use cuzk_msm::gpu::{GpuMsm, Plan, Precompute};
+use cuzk_msm::gpu::{CanonicalScalars, GpuMsm, Plan, Precompute};
 use cuzk_msm::kernels::Windows;
 use cuzk_msm::{MsmPoint, cpu, testing};
 use proptest::prelude::*;
@@ -61,6 +61,24 @@ fn check<P: MsmPoint>(gpu: &Gpu, points: &[P], scalars: &[Fr]) {
         points.len()
     );
     assert!(ctx.msm_device_at(&dev, 5).is_err(), "range past the end");
+    let canonical = canonical(gpu, &padded);
+    assert_eq!(
+        ctx.msm_canonical_at(&canonical, 3).unwrap(),
+        want,
+        "canonical device scalars at an offset, n = {}",
+        points.len()
+    );
+    assert!(
+        ctx.msm_canonical_at(&canonical, 5).is_err(),
+        "range past the end"
+    );
+}
+
+/// `scalars` on the device, made canonical there.
+fn canonical(gpu: &Gpu, scalars: &[Fr]) -> CanonicalScalars {
+    let dev = gpu.vram().from_host(scalars).unwrap();
+    let stream = gpu.stream("test-canonical").unwrap();
+    CanonicalScalars::from_montgomery(gpu, &stream, dev).unwrap()
 }
 
 fn kind_strategy() -> impl Strategy<Value = Kind> {
@@ -128,6 +146,11 @@ fn check_precomputed<P: MsmPoint>(
         let dev = gpu.vram().from_host(s).unwrap();
         let (got, prof) = ctx.msm_device_profiled(&dev).unwrap();
         assert_eq!(got, want, "{what}: device scalars");
+        assert_eq!(
+            ctx.msm_canonical_at(&canonical(gpu, s), 0).unwrap(),
+            want,
+            "{what}: canonical device scalars"
+        );
         if prof.general > 0 {
             let folded = prof.c == info.c && info.copies > 1;
             assert_eq!(
@@ -294,7 +317,7 @@ fn gpu_edge_cases() {
 
 /// Identity points are dropped before the sort: the profile counts only the general scalars
 /// of non-identity points, and the result still equals the CPU's (G1 and G2, n not a multiple
-/// of 32, scalars at an offset).
+/// of 32, scalars at an offset, Montgomery scalars copied or canonical ones read in place).
 #[test]
 #[ignore = "gpu"]
 fn gpu_identity_points_are_skipped() {
@@ -318,6 +341,17 @@ fn gpu_identity_points_are_skipped() {
             ctx.msm_device_at(&dev, 5).unwrap(),
             want,
             "{:?} n = {n}",
+            P::GROUP
+        );
+        // Ones among the scalars of identity points must not be summed either.
+        let mut ones = padded.clone();
+        for x in ones.iter_mut().skip(5).step_by(2) {
+            *x = Fr::ONE;
+        }
+        assert_eq!(
+            ctx.msm_canonical_at(&canonical(g, &ones), 5).unwrap(),
+            cpu::msm(&p, &ones[5..]).unwrap(),
+            "{:?} n = {n} canonical",
             P::GROUP
         );
         let (got, prof) = ctx.msm_profiled(&s).unwrap();
@@ -389,6 +423,15 @@ fn gpu_chunked_equals_resident() {
             streamed.msm_device(&dev).unwrap(),
             resident,
             "{kind:?} device scalars"
+        );
+        let mut padded = vec![Fr::from_u64(3); 2];
+        padded.extend_from_slice(&s);
+        assert_eq!(
+            streamed
+                .msm_canonical_at(&canonical(&g, &padded), 2)
+                .unwrap(),
+            resident,
+            "{kind:?} canonical device scalars"
         );
         // Odd chunk length: last chunk shorter, many ring turns.
         let mut pinned = g.vram().pinned::<G1Affine>(n).unwrap();
@@ -705,7 +748,7 @@ fn host_sort(scalars: &[Fr], win: &Windows) -> Vec<Vec<u32>> {
 #[test]
 #[ignore = "gpu"]
 fn gpu_bin_sort_matches_host_sort() {
-    use cuzk_msm::kernels::{bin_sort, max_fine_bits, prepare, sort_bins};
+    use cuzk_msm::kernels::{Scalars, bin_sort, max_fine_bits, prepare, sort_bins};
     let g = gpu();
     let st = g.stream("sort-test").unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(99);
@@ -819,7 +862,11 @@ fn gpu_bin_sort_matches_host_sort() {
             bin_sort(
                 &g,
                 &st,
-                &canon,
+                Scalars {
+                    buf: &canon,
+                    at: 0,
+                    skip: None,
+                },
                 n,
                 &win,
                 f,

@@ -4,7 +4,8 @@
 // Compares offsets[0..=nkeys] and every key's entry multiset with a host reference (the
 // definition of the old per-key sort), and checks nothing is written past `cap` / offsets[nkeys].
 // Unfolded (one bucket set per window) and folded (precomputed copies: window w in set w mod
-// sets, point i + stride * (w / sets)), including strides that push the index bits to 30-31.
+// sets, point i + stride * (w / sets)), including strides that push the index bits to 30-31;
+// some cases with identity bits (scalars_t skip) at an offset, whose scalars must be left out.
 // Usage: sort_emu
 #include <cstdio>
 #include <cstdlib>
@@ -78,14 +79,23 @@ struct Ref {
     std::vector<std::vector<uint32_t>> entries;    // per key, sorted
 };
 
+// Identity bits at offset SKIP_AT: scalar i pairs with bit SKIP_AT + i (empty: no bits).
+static constexpr uint32_t SKIP_AT = 37;
+using Bits = std::vector<uint32_t>;
+
+static bool skipped(const Bits& bits, uint32_t i)
+{
+    return !bits.empty() && ((bits[(SKIP_AT + i) >> 5] >> ((SKIP_AT + i) & 31)) & 1u);
+}
+
 // Folding parameters written out: key = (w mod sets) * 2^(c-1) + |d| - 1, index i + stride * (w / sets).
-static Ref reference(const std::vector<scalar_t>& sc, uint32_t c, uint32_t nwin, fold_t f)
+static Ref reference(const std::vector<scalar_t>& sc, const Bits& bits, uint32_t c, uint32_t nwin, fold_t f)
 {
     const uint32_t nkeys = f.sets << (c - 1);
     Ref r;
     r.entries.assign(nkeys, {});
     for (uint32_t i = 0; i < sc.size(); i++) {
-        if (!is_general(sc[i])) continue;
+        if (!is_general(sc[i]) || skipped(bits, i)) continue;
         uint32_t carry = 0;
         for (uint32_t w = 0; w < nwin; w++) {
             bool neg;
@@ -107,21 +117,22 @@ static Ref reference(const std::vector<scalar_t>& sc, uint32_t c, uint32_t nwin,
 static constexpr uint32_t POISON = 0xdeadbeefu;
 
 // One binned sort as msm.rs launches it; returns the number of mismatches.
-static int run(const std::vector<scalar_t>& sc, uint32_t c, fold_t fo, uint32_t F, uint32_t Ft, const Ref& ref,
-               bool& oversized, uint32_t fine_threads)
+static int run(const std::vector<scalar_t>& raw, const Bits& bits, uint32_t c, fold_t fo, uint32_t F, uint32_t Ft,
+               const Ref& ref, bool& oversized, uint32_t fine_threads)
 {
-    const uint32_t n = sc.size(), nwin = (256 + c - 1) / c, sets = fo.sets, nkeys = sets << (c - 1);
+    const scalars_t<scalar_t> sc{raw.data(), bits.empty() ? nullptr : bits.data(), SKIP_AT};
+    const uint32_t n = raw.size(), nwin = (256 + c - 1) / c, sets = fo.sets, nkeys = sets << (c - 1);
     const uint32_t copies = (nwin + sets - 1) / sets;
     const uint32_t nbins = ((sets - 1) << (c - 1 - F)) + (1u << (c - 1 - Ft));
     const uint32_t idxbits = index_bits(n + fo.stride * (copies - 1));
     uint32_t general = 0;
-    for (auto& s : sc) general += is_general(s);
+    for (uint32_t i = 0; i < n; i++) general += is_general(raw[i]) && !skipped(bits, i);
     const uint32_t cap = std::max(1u, general * nwin);
     std::vector<uint32_t> counts(nkeys, 0), bins(nbins + 2, POISON), cursors(nkeys + 1, POISON),
         offsets(nkeys + 2, POISON), sorted(cap + 2, POISON);
     uint32_t* flag = &bins[nbins + 1];
     const uint32_t blocks = 3, threads = 64;   // small grid: every stride loop turns
-    launch(blocks, threads, [&] { sort_bin_histogram(sc.data(), n, c, nwin, fo, F, Ft, counts.data(), flag); });
+    launch(blocks, threads, [&] { sort_bin_histogram(sc, n, c, nwin, fo, F, Ft, counts.data(), flag); });
     // The shared-memory histogram (sort_bin_histogram_smem) gives the same counts: set groups
     // of 1, 2 and all sets, shared counters for every bin of the largest group and for half
     // of them (the rest through global atomics), chunks short enough that blocks loop.
@@ -139,7 +150,7 @@ static int run(const std::vector<scalar_t>& sc, uint32_t c, fold_t fo, uint32_t 
                 uint32_t fl = POISON;
                 const uint32_t chunk = std::max(1u, n / 5);
                 launch(2, threads, [&] {
-                    sort_bin_histogram_smem(sc.data(), n, c, nwin, fo, F, Ft, spg, ncnt, chunk, got.data(), &fl,
+                    sort_bin_histogram_smem(sc, n, c, nwin, fo, F, Ft, spg, ncnt, chunk, got.data(), &fl,
                                             sh.data());
                 }, groups);
                 if (got != std::vector<uint32_t>(counts.begin(), counts.begin() + nbins) || fl != 0) {
@@ -154,7 +165,7 @@ static int run(const std::vector<scalar_t>& sc, uint32_t c, fold_t fo, uint32_t 
     launch(1, SCAN_TOP_THREADS, [&] { scan_tile_bases(nbins, bins.data(), cursors.data()); });
     launch(tiles, SCAN_TILE, [&] { scan_tiles(counts.data(), nbins, bins.data(), cursors.data()); });
     launch(blocks, threads, [&] {
-        sort_bin_scatter(sc.data(), n, c, nwin, fo, F, Ft, idxbits, cursors.data(), sorted.data(), cap);
+        sort_bin_scatter(sc, n, c, nwin, fo, F, Ft, idxbits, cursors.data(), sorted.data(), cap);
     });
     // usually 32 of the kernel's 256 threads (it uses blockDim.x): keeps the emulation fast,
     // and each thread then scans several fine counters (nf > blockDim.x for F > 5)
@@ -163,7 +174,7 @@ static int run(const std::vector<scalar_t>& sc, uint32_t c, fold_t fo, uint32_t 
     });
     oversized = *flag != 0;
     launch(blocks, threads, [&] {
-        sort_oversize(sc.data(), n, c, nwin, fo, F, Ft, counts.data(), flag, cursors.data(), sorted.data(), cap);
+        sort_oversize(sc, n, c, nwin, fo, F, Ft, counts.data(), flag, cursors.data(), sorted.data(), cap);
     });
     int bad = 0;
     for (uint32_t k = 0; k <= nkeys && bad < 5; k++)
@@ -191,7 +202,7 @@ int main()
 {
     std::mt19937 rng(11);
     // copies = 1: unfolded; stride 0: the scalar count (as a context of n points)
-    struct Case { uint32_t n; Kind k; uint32_t c; uint32_t copies = 1; uint32_t stride = 0; };
+    struct Case { uint32_t n; Kind k; uint32_t c; uint32_t copies = 1; uint32_t stride = 0; bool skip = false; };
     std::vector<Case> cases;
     for (uint32_t c : {2u, 7u, 13u})
         for (Kind k : {RANDOM, SPARSE, EQUAL, SMALL, ZERO_ONE, MIXED}) cases.push_back({c == 2 ? 300u : 3001u, k, c});
@@ -220,14 +231,26 @@ int main()
     cases.push_back({3001, MIXED, 13, 2, (1u << 30) - 4000});   // indices < 2^30: F <= 1
     cases.push_back({3001, RANDOM, 11, 3, 1u << 29});           // indices up to 2^30 + 3000: 31 bits, F = 0
     cases.push_back({1, RANDOM, 10, 2});
+    // identity bits: unfolded, folded, oversized bins, the shared-memory histogram's sizes
+    cases.push_back({3001, RANDOM, 13, 1, 0, true});
+    cases.push_back({3001, MIXED, 7, 1, 0, true});
+    cases.push_back({9000, EQUAL, 16, 1, 0, true});
+    cases.push_back({2049, SPARSE, 13, 2, 0, true});
+    cases.push_back({5000, RANDOM, 20, 13, 0, true});
     int bad = 0, runs = 0, over = 0;
     for (auto& cs : cases) {
         auto sc = make(cs.n, cs.k, rng);
+        Bits bits;
+        if (cs.skip) {   // a quarter of the points the identity
+            bits.assign((SKIP_AT + cs.n + 31) / 32, 0);
+            for (uint32_t i = 0; i < cs.n; i++)
+                if (rng() % 4 == 0) bits[(SKIP_AT + i) >> 5] |= 1u << ((SKIP_AT + i) & 31);
+        }
         const uint32_t nwin = (256 + cs.c - 1) / cs.c;
         const uint32_t sets = (nwin + cs.copies - 1) / cs.copies;
         const uint32_t copies = (nwin + sets - 1) / sets;
         const fold_t fo{sets, copies == 1 ? 0u : (cs.stride ? cs.stride : cs.n)};
-        Ref ref = reference(sc, cs.c, nwin, fo);
+        Ref ref = reference(sc, bits, cs.c, nwin, fo);
         const uint32_t fmax =
             std::min({cs.c - 1, SORT_MAX_FINE_BITS, 31 - index_bits(cs.n + fo.stride * (copies - 1))});
         // (F, Ft): the largest, a smaller top window (as the plan picks when unfolded; folded
@@ -242,9 +265,10 @@ int main()
         for (auto [F, Ft] : fs) {
             bool ov = false;
             // the GPU's 256 threads for the oversized cases
-            int b = run(sc, cs.c, fo, F, Ft, ref, ov, cs.n == 9000 ? SORT_FINE_THREADS : 32);
-            printf("n %u %s c %u sets %u copies %u stride %u F %u Ft %u entries %u%s: %s\n", cs.n, kname[cs.k], cs.c,
-                   sets, copies, fo.stride, F, Ft, ref.offsets.back(), ov ? " (oversized bins)" : "", b ? "FAIL" : "ok");
+            int b = run(sc, bits, cs.c, fo, F, Ft, ref, ov, cs.n == 9000 ? SORT_FINE_THREADS : 32);
+            printf("n %u %s%s c %u sets %u copies %u stride %u F %u Ft %u entries %u%s: %s\n", cs.n, kname[cs.k],
+                   cs.skip ? " skip" : "", cs.c, sets, copies, fo.stride, F, Ft, ref.offsets.back(),
+                   ov ? " (oversized bins)" : "", b ? "FAIL" : "ok");
             fflush(stdout);
             bad += b != 0;
             over += ov;

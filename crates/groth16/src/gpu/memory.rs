@@ -9,7 +9,7 @@ pub struct QueryPlan {
     pub len: usize,
     /// Device bytes of the points when resident.
     pub point_bytes: u64,
-    /// Device bytes one MSM over the query needs besides resident points (scalars, scratch).
+    /// Device bytes one MSM over the query needs besides resident points (its scratch).
     pub run_bytes: u64,
     /// Device bytes one MSM over the query needs when its points stream from host memory
     /// (chunks of points and scalars, scratch): its context is capped at this.
@@ -56,13 +56,14 @@ pub fn quotient_bytes(n: usize) -> Result<u64, VramError> {
     Ok(3 * Vram::bytes_for::<Fr>(n)? + SLACK)
 }
 
-/// Device bytes of one resident MSM over `len` points besides the points themselves.
+/// Device bytes of one resident MSM over `len` points besides the points themselves: its
+/// scratch (the scalars are canonical where they lie: no copy of them).
 pub fn msm_run_bytes(group: Group, len: usize, sm_count: usize) -> Result<u64, VramError> {
     if len == 0 {
         return Ok(0);
     }
     let plan = Plan::new(len, len, None, sm_count);
-    Ok(Vram::bytes_for::<Fr>(len)? + plan.scratch_bytes(group.into()) + SLACK)
+    Ok(plan.scratch_bytes(group.into()) + SLACK)
 }
 
 /// Device bytes of one MSM over `len` points streamed from host memory.

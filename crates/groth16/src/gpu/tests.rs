@@ -101,7 +101,7 @@ fn a_2_27_key_streamed_under_16_gib_leaves_room_for_a_b_c() {
         staged.lock_bytes()
     );
     assert_eq!(staged.streamed_cap(), Some(staged.lock_bytes()));
-    // Resident, one MSM of 2^27 would take its scalars and scratch: more than a, b, c leave.
+    // Resident, one MSM of 2^27 would take its scratch: more than a, b, c leave.
     let resident_run = staged.queries.iter().map(|q| q.run_bytes).max().unwrap();
     assert!(resident_run + evaluations > room);
 }

@@ -8,8 +8,8 @@ use cuzk_ntt::Domain;
 use cuzk_vram::{DeviceBuffer, PinnedBuffer, Reservation, Vram};
 
 use crate::backend::{
-    BackendError, Evaluations, MsmValue, ProverBackend, QuotientMsm, Stage, StagedData,
-    StagedEvaluations, StagedWitness, host_quotient_msm, host_witness_msm,
+    BackendError, DeviceWitness, Evaluations, MsmValue, ProverBackend, QuotientMsm, Stage,
+    StagedData, StagedEvaluations, StagedWitness, host_quotient_msm, host_witness_msm,
 };
 use crate::keys::KeyRef;
 use crate::keys::Query;
@@ -91,7 +91,7 @@ impl ProverBackend for SimBackend {
     ) -> Result<StagedWitness, BackendError> {
         let device = self.upload(&mut room, z)?;
         Ok(StagedWitness {
-            device: Some(device),
+            device: Some(DeviceWitness::Simulated(device)),
             _room: room,
         })
     }
@@ -104,7 +104,7 @@ impl ProverBackend for SimBackend {
         query: Query,
         offset: usize,
     ) -> Result<MsmValue, BackendError> {
-        let Some(d) = &staged.device else {
+        let Some(DeviceWitness::Simulated(d)) = &staged.device else {
             return Err(BackendError::invalid(
                 NAME,
                 "the witness was not staged here",

@@ -12,7 +12,7 @@ impl<P: MsmPoint> GpuMsm<P> {
         &self,
         pts: &DeviceBuffer<P>,
         n: usize,
-        canon: &DeviceBuffer<Fr>,
+        scalars: k::Scalars<'_, Fr>,
         plan: &Plan,
         sc: &mut Scratch<P>,
         windows: bool,
@@ -28,7 +28,7 @@ impl<P: MsmPoint> GpuMsm<P> {
             k::bin_sort(
                 g,
                 s,
-                canon,
+                scalars,
                 n,
                 &win,
                 plan.sort_fine_bits,
@@ -116,7 +116,7 @@ impl<P: MsmPoint> GpuMsm<P> {
         }
         if ones {
             let t = plan.ones_threads;
-            k::ones(g, s, cv, pts, canon, n, t, &mut sc.ones)?;
+            k::ones(g, s, cv, pts, scalars, n, t, &mut sc.ones)?;
             let mut count = t;
             while count > 1 {
                 k::sum_halves(g, s, cv, &mut sc.ones, t, 1, count)?;
@@ -189,7 +189,7 @@ impl<P: MsmPoint> GpuMsm<P> {
         };
         let host_scalars: &[Fr] = match scalars {
             Source::Host(h) => h,
-            Source::Device(..) => &[],
+            Source::Device(..) | Source::Canonical(..) => &[],
         };
         let nchunks = n.div_ceil(chunk);
         with_uploads(g, &self.copy, &host[..], |up_pts| {
@@ -207,18 +207,33 @@ impl<P: MsmPoint> GpuMsm<P> {
                     self.copy.record(&uploaded[b])?;
                     s.wait(&uploaded[b])?;
                     counters.fill_bytes_async(0, s.cuda())?;
-                    match scalars {
+                    let chunk_scalars = match scalars {
                         Source::Host(_) => {
-                            k::prepare(g, s, &sc_buf[b], 0, &mut canon, len, &mut counters, None)?
+                            k::prepare(g, s, &sc_buf[b], 0, &mut canon, len, &mut counters, None)?;
+                            k::Scalars {
+                                buf: &canon,
+                                at: 0,
+                                skip: None,
+                            }
                         }
                         Source::Device(d, at) => {
-                            k::prepare(g, s, d, at + start, &mut canon, len, &mut counters, None)?
+                            k::prepare(g, s, d, at + start, &mut canon, len, &mut counters, None)?;
+                            k::Scalars {
+                                buf: &canon,
+                                at: 0,
+                                skip: None,
+                            }
                         }
-                    }
+                        Source::Canonical(cs, at) => k::Scalars {
+                            buf: &cs.0,
+                            at: at + start,
+                            skip: None,
+                        },
+                    };
                     self.enqueue_batch(
                         &pts_buf[b],
                         len,
-                        &canon,
+                        chunk_scalars,
                         &plan,
                         &mut scratch,
                         true,

@@ -192,7 +192,7 @@ pub fn top_window_keys(c: u32) -> usize {
 pub fn bin_sort<S: Pod>(
     gpu: &Gpu,
     stream: &Stream,
-    canon: &DeviceBuffer<S>,
+    scalars: Scalars<'_, S>,
     n: usize,
     win: &Windows,
     fine_bits: u32,
@@ -205,7 +205,7 @@ pub fn bin_sort<S: Pod>(
     mut phase: impl FnMut(u32) -> Result<()>,
 ) -> Result<()> {
     const K: &str = "msm_sort_bin_scatter";
-    elem::<S>(K, "scalars", SCALAR_BYTES)?;
+    let (canon, skip, skip_at) = scalars.args(K, n)?;
     let nkeys = check_windows(K, win, n)?;
     let (c, nwin, sets, bound) = (win.c, win.nwin, win.sets, win.index_bound(n));
     if fine_bits > max_fine_bits(bound, c) || top_fine_bits > fine_bits {
@@ -218,7 +218,6 @@ pub fn bin_sort<S: Pod>(
         ));
     }
     let nbins = sort_bins(c, sets, fine_bits, top_fine_bits);
-    need(K, "canon", canon.len(), n)?;
     need(K, "counts", counts.len(), nbins)?;
     need(K, "bins", bins.len(), nbins + 2)?;
     need(K, "cursors", cursors.len(), nkeys)?;
@@ -252,7 +251,7 @@ pub fn bin_sort<S: Pod>(
             shared_bytes: u32_of(K, "shared bytes", ncnt.div_ceil(2) * 4)?,
         };
         let (ncnt32, chunk32) = (u32_of(K, "counters", ncnt)?, u32_of(K, "chunk", chunk)?);
-        // SAFETY: reads canon[0..n); shared counters: ceil(ncnt / 2) words, indices checked
+        // SAFETY: reads n scalars at canon and their skip words; shared counters: ceil(ncnt / 2) words, indices checked
         // against ncnt; atomics on counts[bin < nbins] (the groups' bins tile the nbins bins);
         // writes the flag word (inside bins: len checked).
         unsafe {
@@ -262,13 +261,13 @@ pub fn bin_sort<S: Pod>(
                 "msm_sort_bin_histogram_smem",
                 cfg,
                 &[
-                    canon, &n32, &c, &nwin, &sets, &f32_, &ft32, &spg, &ncnt32, &chunk32, &*counts,
-                    &flag_ptr,
+                    &canon, &skip, &skip_at, &n32, &c, &nwin, &sets, &f32_, &ft32, &spg, &ncnt32,
+                    &chunk32, &*counts, &flag_ptr,
                 ],
             )?
         }
     } else {
-        // SAFETY: reads canon[0..n), atomics on counts[bin < nbins] (the bins tile the nkeys
+        // SAFETY: reads n scalars at canon and their skip words, atomics on counts[bin < nbins] (the bins tile the nkeys
         // keys), writes bins[nbins + 1] (the flag word, inside bins: len checked).
         unsafe {
             gpu.launch(
@@ -277,7 +276,8 @@ pub fn bin_sort<S: Pod>(
                 "msm_sort_bin_histogram",
                 stride_cfg(n, 256)?,
                 &[
-                    canon, &n32, &c, &nwin, &sets, &f32_, &ft32, &*counts, &flag_ptr,
+                    &canon, &skip, &skip_at, &n32, &c, &nwin, &sets, &f32_, &ft32, &*counts,
+                    &flag_ptr,
                 ],
             )?
         }
@@ -286,7 +286,8 @@ pub fn bin_sort<S: Pod>(
     // bins[0..=nbins] = exclusive prefix of counts; cursors[0..nbins) the same (bin cursors)
     scan(gpu, stream, counts, nbins, bins, cursors)?;
     phase(2)?;
-    // SAFETY: reads canon[0..n), atomics on cursors[bin < nbins], writes sorted[pos < cap].
+    // SAFETY: reads n scalars at canon and their skip words, atomics on cursors[bin < nbins],
+    // writes sorted[pos < cap].
     unsafe {
         gpu.launch(
             stream,
@@ -294,7 +295,8 @@ pub fn bin_sort<S: Pod>(
             K,
             stride_cfg(n, 256)?,
             &[
-                canon, &n32, &c, &nwin, &sets, &st, &f32_, &ft32, &ib32, &*cursors, &*sorted, &cap,
+                &canon, &skip, &skip_at, &n32, &c, &nwin, &sets, &st, &f32_, &ft32, &ib32,
+                &*cursors, &*sorted, &cap,
             ],
         )?
     }
@@ -323,8 +325,8 @@ pub fn bin_sort<S: Pod>(
             ],
         )?
     }
-    // SAFETY: reads canon[0..n), counts[bin < nbins] and the flag word; atomics on
-    // cursors[key < nkeys]; writes sorted[pos < cap].
+    // SAFETY: reads n scalars at canon and their skip words, counts[bin < nbins] and the flag
+    // word; atomics on cursors[key < nkeys]; writes sorted[pos < cap].
     unsafe {
         gpu.launch(
             stream,
@@ -332,8 +334,8 @@ pub fn bin_sort<S: Pod>(
             "msm_sort_oversize",
             stride_cfg(n, 256)?,
             &[
-                canon, &n32, &c, &nwin, &sets, &st, &f32_, &ft32, &*counts, &flag_ptr, &*cursors,
-                &*sorted, &cap,
+                &canon, &skip, &skip_at, &n32, &c, &nwin, &sets, &st, &f32_, &ft32, &*counts,
+                &flag_ptr, &*cursors, &*sorted, &cap,
             ],
         )
     }
