@@ -122,9 +122,9 @@ fn stride_cfg(n: usize, block: u32) -> Result<LaunchConfig> {
 }
 
 /// Which points are the identity: `bits[i / 32]` bit `i % 32` for `points[i]`, `i < n`
-/// (made once per resident point set; [`prepare`] then treats their scalars as zero; with
-/// precomputed copies, copy 0's bits serve every copy, see [`precompute_copies`]).
-/// Asynchronous.
+/// (made once per resident point set; [`prepare`] and the kernels reading [`Scalars`] then treat
+/// their scalars as zero; with precomputed copies, copy 0's bits serve every copy, see
+/// [`precompute_copies`]). Asynchronous.
 pub fn identity_bits<P: Pod>(
     gpu: &Gpu,
     stream: &Stream,
@@ -156,8 +156,8 @@ pub fn identity_bits<P: Pod>(
     }
 }
 
-/// The identity mask of [`identity_bits`] for the scalars of a [`prepare`] call: scalar `i`
-/// pairs with bit `at + i`.
+/// The identity mask of [`identity_bits`] for the scalars of a [`prepare`] call or of
+/// [`Scalars`]: scalar `i` pairs with bit `at + i`.
 #[derive(Debug, Clone, Copy)]
 pub struct Skip<'a> {
     pub bits: &'a DeviceBuffer<u32>,
