@@ -7,7 +7,8 @@
 #           one C1, IN_FLIGHT at a time, every proof checked by verify_seal; timeline SVG.
 #   window: one WindowPoSt partition of 2349 sectors (SECTORS), proven twice (the first loads),
 #           each checked by filecoin-proofs' verifier.
-#   snap:   a SnapDeals update proven twice, each checked likewise.
+#   snap:   a SnapDeals update proven twice, then IN_FLIGHT at once when IN_FLIGHT > 1, each
+#           checked likewise.
 # The daemon's peak host memory (VmHWM) and the key lines of its log are printed last.
 # (BACKEND=cpu SIZE=2KiB: a dry run without a GPU.)
 # Usage: [SIZE=32GiB] [PROOFS=3] [IN_FLIGHT=3] [SECTORS=2349] sector.sh BUNDLE porep|window|snap
@@ -49,6 +50,24 @@ snap)
         step snap-$k $B filecoin snap $S --vanilla $W/snap.bin --proof $W/snap-$k.bin $SA
         step verify-snap-$k $B filecoin verify snap --proof $W/snap-$k.bin $SA $P
     done
+    # Sustained: IN_FLIGHT updates submitted at once; the step's time over IN_FLIGHT is the
+    # time per update when the next one's synthesis overlaps this one's GPU work.
+    n=${IN_FLIGHT:-1}
+    if [ "$n" -gt 1 ]; then
+        snaps() {
+            local pids=() rc=0
+            for k in $(seq "$n"); do
+                $B filecoin snap $S --vanilla $W/snap.bin --proof $W/snap-in-flight-$k.bin $SA &
+                pids+=($!)
+            done
+            for p in "${pids[@]}"; do wait "$p" || rc=1; done
+            return $rc
+        }
+        step snap-$n-in-flight snaps
+        for k in $(seq "$n"); do
+            step verify-snap-in-flight-$k $B filecoin verify snap --proof $W/snap-in-flight-$k.bin $SA $P
+        done
+    fi
     ;;
 *) echo "unknown kind $KIND"; exit 2 ;;
 esac

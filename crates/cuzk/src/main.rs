@@ -112,7 +112,10 @@ fn version() -> &'static str {
     TEXT.get_or_init(|| {
         let kernels = if cuzk_gpu::kernels_built() {
             let archs = cuzk_gpu::kernel_archs();
-            let ptx = cuzk_gpu::ptx_of(archs).unwrap_or_else(|| "no".into());
+            let ptx = match cuzk_gpu::kernel_ptx() {
+                "" => "no",
+                p => p,
+            };
             format!(
                 "{archs} + {ptx} PTX, CUDA {}",
                 cuzk_gpu::kernel_cuda_version()

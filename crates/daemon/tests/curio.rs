@@ -32,7 +32,7 @@ use rand_chacha::ChaCha8Rng;
 use tonic::Code;
 use tonic::transport::{Channel, Endpoint, Uri};
 
-#[path = "../../filecoin/tests/support/mod.rs"]
+#[path = "../../filecoin/tests/it/support/mod.rs"]
 mod support;
 use support::{in_param_env, in_param_env_at, params_dir};
 
@@ -225,6 +225,7 @@ fn block_on_bounded(flow: impl std::future::Future<Output = ()>) {
 #[test]
 fn filecoin_proofs_through_both_services_and_a_critical_winning_post_overtakes_queued_poreps() {
     if !in_param_env(
+        module_path!(),
         "filecoin_proofs_through_both_services_and_a_critical_winning_post_overtakes_queued_poreps",
     ) {
         return;
@@ -587,6 +588,7 @@ async fn start_daemon(
 #[test]
 fn a_c1_above_max_message_bytes_streams_and_the_first_proof_loads_its_circuit_in_the_job() {
     if !in_param_env(
+        module_path!(),
         "a_c1_above_max_message_bytes_streams_and_the_first_proof_loads_its_circuit_in_the_job",
     ) {
         return;
@@ -729,6 +731,7 @@ fn a_c1_above_max_message_bytes_streams_and_the_first_proof_loads_its_circuit_in
 fn a_daemon_generating_keys_makes_a_missing_key_at_the_first_proof_and_verify_seal_reads_its_vk() {
     let keys = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("daemon-made-keys");
     if !in_param_env_at(
+        module_path!(),
         "a_daemon_generating_keys_makes_a_missing_key_at_the_first_proof_and_verify_seal_reads_its_vk",
         &keys,
     ) {

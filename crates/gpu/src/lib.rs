@@ -23,6 +23,6 @@ pub use device::{DeviceInfo, Event, Gpu, Stream, device_count, driver_present};
 pub use error::{GpuError, Result, cuda as cuda_error};
 pub use module::{
     KernelArg, KernelFit, Kernels, LaunchConfig, Module, kernel_archs, kernel_cuda_version,
-    kernels_built, ptx_of,
+    kernel_ptx, kernels_built,
 };
 pub use report::{devices_report, kernel_fit_line};

@@ -46,6 +46,12 @@ pub fn kernel_archs() -> &'static str {
     env!("CUZK_KERNEL_ARCHS")
 }
 
+/// The PTX the kernels embed for cards without SASS to JIT, e.g. `compute_100` (empty without
+/// kernels or PTX).
+pub fn kernel_ptx() -> &'static str {
+    env!("CUZK_KERNEL_PTX")
+}
+
 /// The version of nvcc that built the kernels, e.g. `13.0.88` (empty without kernels).
 pub fn kernel_cuda_version() -> &'static str {
     env!("CUZK_CUDA_VERSION")
@@ -79,19 +85,10 @@ fn targets(archs: &str) -> Vec<(i32, i32, bool, &str)> {
         .collect()
 }
 
-/// The PTX a build of `archs` embeds (`compute_120`): the newest target's, as nvcc is asked.
-pub fn ptx_of(archs: &str) -> Option<String> {
-    targets(archs)
-        .into_iter()
-        .filter(|t| !t.2)
-        .max_by_key(|&(ma, mi, _, _)| (ma, mi))
-        .map(|(ma, mi, _, _)| format!("compute_{ma}{mi}"))
-}
-
 impl KernelFit {
-    /// `archs` as [`kernel_archs`] gives them (`sm_80,sm_90`, PTX for the newest); `cc` the
-    /// device's compute capability.
-    pub fn of(archs: &str, cc: (i32, i32)) -> Self {
+    /// `archs` and `ptx` as [`kernel_archs`] and [`kernel_ptx`] give them (`sm_80,sm_90`,
+    /// `compute_80`); `cc` the device's compute capability.
+    pub fn of(archs: &str, ptx: &str, cc: (i32, i32)) -> Self {
         let targets = targets(archs);
         if targets.is_empty() {
             return Self::NotBuilt;
@@ -105,12 +102,12 @@ impl KernelFit {
         if let Some(&(_, _, _, a)) = sass {
             return Self::Sass(a.to_string());
         }
-        let newest = targets
-            .iter()
-            .filter(|t| !t.2)
-            .max_by_key(|&&(ma, mi, _, _)| (ma, mi));
-        match newest {
-            Some(&(ma, mi, _, _)) if (ma, mi) <= cc => Self::Jit(format!("compute_{ma}{mi}")),
+        let ptx_cc = ptx
+            .strip_prefix("compute_")
+            .and_then(|n| n.parse::<i32>().ok())
+            .map(|v| (v / 10, v % 10));
+        match ptx_cc {
+            Some(p) if p <= cc => Self::Jit(ptx.to_string()),
             _ => Self::Unsupported,
         }
     }
@@ -180,7 +177,7 @@ impl Kernels {
             .find(|m| m.name == name)
             .ok_or_else(|| GpuError::UnknownModule(name.to_string()))
     }
-    /// SASS archs of the fatbins (PTX for the newest too); empty when not built.
+    /// SASS archs of the fatbins; empty when not built.
     pub fn archs(&self) -> &'static str {
         self.archs
     }
@@ -481,31 +478,31 @@ mod fit_tests {
     use super::KernelFit;
 
     const ARCHS: &str = "sm_80,sm_86,sm_89,sm_90,sm_100,sm_120";
+    const PTX: &str = "compute_100";
 
     #[test]
     fn each_card_finds_its_machine_code_or_the_ptx() {
         let sass = |a: &str| KernelFit::Sass(a.to_string());
-        assert_eq!(KernelFit::of(ARCHS, (9, 0)), sass("sm_90"));
-        assert_eq!(KernelFit::of(ARCHS, (8, 7)), sass("sm_86"));
-        assert_eq!(KernelFit::of(ARCHS, (10, 3)), sass("sm_100"));
-        assert_eq!(KernelFit::of(ARCHS, (12, 1)), sass("sm_120"));
+        assert_eq!(KernelFit::of(ARCHS, PTX, (9, 0)), sass("sm_90"));
+        assert_eq!(KernelFit::of(ARCHS, PTX, (8, 7)), sass("sm_86"));
+        assert_eq!(KernelFit::of(ARCHS, PTX, (10, 3)), sass("sm_100"));
+        assert_eq!(KernelFit::of(ARCHS, PTX, (12, 1)), sass("sm_120"));
         assert_eq!(
-            KernelFit::of(ARCHS, (13, 0)),
-            KernelFit::Jit("compute_120".into())
+            KernelFit::of(ARCHS, PTX, (13, 0)),
+            KernelFit::Jit("compute_100".into())
         );
-        assert_eq!(KernelFit::of(ARCHS, (7, 5)), KernelFit::Unsupported);
-        // Without Blackwell targets, Blackwell cards run the newest target's PTX.
+        assert_eq!(KernelFit::of(ARCHS, PTX, (7, 5)), KernelFit::Unsupported);
+        // Without Blackwell targets, Blackwell cards JIT the embedded PTX.
         assert_eq!(
-            KernelFit::of("sm_80,sm_86,sm_89,sm_90", (12, 0)),
-            KernelFit::Jit("compute_90".into())
+            KernelFit::of("sm_80,sm_90", "compute_80", (12, 0)),
+            KernelFit::Jit("compute_80".into())
         );
-        assert_eq!(KernelFit::of("sm_90a", (9, 0)), sass("sm_90a"));
-        assert_eq!(KernelFit::of("sm_90a", (10, 0)), KernelFit::Unsupported);
-        assert_eq!(KernelFit::of("", (9, 0)), KernelFit::NotBuilt);
         assert_eq!(
-            super::ptx_of("sm_120,sm_90").as_deref(),
-            Some("compute_120")
+            KernelFit::of("sm_90", "compute_90", (8, 9)),
+            KernelFit::Unsupported
         );
-        assert_eq!(super::ptx_of("sm_90a"), None);
+        assert_eq!(KernelFit::of("sm_90a", "", (9, 0)), sass("sm_90a"));
+        assert_eq!(KernelFit::of("sm_90a", "", (10, 0)), KernelFit::Unsupported);
+        assert_eq!(KernelFit::of("", "", (9, 0)), KernelFit::NotBuilt);
     }
 }

@@ -5,7 +5,9 @@ use std::fmt::Write as _;
 use cuzk_vram::BudgetConfig;
 
 use crate::device::{Gpu, device_count, driver_present};
-use crate::module::{KernelFit, Kernels, kernel_archs, kernel_cuda_version, kernels_built};
+use crate::module::{
+    KernelFit, Kernels, kernel_archs, kernel_cuda_version, kernel_ptx, kernels_built,
+};
 
 fn gib(b: u64) -> String {
     format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
@@ -30,8 +32,9 @@ pub fn devices_report(kernels: &[&Kernels]) -> String {
     if kernels_built() {
         let _ = writeln!(
             s,
-            "kernels: built for {} (+PTX for the newest) by CUDA {}",
+            "kernels: built for {} (+{} PTX) by CUDA {}",
             kernel_archs(),
+            kernel_ptx(),
             kernel_cuda_version()
         );
     } else {
@@ -102,7 +105,7 @@ pub fn devices_report(kernels: &[&Kernels]) -> String {
 /// first load can be faster).
 pub fn kernel_fit_line(gpu: &Gpu, kernels: &[&Kernels]) -> String {
     let (major, minor) = gpu.info().compute_capability;
-    match KernelFit::of(kernel_archs(), (major, minor)) {
+    match KernelFit::of(kernel_archs(), kernel_ptx(), (major, minor)) {
         KernelFit::Sass(arch) => format!("kernels: machine code for {arch} in the binary"),
         KernelFit::NotBuilt => "kernels: none in this build".to_string(),
         KernelFit::Unsupported => format!(

@@ -84,13 +84,14 @@ fn build_nvcc(root: &Path) -> Option<PathBuf> {
 
 /// Build script of the runtime (cuzk-gpu), which embeds no kernels: sets `cfg(cuzk_kernels)`
 /// when nvcc is found (then every kernel crate of the same build embeds its kernels, or the
-/// build fails), `CUZK_KERNEL_ARCHS` to the SASS archs they are built for and
-/// `CUZK_CUDA_VERSION` to nvcc's version.
+/// build fails), `CUZK_KERNEL_ARCHS` to the SASS archs they are built for,
+/// `CUZK_KERNEL_PTX` to the PTX they embed and `CUZK_CUDA_VERSION` to nvcc's version.
 pub fn probe() {
     let root = repo_root();
     rerun_directives(&root);
     let Some(nvcc) = build_nvcc(&root) else {
         println!("cargo::rustc-env=CUZK_KERNEL_ARCHS=");
+        println!("cargo::rustc-env=CUZK_KERNEL_PTX=");
         println!("cargo::rustc-env=CUZK_CUDA_VERSION=");
         return;
     };
@@ -98,6 +99,8 @@ pub fn probe() {
     let version = nvcc_version(&nvcc).unwrap_or_else(|e| panic!("{e}"));
     println!("cargo::rustc-cfg=cuzk_kernels");
     println!("cargo::rustc-env=CUZK_KERNEL_ARCHS={}", archs.join(","));
+    let ptx = nvcc::embedded_ptx(&archs).unwrap_or_default();
+    println!("cargo::rustc-env=CUZK_KERNEL_PTX={ptx}");
     println!("cargo::rustc-env=CUZK_CUDA_VERSION={version}");
 }
 
@@ -198,7 +201,7 @@ fn write_rs(
     let list: Vec<String> = stems.iter().map(|s| const_name(s)).collect();
     let _ = writeln!(
         s,
-        "/// This crate's kernels: its modules, the SASS archs they hold (PTX for the newest too)\n\
+        "/// This crate's kernels: its modules, the SASS archs they hold (and PTX)\n\
          /// and the ptxas resource report of the build.\n\
          pub static KERNELS: ::cuzk_gpu::Kernels = ::cuzk_gpu::Kernels::new(&[{}], {archs:?}, {report:?});",
         list.join(", ")

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// SASS targets of a full build: A100, RTX 30xx, RTX 40xx/L40, H100/H200, B200, RTX 50xx. PTX
-/// is added for the newest so that later GPUs can JIT.
+/// is embedded too ([`embedded_ptx`]), so that later GPUs can JIT.
 pub const DEFAULT_ARCHS: &[&str] = &["sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"];
 /// Env vars that change what gets built (build.rs reruns when they change).
 pub const ENV_VARS: &[&str] = &[
@@ -133,23 +133,69 @@ pub fn archs() -> Result<Vec<String>, String> {
     }
 }
 
-/// `-gencode` flags: SASS for each arch, PTX for the newest.
+/// The NVVM generation whose PTX an arch-neutral target gets. cicc (CUDA 13.0) writes one PTX
+/// for every target below sm_100 (NVVM 7) and another for every target from sm_100 on (NVVM
+/// 20), equal up to the `.target` line for every entry file (compute_80/86/89/90 and
+/// compute_100/120); ptxas' sm_90 cubins from the compute_80 and compute_90 PTX of `check.cu`
+/// differ only in the `.note.nv.cuinfo` byte naming the virtual arch. So each generation's PTX
+/// is made once.
+fn nvvm_generation(arch: &str) -> u32 {
+    if arch_number(arch) >= 100 { 20 } else { 7 }
+}
+
+/// `sm_90a` -> 90.
+fn arch_number(arch: &str) -> u32 {
+    arch[3..]
+        .trim_end_matches(|c: char| c.is_alphabetic())
+        .parse()
+        .unwrap_or(0)
+}
+
+/// An arch-specific target (`sm_90a`) runs on its own arch only and gets PTX of its own.
+fn is_arch_specific(arch: &str) -> bool {
+    arch.ends_with(|c: char| c.is_ascii_alphabetic())
+}
+
+/// The arch-neutral targets of each PTX generation, oldest first.
+fn generations(archs: &[String]) -> Vec<Vec<&String>> {
+    let mut neutral: Vec<&String> = archs.iter().filter(|a| !is_arch_specific(a)).collect();
+    neutral.sort_by_key(|a| arch_number(a));
+    let mut out: Vec<Vec<&String>> = Vec::new();
+    for a in neutral {
+        match out.last_mut() {
+            Some(g) if nvvm_generation(g[0]) == nvvm_generation(a) => g.push(a),
+            _ => out.push(vec![a]),
+        }
+    }
+    out
+}
+
+/// The PTX a build of `archs` embeds, for cards without SASS to JIT (`compute_100` for the
+/// default archs): the newest generation's, made for its oldest target.
+pub fn embedded_ptx(archs: &[String]) -> Option<String> {
+    let newest = generations(archs).pop()?;
+    Some(format!("compute_{}", &newest[0][3..]))
+}
+
+/// `-gencode` flags: one PTX per generation, made for its oldest target, and SASS for each
+/// target from it (one cicc run per generation instead of one per arch); the newest
+/// generation's PTX is embedded too.
 pub fn gencode_args(archs: &[String]) -> Vec<String> {
+    let ptx = embedded_ptx(archs);
     let mut v = Vec::new();
-    for a in archs {
+    for g in generations(archs) {
+        let virt = format!("compute_{}", &g[0][3..]);
+        let mut codes: Vec<String> = g.iter().map(|a| a.to_string()).collect();
+        if ptx.as_ref() == Some(&virt) {
+            codes.push(virt.clone());
+        }
+        v.push("-gencode".to_string());
+        v.push(format!("arch={virt},code=[{}]", codes.join(",")));
+    }
+    for a in archs.iter().filter(|a| is_arch_specific(a)) {
         let n = &a[3..];
         v.push("-gencode".to_string());
         v.push(format!("arch=compute_{n},code=sm_{n}"));
-    }
-    if let Some(newest) = archs.iter().max_by_key(|a| {
-        a[3..]
-            .trim_end_matches(|c: char| c.is_alphabetic())
-            .parse::<u32>()
-            .unwrap_or(0)
-    }) {
-        let n = &newest[3..];
-        v.push("-gencode".to_string());
-        v.push(format!("arch=compute_{n},code=compute_{n}"));
     }
     v
 }
@@ -550,18 +596,24 @@ ptxas info    : Used 40 registers, used 0 barriers, 368 bytes cmem[0]
 
     #[test]
     fn gencode_and_names() {
-        let a: Vec<String> = ["sm_80", "sm_90"].iter().map(|s| s.to_string()).collect();
+        let v = |l: &[&str]| -> Vec<String> { l.iter().map(|s| s.to_string()).collect() };
         assert_eq!(
-            gencode_args(&a),
+            gencode_args(&v(&["sm_90", "sm_120", "sm_80", "sm_100", "sm_90a"])),
             [
                 "-gencode",
-                "arch=compute_80,code=sm_80",
+                "arch=compute_80,code=[sm_80,sm_90]",
                 "-gencode",
-                "arch=compute_90,code=sm_90",
+                "arch=compute_100,code=[sm_100,sm_120,compute_100]",
                 "-gencode",
-                "arch=compute_90,code=compute_90"
+                "arch=compute_90a,code=sm_90a",
             ]
         );
+        assert_eq!(
+            gencode_args(&v(&["sm_90"])),
+            ["-gencode", "arch=compute_90,code=[sm_90,compute_90]"]
+        );
+        assert_eq!(embedded_ptx(&v(&["sm_89", "sm_86"])).unwrap(), "compute_86");
+        assert_eq!(embedded_ptx(&v(&["sm_90a"])), None);
         assert_eq!(const_name("msm-g1"), "MSM_G1");
         let allowed = allowed_spills(&[
             "- `cuzk: allow-spills big_kernel` why\n- cuzk: allow-spills pass4@sm_80,sm_120 why\n"

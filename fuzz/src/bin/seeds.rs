@@ -1,8 +1,9 @@
 //! Writes the seed corpus: small valid files of every format, made by cuzk's writers from
 //! real circuits, the Filecoin inputs of a 2 KiB sector sealed by filecoin-proofs, plus the files of a snarkjs/circom run when a folder of them is given.
 //!
-//! `cargo run -p cuzk-fuzz --bin cuzk-fuzz-seeds -- [--snarkjs DIR]` (DIR holding chain.r1cs,
-//! chain.wtns, chain.zkey, proof.json, public.json, vk.json) rewrites `corpus/<target>/seed-*`.
+//! `cargo run -p cuzk-fuzz --features seeds --bin cuzk-fuzz-seeds -- [--snarkjs DIR]` (DIR
+//! holding chain.r1cs, chain.wtns, chain.zkey, proof.json, public.json, vk.json) rewrites
+//! `corpus/<target>/seed-*`.
 
 use std::path::Path;
 

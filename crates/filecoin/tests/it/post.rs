@@ -5,7 +5,7 @@
 //! `verify_winning_post`; bad inputs get errors naming the file and field.
 //!
 //! filecoin-proofs reads `FIL_PROOFS_PARAMETER_CACHE` once per process, so the proving test
-//! runs itself again in a child process with it set (as tests/porep_c2.rs does).
+//! runs itself again in a child process with it set (as porep_c2.rs does).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -19,8 +19,7 @@ use filecoin_proofs::{FallbackPoStSectorProof, SectorShape2KiB};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-mod support;
-use support::{expect_field, in_param_env, params_dir};
+use crate::support::{expect_field, in_param_env, params_dir};
 
 const KIB2: SealProof = SealProof::StackedDrg2KiBV1_1;
 
@@ -97,7 +96,7 @@ fn post_proof_names() {
 
 #[test]
 fn window_and_winning_post_2kib_are_accepted() {
-    if !in_param_env("window_and_winning_post_2kib_are_accepted") {
+    if !in_param_env(module_path!(), "window_and_winning_post_2kib_are_accepted") {
         return;
     }
     let sectors: Vec<SealedSector> = (1..=3).map(|i| seal(&format!("s{i}"), i)).collect();

@@ -4,7 +4,7 @@
 //! 32 GiB and 64 GiB, which no test can seal, filecoin-proofs' vanilla checks accept them.
 //!
 //! filecoin-proofs reads `FIL_PROOFS_PARAMETER_CACHE` once per process: the tests that prove
-//! run themselves again in a child process with it set (as tests/porep_c2.rs does).
+//! run themselves again in a child process with it set (as porep_c2.rs does).
 
 use std::time::Instant;
 
@@ -17,8 +17,7 @@ use cuzk_filecoin::{
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-mod support;
-use support::{in_param_env, params_dir};
+use crate::support::{in_param_env, params_dir};
 
 const KIB2: SealProof = SealProof::StackedDrg2KiBV1_1;
 const MINER: u64 = 1234;
@@ -31,7 +30,10 @@ fn randomness(seed: u8) -> [u8; 32] {
 
 #[test]
 fn sparse_porep_2kib_is_proven_by_filecoin_proofs_and_cuzk() {
-    if !in_param_env("sparse_porep_2kib_is_proven_by_filecoin_proofs_and_cuzk") {
+    if !in_param_env(
+        module_path!(),
+        "sparse_porep_2kib_is_proven_by_filecoin_proofs_and_cuzk",
+    ) {
         return;
     }
     let rng = &mut ChaCha8Rng::seed_from_u64(31);
@@ -62,7 +64,10 @@ fn sparse_porep_2kib_is_proven_by_filecoin_proofs_and_cuzk() {
 
 #[test]
 fn sparse_post_and_snap_2kib_are_proven_by_cuzk_and_accepted() {
-    if !in_param_env("sparse_post_and_snap_2kib_are_proven_by_cuzk_and_accepted") {
+    if !in_param_env(
+        module_path!(),
+        "sparse_post_and_snap_2kib_are_proven_by_cuzk_and_accepted",
+    ) {
         return;
     }
     let rng = &mut ChaCha8Rng::seed_from_u64(32);

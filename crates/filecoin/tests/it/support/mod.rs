@@ -17,18 +17,24 @@ pub fn params_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("filecoin-generated-params")
 }
 
-/// True in the child that runs the test with filecoin-proofs' parameter directory set; in the
-/// parent, runs that child and checks it passed.
-pub fn in_param_env(test: &str) -> bool {
-    in_param_env_at(test, &params_dir())
+/// True in the child that runs test `name` of `module` (`module_path!()`) with filecoin-proofs'
+/// parameter directory set; in the parent, runs that child and checks it passed.
+pub fn in_param_env(module: &str, name: &str) -> bool {
+    in_param_env_at(module, name, &params_dir())
 }
 
 /// [`in_param_env`] with filecoin-proofs pointed at `dir` instead of the shared directory.
 #[allow(dead_code)] // only the daemon's tests use a directory of their own
-pub fn in_param_env_at(test: &str, dir: &std::path::Path) -> bool {
+pub fn in_param_env_at(module: &str, name: &str, dir: &std::path::Path) -> bool {
     if std::env::var_os(PARAM_ENV).is_some_and(|v| v == dir) {
         return true;
     }
+    // libtest names a test by its path without the test binary's crate.
+    let test = match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{name}"),
+        None => name.to_string(),
+    };
+    let test = test.as_str();
     let exe = std::env::current_exe().expect("test binary path");
     let status = Command::new(exe)
         .args([test, "--exact", "--nocapture", "--test-threads=1"])

@@ -4,7 +4,7 @@
 //! `verify_empty_sector_update_proof`; bad inputs get errors naming the file and field.
 //!
 //! filecoin-proofs reads `FIL_PROOFS_PARAMETER_CACHE` once per process: the test runs itself
-//! again in a child process with it set (as tests/porep_c2.rs does).
+//! again in a child process with it set (as porep_c2.rs does).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -17,14 +17,16 @@ use cuzk_filecoin::{
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-mod support;
-use support::{expect_field, in_param_env, params_dir};
+use crate::support::{expect_field, in_param_env, params_dir};
 
 const KIB2: SealProof = SealProof::StackedDrg2KiBV1_1;
 
 #[test]
 fn snap_2kib_is_accepted_by_verify_empty_sector_update_proof() {
-    if !in_param_env("snap_2kib_is_accepted_by_verify_empty_sector_update_proof") {
+    if !in_param_env(
+        module_path!(),
+        "snap_2kib_is_accepted_by_verify_empty_sector_update_proof",
+    ) {
         return;
     }
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("filecoin-snap");

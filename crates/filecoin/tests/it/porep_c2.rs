@@ -20,8 +20,7 @@ use cuzk_formats::FormatError;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-mod support;
-use support::{in_param_env, params_dir};
+use crate::support::{in_param_env, params_dir};
 
 fn sealed(name: &str, seed: u64) -> SealCommit {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("filecoin-sector-{name}"));
@@ -75,7 +74,7 @@ fn generate(store: &ParamStore, c1: &C1Output) {
 
 #[test]
 fn porep_c2_2kib_is_accepted_by_verify_seal() {
-    if !in_param_env("porep_c2_2kib_is_accepted_by_verify_seal") {
+    if !in_param_env(module_path!(), "porep_c2_2kib_is_accepted_by_verify_seal") {
         return;
     }
     let sector = sealed("accepted", 1);
@@ -187,7 +186,7 @@ fn porep_c2_2kib_is_accepted_by_verify_seal() {
 
 #[test]
 fn porep_c2_parameter_errors() {
-    if !in_param_env("porep_c2_parameter_errors") {
+    if !in_param_env(module_path!(), "porep_c2_parameter_errors") {
         return;
     }
     let sector = sealed("param-errors", 3);
