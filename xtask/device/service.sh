@@ -250,7 +250,7 @@ for part in "$@"; do
         step memory-taken "$B/tests/cuzk-scheduler-gpu" --ignored --exact gpu_memory_taken_by_another_process --nocapture
         ;;
     soak)
-        step soak-20 "$B/tests/cuzk-daemon-gpu_soak" --ignored --exact gpu_daemon_soak_1000_proofs --nocapture
+        step soak-20 "$B/tests/cuzk-daemon-it" --ignored --exact gpu_soak::gpu_daemon_soak_1000_proofs --nocapture
         ;;
     grid)
         step oom-grid-24 "$B/tests/cuzk-scheduler-gpu" --ignored --exact gpu_reliability_oom_grid --nocapture

@@ -30,14 +30,14 @@ const GROUPS: &[Group] = &[
     Group {
         area: "7. Security",
         package: "cuzk-daemon",
-        test: "reliability",
-        filters: &["security_"],
+        test: "it",
+        filters: &["reliability::security_"],
     },
     Group {
         area: "7. Security",
         package: "cuzk-daemon",
-        test: "daemon",
-        filters: &["key_paths_stay_inside_the_parameter_directory"],
+        test: "it",
+        filters: &["daemon::key_paths_stay_inside_the_parameter_directory"],
     },
     Group {
         area: "8. Crash and restart (CPU)",
@@ -68,8 +68,8 @@ const GROUPS: &[Group] = &[
     Group {
         area: "2. A failure at every site (CPU)",
         package: "cuzk-daemon",
-        test: "reliability",
-        filters: &["a_failure_at_every_allocation_of_a_daemon_job_runs_it_again"],
+        test: "it",
+        filters: &["reliability::a_failure_at_every_allocation_of_a_daemon_job_runs_it_again"],
     },
     Group {
         area: "6. Fuzzing: corpus and regressions",

@@ -764,7 +764,7 @@ async fn tcp_with_and_without_a_token_and_the_http_port() {
     assert!(m.2.contains("\"spans\""), "{}", m.2);
     d.stop().await;
 
-    // TCP with no token configured is refused at bind (tests/reliability.rs checks the error).
+    // TCP with no token configured is refused at bind (reliability.rs checks the error).
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -32,7 +32,7 @@ use rand_chacha::ChaCha8Rng;
 use tonic::Code;
 use tonic::transport::{Channel, Endpoint, Uri};
 
-#[path = "../../filecoin/tests/it/support/mod.rs"]
+#[path = "../../../filecoin/tests/it/support/mod.rs"]
 mod support;
 use support::{in_param_env, in_param_env_at, params_dir};
 

@@ -6,7 +6,7 @@
 //! and decoded all of it; each job is then cancelled. A copy with one byte changed must be
 //! refused, so the timed path is the checked one.
 //!
-//! `CUZK_NO_CUDA=1 cargo test -p cuzk-daemon --test upload -- --ignored --nocapture`;
+//! `CUZK_NO_CUDA=1 cargo test -p cuzk-daemon --test it -- --ignored --nocapture upload::`;
 //! `CUZK_UPLOAD_LOG` (default 22; 24 is the 512 MiB) and `CUZK_UPLOAD_RUNS` (5).
 
 use std::path::Path;

@@ -15,7 +15,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use tonic::Code;
 
-#[path = "../../../tests/support/certs.rs"]
+#[path = "../../../../tests/support/certs.rs"]
 mod certs;
 
 const TOKEN: &str = "tls-test-token-0123456789";
