@@ -319,7 +319,9 @@ fn bindgen_child(check: bool) -> Result<()> {
         .derive_default(true)
         .derive_eq(true)
         .use_core();
-    // bindgen panics when it cannot dlopen libclang; the parent reads the exit status.
+    // bindgen panics when it cannot dlopen libclang; the parent reads the exit status. That
+    // failure is expected on a fresh machine, so its message goes out without a backtrace.
+    std::panic::set_hook(Box::new(|info| eprintln!("{info}")));
     let bindings =
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| builder.generate())) {
             Err(_) => {

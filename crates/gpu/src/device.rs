@@ -175,11 +175,7 @@ impl Gpu {
     /// the logical budgets within the physical one.
     pub fn logical(&self, budget: u64) -> Gpu {
         let budget = budget.min(self.inner.vram.budget().total());
-        let vram = Vram::with_budgets(
-            self.inner.vram.backend().clone(),
-            Budget::new("device", budget),
-            self.inner.vram.host_budget().clone(),
-        );
+        let vram = self.inner.vram.logical(Budget::new("device", budget));
         Gpu {
             inner: Arc::new(GpuInner {
                 ctx: self.inner.ctx.clone(),

@@ -240,6 +240,59 @@ fn load_module(ctx: &Arc<CudaContext>, image: &[u8]) -> Result<Loaded> {
     })
 }
 
+/// Loads every function of `m` now (CUDA loads them lazily otherwise) and returns the largest
+/// local memory (stack frame) one thread of them needs, in bytes. The context must be bound.
+fn load_functions(m: &Loaded) -> Result<usize> {
+    let mut count = 0u32;
+    // SAFETY: m.raw is a live module; count is a valid out-pointer.
+    unsafe { sys::cuModuleGetFunctionCount(&mut count, m.raw) }
+        .result()
+        .map_err(cuda("cuModuleGetFunctionCount"))?;
+    let mut functions = vec![std::ptr::null_mut(); count as usize];
+    // SAFETY: `functions` holds `count` writable handles.
+    unsafe { sys::cuModuleEnumerateFunctions(functions.as_mut_ptr(), count, m.raw) }
+        .result()
+        .map_err(cuda("cuModuleEnumerateFunctions"))?;
+    let mut frame = 0usize;
+    for f in functions {
+        // SAFETY: f is a function handle of the live module m.
+        unsafe { sys::cuFuncLoad(f) }
+            .result()
+            .map_err(cuda("cuFuncLoad"))?;
+        let mut local = 0i32;
+        // SAFETY: f is loaded; local is a valid out-pointer.
+        unsafe {
+            sys::cuFuncGetAttribute(
+                &mut local,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+                f,
+            )
+        }
+        .result()
+        .map_err(cuda("cuFuncGetAttribute(LOCAL_SIZE_BYTES)"))?;
+        frame = frame.max(usize::try_from(local).unwrap_or(0));
+    }
+    Ok(frame)
+}
+
+/// Raises the context's per-thread stack to `frame` bytes when it is smaller: the driver
+/// reserves the local memory for every resident thread now, and no launch grows it later.
+/// The context must be bound.
+fn reserve_local_memory(frame: usize) -> Result<()> {
+    let mut stack = 0usize;
+    // SAFETY: a valid out-pointer; the bound context is queried.
+    unsafe { sys::cuCtxGetLimit(&mut stack, sys::CUlimit::CU_LIMIT_STACK_SIZE) }
+        .result()
+        .map_err(cuda("cuCtxGetLimit(STACK_SIZE)"))?;
+    if frame > stack {
+        // SAFETY: sets a limit of the bound context; the driver waits for work in flight.
+        unsafe { sys::cuCtxSetLimit(sys::CUlimit::CU_LIMIT_STACK_SIZE, frame) }
+            .result()
+            .map_err(cuda("cuCtxSetLimit(STACK_SIZE)"))?;
+    }
+    Ok(())
+}
+
 fn param_sizes(f: sys::CUfunction) -> Option<Vec<usize>> {
     let mut v = Vec::new();
     for i in 0..256 {
@@ -285,13 +338,25 @@ impl Gpu {
         Ok(f)
     }
 
+    /// Loads `module` once per device, with every function in it, and reserves the local
+    /// memory of its largest stack frame. The driver would otherwise load each function and
+    /// grow the local memory at a first launch, in the middle of a job, outside the budget: so
+    /// the bytes are taken here and counted as the driver's ([`cuzk_vram::Vram::add_driver_bytes`]).
     fn loaded(&self, module: &Module) -> Result<Arc<Loaded>> {
         let image = module.fatbin()?;
         let mut mods = self.inner.modules.modules.lock();
         if let Some(m) = mods.get(module.name) {
             return Ok(m.clone());
         }
+        let vram = &self.inner.vram;
+        let (before, ours_before) = vram.steady_reading()?;
         let m = Arc::new(load_module(&self.inner.ctx, image)?);
+        let frame = load_functions(&m)?;
+        reserve_local_memory(frame)?;
+        let (after, ours_after) = vram.steady_reading()?;
+        // Free memory fell by the driver's bytes and by our buffers allocated meanwhile.
+        let driver = (before.free + ours_before).saturating_sub(after.free + ours_after);
+        vram.add_driver_bytes(driver);
         mods.insert(module.name, m.clone());
         Ok(m)
     }

@@ -534,8 +534,10 @@ fn gpu_engine_explains_its_device_memory_at_every_phase() {
     report(&format!("2^{log} memory explained"), &engine, &out, wall);
     let (unexplained, lowered) = gpu.vram().unexplained();
     println!(
-        "2^{log}: unexplained device memory peak {:.1} MiB, limit lowered {lowered} times",
-        unexplained as f64 / (1 << 20) as f64
+        "2^{log}: unexplained device memory peak {:.1} MiB, limit lowered {lowered} times; \
+         kernels (driver) {:.1} MiB",
+        unexplained as f64 / (1 << 20) as f64,
+        gpu.vram().driver_bytes() as f64 / (1 << 20) as f64
     );
     assert!(
         unexplained <= UNEXPLAINED_MAX,

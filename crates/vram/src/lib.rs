@@ -53,11 +53,13 @@ pub struct Vram {
     /// The margin the device budget keeps below the free memory at start.
     margin: u64,
     unexplained: Arc<Unexplained>,
+    /// Device memory the driver holds for our kernels (see [`Vram::add_driver_bytes`]), shared
+    /// by the logical devices of one GPU.
+    driver: Arc<AtomicU64>,
 }
 
-/// Device memory that [`Vram::refresh_limit`] found taken beyond the budget's own buffers:
-/// another process's, or allocations outside the budget (the driver's, modules, kernels'
-/// local memory).
+/// Device memory that [`Vram::refresh_limit`] found taken beyond the budget's own buffers and
+/// the driver's bytes for our kernels: another process's, or the driver's own.
 #[derive(Debug, Default)]
 struct Unexplained {
     peak: AtomicU64,
@@ -86,6 +88,7 @@ impl Vram {
             mem_at_start: Some(info),
             margin: cfg.margin(info.total),
             unexplained: Arc::default(),
+            driver: Arc::default(),
         })
     }
 
@@ -98,6 +101,21 @@ impl Vram {
             mem_at_start: None,
             margin: 0,
             unexplained: Arc::default(),
+            driver: Arc::default(),
+        }
+    }
+
+    /// A logical device over this one's memory with a device budget of its own: it shares the
+    /// backend, the host budget and the driver's bytes, and does not follow free memory.
+    pub fn logical(&self, device: Budget) -> Self {
+        Self {
+            backend: self.backend.clone(),
+            device,
+            host: self.host.clone(),
+            mem_at_start: None,
+            margin: 0,
+            unexplained: Arc::default(),
+            driver: self.driver.clone(),
         }
     }
 
@@ -115,16 +133,9 @@ impl Vram {
         self.mem_at_start
     }
 
-    /// Compares `cuMemGetInfo` now with the start and lowers the device budget's limit by the
-    /// memory others took since (another process, or beyond half the margin the driver's own
-    /// later allocations): new requests then wait instead of meeting an out-of-memory error.
-    /// Once that memory is back, the limit is back at the budget's total. `None`: unchanged,
-    /// or a budget not built by [`Vram::new`].
-    pub fn refresh_limit(&self) -> Result<Option<LimitChange>> {
-        let Some(start) = self.mem_at_start else {
-            return Ok(None);
-        };
-        // A buffer allocated or freed between the reads would skew the sum: read again.
+    /// `cuMemGetInfo` now and the budget's bytes allocated at that moment. A buffer allocated or
+    /// freed between the reads would skew a difference of the two: read until they agree.
+    pub fn steady_reading(&self) -> Result<(MemInfo, u64)> {
         let read = || -> Result<(MemInfo, u64, bool)> {
             let before = self.device.allocated();
             let info = self.backend.mem_get_info()?;
@@ -138,7 +149,33 @@ impl Vram {
             }
             (info, ours, steady) = read()?;
         }
-        let taken_by_others = start.free.saturating_sub(info.free.saturating_add(ours));
+        Ok((info, ours))
+    }
+
+    /// Counts `bytes` the driver took for our own kernels (module images and the local memory
+    /// their stack frames reserve), as the loader measured them: explained, so not taken by
+    /// others.
+    pub fn add_driver_bytes(&self, bytes: u64) {
+        self.driver.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Device memory the driver holds for our kernels (see [`Self::add_driver_bytes`]).
+    pub fn driver_bytes(&self) -> u64 {
+        self.driver.load(Ordering::Relaxed)
+    }
+
+    /// Compares `cuMemGetInfo` now with the start and lowers the device budget's limit by the
+    /// memory others took since (another process, or beyond half the margin the driver's own
+    /// later allocations): new requests then wait instead of meeting an out-of-memory error.
+    /// Once that memory is back, the limit is back at the budget's total. `None`: unchanged,
+    /// or a budget not built by [`Vram::new`].
+    pub fn refresh_limit(&self) -> Result<Option<LimitChange>> {
+        let Some(start) = self.mem_at_start else {
+            return Ok(None);
+        };
+        let (info, ours) = self.steady_reading()?;
+        let explained = ours.saturating_add(self.driver_bytes());
+        let taken_by_others = start.free.saturating_sub(info.free.saturating_add(explained));
         self.unexplained
             .peak
             .fetch_max(taken_by_others, Ordering::Relaxed);
@@ -169,7 +206,7 @@ impl Vram {
     }
 
     /// The most device memory [`Self::refresh_limit`] has found taken beyond the budget's own
-    /// buffers since the start, and how many times it lowered the limit for it.
+    /// buffers and the driver's bytes for our kernels since the start, and how many times it lowered the limit for it.
     pub fn unexplained(&self) -> (u64, u64) {
         (
             self.unexplained.peak.load(Ordering::Relaxed),

@@ -415,3 +415,25 @@ fn our_buffers_are_never_unexplained_even_while_the_driver_allocates_them() {
     v.refresh_limit().unwrap();
     assert_eq!(v.unexplained(), (6 * GIB, 1));
 }
+
+#[test]
+fn the_drivers_bytes_for_our_kernels_are_explained_on_every_logical_device() {
+    const GIB: u64 = 1 << 30;
+    let fake = Arc::new(FakeBackend::with_free(80 * GIB, 79 * GIB));
+    let v = Vram::new(fake.clone(), &BudgetConfig::default()).unwrap();
+    let logical = v.logical(Budget::new("device", 16 * GIB));
+    // A module load takes 300 MiB outside the budget (modules, local memory): unexplained
+    // until the loader counts it, through any logical device of the GPU.
+    fake.set_held_by_another_process(300 * MIB);
+    let (info, ours) = v.steady_reading().unwrap();
+    assert_eq!((info.free, ours), (79 * GIB - 300 * MIB, 0));
+    logical.add_driver_bytes(300 * MIB);
+    assert_eq!(v.driver_bytes(), 300 * MIB);
+    v.refresh_limit().unwrap();
+    assert_eq!(v.unexplained(), (0, 0));
+    fake.set_held_by_another_process(300 * MIB + GIB);
+    v.refresh_limit().unwrap();
+    assert_eq!(v.unexplained().0, GIB);
+    assert_eq!(logical.refresh_limit().unwrap(), None, "follows no free memory");
+    assert!(logical.host_budget().same_as(v.host_budget()));
+}
