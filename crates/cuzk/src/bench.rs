@@ -431,9 +431,9 @@ fn run_size(engine: &Engine, a: &Args, log_constraints: u32) -> Result<SizeResul
         );
         if let Some(u) = d.unexplained_peak {
             println!(
-                "device {} kernels (driver) {:>12.1} MiB",
+                "device {} driver (kernels, page tables) {:>6.1} MiB",
                 d.index,
-                d.kernel_bytes as f64 / MIB
+                d.driver_bytes as f64 / MIB
             );
             println!(
                 "device {} unexplained peak {:>12.1} MiB (limit lowered {} times)",

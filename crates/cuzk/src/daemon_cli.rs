@@ -532,8 +532,8 @@ fn status_text(s: &pb::StatusResponse) -> String {
             gib(d.budget_total),
             gib(d.budget_peak),
             d.unexplained_peak.map_or(String::new(), |u| format!(
-                "; kernels {:.0} MiB, unexplained peak {:.0} MiB, limit lowered {} times",
-                d.kernel_bytes as f64 / (1u64 << 20) as f64,
+                "; driver {:.0} MiB, unexplained peak {:.0} MiB, limit lowered {} times",
+                d.driver_bytes as f64 / (1u64 << 20) as f64,
                 u as f64 / (1u64 << 20) as f64,
                 d.limit_lowered
             )),

@@ -325,7 +325,7 @@ impl Daemon {
         remove_socket(unix_path);
         let st = shared.engine.status();
         for d in &st.devices {
-            tracing::info!(device = %d.name, budget_in_use = d.budget_in_use, pinned_in_use = d.pinned_in_use, budget_peak = d.budget_peak, kernel_bytes = d.kernel_bytes, unexplained_peak = d.unexplained_peak, limit_lowered = d.limit_lowered, "device memory after shutdown");
+            tracing::info!(device = %d.name, budget_in_use = d.budget_in_use, pinned_in_use = d.pinned_in_use, budget_peak = d.budget_peak, driver_bytes = d.driver_bytes, unexplained_peak = d.unexplained_peak, limit_lowered = d.limit_lowered, "device memory after shutdown");
         }
         tracing::info!(
             completed = st.counters.completed,

@@ -828,7 +828,7 @@ impl Shared {
                     budget_limit: d.budget_limit,
                     unexplained_peak: d.unexplained_peak,
                     limit_lowered: d.limit_lowered,
-                    kernel_bytes: d.kernel_bytes,
+                    driver_bytes: d.driver_bytes,
                     budget_used: d.budget_in_use,
                     budget_peak: d.budget_peak,
                     staging_capacity: d.staging_capacity,

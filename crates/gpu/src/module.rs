@@ -341,7 +341,7 @@ impl Gpu {
     /// Loads `module` once per device, with every function in it, and reserves the local
     /// memory of its largest stack frame. The driver would otherwise load each function and
     /// grow the local memory at a first launch, in the middle of a job, outside the budget: so
-    /// the bytes are taken here and counted as the driver's ([`cuzk_vram::Vram::add_driver_bytes`]).
+    /// the bytes are taken here and counted as the kernels' ([`cuzk_vram::Vram::add_kernel_bytes`]).
     fn loaded(&self, module: &Module) -> Result<Arc<Loaded>> {
         let image = module.fatbin()?;
         let mut mods = self.inner.modules.modules.lock();
@@ -355,8 +355,8 @@ impl Gpu {
         reserve_local_memory(frame)?;
         let (after, ours_after) = vram.steady_reading()?;
         // Free memory fell by the driver's bytes and by our buffers allocated meanwhile.
-        let driver = (before.free + ours_before).saturating_sub(after.free + ours_after);
-        vram.add_driver_bytes(driver);
+        let taken = (before.free + ours_before).saturating_sub(after.free + ours_after);
+        vram.add_kernel_bytes(taken);
         mods.insert(module.name, m.clone());
         Ok(m)
     }

@@ -205,9 +205,10 @@ pub struct DeviceStatus {
     pub unexplained_peak: Option<u64>,
     /// Times the budget's limit was lowered for such memory.
     pub limit_lowered: u64,
-    /// Device memory the driver holds for our kernels (module images, the local memory of
-    /// their stack frames), measured as each module loaded; explained, outside the budget.
-    pub kernel_bytes: u64,
+    /// Device memory the driver holds for us outside the budget, explained: our kernels
+    /// (module images, the local memory of their stack frames) and the page tables of the
+    /// pinned host memory. See [`cuzk_vram::Vram::driver_bytes`].
+    pub driver_bytes: u64,
     pub staging_capacity: u64,
     pub staging_in_use: u64,
     pub pinned_in_use: u64,
@@ -923,7 +924,7 @@ impl Inner {
                     budget_peak: budget.peak(),
                     unexplained_peak: d.vram.mem_at_start().map(|_| d.vram.unexplained().0),
                     limit_lowered: d.vram.unexplained().1,
-                    kernel_bytes: d.vram.driver_bytes(),
+                    driver_bytes: d.vram.driver_bytes(),
                     staging_capacity: d.staging.capacity(),
                     staging_in_use: d.staging.in_use(),
                     pinned_in_use: d.vram.host_budget().in_use(),

@@ -535,7 +535,7 @@ fn gpu_engine_explains_its_device_memory_at_every_phase() {
     let (unexplained, lowered) = gpu.vram().unexplained();
     println!(
         "2^{log}: unexplained device memory peak {:.1} MiB, limit lowered {lowered} times; \
-         kernels (driver) {:.1} MiB",
+         driver (kernels, page tables) {:.1} MiB",
         unexplained as f64 / (1 << 20) as f64,
         gpu.vram().driver_bytes() as f64 / (1 << 20) as f64
     );

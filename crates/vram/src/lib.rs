@@ -42,6 +42,9 @@ pub use config::{
 };
 pub use error::{CUDA_OUT_OF_MEMORY, Result, VramError};
 
+/// Host bytes pinned per byte of device page table (8-byte entries for 4 KiB pages).
+const PINNED_BYTES_PER_TABLE_BYTE: u64 = 512;
+
 /// The allocator of one device: a memory backend plus the device and host budgets.
 /// Cheap to clone (shared state).
 #[derive(Clone, Debug)]
@@ -53,9 +56,9 @@ pub struct Vram {
     /// The margin the device budget keeps below the free memory at start.
     margin: u64,
     unexplained: Arc<Unexplained>,
-    /// Device memory the driver holds for our kernels (see [`Vram::add_driver_bytes`]), shared
+    /// Device memory the driver holds for our kernels (see [`Vram::add_kernel_bytes`]), shared
     /// by the logical devices of one GPU.
-    driver: Arc<AtomicU64>,
+    kernels: Arc<AtomicU64>,
 }
 
 /// Device memory that [`Vram::refresh_limit`] found taken beyond the budget's own buffers and
@@ -88,7 +91,7 @@ impl Vram {
             mem_at_start: Some(info),
             margin: cfg.margin(info.total),
             unexplained: Arc::default(),
-            driver: Arc::default(),
+            kernels: Arc::default(),
         })
     }
 
@@ -101,12 +104,12 @@ impl Vram {
             mem_at_start: None,
             margin: 0,
             unexplained: Arc::default(),
-            driver: Arc::default(),
+            kernels: Arc::default(),
         }
     }
 
     /// A logical device over this one's memory with a device budget of its own: it shares the
-    /// backend, the host budget and the driver's bytes, and does not follow free memory.
+    /// backend, the host budget and the kernels' bytes, and does not follow free memory.
     pub fn logical(&self, device: Budget) -> Self {
         Self {
             backend: self.backend.clone(),
@@ -115,7 +118,7 @@ impl Vram {
             mem_at_start: None,
             margin: 0,
             unexplained: Arc::default(),
-            driver: self.driver.clone(),
+            kernels: self.kernels.clone(),
         }
     }
 
@@ -155,13 +158,16 @@ impl Vram {
     /// Counts `bytes` the driver took for our own kernels (module images and the local memory
     /// their stack frames reserve), as the loader measured them: explained, so not taken by
     /// others.
-    pub fn add_driver_bytes(&self, bytes: u64) {
-        self.driver.fetch_add(bytes, Ordering::Relaxed);
+    pub fn add_kernel_bytes(&self, bytes: u64) {
+        self.kernels.fetch_add(bytes, Ordering::Relaxed);
     }
 
-    /// Device memory the driver holds for our kernels (see [`Self::add_driver_bytes`]).
+    /// Device memory the driver holds for us outside the budget: our kernels (see
+    /// [`Self::add_kernel_bytes`]) and the page tables that map our pinned host memory into the
+    /// device, one 8-byte entry per 4 KiB page (2 MiB per GiB pinned, `cuMemHostAlloc` and
+    /// `cuMemHostRegister` alike: measured in run 130).
     pub fn driver_bytes(&self) -> u64 {
-        self.driver.load(Ordering::Relaxed)
+        self.kernels.load(Ordering::Relaxed) + self.host.in_use() / PINNED_BYTES_PER_TABLE_BYTE
     }
 
     /// Compares `cuMemGetInfo` now with the start and lowers the device budget's limit by the
@@ -175,7 +181,9 @@ impl Vram {
         };
         let (info, ours) = self.steady_reading()?;
         let explained = ours.saturating_add(self.driver_bytes());
-        let taken_by_others = start.free.saturating_sub(info.free.saturating_add(explained));
+        let taken_by_others = start
+            .free
+            .saturating_sub(info.free.saturating_add(explained));
         self.unexplained
             .peak
             .fetch_max(taken_by_others, Ordering::Relaxed);
