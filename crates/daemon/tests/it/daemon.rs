@@ -4,18 +4,20 @@
 //! health, the HTTP port, and the drain on shutdown.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use cuzk_daemon::client::{self, Client};
 use cuzk_daemon::pb;
 use cuzk_daemon::{Daemon, DaemonConfig};
 use cuzk_formats::cuzk;
-use cuzk_groth16::{Fr, ToxicWaste, Witness, generate_parameters_with_toxic_waste};
+use cuzk_groth16::{ToxicWaste, generate_parameters_with_toxic_waste};
 use cuzk_scheduler::Engine;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use tonic::Code;
+
+use crate::support::{Running, write_circuit};
 
 /// A circuit's files in a parameter directory, and its witness.
 struct Fixture {
@@ -30,24 +32,10 @@ fn make(dir: &Path, name: &str, log: u32, seed: u64) -> Fixture {
     let (r1cs, w) = cuzk_groth16::testing::demo::circuit(log, 2, &mut rng).unwrap();
     let (pk, _) =
         generate_parameters_with_toxic_waste(&r1cs, &ToxicWaste::random(&mut rng)).unwrap();
-    let vk = pk.vk.clone();
-    let file = |ext: &str| std::fs::File::create(dir.join(format!("{name}.{ext}"))).unwrap();
-    cuzk::write_r1cs(file("r1cs"), &r1cs).unwrap();
-    cuzk::write_proving_key(file("pk"), &pk).unwrap();
-    let mut witness = Vec::new();
-    cuzk::write_witness(&mut witness, &w).unwrap();
+    let (witness, unsatisfied) = write_circuit(dir, name, &r1cs, &pk, &w);
     std::fs::write(dir.join(format!("{name}.wit")), &witness).unwrap();
-    let mut z = w.assignment().to_vec();
-    let last = z.len() - 1;
-    z[last] += Fr::ONE;
-    let mut unsatisfied = Vec::new();
-    cuzk::write_witness(
-        &mut unsatisfied,
-        &Witness::from_assignment(w.num_public(), z).unwrap(),
-    )
-    .unwrap();
     Fixture {
-        vk,
+        vk: pk.vk,
         witness,
         unsatisfied,
     }
@@ -86,53 +74,9 @@ fn config(name: &str) -> DaemonConfig {
     }
 }
 
-/// A daemon serving in this process, stopped when dropped.
-struct Running {
-    addr: String,
-    shared: Arc<cuzk_daemon::Shared>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<Result<(), cuzk_daemon::DaemonError>>>,
-    http: Option<std::net::SocketAddr>,
-}
-
-impl Running {
-    async fn client(&self) -> Client {
-        client::connect(Some(&self.addr), None, None).await.unwrap()
-    }
-
-    /// Signals shutdown and waits for the daemon to finish its drain.
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.task.take().unwrap().await.unwrap().unwrap();
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-    }
-}
-
 async fn start(config: DaemonConfig) -> Running {
     let engine = Engine::new(config.engine().unwrap()).unwrap();
-    let daemon = Daemon::bind(config, engine).await.unwrap();
-    daemon.preload().await.unwrap();
-    let addr = daemon.address();
-    let http = daemon.http_address();
-    let shared = daemon.shared().clone();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let task = tokio::spawn(daemon.run(async {
-        let _ = rx.await;
-    }));
-    Running {
-        addr,
-        shared,
-        stop: Some(tx),
-        task: Some(task),
-        http,
-    }
+    Running::start(config, engine).await
 }
 
 fn load_req(id: &str, pk: &str, r1cs: &str) -> pb::LoadKeyRequest {

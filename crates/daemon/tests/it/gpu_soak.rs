@@ -10,13 +10,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cuzk_daemon::client::{self, Client};
-use cuzk_daemon::{Daemon, DaemonConfig, pb};
+use cuzk_daemon::{DaemonConfig, pb};
 use cuzk_formats::cuzk;
-use cuzk_groth16::{Fr, ToxicWaste, Witness, generate_parameters_with_toxic_waste};
+use cuzk_groth16::{ToxicWaste, generate_parameters_with_toxic_waste};
 use cuzk_scheduler::Engine;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use tokio::sync::Mutex;
+
+use crate::support::{Running, write_circuit};
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -37,20 +39,7 @@ fn make(dir: &Path, log: u32) -> Fixture {
     let (r1cs, w) = cuzk_groth16::testing::demo::circuit_with(log, 4, 75, &mut rng).unwrap();
     let (pk, _) =
         generate_parameters_with_toxic_waste(&r1cs, &ToxicWaste::random(&mut rng)).unwrap();
-    let file = |ext: &str| std::fs::File::create(dir.join(format!("soak.{ext}"))).unwrap();
-    cuzk::write_r1cs(file("r1cs"), &r1cs).unwrap();
-    cuzk::write_proving_key(file("pk"), &pk).unwrap();
-    let mut witness = Vec::new();
-    cuzk::write_witness(&mut witness, &w).unwrap();
-    let mut z = w.assignment().to_vec();
-    let last = z.len() - 1;
-    z[last] += Fr::ONE;
-    let mut unsatisfied = Vec::new();
-    cuzk::write_witness(
-        &mut unsatisfied,
-        &Witness::from_assignment(w.num_public(), z).unwrap(),
-    )
-    .unwrap();
+    let (witness, unsatisfied) = write_circuit(dir, "soak", &r1cs, &pk, &w);
     println!(
         "2^{log}: circuit and key in {:.1} s",
         t.elapsed().as_secs_f64()
@@ -198,13 +187,8 @@ fn gpu_daemon_soak_1000_proofs() {
     let f = Arc::new(make(&dir, log));
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async move {
-        let daemon = Daemon::bind(config, engine).await.unwrap();
-        let addr = daemon.address();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(daemon.run(async {
-            let _ = stopped.await;
-        }));
-        let mut c = client::connect(Some(&addr), None, None).await.unwrap();
+        let daemon = Running::start(config, engine).await;
+        let mut c = daemon.client().await;
         c.load_key(pb::LoadKeyRequest {
             key_id: "soak".into(),
             pk_path: "soak.pk".into(),
@@ -230,7 +214,7 @@ fn gpu_daemon_soak_1000_proofs() {
                 next.clone(),
                 done.clone(),
                 rss.clone(),
-                addr.clone(),
+                daemon.addr.clone(),
                 pinned100.clone(),
             );
             tasks.push(tokio::spawn(async move {
@@ -312,8 +296,7 @@ fn gpu_daemon_soak_1000_proofs() {
             rejected + failed,
             growth * 100.0
         );
-        let _ = stop.send(());
-        task.await.unwrap().unwrap();
+        daemon.stop().await;
     });
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -6,5 +6,6 @@ mod curio;
 mod daemon;
 mod gpu_soak;
 mod reliability;
+mod support;
 mod tls;
 mod upload;

@@ -18,6 +18,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use tonic::Code;
 
+use crate::support::Running;
+
 const MIB: u64 = 1 << 20;
 
 struct Fixture {
@@ -60,46 +62,6 @@ fn config(sock: &Path) -> DaemonConfig {
         cpu_device_memory: 512 * MIB,
         drain_timeout_s: 5.0,
         ..DaemonConfig::default()
-    }
-}
-
-/// A daemon serving in this process until `stop` (or drop).
-struct Running {
-    addr: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<Result<(), DaemonError>>>,
-}
-
-impl Running {
-    async fn start(config: DaemonConfig, engine: Engine) -> Self {
-        let d = Daemon::bind(config, engine).await.unwrap();
-        let addr = d.address();
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(d.run(async {
-            let _ = rx.await;
-        }));
-        Self {
-            addr,
-            stop: Some(tx),
-            task: Some(task),
-        }
-    }
-
-    async fn client(&self) -> Client {
-        client::connect(Some(&self.addr), None, None).await.unwrap()
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.task.take().unwrap().await.unwrap().unwrap();
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
     }
 }
 
