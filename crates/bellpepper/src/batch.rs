@@ -152,7 +152,7 @@ impl CircuitProver {
         &self,
         backend: &dyn ProverBackend,
         witness: &Witness,
-        rng: &mut impl RngCore,
+        rng: &mut (impl RngCore + ?Sized),
     ) -> Result<(cuzk_groth16::Proof, ProofTimings), ProveError> {
         let (r, s) = (Fr::random(&mut *rng), Fr::random(&mut *rng));
         create_proof_with_backend(backend, &self.key, self.compiled.r1cs(), witness, r, s)

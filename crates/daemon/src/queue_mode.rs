@@ -79,6 +79,14 @@ pub async fn run(
     daemon: Daemon,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), QueueModeError> {
+    serve(daemon, Box::pin(shutdown)).await
+}
+
+/// [`run`]'s body, not generic, so compiled once in this crate (see `Daemon::run`).
+async fn serve(
+    daemon: Daemon,
+    shutdown: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
+) -> Result<(), QueueModeError> {
     let Some(config) = daemon.shared().config.queue.clone() else {
         return Ok(daemon.run(shutdown).await?);
     };

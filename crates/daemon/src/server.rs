@@ -237,6 +237,15 @@ impl Daemon {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), DaemonError> {
+        self.serve(Box::pin(shutdown)).await
+    }
+
+    /// [`Self::run`]'s body, not generic: the server (tonic, hyper, axum) is compiled once, in
+    /// this crate, instead of in every crate that runs a daemon.
+    async fn serve(
+        self,
+        shutdown: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
+    ) -> Result<(), DaemonError> {
         let Daemon {
             shared,
             listener,

@@ -216,7 +216,7 @@ macro_rules! curve_group {
             }
 
             /// `generator · s` for a uniformly random scalar s.
-            pub fn random(rng: &mut impl RngCore) -> Self {
+            pub fn random(rng: &mut (impl RngCore + ?Sized)) -> Self {
                 Self::generator() * Fr::random(rng)
             }
 

@@ -68,7 +68,7 @@ impl Fp2 {
         Fp::from_raw(self.0.fp[1])
     }
 
-    pub fn random(rng: &mut impl RngCore) -> Self {
+    pub fn random(rng: &mut (impl RngCore + ?Sized)) -> Self {
         Self::new(Fp::random(rng), Fp::random(rng))
     }
 

@@ -353,7 +353,7 @@ impl Fr {
     }
 
     /// A uniformly random element (512 random bits reduced mod r: bias below 2^-250).
-    pub fn random(rng: &mut impl RngCore) -> Self {
+    pub fn random(rng: &mut (impl RngCore + ?Sized)) -> Self {
         let mut wide = [0u8; 64];
         rng.fill_bytes(&mut wide);
         let mut scalar = blst_scalar::default();
@@ -377,7 +377,7 @@ impl Fr {
 
 impl Fp {
     /// A uniformly random element, by rejection sampling of 381-bit values.
-    pub fn random(rng: &mut impl RngCore) -> Self {
+    pub fn random(rng: &mut (impl RngCore + ?Sized)) -> Self {
         loop {
             let mut limbs = [0u64; 6];
             for limb in &mut limbs {

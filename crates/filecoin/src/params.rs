@@ -241,7 +241,7 @@ impl ParamStore {
         cache_id: &str,
         sector_size: u64,
         first: impl FnOnce() -> Result<C, FilecoinError>,
-        rng: &mut impl rand::RngCore,
+        rng: &mut dyn rand::RngCore,
     ) -> Result<bool, FilecoinError> {
         self.with_generation_lock(|| {
             if self.params_path(cache_id).is_file() && self.vk_path(cache_id).is_file() {

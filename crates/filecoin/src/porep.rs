@@ -348,7 +348,7 @@ impl ParamStore {
     pub fn generate_porep(
         &self,
         c1: &C1Output,
-        rng: &mut impl rand::RngCore,
+        rng: &mut dyn rand::RngCore,
     ) -> Result<bool, FilecoinError> {
         with_phase1!(&c1.phase1, |o| self.generate_porep_tree(
             c1.seal_proof,
@@ -361,7 +361,7 @@ impl ParamStore {
         &self,
         seal_proof: SealProof,
         c1: &SealCommitPhase1Output<Tree>,
-        rng: &mut impl rand::RngCore,
+        rng: &mut dyn rand::RngCore,
     ) -> Result<bool, FilecoinError> {
         let id = seal_proof.cache_id::<Tree>()?;
         self.generate_circuit(

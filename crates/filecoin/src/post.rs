@@ -679,7 +679,7 @@ impl FilecoinProver {
         vanilla: &PostVanilla,
         st: &PostStatement,
         partition: usize,
-        rng: &mut impl rand::RngCore,
+        rng: &mut dyn rand::RngCore,
     ) -> Result<PostProofBytes, FilecoinError> {
         self.expect_kind(file, vanilla, PostKind::Window)?;
         self.prove_post(file, vanilla, st, partition, rng)
@@ -691,7 +691,7 @@ impl FilecoinProver {
         file: &str,
         vanilla: &PostVanilla,
         st: &PostStatement,
-        rng: &mut impl rand::RngCore,
+        rng: &mut dyn rand::RngCore,
     ) -> Result<PostProofBytes, FilecoinError> {
         self.expect_kind(file, vanilla, PostKind::Winning)?;
         self.prove_post(file, vanilla, st, 0, rng)
@@ -719,7 +719,7 @@ impl FilecoinProver {
         vanilla: &PostVanilla,
         st: &PostStatement,
         partition: usize,
-        rng: &mut impl rand::RngCore,
+        rng: &mut dyn rand::RngCore,
     ) -> Result<PostProofBytes, FilecoinError> {
         let mut timings = ProofTimings::default();
         let start = Instant::now();
@@ -749,7 +749,7 @@ impl ParamStore {
         &self,
         vanilla: &PostVanilla,
         st: &PostStatement,
-        rng: &mut impl rand::RngCore,
+        rng: &mut dyn rand::RngCore,
     ) -> Result<bool, FilecoinError> {
         let size = vanilla.proof.sector.sector_size();
         let id = Self::post_circuit_id(vanilla.proof)?;

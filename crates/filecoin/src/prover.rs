@@ -46,7 +46,7 @@ impl FilecoinProver {
     pub fn prove_porep_c2(
         &self,
         c1: &C1Output,
-        rng: &mut impl rand::RngCore,
+        rng: &mut dyn rand::RngCore,
     ) -> Result<PorepProof, FilecoinError> {
         with_phase1!(&c1.phase1, |o| self.prove_porep_tree(c1, o, rng))
     }
@@ -55,7 +55,7 @@ impl FilecoinProver {
         &self,
         c1: &C1Output,
         phase1: &SealCommitPhase1Output<Tree>,
-        rng: &mut impl rand::RngCore,
+        rng: &mut dyn rand::RngCore,
     ) -> Result<PorepProof, FilecoinError> {
         let mut timings = ProofTimings::default();
         let start = Instant::now();
@@ -81,7 +81,7 @@ impl FilecoinProver {
         first_partition: usize,
         timings: &mut ProofTimings,
         check: impl Fn(usize, &Witness) -> Result<(), FilecoinError>,
-        rng: &mut impl rand::RngCore,
+        rng: &mut dyn rand::RngCore,
     ) -> Result<Vec<u8>, FilecoinError> {
         timings.first_partition = first_partition;
         let (prover, witnesses) = self.witnesses(id, circuits, first_partition, timings)?;

@@ -307,7 +307,7 @@ impl FilecoinProver {
         file: &str,
         vanilla: &SnapVanilla,
         st: &SnapStatement,
-        rng: &mut impl rand::RngCore,
+        rng: &mut dyn rand::RngCore,
     ) -> Result<SnapProof, FilecoinError> {
         let mut timings = ProofTimings::default();
         let start = Instant::now();
@@ -335,7 +335,7 @@ impl ParamStore {
         &self,
         vanilla: &SnapVanilla,
         st: &SnapStatement,
-        rng: &mut impl rand::RngCore,
+        rng: &mut dyn rand::RngCore,
     ) -> Result<bool, FilecoinError> {
         let seal_proof = vanilla.seal_proof;
         with_proofs!(&vanilla.proofs, |v| {

@@ -198,7 +198,7 @@ fn binary_shape(nodes: usize) -> Vec<usize> {
 }
 
 /// 32 random bytes below 2^254, as filecoin-proofs keeps tickets, seeds, labels and data.
-fn random_fr32(rng: &mut impl RngCore) -> [u8; 32] {
+fn random_fr32(rng: &mut dyn RngCore) -> [u8; 32] {
     let mut b = [0u8; 32];
     rng.fill_bytes(&mut b);
     b[31] &= 0x3f;
@@ -222,7 +222,7 @@ pub fn sparse_seal(
     seal_proof: SealProof,
     miner_id: u64,
     sector_id: u64,
-    rng: &mut impl RngCore,
+    rng: &mut dyn RngCore,
 ) -> Result<SealCommit, FilecoinError> {
     let prover_id = prover_id_from_miner(miner_id);
     let value = with_shape!(
@@ -267,7 +267,7 @@ fn sparse_c1<Tree: 'static + MerkleTreeTrait>(
     config: &PoRepConfig,
     prover_id: [u8; 32],
     sector_id: u64,
-    rng: &mut impl RngCore,
+    rng: &mut dyn RngCore,
 ) -> Result<SealCommitPhase1Output<Tree>, FilecoinError> {
     let pp = filecoin_proofs::parameters::public_params::<Tree>(config).map_err(upstream)?;
     let Challenges::Interactive(challenges) = &pp.challenges else {
@@ -453,7 +453,7 @@ pub fn sparse_post(
     miner_id: u64,
     sector_ids: &[u64],
     randomness: [u8; 32],
-    rng: &mut impl RngCore,
+    rng: &mut dyn RngCore,
 ) -> Result<Vec<u8>, FilecoinError> {
     with_shape!(
         proof.sector,
@@ -473,7 +473,7 @@ fn sparse_post_tree<Tree: 'static + MerkleTreeTrait>(
     prover_id: [u8; 32],
     sector_ids: &[u64],
     randomness: [u8; 32],
-    rng: &mut impl RngCore,
+    rng: &mut dyn RngCore,
 ) -> Result<Vec<u8>, FilecoinError> {
     let config = proof.config()?;
     let ids: Vec<SectorId> = sector_ids.iter().map(|&s| SectorId::from(s)).collect();
@@ -530,14 +530,14 @@ fn sparse_post_tree<Tree: 'static + MerkleTreeTrait>(
 /// them. filecoin-proofs' `verify_all_partitions` accepts the partition proofs.
 pub fn sparse_snap(
     seal_proof: SealProof,
-    rng: &mut impl RngCore,
+    rng: &mut dyn RngCore,
 ) -> Result<(SnapStatement, Vec<u8>), FilecoinError> {
     with_shape!(seal_proof, Tree, sparse_snap_tree::<Tree>(seal_proof, rng))
 }
 
 fn sparse_snap_tree<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     seal_proof: SealProof,
-    rng: &mut impl RngCore,
+    rng: &mut dyn RngCore,
 ) -> Result<(SnapStatement, Vec<u8>), FilecoinError> {
     type TreeD = Sha256Hasher;
     let nodes = (seal_proof.sector_size() / 32) as usize;

@@ -52,7 +52,7 @@ pub fn seal_sector(
     dir: &Path,
     miner_id: u64,
     sector_id: u64,
-    rng: &mut impl RngCore,
+    rng: &mut dyn RngCore,
 ) -> Result<SealedSector, FilecoinError> {
     let config = seal_proof.config();
     let mut ticket = [0u8; 32];
@@ -124,7 +124,7 @@ fn seal<Tree: 'static + MerkleTreeTrait>(
     config: &PoRepConfig,
     dir: &Path,
     ids: &Ids,
-    rng: &mut impl RngCore,
+    rng: &mut dyn RngCore,
 ) -> Result<serde_json::Value, FilecoinError> {
     let io = |what: &str, e: std::io::Error| {
         FilecoinError::io(format!("{what} in {}", dir.display()), e)
@@ -227,14 +227,14 @@ fn vanilla<Tree: 'static + MerkleTreeTrait>(
 /// `Vec<PartitionProof<Tree>>`. The new replica is written under the sector's directory.
 pub fn snap_update(
     sector: &SealedSector,
-    rng: &mut impl RngCore,
+    rng: &mut dyn RngCore,
 ) -> Result<(SnapStatement, Vec<u8>), FilecoinError> {
     with_shape!(sector.commit.seal_proof, Tree, update::<Tree>(sector, rng))
 }
 
 fn update<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     sector: &SealedSector,
-    rng: &mut impl RngCore,
+    rng: &mut dyn RngCore,
 ) -> Result<(SnapStatement, Vec<u8>), FilecoinError> {
     let dir = &sector.dir;
     let io = |what: &str, e: std::io::Error| {

@@ -60,7 +60,7 @@ impl core::fmt::Debug for ToxicWaste {
 
 impl ToxicWaste {
     /// Uniformly random non-zero values.
-    pub fn random(rng: &mut impl RngCore) -> Self {
+    pub fn random(rng: &mut (impl RngCore + ?Sized)) -> Self {
         let mut nonzero = || loop {
             let v = Fr::random(rng);
             if !v.is_zero() {
@@ -105,7 +105,10 @@ impl SetupTimings {
 }
 
 /// A proving key for `r1cs` from fresh random toxic waste (which is dropped).
-pub fn generate_parameters(r1cs: &R1cs, rng: &mut impl RngCore) -> Result<ProvingKey, SetupError> {
+pub fn generate_parameters(
+    r1cs: &R1cs,
+    rng: &mut (impl RngCore + ?Sized),
+) -> Result<ProvingKey, SetupError> {
     generate_parameters_with_toxic_waste(r1cs, &ToxicWaste::random(rng)).map(|(pk, _)| pk)
 }
 
