@@ -340,8 +340,9 @@ impl Gpu {
 
     /// Loads `module` once per device, with every function in it, and reserves the local
     /// memory of its largest stack frame. The driver would otherwise load each function and
-    /// grow the local memory at a first launch, in the middle of a job, outside the budget: so
-    /// the bytes are taken here and counted as the kernels' ([`cuzk_vram::Vram::add_kernel_bytes`]).
+    /// grow the local memory at a first launch, in the middle of a job, outside the budget:
+    /// so the bytes are taken here and counted as the kernels'
+    /// ([`cuzk_vram::Vram::add_kernel_bytes`]).
     fn loaded(&self, module: &Module) -> Result<Arc<Loaded>> {
         let image = module.fatbin()?;
         let mut mods = self.inner.modules.modules.lock();

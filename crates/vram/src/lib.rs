@@ -62,7 +62,7 @@ pub struct Vram {
 }
 
 /// Device memory that [`Vram::refresh_limit`] found taken beyond the budget's own buffers and
-/// the driver's bytes for our kernels: another process's, or the driver's own.
+/// [`Vram::driver_bytes`]: another process's, or the driver's own.
 #[derive(Debug, Default)]
 struct Unexplained {
     peak: AtomicU64,
@@ -214,7 +214,8 @@ impl Vram {
     }
 
     /// The most device memory [`Self::refresh_limit`] has found taken beyond the budget's own
-    /// buffers and the driver's bytes for our kernels since the start, and how many times it lowered the limit for it.
+    /// buffers and [`Self::driver_bytes`] since the start, and how many times it lowered the
+    /// limit for it.
     pub fn unexplained(&self) -> (u64, u64) {
         (
             self.unexplained.peak.load(Ordering::Relaxed),
