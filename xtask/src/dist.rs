@@ -1,10 +1,10 @@
 //! `cargo xtask dist`: the release archive a storage provider installs.
 //!
 //! `dist/cuzk-<version>-linux-x86_64.tar.xz` holds `cuzk-<version>-linux-x86_64/` with the
-//! stripped `cuzk` binary (kernels for every arch of [`nvcc::DEFAULT_ARCHS`] plus the oldest's
-//! PTX), `cuzk.example.toml`, `cuzk.service`, the README, the license files and
-//! `THIRD-PARTY-LICENSES` (every crate the binary links, from `cargo metadata`), and beside the
-//! archive its `.sha256`. The tar is made reproducible (sorted names, the commit's time, no
+//! stripped `cuzk` binary (kernels for every arch of [`nvcc::DEFAULT_ARCHS`] plus the PTX of
+//! `nvcc::embedded_ptx`, compute_100), `cuzk.example.toml`, `cuzk.service`, the README, the
+//! license files and `THIRD-PARTY-LICENSES` (every crate the binary links, from `cargo
+//! metadata`), and beside the archive its `.sha256`. The tar is made reproducible (sorted names, the commit's time, no
 //! owners), so the same checkout and toolchain give the same archive bytes up to the binary.
 
 use std::collections::{BTreeMap, BTreeSet};
