@@ -430,6 +430,14 @@ pub trait ProverBackend: Send + Sync + fmt::Debug {
         Ok(Evaluations::pinned_or_heap(None, n))
     }
 
+    /// Buffers for evaluations made ahead of their proof's turn: those the backend keeps idle,
+    /// `None` when it has none. Unlike [`Self::evaluation_buffers`] this never pins memory, so
+    /// work ahead holds no set beyond those kept for the proofs in flight. Host backends keep
+    /// none and allocate, as [`Self::evaluation_buffers`] does.
+    fn idle_evaluation_buffers(&self, n: usize) -> Option<Evaluations> {
+        self.evaluation_buffers(n).ok()
+    }
+
     /// Takes back buffers lent by [`Self::evaluation_buffers`] from a proof that stops before
     /// staging them (a witness error, a failed MSM, a cancel), so the pool stays whole.
     fn return_evaluations(&self, abc: Evaluations) {

@@ -883,6 +883,13 @@ impl ProverBackend for GpuBackend {
         Ok(Evaluations::pinned_or_heap(set, n))
     }
 
+    fn idle_evaluation_buffers(&self, n: usize) -> Option<Evaluations> {
+        let mut side = self.side();
+        side.abc_host.retain(|set| set[0].len() == n);
+        let set = side.abc_host.pop()?;
+        Some(Evaluations::pinned_or_heap(Some(set), n))
+    }
+
     fn return_evaluations(&self, abc: Evaluations) {
         self.recycle(abc);
     }

@@ -299,6 +299,11 @@ impl Mapped {
         }
     }
 
+    /// The set to make the evaluations in (`None` once taken).
+    pub(crate) fn evaluations_mut(&mut self) -> Option<&mut Evaluations> {
+        self.abc.as_mut()
+    }
+
     /// The evaluations, for a worker of device `device` to stage (`None` for another
     /// device's, whose set goes back to its lender); the host bytes stay held until `self`
     /// drops.

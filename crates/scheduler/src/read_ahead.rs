@@ -13,7 +13,9 @@
 //! of the largest loaded key) is still free. So when every worker waits on the gate and none
 //! runs, what the gate holds is read-ahead bytes alone, and the room left beside them admits
 //! any one job: the queue always moves. At most [`MAP_AHEAD`] queued jobs hold evaluations
-//! made ahead (each a pinned set of three domain-sized vectors: 12.9 GB at 2^27).
+//! made ahead, each in a pinned set of three domain-sized vectors (12.9 GB at 2^27) that its
+//! device's backend keeps idle: work ahead never pins a set of its own, so a GPU with two
+//! workers holds two sets, not three.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -37,9 +39,9 @@ pub(crate) struct ReadRoom(Mutex<()>);
 /// What a read-ahead does for one job.
 enum Ahead {
     Witness(Make),
-    /// A·z, B·z, C·z of a witness in memory, in device `device`'s evaluation set, holding
-    /// their host bytes.
-    Map(Arc<cuzk_groth16::Witness>, usize, Permit),
+    /// A·z, B·z, C·z of a witness in memory, into the set (and with the host bytes) that
+    /// `Mapped` holds.
+    Map(Arc<cuzk_groth16::Witness>, Mapped),
 }
 
 /// How a witness is made ahead.
@@ -54,8 +56,8 @@ impl Inner {
         while let Some((job, ahead, bytes)) = self.next_to_read() {
             let make = match ahead {
                 Ahead::Witness(make) => make,
-                Ahead::Map(witness, device, permit) => {
-                    let done = self.map_ahead(&job, &witness, device, r, permit);
+                Ahead::Map(witness, mapped) => {
+                    let done = self.map_ahead(&job, &witness, mapped, r);
                     let mut state = job.map_ahead.lock();
                     // A job finished meanwhile has its state reset: the set and the bytes go
                     // back at once.
@@ -81,29 +83,25 @@ impl Inner {
         }
     }
 
-    /// `job`'s evaluations in a set lent by device `device`'s backend, holding `permit` for
-    /// them, or the witness map's error.
+    /// `job`'s evaluations made into the set `mapped` holds, or the witness map's error (the
+    /// set then goes back to its lender).
     fn map_ahead(
         &self,
         job: &JobShared,
         witness: &cuzk_groth16::Witness,
-        device: usize,
+        mut mapped: Mapped,
         r: usize,
-        permit: Permit,
     ) -> MapAhead {
-        let Some((key, lender)) = self.keys().get(&job.key).and_then(|key| {
-            let lender = key.on.get(device)?.as_ref()?.backend.clone();
-            Some((key, lender))
-        }) else {
+        let Some(key) = self.keys().get(&job.key) else {
             // Unloaded meanwhile, which fails its queued jobs.
             return MapAhead::Failed(JobError::UnknownKey(job.key.clone()));
         };
+        let device = mapped.device;
         let t0 = self.now();
-        let mut abc = match lender.evaluation_buffers(key.domain.size()) {
-            Ok(abc) => abc,
-            Err(e) => return MapAhead::Failed(crate::run::backend_failed("witness map", e)),
+        let made = match mapped.evaluations_mut() {
+            Some(abc) => cuzk_groth16::witness_map(&key.r1cs, witness.assignment(), abc),
+            None => return MapAhead::Gone,
         };
-        let made = cuzk_groth16::witness_map(&key.r1cs, witness.assignment(), &mut abc);
         self.record(Span {
             job: job.id,
             device,
@@ -113,7 +111,6 @@ impl Inner {
             start: t0,
             end: self.now(),
         });
-        let mapped = Mapped::new(device, abc, lender, permit);
         match made {
             Ok(()) => MapAhead::Done(mapped),
             // The set goes back to its lender.
@@ -216,14 +213,15 @@ impl Inner {
     /// The first queued job whose witness is in memory and whose evaluations nobody makes
     /// yet, marked as being mapped with their host bytes taken, while fewer than [`MAP_AHEAD`]
     /// queued jobs hold or make theirs. Only a job whose device is known (pinned to one, or its
-    /// key on one) is mapped ahead: a set is lent by the device that stages it.
+    /// key on one) is mapped ahead: a set is lent by the device that stages it, and only one
+    /// it keeps idle ([`cuzk_groth16::ProverBackend::idle_evaluation_buffers`]).
     fn next_to_map(&self, jobs: &crate::queue::Jobs) -> Option<(Arc<JobShared>, Ahead, u64)> {
         let ahead =
             |j: &JobShared| matches!(*j.map_ahead.lock(), MapAhead::Mapping | MapAhead::Done(_));
         if jobs.iter().filter(|j| ahead(j)).count() >= MAP_AHEAD {
             return None;
         }
-        let (job, witness, device, bytes) = jobs.iter().find_map(|j| {
+        let (job, witness, device, lender, n, bytes) = jobs.iter().find_map(|j| {
             if j.cancelled()
                 || j.being_read_ahead()
                 || !matches!(*j.map_ahead.lock(), MapAhead::NotStarted)
@@ -245,12 +243,15 @@ impl Inner {
             if self.devices().get(device)?.uploading_witness() {
                 return None;
             }
-            let bytes = key.on.get(device)?.as_ref()?.needs.evaluations;
-            Some((j.clone(), witness, device, bytes))
+            let loaded = key.on.get(device)?.as_ref()?;
+            let (lender, bytes) = (loaded.backend.clone(), loaded.needs.evaluations);
+            Some((j.clone(), witness, device, lender, key.domain.size(), bytes))
         })?;
         let permit = self.take_read_room(bytes)?;
+        let abc = lender.idle_evaluation_buffers(n)?;
+        let mapped = Mapped::new(device, abc, lender, permit);
         *job.map_ahead.lock() = MapAhead::Mapping;
-        Some((job, Ahead::Map(witness, device, permit), bytes))
+        Some((job, Ahead::Map(witness, mapped), bytes))
     }
 
     /// Host bytes for one read-ahead, if taking them leaves the gate free for any one job.

@@ -253,6 +253,8 @@ impl Inner {
         let (staged, _) = rec.span("upload a,b,c", SpanKind::Copy, || {
             backend.stage_evaluations(abc, abc_room)
         });
+        // The set is idle again: the next job's evaluations can be made ahead into it.
+        self.queue().notify();
         let staged = staged.map_err(|e| backend_failed("upload a,b,c", e))?;
         check()?;
 

@@ -544,4 +544,16 @@ fn gpu_engine_explains_its_device_memory_at_every_phase() {
         "{unexplained} bytes of device memory unexplained"
     );
     assert_eq!(lowered, 0, "the limit was lowered with no other process");
+    // Each worker holds a pinned set of a, b, c; the evaluations made ahead only borrow an
+    // idle one, so two workers never pin a third set (12.9 GB at 2^27).
+    let set = 3 * 32 * f.pk.domain_size() as u64;
+    let pinned_peak = gpu.vram().host_budget().peak();
+    println!(
+        "2^{log}: pinned host memory peak {:.2} sets of a, b, c",
+        pinned_peak as f64 / set as f64
+    );
+    assert!(
+        pinned_peak < 3 * set,
+        "{pinned_peak} bytes pinned at the peak: a third set of a, b, c ({set} bytes each)"
+    );
 }
