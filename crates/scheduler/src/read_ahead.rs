@@ -100,7 +100,7 @@ impl Inner {
         let t0 = self.now();
         let made = match mapped.evaluations_mut() {
             Some(abc) => cuzk_groth16::witness_map(&key.r1cs, witness.assignment(), abc),
-            None => return MapAhead::Gone,
+            None => return MapAhead::Gone, // never: `next_to_map` lent the set just now
         };
         self.record(Span {
             job: job.id,
