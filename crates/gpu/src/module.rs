@@ -278,6 +278,21 @@ fn load_functions(m: &Loaded) -> Result<usize> {
 /// Raises the context's per-thread stack to `frame` bytes when it is smaller: the driver
 /// reserves the local memory for every resident thread now, and no launch grows it later.
 /// The context must be bound.
+/// A steady reading of free memory ([`cuzk_vram::Vram::steady_reading`]), retried for up to a
+/// second while our own buffers come and go.
+fn steady(vram: &cuzk_vram::Vram) -> Result<Option<(cuzk_vram::MemInfo, u64)>> {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(r) = vram.steady_reading()? {
+            return Ok(Some(r));
+        }
+        if start.elapsed() > std::time::Duration::from_secs(1) {
+            return Ok(None);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 fn reserve_local_memory(frame: usize) -> Result<()> {
     let mut stack = 0usize;
     // SAFETY: a valid out-pointer; the bound context is queried.
@@ -350,14 +365,17 @@ impl Gpu {
             return Ok(m.clone());
         }
         let vram = &self.inner.vram;
-        let (before, ours_before) = vram.steady_reading()?;
+        let before = steady(vram)?;
         let m = Arc::new(load_module(&self.inner.ctx, image)?);
         let frame = load_functions(&m)?;
         reserve_local_memory(frame)?;
-        let (after, ours_after) = vram.steady_reading()?;
         // Free memory fell by the driver's bytes and by our buffers allocated meanwhile.
-        let taken = (before.free + ours_before).saturating_sub(after.free + ours_after);
-        vram.add_kernel_bytes(taken);
+        // (Without a steady reading on either side, after a second of allocation traffic, the
+        // module's bytes stay uncounted: the memory watch then reports them as unexplained.)
+        if let (Some((before, ours_before)), Some((after, ours_after))) = (before, steady(vram)?) {
+            let taken = (before.free + ours_before).saturating_sub(after.free + ours_after);
+            vram.add_kernel_bytes(taken);
+        }
         mods.insert(module.name, m.clone());
         Ok(m)
     }

@@ -287,6 +287,8 @@ pub struct FakeBackend {
     /// Runs in each device allocation once the memory is taken, as a driver call that has not
     /// returned yet (what another thread may see meanwhile).
     on_alloc: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
+    /// Runs in each free-memory reading before it reads (what other threads do meanwhile).
+    on_mem_info: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
 }
 
 impl fmt::Debug for FakeBackend {
@@ -326,12 +328,17 @@ impl FakeBackend {
                 ..Default::default()
             }),
             on_alloc: Mutex::new(None),
+            on_mem_info: Mutex::new(None),
         }
     }
 
     /// Runs `f` inside every later device allocation, after the memory is taken.
     pub fn on_alloc(&self, f: impl Fn() + Send + Sync + 'static) {
         *self.on_alloc.lock() = Some(Arc::new(f));
+    }
+    /// Runs `f` inside every later free-memory reading, before it reads.
+    pub fn on_mem_info(&self, f: impl Fn() + Send + Sync + 'static) {
+        *self.on_mem_info.lock() = Some(Arc::new(f));
     }
     /// Simulates another process holding `bytes` of this device (as much of them as is free;
     /// 0 gives it all back). Returns the bytes it holds now.
@@ -381,6 +388,10 @@ impl FakeBackend {
 
 impl MemoryBackend for FakeBackend {
     fn mem_get_info(&self) -> Result<MemInfo> {
+        let observer = self.on_mem_info.lock().clone();
+        if let Some(f) = observer {
+            f();
+        }
         Ok(MemInfo {
             free: self.state.lock().free,
             total: self.total,

@@ -44,6 +44,8 @@ pub use error::{CUDA_OUT_OF_MEMORY, Result, VramError};
 
 /// Host bytes pinned per byte of device page table (8-byte entries for 4 KiB pages).
 const PINNED_BYTES_PER_TABLE_BYTE: u64 = 512;
+/// Readings [`Vram::steady_reading`] tries before it gives up on this moment.
+pub const STEADY_ATTEMPTS: usize = 8;
 
 /// The allocator of one device: a memory backend plus the device and host budgets.
 /// Cheap to clone (shared state).
@@ -136,23 +138,20 @@ impl Vram {
         self.mem_at_start
     }
 
-    /// `cuMemGetInfo` now and the budget's bytes allocated at that moment. A buffer allocated or
-    /// freed between the reads would skew a difference of the two: read until they agree.
-    pub fn steady_reading(&self) -> Result<(MemInfo, u64)> {
-        let read = || -> Result<(MemInfo, u64, bool)> {
+    /// `cuMemGetInfo` now and the budget's bytes allocated at that moment, or `None` when one of
+    /// our buffers was allocated or freed across every one of [`STEADY_ATTEMPTS`] readings. A
+    /// reading that straddles an allocation would blame our own buffer on others: it must be
+    /// dropped, not guessed at (the driver may finish a `cuMemAlloc` before `cuMemGetInfo`
+    /// answers, so a burst of allocations can straddle every attempt).
+    pub fn steady_reading(&self) -> Result<Option<(MemInfo, u64)>> {
+        for _ in 0..STEADY_ATTEMPTS {
             let before = self.device.allocated();
             let info = self.backend.mem_get_info()?;
-            let after = self.device.allocated();
-            Ok((info, before.min(after), before == after))
-        };
-        let (mut info, mut ours, mut steady) = read()?;
-        for _ in 0..2 {
-            if steady {
-                break;
+            if self.device.allocated() == before {
+                return Ok(Some((info, before)));
             }
-            (info, ours, steady) = read()?;
         }
-        Ok((info, ours))
+        Ok(None)
     }
 
     /// Counts `bytes` the driver took for our own kernels (module images and the local memory
@@ -174,12 +173,15 @@ impl Vram {
     /// memory others took since (another process, or beyond half the margin the driver's own
     /// later allocations): new requests then wait instead of meeting an out-of-memory error.
     /// Once that memory is back, the limit is back at the budget's total. `None`: unchanged,
-    /// or a budget not built by [`Vram::new`].
+    /// no steady reading now, or a budget not built by [`Vram::new`].
     pub fn refresh_limit(&self) -> Result<Option<LimitChange>> {
         let Some(start) = self.mem_at_start else {
             return Ok(None);
         };
-        let (info, ours) = self.steady_reading()?;
+        // Not steady: the next reading decides.
+        let Some((info, ours)) = self.steady_reading()? else {
+            return Ok(None);
+        };
         let explained = ours.saturating_add(self.driver_bytes());
         let taken_by_others = start
             .free
