@@ -275,9 +275,6 @@ fn load_functions(m: &Loaded) -> Result<usize> {
     Ok(frame)
 }
 
-/// Raises the context's per-thread stack to `frame` bytes when it is smaller: the driver
-/// reserves the local memory for every resident thread now, and no launch grows it later.
-/// The context must be bound.
 /// A steady reading of free memory ([`cuzk_vram::Vram::steady_reading`]), retried for up to a
 /// second while our own buffers come and go.
 fn steady(vram: &cuzk_vram::Vram) -> Result<Option<(cuzk_vram::MemInfo, u64)>> {
@@ -293,6 +290,9 @@ fn steady(vram: &cuzk_vram::Vram) -> Result<Option<(cuzk_vram::MemInfo, u64)>> {
     }
 }
 
+/// Raises the context's per-thread stack to `frame` bytes when it is smaller: the driver
+/// reserves the local memory for every resident thread now, and no launch grows it later.
+/// The context must be bound.
 fn reserve_local_memory(frame: usize) -> Result<()> {
     let mut stack = 0usize;
     // SAFETY: a valid out-pointer; the bound context is queried.
