@@ -4,8 +4,9 @@
 //! stripped `cuzk` binary (kernels for every arch of [`nvcc::DEFAULT_ARCHS`] plus the PTX of
 //! `nvcc::embedded_ptx`, compute_100), `cuzk.example.toml`, `cuzk.service`, the README, the
 //! license files and `THIRD-PARTY-LICENSES` (every crate the binary links, from `cargo
-//! metadata`), and beside the archive its `.sha256`. The tar is made reproducible (sorted names, the commit's time, no
-//! owners), so the same checkout and toolchain give the same archive bytes up to the binary.
+//! metadata`), and beside the archive its `.sha256`. The tar is made reproducible (sorted
+//! names, the commit's time, no owners), so the same checkout and toolchain give the same
+//! archive bytes up to the binary.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
