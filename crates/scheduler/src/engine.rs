@@ -107,22 +107,24 @@ pub(crate) struct Device {
     admitted: AtomicUsize,
     /// Seconds the GPU lock was held.
     busy: Mutex<f64>,
-    /// Workers between taking a job and its witness's upload: evaluations are not made ahead
-    /// meanwhile, as their memory traffic would slow the upload's copies (0.2 s to 0.8 s at
-    /// 2^27; run 121).
-    witness_uploads: AtomicUsize,
+    /// Workers between taking a job and its witness's upload, and until their witness map has
+    /// its evaluation set (none is needed when the job's were made ahead). Evaluations are not
+    /// made ahead meanwhile: their memory traffic would slow the upload's copies (0.2 s to
+    /// 0.8 s at 2^27; run 121), and a set the backend keeps idle is that worker's to take
+    /// (run 134: the map-ahead took it, and the worker pinned a third).
+    starting_jobs: AtomicUsize,
 }
 
-/// A worker's witness upload to come (see [`Device::witness_upload`]); its drop wakes the
-/// read-ahead threads that waited for it.
-pub(crate) struct WitnessUpload<'a> {
+/// A worker's job being started (see [`Device::job_start`]); its drop wakes the read-ahead
+/// threads that waited for it.
+pub(crate) struct JobStart<'a> {
     device: &'a Device,
     queue: &'a Queue,
 }
 
-impl Drop for WitnessUpload<'_> {
+impl Drop for JobStart<'_> {
     fn drop(&mut self) {
-        self.device.witness_uploads.fetch_sub(1, Ordering::SeqCst);
+        self.device.starting_jobs.fetch_sub(1, Ordering::SeqCst);
         self.queue.notify();
     }
 }
@@ -154,15 +156,16 @@ impl Device {
         &self.lock
     }
 
-    /// Whether a worker of the device is between taking a job and its witness's upload.
-    pub(crate) fn uploading_witness(&self) -> bool {
-        self.witness_uploads.load(Ordering::SeqCst) > 0
+    /// Whether a worker of the device is starting a job (see [`Self::job_start`]).
+    pub(crate) fn starting_job(&self) -> bool {
+        self.starting_jobs.load(Ordering::SeqCst) > 0
     }
 
-    /// Marks a worker's witness upload as coming until the guard drops.
-    pub(crate) fn witness_upload<'a>(&'a self, queue: &'a Queue) -> WitnessUpload<'a> {
-        self.witness_uploads.fetch_add(1, Ordering::SeqCst);
-        WitnessUpload {
+    /// Marks a job taken by a worker as starting until the guard drops: after its witness's
+    /// upload, and after its witness map took its evaluation set.
+    pub(crate) fn job_start<'a>(&'a self, queue: &'a Queue) -> JobStart<'a> {
+        self.starting_jobs.fetch_add(1, Ordering::SeqCst);
+        JobStart {
             device: self,
             queue,
         }
@@ -435,7 +438,7 @@ impl Engine {
                 workers: Mutex::new(vec![WorkerStatus::default(); workers]),
                 admitted: AtomicUsize::new(admitted),
                 busy: Mutex::new(0.0),
-                witness_uploads: AtomicUsize::new(0),
+                starting_jobs: AtomicUsize::new(0),
             })
             .collect();
         let inner = Arc::new(Inner {
@@ -829,8 +832,10 @@ impl Inner {
         job.finish(r);
     }
 
-    /// The next job device `d` can run, best priority first; `None` once closing.
-    pub(crate) fn next_job(&self, d: usize, w: usize) -> Option<Arc<JobShared>> {
+    /// The next job device `d` can run, best priority first, marked as starting while the
+    /// queue is still locked (so no read-ahead sees it taken but not starting); `None` once
+    /// closing.
+    pub(crate) fn next_job(&self, d: usize, w: usize) -> Option<(Arc<JobShared>, JobStart<'_>)> {
         self.queue.wait(|jobs| {
             if self.closing() && jobs.is_empty() {
                 return ControlFlow::Break(None);
@@ -848,7 +853,7 @@ impl Inner {
                         phase: "starting",
                     };
                     self.queue.started();
-                    ControlFlow::Break(Some(j))
+                    ControlFlow::Break(Some((j, self.devices[d].job_start(&self.queue))))
                 }
                 None => ControlFlow::Continue(()),
             }
@@ -856,12 +861,12 @@ impl Inner {
     }
 
     pub(crate) fn worker_loop(self: Arc<Self>, d: usize, w: usize) {
-        while let Some(job) = self.next_job(d, w) {
+        while let Some((job, start)) = self.next_job(d, w) {
             self.devices[d].workers.lock()[w] = WorkerStatus {
                 job: Some(job.id),
                 phase: "starting",
             };
-            let r = self.run_job(d, w, &job);
+            let r = self.run_job(d, w, &job, start);
             if let Err(e @ JobError::OutOfDeviceMemory { .. }) = &r
                 && !job.cancelled()
                 && !self.closing_hard()

@@ -14,8 +14,9 @@
 //! runs, what the gate holds is read-ahead bytes alone, and the room left beside them admits
 //! any one job: the queue always moves. At most [`MAP_AHEAD`] queued jobs hold evaluations
 //! made ahead, each in a pinned set of three domain-sized vectors (12.9 GB at 2^27) that its
-//! device's backend keeps idle: work ahead never pins a set of its own, so a GPU with two
-//! workers holds two sets, not three.
+//! device's backend keeps idle, and only while no worker of that device is starting a job (a
+//! set idle then may be the one its witness map is about to take): work ahead never pins a set
+//! of its own, so a GPU with two workers holds two sets, not three.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -240,7 +241,7 @@ impl Inner {
                     _ => return None,
                 },
             };
-            if self.devices().get(device)?.uploading_witness() {
+            if self.devices().get(device)?.starting_job() {
                 return None;
             }
             let loaded = key.on.get(device)?.as_ref()?;

@@ -10,7 +10,7 @@ use cuzk_groth16::{
 };
 use cuzk_vram::Reservation;
 
-use crate::engine::{Device, Inner};
+use crate::engine::{Device, Inner, JobStart};
 use crate::gate::{GateError, Permit};
 use crate::job::{
     JobError, JobOutput, JobShared, JobTimings, Priority, Span, SpanKind, WitnessSource,
@@ -82,11 +82,14 @@ impl Inner {
         }
     }
 
+    /// Runs `job` on worker `w` of device `d`; `start` (from [`Inner::next_job`]) is dropped
+    /// once the witness is uploaded and the job has its evaluation set.
     pub(crate) fn run_job(
         &self,
         d: usize,
         w: usize,
         job: &JobShared,
+        start: JobStart<'_>,
     ) -> Result<JobOutput, JobError> {
         let dev = &self.devices()[d];
         let key = self
@@ -117,7 +120,6 @@ impl Inner {
             device: d,
             worker: w,
         };
-        let upload = dev.witness_upload(self.queue());
 
         let read_ahead = if job.being_read_ahead() {
             let (p, wait) = rec.span("read ahead", SpanKind::Wait, || job.take_read_ahead());
@@ -187,7 +189,8 @@ impl Inner {
             backend.stage_witness(z, z_room)
         });
         let staged = staged.map_err(|e| backend_failed("upload z", e))?;
-        drop(upload);
+        // Evaluations made ahead may go on now, unless this job's own set is still to take.
+        let start = (!map_ahead).then_some(start);
         check()?;
 
         // The witness map runs on its own thread while the witness MSMs hold the device,
@@ -213,9 +216,9 @@ impl Inner {
                     }
                 }
                 let (r, _) = rec.aside("witness map", SpanKind::Cpu, || {
-                    let mut abc = backend
-                        .evaluation_buffers(n)
-                        .map_err(|e| backend_failed("witness map", e))?;
+                    let abc = backend.evaluation_buffers(n);
+                    drop(start);
+                    let mut abc = abc.map_err(|e| backend_failed("witness map", e))?;
                     match cuzk_groth16::witness_map(&key.r1cs, z, &mut abc) {
                         Ok(()) => Ok(abc),
                         Err(e) => {
