@@ -2,6 +2,8 @@
 //! representation as blst's (R = 2^256, fully reduced), so results are bit-identical, but
 //! without an FFI call per operation (blst's `blst_fr_mul` costs ~3× more through the call).
 
+use std::hint::select_unpredictable;
+
 use cuzk_field::Fr;
 
 /// Montgomery-form limbs, little-endian, always < r.
@@ -45,7 +47,8 @@ fn reduce_once(t: L) -> L {
     for i in 0..4 {
         (d[i], borrow) = sub_borrow(t[i], P[i], borrow);
     }
-    if borrow { t } else { d }
+    // On random field elements the borrow is a coin flip: selects, not a mispredicted branch.
+    select_unpredictable(borrow, t, d)
 }
 
 #[inline(always)]
@@ -88,14 +91,14 @@ pub(crate) fn sub(a: &L, b: &L) -> L {
     for i in 0..4 {
         (d[i], borrow) = sub_borrow(a[i], b[i], borrow);
     }
-    if borrow {
-        let mut carry = false;
-        for i in 0..4 {
-            let (x, c1) = d[i].overflowing_add(P[i]);
-            let (x, c2) = x.overflowing_add(carry as u64);
-            d[i] = x;
-            carry = c1 | c2;
-        }
+    // Add r & mask rather than branch on the borrow (a coin flip on random elements).
+    let mask = (borrow as u64).wrapping_neg();
+    let mut carry = false;
+    for i in 0..4 {
+        let (x, c1) = d[i].overflowing_add(P[i] & mask);
+        let (x, c2) = x.overflowing_add(carry as u64);
+        d[i] = x;
+        carry = c1 | c2;
     }
     d
 }

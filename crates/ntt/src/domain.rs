@@ -199,32 +199,28 @@ impl Domain {
     /// Evaluations on H from coefficients, in place, natural order in and out.
     pub fn fft_in_place(&self, values: &mut [Fr]) -> Result<(), NttError> {
         self.check_len(values.len())?;
-        cpu::forward(self, values);
+        cpu::forward(self, values, None);
         Ok(())
     }
 
     /// Coefficients from evaluations on H, in place, natural order in and out.
     pub fn ifft_in_place(&self, values: &mut [Fr]) -> Result<(), NttError> {
         self.check_len(values.len())?;
-        cpu::forward(self, values);
-        cpu::reverse_tail_and_scale(values, self.n_inv);
+        cpu::inverse(self, values, self.n_inv, Fr::ONE);
         Ok(())
     }
 
     /// Evaluations on the coset g·H from coefficients, in place, natural order in and out.
     pub fn coset_fft_in_place(&self, values: &mut [Fr]) -> Result<(), NttError> {
         self.check_len(values.len())?;
-        cpu::scale_by_powers(values, Fr::ONE, self.shift);
-        cpu::forward(self, values);
+        cpu::forward(self, values, Some(self.shift));
         Ok(())
     }
 
     /// Coefficients from evaluations on the coset g·H, in place, natural order in and out.
     pub fn coset_ifft_in_place(&self, values: &mut [Fr]) -> Result<(), NttError> {
         self.check_len(values.len())?;
-        cpu::forward(self, values);
-        cpu::reverse_tail_and_scale(values, Fr::ONE);
-        cpu::scale_by_powers(values, self.n_inv, self.shift_inv);
+        cpu::inverse(self, values, self.n_inv, self.shift_inv);
         Ok(())
     }
 
@@ -266,19 +262,8 @@ impl Domain {
         for v in [&*a, &*b, &*c] {
             self.check_len(v.len())?;
         }
-        let z_inv = self.vanishing_on_coset_inverse();
-        let to_coset = |v: &mut [Fr]| {
-            // ifft then coset fft, with 1/n and g^i fused into one scaling pass.
-            cpu::forward(self, v);
-            cpu::reverse_tail_and_scale(v, Fr::ONE);
-            cpu::scale_by_powers(v, self.n_inv, self.shift);
-            cpu::forward(self, v);
-        };
-        to_coset(a);
-        to_coset(b);
-        to_coset(c);
-        cpu::pointwise_quotient(a, b, c, z_inv);
-        self.coset_ifft_in_place(a)
+        cpu::quotient(self, a, b, c, self.vanishing_on_coset_inverse());
+        Ok(())
     }
 
     /// [`Self::quotient_in_place`] on copies of the inputs.

@@ -276,3 +276,89 @@ fn fixed_regression_values() {
         .sum();
     assert_eq!(z[0], expect);
 }
+
+/// The textbook transform the fast paths must reproduce: bit-reversal, then radix-2 DIT
+/// stages with Fr arithmetic, twiddles by repeated multiplication.
+fn reference_dft(x: &[Fr], omega: Fr) -> Vec<Fr> {
+    let n = x.len();
+    let log_n = n.trailing_zeros();
+    let mut a: Vec<Fr> = (0..n).map(|i| x[bit_reverse_index(i, log_n)]).collect();
+    let mut m = 1;
+    while m < n {
+        let w_m = omega.pow(&[(n / (2 * m)) as u64]);
+        for k in (0..n).step_by(2 * m) {
+            let mut w = Fr::ONE;
+            for j in k..k + m {
+                let t = w * a[j + m];
+                a[j + m] = a[j] - t;
+                a[j] += t;
+                w *= w_m;
+            }
+        }
+        m *= 2;
+    }
+    a
+}
+
+fn scaled_by_powers(v: Vec<Fr>, start: Fr, base: Fr) -> Vec<Fr> {
+    let mut s = start;
+    v.into_iter()
+        .map(|x| {
+            let r = x * s;
+            s *= base;
+            r
+        })
+        .collect()
+}
+
+/// Every transform and the quotient against the reference, at sizes done as one row, with
+/// few and with many column groups, and with odd and even splits.
+#[test]
+fn transforms_and_quotient_match_reference() {
+    for log_n in (0u32..=14).chain([17]) {
+        let d = domain(log_n);
+        let (g, g_inv, n_inv) = (d.coset_shift(), d.coset_shift_inv(), d.size_inv());
+        let fft = |v: &[Fr]| reference_dft(v, d.generator());
+        let ifft = |v: &[Fr]| scaled_by_powers(reference_dft(v, d.generator_inv()), n_inv, Fr::ONE);
+        let x = random_vec(d.size(), 1000 + u64::from(log_n));
+
+        let mut y = x.clone();
+        d.fft_in_place(&mut y).unwrap();
+        assert_eq!(y, fft(&x), "fft 2^{log_n}");
+        let mut y = x.clone();
+        d.ifft_in_place(&mut y).unwrap();
+        assert_eq!(y, ifft(&x), "ifft 2^{log_n}");
+        let mut y = x.clone();
+        d.coset_fft_in_place(&mut y).unwrap();
+        assert_eq!(
+            y,
+            fft(&scaled_by_powers(x.clone(), Fr::ONE, g)),
+            "coset fft 2^{log_n}"
+        );
+        let mut y = x.clone();
+        d.coset_ifft_in_place(&mut y).unwrap();
+        assert_eq!(
+            y,
+            scaled_by_powers(ifft(&x), Fr::ONE, g_inv),
+            "coset ifft 2^{log_n}"
+        );
+        let mut y = x.clone();
+        d.bit_reverse_in_place(&mut y).unwrap();
+        let want: Vec<Fr> = (0..d.size())
+            .map(|i| x[bit_reverse_index(i, log_n)])
+            .collect();
+        assert_eq!(y, want, "bit reversal 2^{log_n}");
+
+        // The quotient of arbitrary (unsatisfied) inputs, step by step.
+        let b = random_vec(d.size(), 2000 + u64::from(log_n));
+        let c = random_vec(d.size(), 3000 + u64::from(log_n));
+        let to_coset = |v: &[Fr]| fft(&scaled_by_powers(ifft(v), Fr::ONE, g));
+        let (ea, eb, ec) = (to_coset(&x), to_coset(&b), to_coset(&c));
+        let z_inv = d.vanishing_on_coset_inverse();
+        let q: Vec<Fr> = (0..d.size())
+            .map(|i| (ea[i] * eb[i] - ec[i]) * z_inv)
+            .collect();
+        let want = scaled_by_powers(ifft(&q), Fr::ONE, g_inv);
+        assert_eq!(d.quotient(&x, &b, &c).unwrap(), want, "quotient 2^{log_n}");
+    }
+}
