@@ -145,22 +145,34 @@ fn kernels() -> Result<()> {
         nvcc::find_nvcc(&root).map_err(|e| anyhow::anyhow!("{e}; run `cargo xtask setup-cuda`"))?;
     let archs = nvcc::archs().map_err(anyhow::Error::msg)?;
     let kdir = root.join("kernels");
-    let entries = nvcc::all_entry_files(&kdir);
+    // Each entry file with its domain's archs (the test kernels' are fewer), as build.rs has them.
+    let entries = nvcc::DOMAINS
+        .iter()
+        .flat_map(|(d, _)| {
+            nvcc::entry_files(&kdir.join(d))
+                .into_iter()
+                .map(move |p| (p, *d))
+        })
+        .map(|(p, d)| Ok((p, nvcc::archs_for(d).map_err(anyhow::Error::msg)?)))
+        .collect::<Result<Vec<_>>>()?;
     ensure!(!entries.is_empty(), "no kernels/<domain>/*.cu files");
     let out_dir = root.join("target/xtask-kernels");
     fs::create_dir_all(&out_dir)?;
     println!(
-        "nvcc {} for {} (+PTX), {} entry files",
+        "nvcc {} for {} (+PTX; the test kernels for {}), {} entry files",
         nvcc.display(),
         archs.join(","),
+        nvcc::archs_for("test")
+            .map_err(anyhow::Error::msg)?
+            .join(","),
         entries.len()
     );
 
     let results: Vec<Compiled> = std::thread::scope(|s| {
         let hs: Vec<_> = entries
             .iter()
-            .map(|src| {
-                let (nvcc, kdir, archs, out_dir) = (&nvcc, &kdir, &archs, &out_dir);
+            .map(|(src, archs)| {
+                let (nvcc, kdir, out_dir) = (&nvcc, &kdir, &out_dir);
                 s.spawn(move || {
                     let stem = src
                         .file_stem()

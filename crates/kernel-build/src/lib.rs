@@ -24,14 +24,6 @@ pub const DOMAINS: &[(&str, &str)] = &[
     ("test", "cuzk-test-kernels"),
 ];
 
-/// Every entry file of every domain folder of `kernels_dir`, in [`DOMAINS`] order.
-pub fn all_entry_files(kernels_dir: &Path) -> Vec<PathBuf> {
-    DOMAINS
-        .iter()
-        .flat_map(|(d, _)| entry_files(&kernels_dir.join(d)))
-        .collect()
-}
-
 /// The repository root of the package whose build script is running (`crates/<name>/../..`),
 /// canonical, so that build scripts and xtask compute the same kernel cache keys.
 pub fn repo_root() -> PathBuf {
@@ -120,7 +112,7 @@ pub fn embed(domain: &str) {
         write_rs(&out, domain, &stems, None, "", "");
         return;
     };
-    let archs = archs().unwrap_or_else(|e| panic!("{e}"));
+    let archs = archs_for(domain).unwrap_or_else(|e| panic!("{e}"));
     let cache = build_cache_dir(&out);
 
     let results: Vec<(PathBuf, Result<String, String>)> = std::thread::scope(|s| {

@@ -110,6 +110,20 @@ fn parse_nvcc_version(text: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// The archs of the test-only kernels (`kernels/test`) when `CUZK_CUDA_ARCHS` is unset: the GPU
+/// test machine's (newer cards JIT its PTX). No release ships them, and the six archs of
+/// [`DEFAULT_ARCHS`] cost CI's two cores about three more minutes of nvcc.
+pub const TEST_ARCHS: &[&str] = &["sm_90"];
+
+/// The SASS archs of the kernels in `kernels/<domain>`: [`archs`], except [`TEST_ARCHS`] for
+/// `test` when `CUZK_CUDA_ARCHS` is unset.
+pub fn archs_for(domain: &str) -> Result<Vec<String>, String> {
+    if domain == "test" && env_nonempty("CUZK_CUDA_ARCHS").is_none() {
+        return Ok(TEST_ARCHS.iter().map(|s| s.to_string()).collect());
+    }
+    archs()
+}
+
 /// SASS archs from `CUZK_CUDA_ARCHS` (comma/space separated, e.g. `sm_90`), else the full list.
 pub fn archs() -> Result<Vec<String>, String> {
     match env_nonempty("CUZK_CUDA_ARCHS") {

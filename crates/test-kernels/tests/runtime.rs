@@ -26,7 +26,13 @@ fn embedded_modules_match_build() {
             smoke.fatbin().unwrap().len() > 64,
             "fatbin suspiciously small"
         );
-        assert_eq!(KERNELS.archs(), cuzk_gpu::kernel_archs());
+        // The test kernels are built for the runtime's archs or fewer (`TEST_ARCHS`).
+        let runtime: Vec<&str> = cuzk_gpu::kernel_archs().split(',').collect();
+        assert!(
+            KERNELS.archs().split(',').all(|a| runtime.contains(&a)),
+            "{} not among {runtime:?}",
+            KERNELS.archs()
+        );
         assert!(KERNELS.ptxas_report().contains("cuzk_smoke_fill"));
     } else {
         let e = smoke.fatbin().unwrap_err();
