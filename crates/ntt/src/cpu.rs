@@ -352,39 +352,43 @@ fn dif_inv_row(row: &mut [L], tw: &Twiddles) {
 }
 
 /// The DIT stages that pair rows (m = cols, 2·cols, …, n/2) on a column group's scratch of
-/// `width` columns starting at column q0.
+/// columns starting at column q0.
 fn dit_columns(s: &mut [L], shape: Shape, q0: usize, tw: &Twiddles) {
-    let width = s.len() >> shape.k1;
     let mut h = 1;
     while h < shape.rows() {
-        let m = h * shape.cols();
-        let t = tw.stage(m);
-        for blk in s.chunks_exact_mut(2 * h * width) {
-            let (lo, hi) = blk.split_at_mut(h * width);
-            let pairs = lo.chunks_exact_mut(width).zip(hi.chunks_exact_mut(width));
-            for (r, (lo, hi)) in pairs.enumerate() {
-                dit_run(lo, hi, t, r * shape.cols() + q0);
-            }
-        }
+        let t = tw.stage(h * shape.cols());
+        column_stage(s, shape, h, q0, |lo, hi, j0| dit_run(lo, hi, t, j0));
         h *= 2;
     }
 }
 
 /// The inverse DIF stages that pair rows (m = n/2, …, cols) on a column group's scratch.
 fn dif_inv_columns(s: &mut [L], shape: Shape, q0: usize, tw: &Twiddles) {
-    let width = s.len() >> shape.k1;
     let mut h = shape.rows() / 2;
     while h >= 1 {
         let m = h * shape.cols();
         let t = tw.stage(m);
-        for blk in s.chunks_exact_mut(2 * h * width) {
-            let (lo, hi) = blk.split_at_mut(h * width);
-            let pairs = lo.chunks_exact_mut(width).zip(hi.chunks_exact_mut(width));
-            for (r, (lo, hi)) in pairs.enumerate() {
-                dif_inv_run(lo, hi, t, m, r * shape.cols() + q0);
-            }
-        }
+        column_stage(s, shape, h, q0, |lo, hi, j0| dif_inv_run(lo, hi, t, m, j0));
         h /= 2;
+    }
+}
+
+/// One row-pairing stage (rows r and r + h of every block of 2h rows) on a column group's
+/// scratch: `run(lo, hi, j0)` with j0 the twiddle index of the pair's first column.
+fn column_stage(
+    s: &mut [L],
+    shape: Shape,
+    h: usize,
+    q0: usize,
+    run: impl Fn(&mut [L], &mut [L], usize),
+) {
+    let width = s.len() >> shape.k1;
+    for blk in s.chunks_exact_mut(2 * h * width) {
+        let (lo, hi) = blk.split_at_mut(h * width);
+        let pairs = lo.chunks_exact_mut(width).zip(hi.chunks_exact_mut(width));
+        for (r, (lo, hi)) in pairs.enumerate() {
+            run(lo, hi, r * shape.cols() + q0);
+        }
     }
 }
 
