@@ -206,54 +206,38 @@ fn row_pass(dst: &mut [L], src: Option<&[L]>, shape: Shape, op: impl RowOp) {
     }
 }
 
-/// The run `[q0, q0 + width)` of every row of each vector, grouped by q0 (a column group per
-/// entry, one run list per vector).
-fn column_groups<'a, const K: usize>(
-    vs: [&'a mut [L]; K],
-    shape: Shape,
-    width: usize,
-) -> Vec<[Vec<&'a mut [L]>; K]> {
-    let groups = shape.cols() / width;
-    let mut out: Vec<[Vec<&'a mut [L]>; K]> = (0..groups)
-        .map(|_| std::array::from_fn(|_| Vec::with_capacity(shape.rows())))
+/// The run `[q0, q0 + width)` of every row, grouped by q0 (one column group per entry).
+fn column_groups(v: &mut [L], shape: Shape, width: usize) -> Vec<Vec<&mut [L]>> {
+    let mut out: Vec<Vec<&mut [L]>> = (0..shape.cols() / width)
+        .map(|_| Vec::with_capacity(shape.rows()))
         .collect();
-    for (k, v) in vs.into_iter().enumerate() {
-        for row in v.chunks_mut(shape.cols()) {
-            for (g, run) in row.chunks_mut(width).enumerate() {
-                out[g][k].push(run);
-            }
+    for row in v.chunks_mut(shape.cols()) {
+        for (g, run) in row.chunks_mut(width).enumerate() {
+            out[g].push(run);
         }
     }
     out
 }
 
-/// Copies each group of columns of the K vectors into row-major `rows × width` scratches, runs
-/// `op(scratches, q0)` on them, and writes the first vector's scratch back (the others are only
-/// read).
-fn column_pass<const K: usize>(
-    vs: [&mut [L]; K],
-    shape: Shape,
-    op: impl Fn(&mut [Vec<L>; K], usize) + Sync,
-) {
+/// Copies each group of columns into a row-major `rows × width` scratch, runs `op(scratch, q0)`
+/// on it and writes it back.
+fn column_pass(v: &mut [L], shape: Shape, op: impl Fn(&mut [L], usize) + Sync) {
     if shape.k1 == 0 {
         return;
     }
     let width = GROUP.min(shape.cols());
     let size = shape.rows() * width;
-    column_groups(vs, shape, width)
+    column_groups(v, shape, width)
         .into_par_iter()
         .enumerate()
         .for_each_init(
-            || std::array::from_fn(|_| vec![[0u64; 4]; size]),
-            |scratch: &mut [Vec<L>; K], (g, runs)| {
-                for (s, runs) in scratch.iter_mut().zip(&runs) {
-                    for (dst, run) in s.chunks_exact_mut(width).zip(runs) {
-                        dst.copy_from_slice(run);
-                    }
+            || vec![[0u64; 4]; size],
+            |scratch: &mut Vec<L>, (g, mut runs)| {
+                for (dst, run) in scratch.chunks_exact_mut(width).zip(&runs) {
+                    dst.copy_from_slice(run);
                 }
                 op(scratch, g * width);
-                let first = runs.into_iter().next().expect("K ≥ 1");
-                for (src, run) in scratch[0].chunks_exact(width).zip(first) {
+                for (src, run) in scratch.chunks_exact(width).zip(&mut runs) {
                     run.copy_from_slice(src);
                 }
             },
@@ -441,7 +425,7 @@ pub(crate) fn forward(domain: &Domain, v: &mut [Fr], shift: Option<Fr>) {
         dit_row(row, tw);
     });
     drop(permuted);
-    column_pass([v], shape, |[s], q0| dit_columns(s, shape, q0, tw));
+    column_pass(v, shape, |s, q0| dit_columns(s, shape, q0, tw));
 }
 
 /// `v_i ← start · base^i · Σ_j v_j ω^-(ij)`: the inverse DFT times n (start = 1/n for the
@@ -461,7 +445,7 @@ pub(crate) fn inverse(domain: &Domain, v: &mut [Fr], start: Fr, base: Fr) {
 fn inverse_into(domain: &Domain, v: &mut [L], out: &mut [L], start: Fr, base: Fr) {
     let shape = Shape::of(domain.log_size());
     let tw = domain.twiddles();
-    column_pass([v], shape, |[s], q0| dif_inv_columns(s, shape, q0, tw));
+    column_pass(v, shape, |s, q0| dif_inv_columns(s, shape, q0, tw));
     if base == Fr::ONE {
         let s = arith::limbs(start);
         row_pass(out, Some(v), shape, |_, row| {
@@ -489,13 +473,13 @@ pub(crate) fn quotient(domain: &Domain, a: &mut [Fr], b: &mut [Fr], c: &mut [Fr]
     let (a, b, c) = (raw(a), raw(b), raw(c));
     let to_coset_scale = BrPowers::new(shape, domain.size_inv(), domain.coset_shift());
     for v in [&mut *a, &mut *b, &mut *c] {
-        column_pass([v], shape, |[s], q0| dif_inv_columns(s, shape, q0, tw));
+        column_pass(v, shape, |s, q0| dif_inv_columns(s, shape, q0, tw));
         row_pass(v, None, shape, |r, row| {
             dif_inv_row(row, tw);
             to_coset_scale.apply(r, row);
             dit_row(row, tw);
         });
-        column_pass([v], shape, |[s], q0| dit_columns(s, shape, q0, tw));
+        column_pass(v, shape, |s, q0| dit_columns(s, shape, q0, tw));
     }
     pointwise_quotient(a, b, c);
     inverse_into(
