@@ -39,7 +39,7 @@ impl Schedule {
         // Columns are sorted within a row: the first non-zero column says whether a row reads
         // an input, the last one the aux values it needs.
         let need = |m: &SparseMatrix, row: usize| -> Option<u32> {
-            let (cols, _) = m.row(row).unwrap_or_default();
+            let cols = m.row(row).map_or(&[][..], |r| r.cols());
             let first = cols.iter().find(|&&col| col != 0);
             match (first, cols.last()) {
                 (Some(&first), _) if first as usize <= num_public => None,

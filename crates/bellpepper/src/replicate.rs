@@ -130,7 +130,16 @@ impl Blocks<'_> {
         let nnz: usize = places.iter().map(nnz_of).sum::<usize>() + instance_nnz;
         let mut row_ptr = vec![0usize; circuit_rows + public + 2];
         let mut cols = vec![0u32; nnz];
-        let mut vals = vec![Fr::ZERO; nnz];
+        let mut ids = vec![0u32; nnz];
+        // The whole shares `one`'s coefficient table; the instance rows need the one in it.
+        let mut coeffs = m.coeffs().to_vec();
+        let one = match coeffs.iter().position(|&v| v == Fr::ONE) {
+            Some(k) => k,
+            None => {
+                coeffs.push(Fr::ONE);
+                coeffs.len() - 1
+            }
+        } as u32;
 
         let (one_public, head) = (self.one.num_public(), self.head);
         let map = |col: u32, p: &Place| -> u32 {
@@ -159,7 +168,7 @@ impl Blocks<'_> {
 
         // Each place's slices, in order, then the instance rows'.
         let mut jobs = Vec::with_capacity(places.len());
-        let (mut rp, mut cs, mut vs) = (&mut row_ptr[1..], &mut cols[..], &mut vals[..]);
+        let (mut rp, mut cs, mut vs) = (&mut row_ptr[1..], &mut cols[..], &mut ids[..]);
         let mut start = 0;
         for p in places {
             let n = nnz_of(p);
@@ -176,7 +185,7 @@ impl Blocks<'_> {
         for (v, r) in rp.iter_mut().enumerate() {
             if instance {
                 cs[at - start] = v as u32;
-                vs[at - start] = Fr::ONE;
+                vs[at - start] = one;
                 at += 1;
             }
             *r = at;
@@ -190,9 +199,9 @@ impl Blocks<'_> {
             for (o, &col) in c.iter_mut().zip(&m.cols()[from..to]) {
                 *o = map(col, p);
             }
-            v.copy_from_slice(&m.vals()[from..to]);
+            v.copy_from_slice(&m.coeff_ids()[from..to]);
         });
-        SparseMatrix::from_csr(num_variables, row_ptr, cols, vals)
+        SparseMatrix::from_indexed_csr(num_variables, row_ptr, cols, ids, coeffs)
     }
 }
 

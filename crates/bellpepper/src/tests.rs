@@ -332,8 +332,10 @@ fn inputs_allocated_last_leave_only_their_rows_for_the_end() {
     let reads_input = (0..r1cs.num_constraints())
         .filter(|&row| {
             [r1cs.a(), r1cs.b(), r1cs.c()].iter().any(|m| {
-                let (cols, _) = m.row(row).unwrap();
-                cols.iter()
+                m.row(row)
+                    .unwrap()
+                    .cols()
+                    .iter()
                     .any(|&c| c >= 1 && c as usize <= r1cs.num_public())
             })
         })

@@ -85,11 +85,11 @@ fn witness_only_synthesis_beats_full_synthesis_on_sha256() {
         (r1cs_full.c(), &c2),
     ] {
         for (row, &got) in out.iter().enumerate() {
-            let (cols, vals) = m.row(row).unwrap();
-            let want = cols
-                .iter()
-                .zip(vals)
-                .fold(Fr::ZERO, |acc, (&col, &v)| acc + v * z[col as usize]);
+            let want = m
+                .row(row)
+                .unwrap()
+                .terms()
+                .fold(Fr::ZERO, |acc, (col, v)| acc + v * z[col as usize]);
             assert_eq!(got, want, "row {row}");
         }
     }

@@ -42,8 +42,7 @@ fn row(lc: &LinearCombination<Scalar>, num_public: usize) -> Vec<(u32, Fr)> {
 }
 
 fn cuzk_row(m: &SparseMatrix, i: usize) -> Vec<(u32, Fr)> {
-    let (cols, vals) = m.row(i).expect("row in range");
-    let mut terms: Vec<(u32, Fr)> = cols.iter().copied().zip(vals.iter().copied()).collect();
+    let mut terms: Vec<(u32, Fr)> = m.row(i).expect("row in range").terms().collect();
     terms.sort_by_key(|t| t.0);
     terms
 }

@@ -601,7 +601,8 @@ pub fn write_r1cs(w: impl Write, r1cs: &R1cs) -> io::Result<()> {
     for m in mats {
         w.items(m.row_ptr(), |&p| (p as u64).to_le_bytes())?;
         w.items(m.cols(), |&c| c.to_le_bytes())?;
-        w.frs(m.vals())?;
+        let coeffs = m.coeffs();
+        w.items(m.coeff_ids(), |&id| coeffs[id as usize].to_bytes_le())?;
     }
     w.finish()
 }

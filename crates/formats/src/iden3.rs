@@ -408,8 +408,7 @@ impl CircomR1cs {
     pub fn from_r1cs(r1cs: &R1cs) -> Self {
         let rows = r1cs.num_circuit_constraints();
         let lc = |m: &SparseMatrix, i: usize| -> Terms {
-            let (cols, vals) = m.row(i).expect("row in range");
-            cols.iter().copied().zip(vals.iter().copied()).collect()
+            m.row(i).expect("row in range").terms().collect()
         };
         let constraints = (0..rows)
             .map(|i| [lc(r1cs.a(), i), lc(r1cs.b(), i), lc(r1cs.c(), i)])

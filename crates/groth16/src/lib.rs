@@ -43,8 +43,8 @@ pub use prover::{
     create_proof_with_randomness, witness_map,
 };
 pub use r1cs::{
-    LinearCombination, R1cs, R1csBuilder, R1csError, RowEvaluator, SparseMatrix, Variable, Witness,
-    WitnessError,
+    LinearCombination, R1cs, R1csBuilder, R1csError, Row, RowEvaluator, SparseMatrix, Variable,
+    Witness, WitnessError,
 };
 pub use select::{BackendChoice, GpuUnavailable, select_backend};
 pub use setup::{

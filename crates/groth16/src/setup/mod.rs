@@ -297,15 +297,15 @@ fn column_evaluations(m: &SparseMatrix, lagrange: &[Fr]) -> Vec<Fr> {
     let mut out = vec![Fr::ZERO; cols];
     let parts = rayon::current_num_threads().max(1);
     let span = cols.div_ceil(parts).max(1);
-    let (row_ptr, col_idx, vals) = (m.row_ptr(), m.cols(), m.vals());
+    let (row_ptr, col_idx, ids, coeffs) = (m.row_ptr(), m.cols(), m.coeff_ids(), m.coeffs());
     out.par_chunks_mut(span).enumerate().for_each(|(p, out)| {
         let lo = p * span;
         for (row, (&s, &e)) in row_ptr.iter().zip(&row_ptr[1..]).enumerate() {
-            for (&c, v) in col_idx[s..e].iter().zip(&vals[s..e]) {
+            for (&c, &id) in col_idx[s..e].iter().zip(&ids[s..e]) {
                 let k = (c as usize).wrapping_sub(lo);
                 if k < out.len() {
-                    let l = lagrange[row];
-                    out[k] += if *v == Fr::ONE { l } else { *v * l };
+                    let (l, v) = (lagrange[row], coeffs[id as usize]);
+                    out[k] += if v == Fr::ONE { l } else { v * l };
                 }
             }
         }
@@ -346,9 +346,13 @@ mod tests {
     fn column_at_tau(m: &SparseMatrix, col: usize, domain: &Domain, tau: Fr) -> Fr {
         let mut evals = vec![Fr::ZERO; domain.size()];
         for (row, slot) in evals.iter_mut().enumerate().take(m.num_rows()) {
-            let (cols, vals) = m.row(row).unwrap();
-            if let Some(k) = cols.iter().position(|&c| c as usize == col) {
-                *slot = vals[k];
+            if let Some((_, v)) = m
+                .row(row)
+                .unwrap()
+                .terms()
+                .find(|&(c, _)| c as usize == col)
+            {
+                *slot = v;
             }
         }
         domain.ifft_in_place(&mut evals).unwrap();
