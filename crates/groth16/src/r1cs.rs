@@ -280,6 +280,14 @@ impl SparseMatrix {
         &self.cols
     }
 
+    /// The bytes the matrix holds in host memory.
+    pub fn host_bytes(&self) -> u64 {
+        use std::mem::size_of;
+        (self.row_ptr.len() * size_of::<usize>()
+            + self.nnz() * 2 * size_of::<u32>()
+            + self.coeffs.len() * size_of::<Fr>()) as u64
+    }
+
     /// Each entry's index into [`Self::coeffs`].
     pub fn coeff_ids(&self) -> &[u32] {
         &self.coeff_ids

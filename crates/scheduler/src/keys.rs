@@ -171,7 +171,7 @@ pub(crate) fn key_host_bytes(pk: &KeyPoints, r1cs: &R1cs) -> u64 {
     };
     let matrices: u64 = [r1cs.a(), r1cs.b(), r1cs.c()]
         .iter()
-        .map(|m| m.nnz() as u64 * 36 + (m.num_rows() as u64 + 1) * 8)
+        .map(|m| m.host_bytes())
         .sum();
     points + matrices
 }
