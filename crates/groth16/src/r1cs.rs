@@ -108,7 +108,7 @@ pub enum WitnessError {
 /// `cols[row_ptr[i]..row_ptr[i+1]]`, columns strictly increasing. Each entry's value is an index
 /// into a table of the matrix's distinct non-zero coefficients: circuits use few (a 32 GiB PoRep
 /// partition's 727M entries hold 1526), so an entry takes 8 bytes, not 36.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct SparseMatrix {
     num_cols: usize,
     row_ptr: Vec<usize>,
@@ -127,6 +127,18 @@ impl fmt::Debug for SparseMatrix {
             .finish()
     }
 }
+
+/// Equal entries, whatever order the coefficient tables list their values in.
+impl PartialEq for SparseMatrix {
+    fn eq(&self, other: &Self) -> bool {
+        self.num_cols == other.num_cols
+            && self.row_ptr == other.row_ptr
+            && self.cols == other.cols
+            && self.values().zip(other.values()).all(|(x, y)| x == y)
+    }
+}
+
+impl Eq for SparseMatrix {}
 
 /// One row of a [`SparseMatrix`].
 #[derive(Clone, Copy, Debug)]
@@ -278,6 +290,13 @@ impl SparseMatrix {
 
     pub fn cols(&self) -> &[u32] {
         &self.cols
+    }
+
+    /// Every entry's value, in entry order.
+    fn values(&self) -> impl IndexedParallelIterator<Item = Fr> + '_ {
+        self.coeff_ids
+            .par_iter()
+            .map(|&id| self.coeffs[id as usize])
     }
 
     /// The bytes the matrix holds in host memory.
