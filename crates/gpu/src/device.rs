@@ -73,6 +73,14 @@ pub fn device_count() -> Result<usize> {
 }
 
 /// One `Gpu` per ordinal per process, so that every user of a device shares one budget.
+/// The process's one pinned host budget, shared by every device (sized by the configuration
+/// of the first device opened): per-device budgets would let N devices pin N times the limit.
+fn pinned_budget(cfg: &BudgetConfig) -> Budget {
+    static P: OnceLock<Budget> = OnceLock::new();
+    P.get_or_init(|| Budget::new("host", cfg.pinned_budget(cuzk_vram::physical_ram())))
+        .clone()
+}
+
 fn registry() -> &'static Mutex<HashMap<usize, Gpu>> {
     static R: OnceLock<Mutex<HashMap<usize, Gpu>>> = OnceLock::new();
     R.get_or_init(Default::default)
@@ -125,7 +133,11 @@ impl Gpu {
             return Ok(g.clone());
         }
         let ctx = CudaContext::new(ordinal).map_err(cuda("cuDevicePrimaryCtxRetain"))?;
-        let vram = Vram::new(Arc::new(CudaBackend::new(ctx.clone())), cfg)?;
+        let vram = Vram::new(
+            Arc::new(CudaBackend::new(ctx.clone())),
+            cfg,
+            pinned_budget(cfg),
+        )?;
         let mem = vram.mem_at_start().unwrap_or(MemInfo { free: 0, total: 0 });
         let info = DeviceInfo {
             ordinal,

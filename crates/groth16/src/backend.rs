@@ -175,6 +175,13 @@ pub struct Evaluations {
 }
 
 impl Evaluations {
+    /// Whether all three live in pinned memory (charged to the pinned budget, not the heap).
+    pub fn is_pinned(&self) -> bool {
+        [&self.a, &self.b, &self.c]
+            .iter()
+            .all(|v| matches!(v, HostVec::Pinned(_)))
+    }
+
     /// A set of three pinned buffers, or (without one) `n` zeros each on the heap.
     pub fn pinned_or_heap(set: Option<[PinnedBuffer<Fr>; 3]>, n: usize) -> Self {
         match set {

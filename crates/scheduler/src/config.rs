@@ -52,8 +52,9 @@ pub struct EngineConfig {
     pub vram: BudgetConfig,
     /// Simulated device memory of the CPU backend (per device before any split).
     pub cpu_device_memory: u64,
-    /// Host memory the engine may charge to keys, circuits and jobs in flight; `None`: the
-    /// physical RAM less a margin (the larger of 4 GiB and 10%).
+    /// Host memory the engine may charge to keys, circuits and jobs in flight, beside the
+    /// GPUs' pinned budget; `None`: the physical RAM less a margin (the larger of 4 GiB and
+    /// 10%) less that pinned budget.
     pub host_memory: Option<u64>,
     /// Verify every proof with the pairing check before returning it.
     pub self_check: bool,
@@ -88,11 +89,34 @@ impl EngineConfig {
         })
     }
 
-    /// The host memory budget: the configured one, or physical RAM less a margin.
-    pub fn host_budget(&self) -> u64 {
+    /// The host memory budget beside `pinned` bytes of pinned budget: the configured one, or
+    /// physical RAM less a margin less `pinned` (at least 1 GiB: a larger job is then refused
+    /// with the gate's error, not admitted).
+    pub fn host_budget(&self, pinned: u64) -> u64 {
         self.host_memory.unwrap_or_else(|| {
             let ram = cuzk_vram::physical_ram().unwrap_or(16 * GIB);
-            ram.saturating_sub((ram / 10).max(4 * GIB)).max(GIB)
+            ram.saturating_sub((ram / 10).max(4 * GIB))
+                .saturating_sub(pinned)
+                .max(GIB)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The default host budget leaves the GPUs' pinned budget out; a configured one is kept.
+    #[test]
+    fn host_budget_leaves_the_pinned_budget_out() {
+        let c = EngineConfig::default();
+        let all = c.host_budget(0);
+        assert_eq!(c.host_budget(GIB), all - GIB);
+        assert_eq!(c.host_budget(u64::MAX), GIB);
+        let set = EngineConfig {
+            host_memory: Some(3 * GIB),
+            ..EngineConfig::default()
+        };
+        assert_eq!(set.host_budget(GIB), 3 * GIB);
     }
 }

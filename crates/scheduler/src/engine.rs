@@ -372,7 +372,7 @@ impl Engine {
         let mut devices = Vec::new();
         if gpus.is_empty() {
             let share = config.cpu_device_memory / split as u64;
-            let pinned = Budget::new("host", config.host_budget() / 2);
+            let pinned = Budget::new("host", config.host_budget(0) / 2);
             for i in 0..split {
                 let vram = Vram::with_budgets(
                     Arc::new(FakeBackend::new(share)),
@@ -441,8 +441,14 @@ impl Engine {
                 starting_jobs: AtomicUsize::new(0),
             })
             .collect();
+        // GPU backends pin host memory from the devices' one pinned budget: the gate plans the
+        // rest, so that the two never promise the same bytes (the CPU backends pin nothing).
+        let pinned = devices
+            .iter()
+            .find(|d| matches!(d.kind, DeviceKind::Gpu(_)))
+            .map_or(0, |d| d.vram.host_budget().total());
         let inner = Arc::new(Inner {
-            host: Gate::new("host memory", config.host_budget()),
+            host: Gate::new("host memory", config.host_budget(pinned)),
             read_room: ReadRoom::default(),
             timeline: Timeline::new(config.timeline_spans),
             config,
@@ -491,7 +497,14 @@ impl Engine {
             handles.push(h);
         }
         for d in &inner.devices {
-            tracing::info!(device = %d.name, budget = d.vram.budget().total(), workers, "engine device");
+            tracing::info!(
+                device = %d.name,
+                budget = d.vram.budget().total(),
+                pinned = d.vram.host_budget().total(),
+                host = inner.host.capacity(),
+                workers,
+                "engine device"
+            );
         }
         Ok(Self {
             inner,

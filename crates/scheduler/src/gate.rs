@@ -87,6 +87,16 @@ impl Permit {
     pub fn amount(&self) -> u64 {
         self.amount
     }
+
+    /// Returns `amount` (at most what is held) to the gate now, keeping the rest.
+    pub fn release(&mut self, amount: u64) {
+        let amount = amount.min(self.amount);
+        self.amount -= amount;
+        let mut s = self.gate.inner.state.lock();
+        s.in_use -= amount;
+        drop(s);
+        self.gate.inner.cond.notify_all();
+    }
 }
 
 impl Drop for Permit {
@@ -237,7 +247,14 @@ mod tests {
         assert_eq!(g.in_use(), 10);
         drop(a);
         assert_eq!(g.in_use(), 6);
-        drop(b);
+        let mut b = b;
+        b.release(2);
+        assert_eq!((g.in_use(), b.amount()), (4, 4));
+        // A waiter that fits the released share gets it before the holder ends.
+        let c = g.try_acquire(6).unwrap();
+        b.release(9); // more than held: what is held
+        assert_eq!((g.in_use(), b.amount()), (6, 0));
+        drop((b, c));
         assert_eq!(g.in_use(), 0);
         assert!(matches!(
             g.acquire(11, HIGH, NEVER),

@@ -14,7 +14,7 @@ use cuzk_groth16::{
 };
 
 use crate::engine::{Device, EngineError, Inner};
-use crate::gate::Permit;
+use crate::gate::{GateError, Permit};
 use crate::job::{JobError, Priority};
 
 /// Where a key comes from.
@@ -245,9 +245,22 @@ impl Inner {
                 reason: format!("{what} has {got} entries, expected {want}"),
             });
         }
+        // A key whose proofs could never be admitted beside it is refused now: its jobs would
+        // wait for host memory forever.
+        let key_bytes = key_host_bytes(&pk, &r1cs);
+        let job = StagingNeeds::nominal(r1cs.num_variables(), n)
+            .map_or(u64::MAX, |s| s.witness + s.evaluations);
+        let capacity = self.host().capacity();
+        if key_bytes.saturating_add(job) > capacity {
+            return Err(EngineError::Host(GateError::TooLarge {
+                gate: "host memory (the key and one proof)",
+                need: key_bytes.saturating_add(job),
+                capacity,
+            }));
+        }
         let host = self
             .host()
-            .try_acquire(key_host_bytes(&pk, &r1cs))
+            .try_acquire(key_bytes)
             .map_err(EngineError::Host)?;
         let wanted: Vec<usize> = match (&held, devices) {
             (Some((_, d)), None) => vec![*d],

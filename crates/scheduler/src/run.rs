@@ -144,7 +144,7 @@ impl Inner {
             self.host().acquire(host_bytes, priority, &cancelled)
         });
         t.memory_wait += wait;
-        let _host = (host.map_err(gate_err)?, read_ahead);
+        let mut host = (host.map_err(gate_err)?, read_ahead);
         check()?;
 
         let source = job.witness.lock().clone();
@@ -235,6 +235,10 @@ impl Inner {
         });
         drop((staged, z_permit));
         let abc = abc?; // a witness error outranks a device error of the same proof
+        if !map_ahead && abc.is_pinned() {
+            // Pinned evaluations are the pinned budget's: the heap room taken for them goes back.
+            host.0.release(loaded.needs.evaluations);
+        }
         // From here until they are staged, a, b, c go back to the backend's pool on any exit.
         let give_back = |abc, e| {
             backend.return_evaluations(abc);

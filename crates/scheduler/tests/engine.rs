@@ -454,9 +454,9 @@ fn memory_taken_by_another_process_makes_jobs_wait_then_all_complete() {
         &cuzk_vram::BudgetConfig {
             margin_floor: MIB,
             margin_fraction: 0.0,
-            pinned_limit: Some(256 * MIB),
             ..Default::default()
         },
+        cuzk_vram::Budget::new("host", 256 * MIB),
     )
     .unwrap();
     let total = vram.budget().total();
@@ -704,6 +704,22 @@ fn a_small_host_budget_makes_jobs_wait_not_fail() {
     probe.load_key("k", key(&c), None).unwrap();
     let key_bytes = probe.status().host_in_use;
     drop(probe);
+    // A byte less than the key and one job: the key is refused, not loaded to starve its jobs.
+    let tight = Engine::on_cpu(
+        EngineConfig {
+            host_memory: Some(key_bytes + zb + eb - 1),
+            ..config(1)
+        },
+        memories(1, 64 * MIB).0,
+    )
+    .unwrap();
+    let refused = tight.load_key("k", key(&c), None).unwrap_err();
+    assert!(
+        matches!(refused, EngineError::Host(_)) && refused.to_string().contains("one proof"),
+        "{refused}"
+    );
+    assert_eq!(tight.status().host_in_use, 0);
+    drop(tight);
     let engine = Engine::on_cpu(
         EngineConfig {
             host_memory: Some(key_bytes + zb + eb + KIB),

@@ -81,11 +81,17 @@ pub struct LimitChange {
 }
 
 impl Vram {
-    /// Budgets from `cuMemGetInfo` now and `cfg` (see [`BudgetConfig`] for the formula).
-    pub fn new(backend: Arc<dyn MemoryBackend>, cfg: &BudgetConfig) -> Result<Self> {
+    /// The device budget from `cuMemGetInfo` now and `cfg` (see [`BudgetConfig`] for the
+    /// formula), beside `pinned`: the process's pinned host budget, one for all its devices
+    /// (sized by [`BudgetConfig::pinned_budget`]), so that devices together pin no more than it.
+    pub fn new(
+        backend: Arc<dyn MemoryBackend>,
+        cfg: &BudgetConfig,
+        pinned: Budget,
+    ) -> Result<Self> {
         let info = backend.mem_get_info()?;
         let device = Budget::new("device", cfg.device_budget(info.free, info.total));
-        let host = Budget::new("host", cfg.pinned_budget(physical_ram()));
+        let host = pinned;
         Ok(Self {
             backend,
             device,

@@ -21,9 +21,14 @@ fn budget_from_mem_info() {
         vram_limit: Some(8 << 30),
         ..Default::default()
     };
-    let v = Vram::new(fake.clone(), &cfg).unwrap();
+    let v = Vram::new(fake.clone(), &cfg, Budget::new("host", 64 * MIB)).unwrap();
     assert_eq!(v.budget().total(), 8 << 30);
-    let v = Vram::new(fake, &BudgetConfig::default()).unwrap();
+    let v = Vram::new(
+        fake,
+        &BudgetConfig::default(),
+        Budget::new("host", 64 * MIB),
+    )
+    .unwrap();
     // margin = max(512 MiB, 5% of 16 GiB = 819.2 MiB)
     assert_eq!(
         v.budget().total(),
@@ -316,7 +321,12 @@ fn alloc_wait_across_threads() {
 fn memory_taken_by_another_process_lowers_the_limit_until_it_is_back() {
     const GIB: u64 = 1 << 30;
     let fake = Arc::new(FakeBackend::with_free(16 * GIB, 15 * GIB));
-    let v = Vram::new(fake.clone(), &BudgetConfig::default()).unwrap();
+    let v = Vram::new(
+        fake.clone(),
+        &BudgetConfig::default(),
+        Budget::new("host", 64 * MIB),
+    )
+    .unwrap();
     let total = v.budget().total();
     let margin = 15 * GIB - total;
     // Our own buffers are not "taken by others".
@@ -369,7 +379,7 @@ fn a_limit_under_a_capped_budget_only_bites_below_the_cap() {
         vram_limit: Some(16 * GIB),
         ..Default::default()
     };
-    let v = Vram::new(fake.clone(), &cfg).unwrap();
+    let v = Vram::new(fake.clone(), &cfg, Budget::new("host", 64 * MIB)).unwrap();
     assert_eq!(v.budget().total(), 16 * GIB);
     fake.set_held_by_another_process(40 * GIB);
     assert_eq!(
@@ -390,7 +400,12 @@ fn a_limit_under_a_capped_budget_only_bites_below_the_cap() {
 fn a_reading_that_every_attempt_sees_straddle_an_allocation_is_dropped() {
     const GIB: u64 = 1 << 30;
     let fake = Arc::new(FakeBackend::with_free(80 * GIB, 79 * GIB));
-    let v = Vram::new(fake.clone(), &BudgetConfig::default()).unwrap();
+    let v = Vram::new(
+        fake.clone(),
+        &BudgetConfig::default(),
+        Budget::new("host", 64 * MIB),
+    )
+    .unwrap();
     // Each reading meets one more of our allocations, made by the driver before it answers:
     // guessing our bytes from either side of such a reading blames our buffer on others.
     let kept = Arc::new(parking_lot::Mutex::new(Vec::new()));
@@ -424,7 +439,12 @@ fn budgets_not_built_from_mem_info_have_no_limit_to_refresh() {
 fn our_buffers_are_never_unexplained_even_while_the_driver_allocates_them() {
     const GIB: u64 = 1 << 30;
     let fake = Arc::new(FakeBackend::with_free(80 * GIB, 79 * GIB));
-    let v = Vram::new(fake.clone(), &BudgetConfig::default()).unwrap();
+    let v = Vram::new(
+        fake.clone(),
+        &BudgetConfig::default(),
+        Budget::new("host", 64 * MIB),
+    )
+    .unwrap();
     // Another thread reading free memory in the middle of a driver allocation.
     let watcher = v.clone();
     fake.on_alloc(move || {
@@ -446,7 +466,12 @@ fn our_buffers_are_never_unexplained_even_while_the_driver_allocates_them() {
 fn the_drivers_bytes_for_our_kernels_and_pinned_memory_are_explained() {
     const GIB: u64 = 1 << 30;
     let fake = Arc::new(FakeBackend::with_free(80 * GIB, 79 * GIB));
-    let v = Vram::new(fake.clone(), &BudgetConfig::default()).unwrap();
+    let v = Vram::new(
+        fake.clone(),
+        &BudgetConfig::default(),
+        Budget::new("host", 64 * MIB),
+    )
+    .unwrap();
     let logical = v.logical(Budget::new("device", 16 * GIB));
     // A module load takes 300 MiB outside the budget (modules, local memory): unexplained
     // until the loader counts it, through any logical device of the GPU.
