@@ -156,7 +156,8 @@ pub struct DaemonConfig {
     pub read_ahead: usize,
     /// Engine: logical devices per physical device.
     pub split: usize,
-    /// Engine: host memory budget in bytes; absent: RAM less a margin.
+    /// Engine: host memory budget in bytes, beside the pinned budget; absent: RAM less a margin
+    /// less the GPUs' pinned budget (`CUZK_PINNED_LIMIT`).
     pub host_memory: Option<u64>,
     /// Engine: simulated device memory of the CPU backend, in bytes.
     pub cpu_device_memory: u64,
