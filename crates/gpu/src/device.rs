@@ -77,8 +77,13 @@ pub fn device_count() -> Result<usize> {
 /// of the first device opened): per-device budgets would let N devices pin N times the limit.
 fn pinned_budget(cfg: &BudgetConfig) -> Budget {
     static P: OnceLock<Budget> = OnceLock::new();
-    P.get_or_init(|| Budget::new("host", cfg.pinned_budget(cuzk_vram::physical_ram())))
-        .clone()
+    P.get_or_init(|| {
+        Budget::new(
+            "pinned host memory (CUZK_PINNED_LIMIT)",
+            cfg.pinned_budget(cuzk_vram::physical_ram()),
+        )
+    })
+    .clone()
 }
 
 fn registry() -> &'static Mutex<HashMap<usize, Gpu>> {
