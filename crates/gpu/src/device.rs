@@ -72,7 +72,6 @@ pub fn device_count() -> Result<usize> {
     Ok(n.max(0) as usize)
 }
 
-/// One `Gpu` per ordinal per process, so that every user of a device shares one budget.
 /// The process's one pinned host budget, shared by every device (sized by the configuration
 /// of the first device opened): per-device budgets would let N devices pin N times the limit.
 fn pinned_budget(cfg: &BudgetConfig) -> Budget {
@@ -86,6 +85,7 @@ fn pinned_budget(cfg: &BudgetConfig) -> Budget {
     .clone()
 }
 
+/// One `Gpu` per ordinal per process, so that every user of a device shares one budget.
 fn registry() -> &'static Mutex<HashMap<usize, Gpu>> {
     static R: OnceLock<Mutex<HashMap<usize, Gpu>>> = OnceLock::new();
     R.get_or_init(Default::default)
