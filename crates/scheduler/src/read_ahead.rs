@@ -248,8 +248,11 @@ impl Inner {
             let (lender, bytes) = (loaded.backend.clone(), loaded.needs.evaluations);
             Some((j.clone(), witness, device, lender, key.domain.size(), bytes))
         })?;
-        let permit = self.take_read_room(bytes)?;
+        let mut permit = self.take_read_room(bytes)?;
         let abc = lender.idle_evaluation_buffers(n)?;
+        if abc.is_pinned() {
+            permit.release(bytes); // a pinned set is the pinned budget's, not the heap's
+        }
         let mapped = Mapped::new(device, abc, lender, permit);
         *job.map_ahead.lock() = MapAhead::Mapping;
         Some((job, Ahead::Map(witness, mapped), bytes))
