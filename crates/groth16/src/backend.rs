@@ -431,10 +431,20 @@ pub trait ProverBackend: Send + Sync + fmt::Debug {
     }
 
     /// Host storage for the evaluations of one proof, each of length `n` (contents
-    /// unspecified: the witness map overwrites every entry). The GPU backend lends pinned
-    /// buffers it keeps between proofs and takes them back in [`Self::stage_evaluations`].
+    /// unspecified: the witness map overwrites every entry): a pinned set when
+    /// [`Self::pinned_evaluation_buffers`] has one, else the heap.
     fn evaluation_buffers(&self, n: usize) -> Result<Evaluations, BackendError> {
-        Ok(Evaluations::pinned_or_heap(None, n))
+        Ok(self
+            .pinned_evaluation_buffers(n)
+            .unwrap_or_else(|| Evaluations::pinned_or_heap(None, n)))
+    }
+
+    /// A pinned set for one proof's evaluations, from those the backend keeps between proofs
+    /// or newly pinned within the pinned budget; never the heap. `None` for host backends. The
+    /// GPU backend takes its sets back in [`Self::stage_evaluations`].
+    fn pinned_evaluation_buffers(&self, n: usize) -> Option<Evaluations> {
+        let _ = n;
+        None
     }
 
     /// Buffers for evaluations made ahead of their proof's turn: those the backend keeps idle,

@@ -866,21 +866,21 @@ impl ProverBackend for GpuBackend {
         self.load_plan(&mut st, key, plan, phase)
     }
 
-    fn evaluation_buffers(&self, n: usize) -> Result<Evaluations, BackendError> {
+    fn pinned_evaluation_buffers(&self, n: usize) -> Option<Evaluations> {
         let mut side = self.side();
         side.abc_host.retain(|set| set[0].len() == n); // free stale sizes before new ones
         let set = match side.abc_host.pop() {
-            Some(set) => Some(set),
+            Some(set) => set,
             None => {
                 drop(side);
                 pinned_set(&self.gpu, n)
                     .map_err(
                         |e| tracing::warn!(error = %e, "no pinned memory for a, b, c; pageable"),
                     )
-                    .ok()
+                    .ok()?
             }
         };
-        Ok(Evaluations::pinned_or_heap(set, n))
+        Some(Evaluations::pinned_or_heap(Some(set), n))
     }
 
     fn idle_evaluation_buffers(&self, n: usize) -> Option<Evaluations> {

@@ -132,10 +132,19 @@ impl Inner {
         // Evaluations made ahead hold their host bytes already; they are taken beside the
         // witness MSMs, so a job started before they are done does not wait for them.
         let map_ahead = job.claim_map_ahead()?;
+        // A pinned set taken now is the pinned budget's: the heap is charged for the witness
+        // only. It goes back to the backend's pool if the job stops before its witness map.
+        let mut pinned_abc = Lent {
+            backend,
+            abc: (!map_ahead)
+                .then(|| backend.pinned_evaluation_buffers(key.domain.size()))
+                .flatten(),
+        };
+        let host_bytes_had_evaluations = !map_ahead && pinned_abc.abc.is_none();
         let host_bytes = match read_ahead {
             Some(_) => 0,
             None => loaded.needs.witness,
-        } + if map_ahead {
+        } + if !host_bytes_had_evaluations {
             0
         } else {
             loaded.needs.evaluations
@@ -216,7 +225,10 @@ impl Inner {
                     }
                 }
                 let (r, _) = rec.aside("witness map", SpanKind::Cpu, || {
-                    let abc = backend.evaluation_buffers(n);
+                    let abc = match pinned_abc.abc.take() {
+                        Some(abc) => Ok(abc),
+                        None => backend.evaluation_buffers(n),
+                    };
                     drop(start);
                     let mut abc = abc.map_err(|e| backend_failed("witness map", e))?;
                     match cuzk_groth16::witness_map(&key.r1cs, z, &mut abc) {
@@ -235,8 +247,8 @@ impl Inner {
         });
         drop((staged, z_permit));
         let abc = abc?; // a witness error outranks a device error of the same proof
-        if !map_ahead && abc.is_pinned() {
-            // Pinned evaluations are the pinned budget's: the heap room taken for them goes back.
+        if !map_ahead && abc.is_pinned() && host_bytes_had_evaluations {
+            // Pinned after all (the pinned budget had room again): the heap room goes back.
             host.0.release(loaded.needs.evaluations);
         }
         // From here until they are staged, a, b, c go back to the backend's pool on any exit.
@@ -426,5 +438,20 @@ impl Recorder<'_> {
             start,
             end,
         });
+    }
+}
+
+/// Evaluation buffers taken for a job ahead of its witness map, returned to the backend's pool
+/// if the job stops before using them.
+struct Lent<'a> {
+    backend: &'a dyn ProverBackend,
+    abc: Option<cuzk_groth16::Evaluations>,
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        if let Some(abc) = self.abc.take() {
+            self.backend.return_evaluations(abc);
+        }
     }
 }

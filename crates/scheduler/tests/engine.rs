@@ -966,3 +966,53 @@ fn the_next_jobs_evaluations_are_made_ahead_once_and_a_cancelled_jobs_come_back(
     // Every job's set and host bytes came back, the cancelled one's included.
     assert_idle(&engine, key_bytes);
 }
+
+/// A job that takes a pinned a, b, c set charges host memory for its witness only (the set is
+/// the pinned budget's); without pinned room, for its evaluations too.
+#[test]
+fn a_pinned_evaluation_set_is_not_charged_to_host_memory() {
+    use std::sync::{Mutex, mpsc};
+    let c = circuit(8, 14);
+    let (zb, eb) = staged_bytes(&c);
+    let mut charges = Vec::new();
+    for pinned in [256 * MIB, 0] {
+        let device = 64 * MIB;
+        let vram = Vram::with_budgets(
+            Arc::new(FakeBackend::new(device)),
+            Budget::new("device", device),
+            Budget::new("host", pinned),
+        );
+        let no_ahead = EngineConfig {
+            read_ahead: 0,
+            ..config(1)
+        };
+        let engine = Engine::on_cpu(no_ahead, vec![vram]).unwrap();
+        engine.load_key("k", key(&c), None).unwrap();
+        let key_bytes = engine.status().host_in_use;
+        // The witness function waits while the charge is read.
+        let (started, started_rx) = mpsc::channel();
+        let (go, go_rx) = mpsc::channel::<()>();
+        let (go_rx, w) = (Mutex::new(go_rx), c.witness.clone());
+        let job = engine
+            .submit(JobSpec::new(
+                "k",
+                WitnessSource::Compute(Arc::new(move || {
+                    started.send(()).ok();
+                    go_rx.lock().unwrap().recv().ok();
+                    Ok((*w).clone())
+                })),
+            ))
+            .unwrap();
+        started_rx.recv_timeout(Duration::from_secs(300)).unwrap();
+        charges.push(engine.status().host_in_use - key_bytes);
+        go.send(()).unwrap();
+        verify(&c, &job);
+        assert_idle(&engine, key_bytes);
+    }
+    // The staged witness rounds up a little; the evaluations are all or nothing.
+    let (with_set, without) = (charges[0], charges[1]);
+    assert!(
+        (zb..zb + 1024).contains(&with_set) && without == with_set + eb,
+        "charged {charges:?}, witness {zb} B, evaluations {eb} B"
+    );
+}

@@ -5,7 +5,7 @@
 
 use cuzk_field::Fr;
 use cuzk_ntt::Domain;
-use cuzk_vram::{DeviceBuffer, PinnedBuffer, Reservation, Vram};
+use cuzk_vram::{DeviceBuffer, Reservation, Vram};
 
 use crate::backend::{
     BackendError, DeviceWitness, Evaluations, MsmValue, ProverBackend, QuotientMsm, Stage,
@@ -66,16 +66,14 @@ impl ProverBackend for SimBackend {
         Some(self.vram.budget().peak())
     }
 
-    /// Page-locked (simulated) host buffers when the pinned budget has room, else the heap.
-    fn evaluation_buffers(&self, n: usize) -> Result<Evaluations, BackendError> {
-        let pinned = || -> Option<[PinnedBuffer<Fr>; 3]> {
-            Some([
-                self.vram.pinned(n).ok()?,
-                self.vram.pinned(n).ok()?,
-                self.vram.pinned(n).ok()?,
-            ])
-        };
-        Ok(Evaluations::pinned_or_heap(pinned(), n))
+    /// Page-locked (simulated) host buffers when the pinned budget has room.
+    fn pinned_evaluation_buffers(&self, n: usize) -> Option<Evaluations> {
+        let set = [
+            self.vram.pinned(n).ok()?,
+            self.vram.pinned(n).ok()?,
+            self.vram.pinned(n).ok()?,
+        ];
+        Some(Evaluations::pinned_or_heap(Some(set), n))
     }
 
     fn reserve(&self, _what: Stage, bytes: u64) -> Result<Reservation, BackendError> {
