@@ -140,14 +140,14 @@ impl Inner {
                 .then(|| backend.pinned_evaluation_buffers(key.domain.size()))
                 .flatten(),
         };
-        let host_bytes_had_evaluations = !map_ahead && pinned_abc.abc.is_none();
+        let charged_evaluations = !map_ahead && pinned_abc.abc.is_none();
         let host_bytes = match read_ahead {
             Some(_) => 0,
             None => loaded.needs.witness,
-        } + if !host_bytes_had_evaluations {
-            0
-        } else {
+        } + if charged_evaluations {
             loaded.needs.evaluations
+        } else {
+            0
         };
         let (host, wait) = rec.span("host memory", SpanKind::Wait, || {
             self.host().acquire(host_bytes, priority, &cancelled)
@@ -247,7 +247,7 @@ impl Inner {
         });
         drop((staged, z_permit));
         let abc = abc?; // a witness error outranks a device error of the same proof
-        if !map_ahead && abc.is_pinned() && host_bytes_had_evaluations {
+        if charged_evaluations && abc.is_pinned() {
             // Pinned after all (the pinned budget had room again): the heap room goes back.
             host.0.release(loaded.needs.evaluations);
         }
