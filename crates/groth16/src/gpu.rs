@@ -867,25 +867,17 @@ impl ProverBackend for GpuBackend {
     }
 
     fn pinned_evaluation_buffers(&self, n: usize) -> Option<Evaluations> {
-        let mut side = self.side();
-        side.abc_host.retain(|set| set[0].len() == n); // free stale sizes before new ones
-        let set = match side.abc_host.pop() {
-            Some(set) => set,
-            None => {
-                drop(side);
-                pinned_set(&self.gpu, n)
-                    .map_err(
-                        |e| tracing::warn!(error = %e, "no pinned memory for a, b, c; pageable"),
-                    )
-                    .ok()?
-            }
-        };
-        Some(Evaluations::pinned_or_heap(Some(set), n))
+        self.idle_evaluation_buffers(n).or_else(|| {
+            let set = pinned_set(&self.gpu, n)
+                .map_err(|e| tracing::warn!(error = %e, "no pinned memory for a, b, c; pageable"))
+                .ok()?;
+            Some(Evaluations::pinned_or_heap(Some(set), n))
+        })
     }
 
     fn idle_evaluation_buffers(&self, n: usize) -> Option<Evaluations> {
         let mut side = self.side();
-        side.abc_host.retain(|set| set[0].len() == n);
+        side.abc_host.retain(|set| set[0].len() == n); // free stale sizes before new ones
         let set = side.abc_host.pop()?;
         Some(Evaluations::pinned_or_heap(Some(set), n))
     }

@@ -196,13 +196,6 @@ impl SparseMatrix {
         cols: Vec<u32>,
         vals: Vec<Fr>,
     ) -> Result<Self, String> {
-        if cols.len() != vals.len() {
-            return Err(format!(
-                "there are {} columns and {} values",
-                cols.len(),
-                vals.len()
-            ));
-        }
         if let Some(k) = vals.iter().position(Fr::is_zero) {
             return Err(format!("entry {k} has a zero value"));
         }

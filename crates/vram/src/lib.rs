@@ -91,11 +91,10 @@ impl Vram {
     ) -> Result<Self> {
         let info = backend.mem_get_info()?;
         let device = Budget::new("device", cfg.device_budget(info.free, info.total));
-        let host = pinned;
         Ok(Self {
             backend,
             device,
-            host,
+            host: pinned,
             mem_at_start: Some(info),
             margin: cfg.margin(info.total),
             unexplained: Arc::default(),
