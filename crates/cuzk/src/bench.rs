@@ -98,12 +98,13 @@ impl Drop for RemoveOnDrop {
 }
 
 /// Phases in the order a job runs them (the table's rows).
-const PHASES: [&str; 15] = [
+const PHASES: [&str; 16] = [
     "read ahead",
     "read witness",
     "witness map ahead",
     "map ahead",
     "upload z",
+    "upload z, witness map",
     "witness map",
     "MSM A",
     "MSM B (G1)",

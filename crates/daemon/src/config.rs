@@ -154,6 +154,9 @@ pub struct DaemonConfig {
     /// Engine: witnesses read or computed ahead of the workers at once; 0: each worker makes its
     /// own.
     pub read_ahead: usize,
+    /// Engine: keep each key's circuit on the device when its memory has room, so that the
+    /// device makes a, b, c from the witness; false: the host's witness map always.
+    pub witness_map_on_device: bool,
     /// Engine: logical devices per physical device.
     pub split: usize,
     /// Engine: host memory budget in bytes, beside the pinned budget; absent: RAM less a margin
@@ -193,6 +196,7 @@ impl Default for DaemonConfig {
             gpus: None,
             workers_per_device: None,
             read_ahead: engine.read_ahead,
+            witness_map_on_device: engine.witness_map_on_device,
             split: 1,
             host_memory: None,
             cpu_device_memory: engine.cpu_device_memory,
@@ -358,6 +362,7 @@ impl DaemonConfig {
                 None => cuzk_scheduler::Workers::Auto,
             },
             read_ahead: self.read_ahead,
+            witness_map_on_device: self.witness_map_on_device,
             host_memory: self.host_memory,
             cpu_device_memory: self.cpu_device_memory,
             self_check: self.self_check,

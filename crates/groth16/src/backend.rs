@@ -6,6 +6,7 @@
 
 use core::fmt;
 use core::ops::{Deref, DerefMut};
+use std::sync::Arc;
 use std::time::Duration;
 
 use cuzk_field::{Fr, G1Affine, G1Projective, G2Projective};
@@ -13,7 +14,9 @@ use cuzk_msm::gpu::CanonicalScalars;
 use cuzk_ntt::Domain;
 use cuzk_vram::{DeviceBuffer, PinnedBuffer, Reservation, Vram, VramError};
 
+use crate::gpu::DeviceCircuit;
 use crate::keys::{KeyRef, ProvingKey, Query};
+use crate::r1cs::{R1cs, WitnessError};
 use crate::timing::timed;
 
 /// What went wrong in a backend, for callers that act on it (an engine retries later after
@@ -31,6 +34,9 @@ pub enum BackendErrorKind {
     /// A key held by a device ([`HeldKey`](crate::HeldKey)) given to a backend that does not
     /// hold its points, or a backend holding one key given another.
     HeldKey,
+    /// The witness does not satisfy the circuit: a row the backend's own witness map
+    /// ([`ProverBackend::stage_and_evaluate`]) found with a·b ≠ c.
+    Unsatisfied,
     /// Any other failure of the device or of a computation.
     Failed,
 }
@@ -81,6 +87,15 @@ impl BackendError {
             backend,
             kind: BackendErrorKind::HeldKey,
             source: source.into(),
+        }
+    }
+
+    /// A witness that fails `constraint` ([`BackendErrorKind::Unsatisfied`]).
+    pub fn unsatisfied(backend: &'static str, constraint: usize) -> Self {
+        Self {
+            backend,
+            kind: BackendErrorKind::Unsatisfied,
+            source: Box::new(WitnessError::Unsatisfied { constraint }),
         }
     }
 
@@ -282,6 +297,56 @@ pub(crate) enum StagedData {
     Device([DeviceBuffer<Fr>; 3]),
 }
 
+/// A circuit's A, B, C held where a backend evaluates them itself (a GPU's memory): a proof of
+/// it takes its a, b, c from [`ProverBackend::stage_and_evaluate`] instead of the host's witness
+/// map, so neither the host's time nor a, b, c's copies are spent. Its memory is held until it
+/// drops.
+#[derive(Debug)]
+pub struct HeldCircuit {
+    pub(crate) data: HeldData,
+    pub(crate) num_variables: usize,
+    pub(crate) num_constraints: usize,
+    pub(crate) bytes: u64,
+}
+
+#[derive(Debug)]
+pub(crate) enum HeldData {
+    Device(Box<DeviceCircuit>),
+    /// A simulated device's: the system itself, its bytes charged to the simulated budget.
+    Simulated {
+        r1cs: Arc<R1cs>,
+        _room: Reservation,
+    },
+}
+
+impl HeldCircuit {
+    /// The device bytes it holds.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// That `z` and a domain of `n` fit it.
+    pub(crate) fn check_witness(
+        &self,
+        backend: &'static str,
+        z: &[Fr],
+        n: usize,
+    ) -> Result<(), BackendError> {
+        if z.len() != self.num_variables || n < self.num_constraints {
+            return Err(BackendError::invalid(
+                backend,
+                format!(
+                    "a witness of {} values and a domain of {n} for a held circuit of {} variables and {} constraints",
+                    z.len(),
+                    self.num_variables,
+                    self.num_constraints
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// One witness MSM's result: G1 for A, B and L, G2 for B in G2.
 #[derive(Debug, Clone, Copy)]
 pub enum MsmValue {
@@ -428,6 +493,38 @@ pub trait ProverBackend: Send + Sync + fmt::Debug {
     ) -> Result<MsmValue, BackendError> {
         let _ = staged;
         host_witness_msm(key.host(self.name())?, z, query, offset)
+    }
+
+    /// Holds `r1cs`'s matrices where this backend evaluates them, if they fit with `keep_free`
+    /// bytes of its memory left; `None` when they do not, or when the backend evaluates on the
+    /// host (the provided method).
+    fn hold_circuit(
+        &self,
+        r1cs: &Arc<R1cs>,
+        keep_free: u64,
+    ) -> Result<Option<HeldCircuit>, BackendError> {
+        let _ = (r1cs, keep_free);
+        Ok(None)
+    }
+
+    /// The witness staged as [`Self::stage_witness`] stages it, and a, b, c = A·z, B·z, C·z of
+    /// `circuit` over a domain of `n`, made by this backend from the staged witness where
+    /// [`Self::quotient_msm`] reads them; every row is checked (a witness that fails one is a
+    /// [`BackendErrorKind::Unsatisfied`] error naming it). `room` holds at least
+    /// [`StagingNeeds::witness`] + [`StagingNeeds::evaluations`] bytes; the witness's part of it
+    /// goes with the staged witness.
+    fn stage_and_evaluate(
+        &self,
+        circuit: &HeldCircuit,
+        z: &[Fr],
+        n: usize,
+        room: Reservation,
+    ) -> Result<(StagedWitness, StagedEvaluations), BackendError> {
+        let _ = (circuit, z, n, room);
+        Err(BackendError::invalid(
+            self.name(),
+            "this backend holds no circuits",
+        ))
     }
 
     /// Host storage for the evaluations of one proof, each of length `n` (contents

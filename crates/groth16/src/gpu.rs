@@ -24,7 +24,7 @@
 //! their budget on every path.
 
 use core::fmt;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use cuzk_field::{Fr, G1Affine, G2Affine};
@@ -36,10 +36,11 @@ use cuzk_ntt::Domain;
 use rayon::prelude::*;
 
 use crate::backend::{
-    BackendError, DeviceWitness, Evaluations, HostVec, MsmValue, ProverBackend, QuotientMsm, Stage,
-    StagedData, StagedEvaluations, StagedWitness, StagingNeeds,
+    BackendError, DeviceWitness, Evaluations, HeldCircuit, HeldData, HostVec, MsmValue,
+    ProverBackend, QuotientMsm, Stage, StagedData, StagedEvaluations, StagedWitness, StagingNeeds,
 };
 use crate::keys::{KeyIdentity, KeyRef, ProvingKey, Query};
+use crate::r1cs::R1cs;
 use crate::timing::timed;
 
 /// Per-phase allowance for small buffers (counters, result rings, rounding) and the NTT tables
@@ -58,6 +59,9 @@ const HOLDS_ANOTHER_KEY: &str =
 mod phase;
 pub use phase::{GpuPhaseError, Phase};
 use phase::{NAME, fail, refuse_key};
+
+mod circuit;
+pub(crate) use circuit::DeviceCircuit;
 
 mod memory;
 use memory::point_bytes;
@@ -487,13 +491,26 @@ impl GpuBackend {
     }
 
     /// The witness on the device, made canonical for its MSMs, in a buffer allocated from
-    /// `room`, copied through two kept page-locked slots (a parallel copy into one overlaps the
-    /// DMA from the other; a plain pageable copy if pinning fails).
+    /// `room` ([`Self::upload_montgomery`]).
     fn upload_witness(
         &self,
         z: &[Fr],
         room: &mut Reservation,
     ) -> Result<CanonicalScalars, BackendError> {
+        let (dz, stream) = self.upload_montgomery(z, room)?;
+        CanonicalScalars::from_montgomery(&self.gpu, &stream, dz)
+            .map_err(|e| fail(Phase::Upload, e))
+    }
+
+    /// The witness on the device as it is on the host (Montgomery), in a buffer allocated from
+    /// `room`, copied through two kept page-locked slots (a parallel copy into one overlaps the
+    /// DMA from the other; a plain pageable copy if pinning fails), with the stream it was
+    /// copied on (synchronized).
+    fn upload_montgomery(
+        &self,
+        z: &[Fr],
+        room: &mut Reservation,
+    ) -> Result<(DeviceBuffer<Fr>, cuzk_gpu::Stream), BackendError> {
         let phase = Phase::Upload;
         let _hold = self.squeeze(phase)?;
         let vram = self.gpu.vram();
@@ -534,7 +551,52 @@ impl GpuBackend {
             }
             None => dz.copy_from_host(z).map_err(|e| fail(phase, e))?,
         }
-        CanonicalScalars::from_montgomery(&self.gpu, &stream, dz).map_err(|e| fail(phase, e))
+        Ok((dz, stream))
+    }
+
+    /// The witness staged for its MSMs and a, b, c made from it by `circuit` on this device
+    /// ([`ProverBackend::stage_and_evaluate`]).
+    fn evaluate_staged(
+        &self,
+        circuit: &DeviceCircuit,
+        z: &[Fr],
+        n: usize,
+        mut room: Reservation,
+    ) -> Result<(StagedWitness, StagedEvaluations), BackendError> {
+        let phase = Phase::Evaluate;
+        let witness = Vram::bytes_for::<Fr>(z.len()).map_err(|e| fail(phase, e))?;
+        let mut abc_room = room
+            .split(room.bytes().saturating_sub(witness))
+            .map_err(|e| fail(phase, e))?;
+        let (dz, stream) = self.upload_montgomery(z, &mut room)?;
+        let vram = self.gpu.vram();
+        let mut alloc = || {
+            vram.alloc_in::<Fr>(&mut abc_room, n)
+                .map_err(|e| fail(phase, e))
+        };
+        let mut abc = [alloc()?, alloc()?, alloc()?];
+        let (bad, took) = timed("evaluate", || {
+            circuit.evaluate(&self.gpu, &stream, &dz, &mut abc)
+        });
+        tracing::debug!(
+            ms = took.as_secs_f64() * 1e3,
+            "a, b, c evaluated on the device"
+        );
+        if let Some(row) = bad.map_err(|e| fail(phase, e))? {
+            return Err(BackendError::unsatisfied(NAME, row));
+        }
+        let dz = CanonicalScalars::from_montgomery(&self.gpu, &stream, dz)
+            .map_err(|e| fail(Phase::Upload, e))?;
+        Ok((
+            StagedWitness {
+                device: Some(DeviceWitness::Canonical(dz)),
+                _room: room,
+            },
+            StagedEvaluations {
+                data: StagedData::Device(abc),
+                _room: abc_room,
+            },
+        ))
     }
 
     /// Copies a, b, c into `dev` on a copy stream and waits for the copies; the pinned
@@ -864,6 +926,55 @@ impl ProverBackend for GpuBackend {
             plan
         };
         self.load_plan(&mut st, key, plan, phase)
+    }
+
+    fn hold_circuit(
+        &self,
+        r1cs: &Arc<R1cs>,
+        keep_free: u64,
+    ) -> Result<Option<HeldCircuit>, BackendError> {
+        let phase = Phase::Prepare;
+        let Some(bytes) = DeviceCircuit::bytes_for(r1cs) else {
+            return Ok(None);
+        };
+        let vram = self.gpu.vram();
+        if vram.budget().available() < bytes.saturating_add(keep_free) {
+            return Ok(None);
+        }
+        let mut room = vram.reserve(bytes).map_err(|e| fail(phase, e))?;
+        let (circuit, took) = timed("hold_circuit", || {
+            DeviceCircuit::upload(&self.gpu, &mut room, r1cs)
+        });
+        let circuit = circuit.map_err(|e| fail(phase, e))?;
+        tracing::info!(
+            bytes,
+            seconds = took.as_secs_f64(),
+            constraints = r1cs.num_constraints(),
+            "circuit held on the device: its witness map runs there"
+        );
+        Ok(Some(HeldCircuit {
+            data: HeldData::Device(Box::new(circuit)),
+            num_variables: r1cs.num_variables(),
+            num_constraints: r1cs.num_constraints(),
+            bytes,
+        }))
+    }
+
+    fn stage_and_evaluate(
+        &self,
+        circuit: &HeldCircuit,
+        z: &[Fr],
+        n: usize,
+        room: Reservation,
+    ) -> Result<(StagedWitness, StagedEvaluations), BackendError> {
+        circuit.check_witness(NAME, z, n)?;
+        match &circuit.data {
+            HeldData::Device(c) if c.is_on(&self.gpu) => self.evaluate_staged(c, z, n, room),
+            _ => Err(BackendError::invalid(
+                NAME,
+                "the circuit is held by another device",
+            )),
+        }
     }
 
     fn pinned_evaluation_buffers(&self, n: usize) -> Option<Evaluations> {

@@ -19,6 +19,10 @@
 
 pub mod backend;
 pub mod gpu;
+// The launchers of this crate's kernels (key generation, the witness map): the one module
+// allowed `unsafe`.
+#[allow(unsafe_code)]
+pub mod kernels;
 pub mod keys;
 pub mod prover;
 pub mod r1cs;
@@ -29,8 +33,8 @@ mod timing;
 pub mod verifier;
 
 pub use backend::{
-    BackendError, BackendErrorKind, CpuBackend, Evaluations, HostVec, MsmValue, ProverBackend,
-    QuotientMsm, Stage, StagedEvaluations, StagedWitness, StagingNeeds, WitnessMsms,
+    BackendError, BackendErrorKind, CpuBackend, Evaluations, HeldCircuit, HostVec, MsmValue,
+    ProverBackend, QuotientMsm, Stage, StagedEvaluations, StagedWitness, StagingNeeds, WitnessMsms,
     witness_msm_order,
 };
 pub use gpu::GpuBackend;
@@ -55,12 +59,12 @@ pub use verifier::{VerifyError, prepare_verifying_key, verify_proof};
 pub use cuzk_field::Fr;
 pub use cuzk_ntt::Domain;
 
-/// Every kernel set the prover and key generation launch (the NTT's, the MSM's and setup's),
+/// Every kernel set the prover and key generation launch (the NTT's, the MSM's and this crate's),
 /// for whole-build checks such as `cuzk devices`' first-load timing.
 pub fn kernel_sets() -> [&'static cuzk_gpu::Kernels; 3] {
     [
         &cuzk_ntt::kernels::KERNELS,
         &cuzk_msm::kernels::KERNELS,
-        &setup::kernels::KERNELS,
+        &kernels::KERNELS,
     ]
 }

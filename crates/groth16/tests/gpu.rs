@@ -3,7 +3,7 @@
 //! Every test needs an NVIDIA GPU and panics without one; CPU CI reports them as ignored.
 //! Tests hold one lock: they measure and squeeze the device budget, shared by the process.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use cuzk_field::Fr;
@@ -12,9 +12,9 @@ use cuzk_groth16::gpu::{GpuPhaseError, Phase};
 use cuzk_groth16::testing::demo;
 use cuzk_groth16::testing::demo::Fixture;
 use cuzk_groth16::{
-    BackendChoice, GpuBackend, KeyRef, Proof, ProofTimings, ProveError, ProverBackend, Query,
-    ToxicWaste, create_proof_with_randomness, generate_parameters_with_toxic_waste,
-    prepare_verifying_key, select_backend, verify_proof,
+    BackendChoice, BackendErrorKind, GpuBackend, HeldCircuit, KeyRef, Proof, ProofTimings,
+    ProveError, ProverBackend, Query, ToxicWaste, create_proof_with_randomness,
+    generate_parameters_with_toxic_waste, prepare_verifying_key, select_backend, verify_proof,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -143,6 +143,18 @@ fn gpu_proofs_match_cpu_on_random_small_circuits() {
 /// A proof through the staged steps an engine drives (witness and a, b, c staged into
 /// reservations of the device budget, one MSM at a time), with r, s fixed.
 fn prove_staged(b: &GpuBackend, f: &Fixture, r: Fr, s: Fr) -> Proof {
+    prove_staged_with(b, f, r, s, None)
+}
+
+/// The engine's phases by hand; a, b, c made by the device from `circuit` when given (held by
+/// `b`), else by the host's witness map.
+fn prove_staged_with(
+    b: &GpuBackend,
+    f: &Fixture,
+    r: Fr,
+    s: Fr,
+    circuit: Option<&HeldCircuit>,
+) -> Proof {
     let domain = cuzk_groth16::check_inputs(&f.pk, &f.r1cs, &f.witness).unwrap();
     let n = domain.size();
     let key = KeyRef::from(&f.pk);
@@ -151,22 +163,125 @@ fn prove_staged(b: &GpuBackend, f: &Fixture, r: Fr, s: Fr) -> Proof {
         .unwrap();
     let vram = b.gpu().vram();
     let z = f.witness.assignment();
-    let staged = b
-        .stage_witness(z, vram.reserve(needs.witness).unwrap())
-        .unwrap();
+    let (staged, device_abc) = match circuit {
+        Some(c) => {
+            let room = vram.reserve(needs.witness + needs.evaluations).unwrap();
+            let (staged, abc) = b.stage_and_evaluate(c, z, n, room).unwrap();
+            (staged, Some(abc))
+        }
+        None => (
+            b.stage_witness(z, vram.reserve(needs.witness).unwrap())
+                .unwrap(),
+            None,
+        ),
+    };
     let mut msms = cuzk_groth16::WitnessMsms::default();
     for (q, offset) in cuzk_groth16::witness_msm_order(f.r1cs.num_public()) {
         let v = b.witness_msm(key, z, &staged, q, offset).unwrap();
         msms.set(q, v, Duration::ZERO).unwrap();
     }
     drop(staged);
-    let mut abc = b.evaluation_buffers(n).unwrap();
-    cuzk_groth16::witness_map(&f.r1cs, z, &mut abc).unwrap();
-    let abc = b
-        .stage_evaluations(abc, vram.reserve(needs.evaluations).unwrap())
-        .unwrap();
+    let abc = match device_abc {
+        Some(abc) => abc,
+        None => {
+            let mut abc = b.evaluation_buffers(n).unwrap();
+            cuzk_groth16::witness_map(&f.r1cs, z, &mut abc).unwrap();
+            b.stage_evaluations(abc, vram.reserve(needs.evaluations).unwrap())
+                .unwrap()
+        }
+    };
     let q = b.quotient_msm(&domain, abc, key).unwrap();
     cuzk_groth16::assemble(&f.pk, r, s, &msms, q.h)
+}
+
+/// The device's witness map: proofs with a, b, c made from the held circuit equal the CPU's
+/// (random shapes: rows not a power of two, any share of bits, full-width), a witness that
+/// breaks a row is refused naming the row the CPU names, a circuit that does not fit beside
+/// the requested free room is not held, and the held circuit's bytes go back with it.
+#[test]
+#[ignore = "gpu"]
+fn gpu_witness_map_on_the_device_matches_the_cpu() {
+    let _l = serial();
+    let b = GpuBackend::new(gpu());
+    let budget = b.gpu().vram().budget().clone();
+    let mut runner = TestRunner::new(Config {
+        cases: 8,
+        ..Config::default()
+    });
+    runner
+        .run(
+            &(40usize..40_000, 0usize..6, 0u32..=100, any::<u64>()),
+            |(rows, public, pct, seed)| {
+                let mut rng = ChaCha20Rng::seed_from_u64(seed);
+                let (r1cs, witness) =
+                    demo::circuit_with_rows(rows.max(2 * public + 4), public, pct, &mut rng)
+                        .unwrap();
+                let (pk, _) =
+                    generate_parameters_with_toxic_waste(&r1cs, &ToxicWaste::random(&mut rng))
+                        .unwrap();
+                let f = Fixture {
+                    r1cs,
+                    witness,
+                    pk,
+                    setup: Duration::ZERO,
+                    setup_on: "cpu",
+                };
+                let r1cs = Arc::new(f.r1cs.clone());
+                let held = b
+                    .hold_circuit(&r1cs, 0)
+                    .unwrap()
+                    .expect("room for the circuit");
+                let (r, s) = rs(seed);
+                let cpu = create_proof_with_randomness(&f.pk, &f.r1cs, &f.witness, r, s).unwrap();
+                let device = prove_staged_with(&b, &f, r, s, Some(&held));
+                prop_assert_eq!(device, cpu, "{} rows {} public {}%", rows, public, pct);
+
+                // One value changed: the first row it breaks, as the CPU finds it.
+                let mut z = f.witness.assignment().to_vec();
+                let i = (seed as usize % (z.len() - 1)) + 1;
+                z[i] += Fr::ONE;
+                let n = f.r1cs.domain_size();
+                let mut abc = cuzk_groth16::Evaluations::pinned_or_heap(None, n);
+                let want = match cuzk_groth16::witness_map(&f.r1cs, &z, &mut abc) {
+                    Err(cuzk_groth16::WitnessError::Unsatisfied { constraint }) => Some(constraint),
+                    Ok(()) => None, // the value is read by no row that it breaks
+                    Err(e) => panic!("{e}"),
+                };
+                let needs = b.staging_needs(KeyRef::from(&f.pk), n).unwrap();
+                let room = b
+                    .gpu()
+                    .vram()
+                    .reserve(needs.witness + needs.evaluations)
+                    .unwrap();
+                match (b.stage_and_evaluate(&held, &z, n, room), want) {
+                    (Ok(_), None) => {}
+                    (Err(e), Some(row)) => {
+                        prop_assert_eq!(e.kind(), BackendErrorKind::Unsatisfied);
+                        prop_assert!(
+                            e.to_string().contains(&format!("constraint {row} is")),
+                            "{}",
+                            e
+                        );
+                    }
+                    (r, want) => prop_assert!(false, "device {:?}, CPU {:?}", r.err(), want),
+                }
+                Ok(())
+            },
+        )
+        .unwrap();
+    b.release();
+    budget.reclaim_all();
+    let idle = budget.in_use();
+    let f = random_fixture(12, 2, 70, 3);
+    let r1cs = Arc::new(f.r1cs.clone());
+    assert!(
+        b.hold_circuit(&r1cs, budget.available()).unwrap().is_none(),
+        "no room beside what must stay free: not held"
+    );
+    let held = b.hold_circuit(&r1cs, 0).unwrap().unwrap();
+    assert_eq!(budget.in_use(), idle + held.bytes());
+    drop(held);
+    assert_eq!(budget.in_use(), idle, "the circuit's bytes go back with it");
 }
 
 /// The evaluation sets pinned when a key loads (one per proof in flight) serve the proofs:

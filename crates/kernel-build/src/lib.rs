@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 pub const DOMAINS: &[(&str, &str)] = &[
     ("ntt", "cuzk-ntt"),
     ("msm", "cuzk-msm"),
-    ("setup", "cuzk-groth16"),
+    ("groth16", "cuzk-groth16"),
     ("test", "cuzk-test-kernels"),
 ];
 

@@ -48,6 +48,11 @@ pub struct EngineConfig {
     /// while host memory leaves room for one more job beside them); 0: each worker makes its
     /// own.
     pub read_ahead: usize,
+    /// Keeps a key's circuit (its A, B, C) on each device whose memory has room for it beside
+    /// the key and the staging of two proofs, so that the device makes a, b, c from the
+    /// witness: the host then neither evaluates them nor copies them over the bus. `false`:
+    /// the host's witness map always, the device memory left to key points and staging.
+    pub witness_map_on_device: bool,
     /// Device budgets of the GPUs (`CUZK_VRAM_LIMIT` and the margins; `CUZK_PINNED_LIMIT`).
     pub vram: BudgetConfig,
     /// Simulated device memory of the CPU backend (per device before any split).
@@ -70,6 +75,7 @@ impl Default for EngineConfig {
             split: 1,
             workers_per_device: Workers::Auto,
             read_ahead: 2,
+            witness_map_on_device: true,
             vram: BudgetConfig::default(),
             cpu_device_memory: 16 * GIB,
             host_memory: None,

@@ -26,7 +26,7 @@ use crate::read_ahead::ReadRoom;
 
 /// Device bytes kept for per-device tables that live as long as the process once made (the
 /// NTT's twiddle tables, ~36 MiB).
-const DEVICE_TABLES: u64 = 64 << 20;
+pub(crate) const DEVICE_TABLES: u64 = 64 << 20;
 /// How often each GPU's free memory is compared with its budget (memory another process
 /// takes lowers the budget's limit; its return raises it).
 const MEMORY_POLL: Duration = Duration::from_millis(100);

@@ -9,8 +9,8 @@ use parking_lot::RwLock;
 use cuzk_formats::{FormatError, PointChecks, cuzk};
 use cuzk_groth16::testing::SimBackend;
 use cuzk_groth16::{
-    BackendError, Domain, GpuBackend, HeldKey, KeyRef, PreparedVerifyingKey, ProverBackend,
-    ProvingKey, Query, R1cs, StagingNeeds,
+    BackendError, Domain, GpuBackend, HeldCircuit, HeldKey, KeyRef, PreparedVerifyingKey,
+    ProverBackend, ProvingKey, Query, R1cs, StagingNeeds,
 };
 
 use crate::engine::{Device, EngineError, Inner};
@@ -46,7 +46,22 @@ pub enum KeySource {
 pub(crate) struct Loaded {
     pub(crate) backend: Arc<dyn ProverBackend>,
     pub(crate) needs: StagingNeeds,
+    /// Device bytes held between proofs: key points and the circuit.
     pub(crate) resident: u64,
+    /// The circuit's matrices where the backend evaluates them: its proofs skip the host's
+    /// witness map and stage the witness with room for a, b, c at once.
+    pub(crate) circuit: Option<HeldCircuit>,
+}
+
+impl Loaded {
+    /// Device bytes one proof stages: its witness, then a, b, c, or both at once when the
+    /// device makes a, b, c itself.
+    pub(crate) fn staged_at_once(&self) -> u64 {
+        match self.circuit {
+            Some(_) => self.needs.witness + self.needs.evaluations,
+            None => self.needs.witness.max(self.needs.evaluations),
+        }
+    }
 }
 /// A loaded key's points: on the host (any backend proves it), or held by the GPU backend
 /// that made them (that backend alone proves it).
@@ -284,7 +299,7 @@ impl Inner {
                 source: BackendError::new("engine", format!("no device {d}")),
             })?;
             let backend = held.as_ref().map(|(b, _)| b.clone());
-            on[d] = Some(self.load_on(dev, id, key, n, backend)?);
+            on[d] = Some(self.load_on(dev, id, key, &r1cs, n, backend)?);
         }
         let pvk = cuzk_groth16::prepare_verifying_key(key.vk());
         let key = Arc::new(Key {
@@ -311,6 +326,7 @@ impl Inner {
         dev: &Device,
         id: &str,
         pk: KeyRef<'_>,
+        r1cs: &Arc<R1cs>,
         n: usize,
         held: Option<Arc<GpuBackend>>,
     ) -> Result<Loaded, EngineError> {
@@ -321,75 +337,91 @@ impl Inner {
             source,
         };
         let workers = self.config().workers_per_device.threads();
-        let (backend, needs, resident): (Arc<dyn ProverBackend>, StagingNeeds, u64) = match dev
-            .gpu()
-        {
-            Some(gpu) => {
-                let b = match held {
-                    Some(b) if b.gpu().vram().budget().same_as(dev.vram().budget()) => b,
-                    Some(_) => {
-                        return Err(backend_err(BackendError::new(
-                            "engine",
-                            "the key's points are held by another device (make it on Engine::gpu's device)",
-                        )));
-                    }
-                    None => Arc::new(GpuBackend::new(gpu.clone())),
-                };
-                // A set per worker, and at least one beside a single worker for the
-                // evaluations made ahead, which only borrow a set idle here: a third set
-                // beside two workers' would hold 12.9 GB more at 2^27.
-                let ahead = if self.config().read_ahead > 0 {
-                    crate::job::MAP_AHEAD
-                } else {
-                    0
-                };
-                b.set_evaluation_sets(workers.max(1 + ahead));
-                let needs = b.staging_needs(pk, n).map_err(backend_err)?;
-                // Two workers overlap one proof's a, b, c with another's witness.
-                let target = if workers > 1 {
-                    needs.witness + needs.evaluations
-                } else {
-                    needs.witness.max(needs.evaluations)
-                };
-                let plan = b.load_staged(pk, n, target).map_err(backend_err)?;
-                // The lock room as the key is placed: a streamed query's MSM runs in chunks.
-                let needs = StagingNeeds {
-                    lock: plan.lock_bytes(),
-                    ..needs
-                };
-                // One worker's and the one made ahead (or a second worker's); a worker that
-                // finds none idle pins its own at its first proof.
-                b.pin_evaluation_sets(n, 1 + ahead);
-                tracing::info!(
-                    key = id,
-                    device = %dev.name(),
-                    resident = b.resident_bytes(),
-                    lock = plan.lock_bytes(),
-                    staging = target,
-                    "key loaded"
-                );
-                let resident = b.resident_bytes();
-                (b, needs, resident)
+        // The circuit goes to the device when it fits beside the key, the lock room and the
+        // staging of two proofs' witness and a, b, c at once (one with a single worker).
+        let hold = |b: &dyn ProverBackend, needs: &StagingNeeds, tables: u64| {
+            if !self.config().witness_map_on_device {
+                return Ok(None);
             }
-            None if held.is_some() => {
-                return Err(backend_err(BackendError::new(
-                    "engine",
-                    "a key held by a GPU cannot load on a CPU device",
-                )));
-            }
-            None => {
-                let b = SimBackend::new(dev.vram().clone());
-                let needs = b.staging_needs(pk, n).map_err(backend_err)?;
-                (Arc::new(b), needs, 0)
-            }
+            let both = needs.witness + needs.evaluations;
+            let keep_free = both * workers.clamp(1, 2) as u64 + needs.lock + tables;
+            b.hold_circuit(r1cs, keep_free).map_err(backend_err)
         };
+        let (backend, needs, points, circuit): (Arc<dyn ProverBackend>, StagingNeeds, u64, _) =
+            match dev.gpu() {
+                Some(gpu) => {
+                    let b = match held {
+                        Some(b) if b.gpu().vram().budget().same_as(dev.vram().budget()) => b,
+                        Some(_) => {
+                            return Err(backend_err(BackendError::new(
+                                "engine",
+                                "the key's points are held by another device (make it on Engine::gpu's device)",
+                            )));
+                        }
+                        None => Arc::new(GpuBackend::new(gpu.clone())),
+                    };
+                    // A set per worker, and at least one beside a single worker for the
+                    // evaluations made ahead, which only borrow a set idle here: a third set
+                    // beside two workers' would hold 12.9 GB more at 2^27.
+                    let ahead = if self.config().read_ahead > 0 {
+                        crate::job::MAP_AHEAD
+                    } else {
+                        0
+                    };
+                    b.set_evaluation_sets(workers.max(1 + ahead));
+                    let needs = b.staging_needs(pk, n).map_err(backend_err)?;
+                    // Two workers overlap one proof's a, b, c with another's witness.
+                    let target = if workers > 1 {
+                        needs.witness + needs.evaluations
+                    } else {
+                        needs.witness.max(needs.evaluations)
+                    };
+                    let plan = b.load_staged(pk, n, target).map_err(backend_err)?;
+                    // The lock room as the key is placed: a streamed query's MSM runs in chunks.
+                    let needs = StagingNeeds {
+                        lock: plan.lock_bytes(),
+                        ..needs
+                    };
+                    let circuit = hold(&*b, &needs, crate::engine::DEVICE_TABLES)?;
+                    if circuit.is_none() {
+                        // One worker's and the one made ahead (or a second worker's); a worker
+                        // that finds none idle pins its own at its first proof.
+                        b.pin_evaluation_sets(n, 1 + ahead);
+                    }
+                    tracing::info!(
+                        key = id,
+                        device = %dev.name(),
+                        resident = b.resident_bytes(),
+                        lock = plan.lock_bytes(),
+                        staging = target,
+                        circuit = circuit.as_ref().map_or(0, HeldCircuit::bytes),
+                        "key loaded"
+                    );
+                    let points = b.resident_bytes();
+                    (b as Arc<dyn ProverBackend>, needs, points, circuit)
+                }
+                None if held.is_some() => {
+                    return Err(backend_err(BackendError::new(
+                        "engine",
+                        "a key held by a GPU cannot load on a CPU device",
+                    )));
+                }
+                None => {
+                    let b = SimBackend::new(dev.vram().clone());
+                    let needs = b.staging_needs(pk, n).map_err(backend_err)?;
+                    let circuit = hold(&b, &needs, 0)?;
+                    (Arc::new(b) as Arc<dyn ProverBackend>, needs, 0, circuit)
+                }
+            };
+        let resident = points + circuit.as_ref().map_or(0, HeldCircuit::bytes);
         let loaded = Loaded {
             backend,
             needs,
             resident,
+            circuit,
         };
         let room = self.staging_room(dev, Some(&loaded));
-        let need = needs.witness.max(needs.evaluations);
+        let need = loaded.staged_at_once();
         if room < need {
             return Err(EngineError::NoRoom {
                 device: dev.index(),

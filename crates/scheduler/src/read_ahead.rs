@@ -245,6 +245,9 @@ impl Inner {
                 return None;
             }
             let loaded = key.on.get(device)?.as_ref()?;
+            if loaded.circuit.is_some() {
+                return None; // its device makes a, b, c itself
+            }
             let (lender, bytes) = (loaded.backend.clone(), loaded.needs.evaluations);
             Some((j.clone(), witness, device, lender, key.domain.size(), bytes))
         })?;

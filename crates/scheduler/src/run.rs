@@ -132,15 +132,16 @@ impl Inner {
         // Evaluations made ahead hold their host bytes already; they are taken beside the
         // witness MSMs, so a job started before they are done does not wait for them.
         let map_ahead = job.claim_map_ahead()?;
+        let on_device = loaded.circuit.as_ref();
         // A pinned set taken now is the pinned budget's: the heap is charged for the witness
         // only. It goes back to the backend's pool if the job stops before its witness map.
         let mut pinned_abc = Lent {
             backend,
-            abc: (!map_ahead)
+            abc: (!map_ahead && on_device.is_none())
                 .then(|| backend.pinned_evaluation_buffers(key.domain.size()))
                 .flatten(),
         };
-        let charged_evaluations = !map_ahead && pinned_abc.abc.is_none();
+        let charged_evaluations = !map_ahead && on_device.is_none() && pinned_abc.abc.is_none();
         let host_bytes = match read_ahead {
             Some(_) => 0,
             None => loaded.needs.witness,
@@ -189,93 +190,126 @@ impl Inner {
         let n = key.domain.size();
         check()?;
 
-        let (room, wait) = rec.span("wait staging", SpanKind::Wait, || {
-            self.stage_room(dev, loaded.needs.witness, priority, &cancelled)
-        });
-        t.memory_wait += wait;
-        let (z_permit, z_room) = room?;
-        let (staged, _) = rec.span("upload z", SpanKind::Copy, || {
-            backend.stage_witness(z, z_room)
-        });
-        let staged = staged.map_err(|e| backend_failed("upload z", e))?;
-        // Evaluations made ahead may go on now, unless this job's own set is still to take.
-        let start = (!map_ahead).then_some(start);
-        check()?;
-
-        // The witness map runs on its own thread while the witness MSMs hold the device,
-        // unless it was made ahead. A `Mapped` holds the host bytes of those made ahead until
-        // the job ends.
-        let (msms, (abc, _mapped)) = std::thread::scope(|scope| {
-            let map = scope.spawn(|| {
-                let mut mapped = None;
-                if map_ahead {
-                    let m = if job.being_mapped() {
-                        rec.aside("map ahead", SpanKind::Wait, || job.take_map_ahead())
-                            .0
-                    } else {
-                        job.take_map_ahead()
-                    };
-                    match m {
-                        Err(e) => return (Err(e), None),
-                        Ok(Some(mut m)) => match m.take_for(d) {
-                            Some(abc) => return (Ok(abc), Some(m)),
-                            None => mapped = Some(m),
-                        },
-                        Ok(None) => {}
-                    }
-                }
-                let (r, _) = rec.aside("witness map", SpanKind::Cpu, || {
-                    let abc = match pinned_abc.abc.take() {
-                        Some(abc) => Ok(abc),
-                        None => backend.evaluation_buffers(n),
-                    };
-                    drop(start);
-                    let mut abc = abc.map_err(|e| backend_failed("witness map", e))?;
-                    match cuzk_groth16::witness_map(&key.r1cs, z, &mut abc) {
-                        Ok(()) => Ok(abc),
-                        Err(e) => {
-                            backend.return_evaluations(abc);
-                            Err(JobError::Witness(e.to_string()))
-                        }
-                    }
+        // The witness MSMs, a, b, c where the quotient reads them, and the room they hold (and
+        // the host bytes of evaluations made ahead, held until the job ends).
+        let (msms, staged, abc_permit, _mapped) = match on_device {
+            Some(circuit) => {
+                // The device makes a, b, c from the staged witness: room for both at once.
+                let both = loaded.needs.witness + loaded.needs.evaluations;
+                let (room, wait) = rec.span("wait staging", SpanKind::Wait, || {
+                    self.stage_room(dev, both, priority, &cancelled)
                 });
-                (r, mapped)
-            });
-            let msms = self.witness_msms(dev, &rec, &mut t, &key, backend, z, &staged, &cancelled);
-            let abc = map.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-            (msms, abc)
-        });
-        drop((staged, z_permit));
-        let abc = abc?; // a witness error outranks a device error of the same proof
-        if charged_evaluations && abc.is_pinned() {
-            // Pinned after all (the pinned budget had room again): the heap room goes back.
-            host.0.release(loaded.needs.evaluations);
-        }
-        // From here until they are staged, a, b, c go back to the backend's pool on any exit.
-        let give_back = |abc, e| {
-            backend.return_evaluations(abc);
-            Err(e)
-        };
-        let msms = match msms.and_then(|m| check().map(|()| m)) {
-            Ok(m) => m,
-            Err(e) => return give_back(abc, e),
-        };
+                t.memory_wait += wait;
+                let (mut permit, room) = room?;
+                let (staged, _) = rec.span("upload z, witness map", SpanKind::Copy, || {
+                    backend.stage_and_evaluate(circuit, z, n, room)
+                });
+                drop(start);
+                let (staged, abc) = staged.map_err(|e| match e.kind() {
+                    BackendErrorKind::Unsatisfied => JobError::Witness(e.to_string()),
+                    _ => backend_failed("upload z, witness map", e),
+                })?;
+                check()?;
+                let msms =
+                    self.witness_msms(dev, &rec, &mut t, &key, backend, z, &staged, &cancelled);
+                drop(staged);
+                permit.release(loaded.needs.witness);
+                let msms = msms?;
+                check()?;
+                (msms, abc, permit, None)
+            }
+            None => {
+                let (room, wait) = rec.span("wait staging", SpanKind::Wait, || {
+                    self.stage_room(dev, loaded.needs.witness, priority, &cancelled)
+                });
+                t.memory_wait += wait;
+                let (z_permit, z_room) = room?;
+                let (staged, _) = rec.span("upload z", SpanKind::Copy, || {
+                    backend.stage_witness(z, z_room)
+                });
+                let staged = staged.map_err(|e| backend_failed("upload z", e))?;
+                // Evaluations made ahead may go on now, unless this job's own set is still to take.
+                let start = (!map_ahead).then_some(start);
+                check()?;
 
-        let (room, wait) = rec.span("wait staging", SpanKind::Wait, || {
-            self.stage_room(dev, loaded.needs.evaluations, priority, &cancelled)
-        });
-        t.memory_wait += wait;
-        let (abc_permit, abc_room) = match room {
-            Ok(r) => r,
-            Err(e) => return give_back(abc, e),
+                // The witness map runs on its own thread while the witness MSMs hold the device,
+                // unless it was made ahead. A `Mapped` holds the host bytes of those made ahead until
+                // the job ends.
+                let (msms, (abc, mapped)) = std::thread::scope(|scope| {
+                    let map = scope.spawn(|| {
+                        let mut mapped = None;
+                        if map_ahead {
+                            let m = if job.being_mapped() {
+                                rec.aside("map ahead", SpanKind::Wait, || job.take_map_ahead())
+                                    .0
+                            } else {
+                                job.take_map_ahead()
+                            };
+                            match m {
+                                Err(e) => return (Err(e), None),
+                                Ok(Some(mut m)) => match m.take_for(d) {
+                                    Some(abc) => return (Ok(abc), Some(m)),
+                                    None => mapped = Some(m),
+                                },
+                                Ok(None) => {}
+                            }
+                        }
+                        let (r, _) = rec.aside("witness map", SpanKind::Cpu, || {
+                            let abc = match pinned_abc.abc.take() {
+                                Some(abc) => Ok(abc),
+                                None => backend.evaluation_buffers(n),
+                            };
+                            drop(start);
+                            let mut abc = abc.map_err(|e| backend_failed("witness map", e))?;
+                            match cuzk_groth16::witness_map(&key.r1cs, z, &mut abc) {
+                                Ok(()) => Ok(abc),
+                                Err(e) => {
+                                    backend.return_evaluations(abc);
+                                    Err(JobError::Witness(e.to_string()))
+                                }
+                            }
+                        });
+                        (r, mapped)
+                    });
+                    let msms =
+                        self.witness_msms(dev, &rec, &mut t, &key, backend, z, &staged, &cancelled);
+                    let abc = map.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                    (msms, abc)
+                });
+                drop((staged, z_permit));
+                let abc = abc?; // a witness error outranks a device error of the same proof
+                if charged_evaluations && abc.is_pinned() {
+                    // Pinned after all (the pinned budget had room again): the heap room goes back.
+                    host.0.release(loaded.needs.evaluations);
+                }
+                // From here until they are staged, a, b, c go back to the backend's pool on any exit.
+                let give_back = |abc, e| {
+                    backend.return_evaluations(abc);
+                    Err(e)
+                };
+                let msms = match msms.and_then(|m| check().map(|()| m)) {
+                    Ok(m) => m,
+                    Err(e) => return give_back(abc, e),
+                };
+
+                let (room, wait) = rec.span("wait staging", SpanKind::Wait, || {
+                    self.stage_room(dev, loaded.needs.evaluations, priority, &cancelled)
+                });
+                t.memory_wait += wait;
+                let (abc_permit, abc_room) = match room {
+                    Ok(r) => r,
+                    Err(e) => return give_back(abc, e),
+                };
+                let (staged, _) = rec.span("upload a,b,c", SpanKind::Copy, || {
+                    backend.stage_evaluations(abc, abc_room)
+                });
+                // The set is idle again: the next job's evaluations can be made ahead into it.
+                self.queue().notify();
+                let staged = staged.map_err(|e| backend_failed("upload a,b,c", e))?;
+                check()?;
+                (msms, staged, abc_permit, mapped)
+            }
         };
-        let (staged, _) = rec.span("upload a,b,c", SpanKind::Copy, || {
-            backend.stage_evaluations(abc, abc_room)
-        });
-        // The set is idle again: the next job's evaluations can be made ahead into it.
-        self.queue().notify();
-        let staged = staged.map_err(|e| backend_failed("upload a,b,c", e))?;
-        check()?;
 
         let lock = self.lock(dev, &rec, &mut t, priority, &cancelled)?;
         let t0 = self.now();

@@ -83,11 +83,13 @@ fn verify(c: &Circuit, h: &JobHandle) -> cuzk_scheduler::JobOutput {
     out
 }
 
-/// Every device budget, staging gate and the host gate are back at their idle level.
+/// Every device budget, staging gate and the host gate are back at their idle level: a device
+/// holds only its keys' resident bytes (the circuits it evaluates).
 fn assert_idle(engine: &Engine, host_idle: u64) {
     let st = engine.status();
     for d in &st.devices {
-        assert_eq!(d.budget_in_use, 0, "device {} budget", d.name);
+        let resident: u64 = d.keys.iter().map(|(_, bytes)| bytes).sum();
+        assert_eq!(d.budget_in_use, resident, "device {} budget", d.name);
         assert_eq!(d.staging_in_use, 0, "device {} staging", d.name);
         assert_eq!(d.pinned_in_use, 0, "device {} pinned", d.name);
         assert!(d.workers.iter().all(|w| w.job.is_none()));
@@ -921,7 +923,11 @@ fn the_next_jobs_evaluations_are_made_ahead_once_and_a_cancelled_jobs_come_back(
     let big = circuit(14, 21);
     let c = circuit(12, 22);
     let (mems, _) = memories(1, 256 * MIB);
-    let engine = Engine::on_cpu(config(1), mems).unwrap();
+    let host_map = EngineConfig {
+        witness_map_on_device: false, // evaluations are made ahead on the host only
+        ..config(1)
+    };
+    let engine = Engine::on_cpu(host_map, mems).unwrap();
     engine.load_key("big", key(&big), None).unwrap();
     engine.load_key("k", key(&c), None).unwrap();
     let key_bytes = engine.status().host_in_use;
@@ -984,6 +990,7 @@ fn a_pinned_evaluation_set_is_not_charged_to_host_memory() {
         );
         let no_ahead = EngineConfig {
             read_ahead: 0,
+            witness_map_on_device: false, // the host's witness map, into a pinned set or not
             ..config(1)
         };
         let engine = Engine::on_cpu(no_ahead, vec![vram]).unwrap();
@@ -1015,4 +1022,60 @@ fn a_pinned_evaluation_set_is_not_charged_to_host_memory() {
         (zb..zb + 1024).contains(&with_set) && without == with_set + eb,
         "charged {charges:?}, witness {zb} B, evaluations {eb} B"
     );
+}
+
+#[test]
+fn a_device_with_room_holds_the_circuit_and_makes_a_b_c_itself() {
+    let c = circuit(10, 31);
+    let (zb, eb) = staged_bytes(&c);
+    let phases = |out: &cuzk_scheduler::JobOutput| -> Vec<&'static str> {
+        out.timings.spans.iter().map(|s| s.phase).collect()
+    };
+    // Room for the circuit beside two proofs' witness and a, b, c: the device holds it.
+    let (mems, _) = memories(1, 64 * MIB);
+    let engine = Engine::on_cpu(config(2), mems).unwrap();
+    engine.load_key("k", key(&c), None).unwrap();
+    let held = engine.status().devices[0].keys[0].1;
+    assert!(held > 0, "the circuit is charged to the device");
+    let host_idle = engine.status().host_in_use;
+    let jobs: Vec<_> = (0..3)
+        .map(|_| engine.submit(JobSpec::new("k", memory(&c))).unwrap())
+        .collect();
+    for h in &jobs {
+        let p = phases(&verify(&c, h));
+        assert!(p.contains(&"upload z, witness map"), "{p:?}");
+        assert!(
+            !p.contains(&"witness map") && !p.contains(&"upload a,b,c"),
+            "{p:?}"
+        );
+    }
+    assert_idle(&engine, host_idle);
+    // A witness that breaks a row fails with the row named, as the host's witness map says.
+    let mut bad = (*c.witness).clone();
+    bad.set(5, bad.assignment()[5] + Fr::ONE).unwrap();
+    let err = engine
+        .submit(JobSpec::new("k", WitnessSource::Memory(Arc::new(bad))))
+        .unwrap()
+        .wait(WAIT)
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        matches!(&err, JobError::Witness(m) if m.contains("constraint")),
+        "{err}"
+    );
+    assert_idle(&engine, host_idle);
+    drop(engine);
+
+    // Room for one proof's witness and a, b, c but not for the circuit beside them: the host
+    // evaluates.
+    let (mems, _) = memories(1, zb + eb);
+    let engine = Engine::on_cpu(config(1), mems).unwrap();
+    engine.load_key("k", key(&c), None).unwrap();
+    assert_eq!(engine.status().devices[0].keys[0].1, 0);
+    let p = phases(&verify(
+        &c,
+        &engine.submit(JobSpec::new("k", memory(&c))).unwrap(),
+    ));
+    let host_map = p.iter().any(|s| s.starts_with("witness map"));
+    assert!(host_map && p.contains(&"upload a,b,c"), "{p:?}");
 }

@@ -15,6 +15,8 @@ pub enum Phase {
     Prepare,
     /// The witness's copy to the device, shared by the A, B and L MSMs.
     Upload,
+    /// A, B, C times the witness on the device, and the check of every row.
+    Evaluate,
     Quotient,
     Msm(Query),
 }
@@ -24,6 +26,7 @@ impl fmt::Display for Phase {
         match self {
             Phase::Prepare => f.write_str("prepare"),
             Phase::Upload => f.write_str("witness upload"),
+            Phase::Evaluate => f.write_str("witness map"),
             Phase::Quotient => f.write_str("quotient"),
             Phase::Msm(q) => write!(f, "MSM {q}"),
         }

@@ -6,7 +6,7 @@
 //! builds the window table of each generator (the CPU setup's table, w ≤ 12 so it stays small
 //! enough for L2), uploads it once, and streams the scalars through in chunks sized to the VRAM
 //! budget: per chunk one kernel computes `s·G` in XYZZ with mixed additions, a second converts
-//! to affine with one inversion per 32 points (`kernels/setup/setup.cu`).
+//! to affine with one inversion per 32 points (`kernels/groth16/setup.cu`).
 
 use std::time::Instant;
 
@@ -72,7 +72,7 @@ fn gpu_window(count: usize) -> usize {
 /// Scalars per chunk: what fits in `BUDGET_PERCENT` of the available budget (scalar, XYZZ
 /// and affine point per product), at least one, at most `MAX_CHUNK` and `count`.
 fn chunk_len(available: u64, count: usize, group: Curve) -> usize {
-    let per = (32 + 4 * super::kernels::xyzz_words(group) + group.affine_bytes()) as u64;
+    let per = (32 + 4 * crate::kernels::xyzz_words(group) + group.affine_bytes()) as u64;
     let fit = (available / 100 * BUDGET_PERCENT / per).max(1);
     usize::try_from(fit)
         .unwrap_or(usize::MAX)
@@ -173,7 +173,7 @@ impl<P: AffinePoint> DeviceTable<P> {
                     gpu.alloc::<P>(n)?
                 }
             };
-            super::kernels::batch_to_affine(gpu, stream, group, xyzz, &mut d, 0)?;
+            crate::kernels::batch_to_affine(gpu, stream, group, xyzz, &mut d, 0)?;
             d.copy_to_host_on(&mut out[at..at + n], stream.cuda())?;
             d_out = Some(d);
             Ok(())
@@ -208,7 +208,7 @@ impl<P: AffinePoint> DeviceTable<P> {
         mut out: DeviceBuffer<P>,
     ) -> Result<Option<DeviceBuffer<P>>, GpuError> {
         self.in_chunks(gpu, stream, group, scalars, chunk, |xyzz, at, _| {
-            super::kernels::batch_to_affine(gpu, stream, group, xyzz, &mut out, at)
+            crate::kernels::batch_to_affine(gpu, stream, group, xyzz, &mut out, at)
         })?;
         stream.synchronize()?;
         Ok(Some(out))
@@ -225,7 +225,7 @@ impl<P: AffinePoint> DeviceTable<P> {
         chunk: usize,
         mut store: impl FnMut(&DeviceBuffer<u32>, usize, usize) -> Result<(), GpuError>,
     ) -> Result<(), GpuError> {
-        let words = super::kernels::xyzz_words(group);
+        let words = crate::kernels::xyzz_words(group);
         // Sized to the chunk; only the last (shorter) chunk reallocates them.
         let mut bufs: Option<(DeviceBuffer<Fr>, DeviceBuffer<u32>)> = None;
         for (k, s) in scalars.chunks(chunk).enumerate() {
@@ -240,7 +240,7 @@ impl<P: AffinePoint> DeviceTable<P> {
                 }
             };
             d_scalars.copy_from_host_on(s, stream.cuda())?;
-            super::kernels::fixed_base_mul(
+            crate::kernels::fixed_base_mul(
                 gpu,
                 stream,
                 group,

@@ -5,7 +5,7 @@
 //! matrix so the work is parallel without per-thread copies of the outputs. All points are then
 //! made by windowed fixed-base multiplication (one table per group) with batched affine
 //! additions (see `fixed_base`). [`gpu`] makes the same key on a GPU (the fixed-base kernels of
-//! `kernels/setup/`, launched by [`kernels`]).
+//! `kernels/groth16/setup.cu`, launched by [`crate::kernels`]).
 
 use std::time::{Duration, Instant};
 
@@ -21,9 +21,6 @@ use fixed_base::FixedBaseTable;
 
 mod fixed_base;
 pub mod gpu;
-// The launchers of the setup kernels: the one module allowed `unsafe`.
-#[allow(unsafe_code)]
-pub mod kernels;
 
 /// Why parameters could not be generated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

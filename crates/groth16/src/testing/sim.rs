@@ -7,12 +7,18 @@ use cuzk_field::Fr;
 use cuzk_ntt::Domain;
 use cuzk_vram::{DeviceBuffer, Reservation, Vram};
 
+use std::sync::Arc;
+
 use crate::backend::{
-    BackendError, DeviceWitness, Evaluations, MsmValue, ProverBackend, QuotientMsm, Stage,
-    StagedData, StagedEvaluations, StagedWitness, host_quotient_msm, host_witness_msm,
+    BackendError, DeviceWitness, Evaluations, HeldCircuit, HeldData, MsmValue, ProverBackend,
+    QuotientMsm, Stage, StagedData, StagedEvaluations, StagedWitness, host_quotient_msm,
+    host_witness_msm,
 };
+use crate::gpu::DeviceCircuit;
 use crate::keys::KeyRef;
 use crate::keys::Query;
+use crate::r1cs::{R1cs, WitnessError};
+use crate::witness_map;
 
 const NAME: &str = "cpu";
 
@@ -74,6 +80,62 @@ impl ProverBackend for SimBackend {
             self.vram.pinned(n).ok()?,
         ];
         Some(Evaluations::pinned_or_heap(Some(set), n))
+    }
+
+    /// Holds the system itself, charging the simulated budget what a GPU's copy takes.
+    fn hold_circuit(
+        &self,
+        r1cs: &Arc<R1cs>,
+        keep_free: u64,
+    ) -> Result<Option<HeldCircuit>, BackendError> {
+        let Some(bytes) = DeviceCircuit::bytes_for(r1cs) else {
+            return Ok(None);
+        };
+        if self.vram.budget().available() < bytes.saturating_add(keep_free) {
+            return Ok(None);
+        }
+        let room = self
+            .vram
+            .reserve(bytes)
+            .map_err(|e| BackendError::new(NAME, e))?;
+        Ok(Some(HeldCircuit {
+            data: HeldData::Simulated {
+                r1cs: r1cs.clone(),
+                _room: room,
+            },
+            num_variables: r1cs.num_variables(),
+            num_constraints: r1cs.num_constraints(),
+            bytes,
+        }))
+    }
+
+    /// The CPU's witness map, its a, b, c copied into the simulated device's memory.
+    fn stage_and_evaluate(
+        &self,
+        circuit: &HeldCircuit,
+        z: &[Fr],
+        n: usize,
+        mut room: Reservation,
+    ) -> Result<(StagedWitness, StagedEvaluations), BackendError> {
+        circuit.check_witness(NAME, z, n)?;
+        let HeldData::Simulated { r1cs, .. } = &circuit.data else {
+            return Err(BackendError::invalid(NAME, "the circuit is held by a GPU"));
+        };
+        let witness =
+            cuzk_vram::Vram::bytes_for::<Fr>(z.len()).map_err(|e| BackendError::new(NAME, e))?;
+        let abc_room = room
+            .split(room.bytes().saturating_sub(witness))
+            .map_err(|e| BackendError::new(NAME, e))?;
+        let staged = self.stage_witness(z, room)?;
+        let mut abc = Evaluations::pinned_or_heap(None, n);
+        match witness_map(r1cs, z, &mut abc) {
+            Ok(()) => {}
+            Err(WitnessError::Unsatisfied { constraint }) => {
+                return Err(BackendError::unsatisfied(NAME, constraint));
+            }
+            Err(e) => return Err(BackendError::invalid(NAME, e)),
+        }
+        Ok((staged, self.stage_evaluations(abc, abc_room)?))
     }
 
     fn reserve(&self, _what: Stage, bytes: u64) -> Result<Reservation, BackendError> {

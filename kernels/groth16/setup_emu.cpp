@@ -1,6 +1,6 @@
-// Host check of kernels/setup/setup.cu without a GPU: g++ compiles the kernels with the PTX carry
+// Host check of kernels/groth16/setup.cu without a GPU: g++ compiles the kernels with the PTX carry
 // instructions emulated (CUZK_HOST_EMU, see ff/ptx.cuh) and runs every thread in a loop.
-// Inputs come from the ignored test `host_emu_setup_kernels` in crates/groth16/src/setup/kernels.rs, which
+// Inputs come from the ignored test `host_emu_setup_kernels` in crates/groth16/src/kernels.rs, which
 // writes a window table, scalars and blst's products to a folder and runs this program:
 //   emu <dir> <window>  -> exit status 0 iff all G1 and G2 products match bit for bit.
 #define CUZK_HOST_EMU 1

@@ -51,7 +51,7 @@ extern "C" __global__ void __launch_bounds__(256) cuzk_setup_g1_mul(g1_xyzz_t* o
     fixed_base_mul(out, scalars, table, n, window, windows);
 }
 
-// Spills ~400 B (accepted in kernels/setup/PERF-NOTES.md).
+// Spills ~400 B (accepted in kernels/groth16/PERF-NOTES.md).
 extern "C" __global__ void __launch_bounds__(128) cuzk_setup_g2_mul(g2_xyzz_t* out, const fr_t* scalars,
                                                                     const g2_affine_t* table, uint32_t n,
                                                                     uint32_t window, uint32_t windows)

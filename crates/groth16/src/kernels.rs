@@ -1,0 +1,495 @@
+//! Launch wrappers for this crate's kernels, embedded by its build script; the only module of
+//! cuzk-groth16 allowed `unsafe`. `kernels/groth16/setup.cu` (parameter generation): `s_i · G`
+//! for one generator G and many scalars, then XYZZ → affine. `kernels/groth16/evaluate.cu` (the
+//! witness map on the device): A·z, B·z, C·z of a [`SparseMatrix`] held as a [`DeviceMatrix`], and
+//! the check a·b = c.
+//!
+//! Generic over [`Pod`] element types of the right size so this crate does not depend on the
+//! field crate: `cuzk_field::Fr` (32 bytes, Montgomery), `G1Affine` (96 bytes) and `G2Affine`
+//! (192 bytes) have exactly the kernels' layouts. The XYZZ intermediate is opaque `u32` words.
+
+use bytemuck::Pod;
+use cuzk_field::Fr;
+use cuzk_gpu::{
+    DeviceBuffer, Gpu, GpuError, LaunchConfig, Module, Reservation, Result, Stream, Vram,
+};
+use cuzk_msm::kernels::Curve;
+
+use crate::r1cs::SparseMatrix;
+
+include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
+
+const MODULE: &Module = &SETUP;
+
+/// Bits of an Fr scalar (the kernels consume ⌈255 / w⌉ digits).
+const SCALAR_BITS: u32 = 255;
+/// Largest window the kernels accept (digits are taken from a 32-bit funnel shift).
+pub const MAX_WINDOW: u32 = 16;
+/// Points per thread in the affine conversion: one Fp inversion (~570 multiplications) per
+/// this many points.
+const AFFINE_PER_THREAD: u32 = 32;
+
+/// Number of windows of width `window`.
+pub const fn windows(window: u32) -> u32 {
+    SCALAR_BITS.div_ceil(window)
+}
+
+/// Table entries for `window`: `windows · (2^w − 1)`, window k digit d at `k·(2^w − 1) + d − 1`.
+pub const fn table_len(window: u32) -> usize {
+    windows(window) as usize * ((1usize << window) - 1)
+}
+
+/// `u32` words of one XYZZ point (X, Y, ZZ, ZZZ).
+pub const fn xyzz_words(group: Curve) -> usize {
+    match group {
+        Curve::G1 => 4 * 12,
+        Curve::G2 => 4 * 24,
+    }
+}
+
+fn names(group: Curve) -> (&'static str, &'static str, u32) {
+    match group {
+        Curve::G1 => ("cuzk_setup_g1_mul", "cuzk_setup_g1_to_affine", 256),
+        Curve::G2 => ("cuzk_setup_g2_mul", "cuzk_setup_g2_to_affine", 128),
+    }
+}
+
+fn invalid(kernel: &str, reason: String) -> GpuError {
+    GpuError::InvalidLaunch {
+        kernel: format!("{}::{kernel}", MODULE.name()),
+        reason,
+    }
+}
+
+fn check_affine<A>(kernel: &str, group: Curve) -> Result<()> {
+    if size_of::<A>() != group.affine_bytes() {
+        return Err(invalid(
+            kernel,
+            format!(
+                "point type has {} bytes, affine {group:?} has {}",
+                size_of::<A>(),
+                group.affine_bytes()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `xyzz` holds exactly `n` XYZZ points of `group` (`what` names them in the error).
+fn check_xyzz(
+    kernel: &str,
+    group: Curve,
+    xyzz: &DeviceBuffer<u32>,
+    n: usize,
+    what: &str,
+) -> Result<()> {
+    if xyzz.len() != n * xyzz_words(group) {
+        return Err(invalid(
+            kernel,
+            format!(
+                "{} XYZZ words for {n} {what}, need {}",
+                xyzz.len(),
+                n * xyzz_words(group)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `xyzz[i] = scalars[i] · G` for every i, from the affine window table of G (on `stream`,
+/// asynchronous). Scalars are Fr in Montgomery form; the table must hold valid non-identity
+/// points (the kernel's memory accesses are in bounds whatever it holds).
+pub fn fixed_base_mul<S: Pod, A: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    group: Curve,
+    table: &DeviceBuffer<A>,
+    window: u32,
+    scalars: &DeviceBuffer<S>,
+    xyzz: &mut DeviceBuffer<u32>,
+) -> Result<()> {
+    let (kernel, _, block) = names(group);
+    if size_of::<S>() != 32 {
+        return Err(invalid(
+            kernel,
+            format!("scalar type has {} bytes, Fr has 32", size_of::<S>()),
+        ));
+    }
+    check_affine::<A>(kernel, group)?;
+    if !(1..=MAX_WINDOW).contains(&window) {
+        return Err(invalid(
+            kernel,
+            format!("window {window} outside 1..={MAX_WINDOW}"),
+        ));
+    }
+    if table.len() < table_len(window) {
+        return Err(invalid(
+            kernel,
+            format!(
+                "table of {} points, window {window} needs {}",
+                table.len(),
+                table_len(window)
+            ),
+        ));
+    }
+    let n = scalars.len();
+    check_xyzz(kernel, group, xyzz, n, "scalars")?;
+    let n32 =
+        u32::try_from(n).map_err(|_| invalid(kernel, format!("{n} scalars: more than 2^32")))?;
+    if n == 0 {
+        return Ok(());
+    }
+    let w = windows(window);
+    let cfg = LaunchConfig::for_elements(n, block)?;
+    // SAFETY: thread i < n reads scalars[i] and writes xyzz point i (n points fit, checked);
+    // table indices are k·(2^w − 1) + d − 1 with k < windows(w), 1 ≤ d < 2^w, below
+    // table_len(w) ≤ table.len(). `xyzz` is borrowed mutably for the call; callers order later
+    // reads after the stream (DeviceBuffer copies on the same stream do).
+    unsafe {
+        gpu.launch(
+            stream,
+            MODULE,
+            kernel,
+            cfg,
+            &[&*xyzz, scalars, table, &n32, &window, &w],
+        )
+    }
+}
+
+/// `out[offset + i]` = the affine form of XYZZ point i (identity → (0, 0)) for every point
+/// of `xyzz`, on `stream`.
+pub fn batch_to_affine<A: Pod>(
+    gpu: &Gpu,
+    stream: &Stream,
+    group: Curve,
+    xyzz: &DeviceBuffer<u32>,
+    out: &mut DeviceBuffer<A>,
+    offset: usize,
+) -> Result<()> {
+    let (_, kernel, block) = names(group);
+    check_affine::<A>(kernel, group)?;
+    let n = xyzz.len() / xyzz_words(group);
+    check_xyzz(kernel, group, xyzz, n, "points")?;
+    if offset.checked_add(n).is_none_or(|end| end > out.len()) {
+        return Err(invalid(
+            kernel,
+            format!(
+                "{n} points at offset {offset} overrun an output of {}",
+                out.len()
+            ),
+        ));
+    }
+    let n32 =
+        u32::try_from(n).map_err(|_| invalid(kernel, format!("{n} points: more than 2^32")))?;
+    if n == 0 {
+        return Ok(());
+    }
+    let threads = n.div_ceil(AFFINE_PER_THREAD as usize);
+    let cfg = LaunchConfig::for_elements(threads, block)?;
+    let dst = out.device_ptr() + (offset * size_of::<A>()) as u64;
+    // SAFETY: thread t handles points t + j·T (T = launched threads ≥ threads, j < 32) below n
+    // only: it reads xyzz point i and writes out[offset + i] (offset + n ≤ out.len(), checked;
+    // `dst` is that element's address). `out` is borrowed mutably for the call.
+    unsafe {
+        gpu.launch(
+            stream,
+            MODULE,
+            kernel,
+            cfg,
+            &[&dst, xyzz, &n32, &AFFINE_PER_THREAD],
+        )
+    }
+}
+
+/// Threads per block of the evaluation kernels.
+const EVALUATE_BLOCK: u32 = 256;
+
+/// One matrix of an R1CS in device memory, as `cuzk_r1cs_evaluate` reads it: 32-bit row
+/// offsets, each entry's column and coefficient id, the coefficient table, and the ids of 1
+/// and −1 (`u32::MAX` when absent). Made only from a [`SparseMatrix`], whose constructors check
+/// every column and id in range and its row offsets monotone: the kernel relies on them.
+#[derive(Debug)]
+pub struct DeviceMatrix {
+    row_ptr: DeviceBuffer<u32>,
+    cols: DeviceBuffer<u32>,
+    ids: DeviceBuffer<u32>,
+    coeffs: DeviceBuffer<Fr>,
+    rows: u32,
+    num_cols: usize,
+    one: u32,
+    minus_one: u32,
+}
+
+impl DeviceMatrix {
+    /// Device bytes of `m` held this way, or `None` when its rows or entries do not fit the
+    /// kernel's 32-bit offsets.
+    pub fn bytes_for(m: &SparseMatrix) -> Option<u64> {
+        u32::try_from(m.num_rows()).ok()?;
+        u32::try_from(m.nnz()).ok()?;
+        let words = |len| Vram::bytes_for::<u32>(len).ok();
+        Some(
+            words(m.num_rows() + 1)?
+                + 2 * words(m.nnz())?
+                + Vram::bytes_for::<Fr>(m.coeffs().len()).ok()?,
+        )
+    }
+
+    /// `m` copied into buffers taken from `room` (at least [`Self::bytes_for`] bytes);
+    /// synchronous.
+    pub fn upload(gpu: &Gpu, room: &mut Reservation, m: &SparseMatrix) -> Result<Self> {
+        let kernel = "cuzk_r1cs_evaluate";
+        if Self::bytes_for(m).is_none() {
+            return Err(invalid(
+                kernel,
+                format!(
+                    "{} rows and {} entries do not fit 32-bit offsets",
+                    m.num_rows(),
+                    m.nnz()
+                ),
+            ));
+        }
+        // nnz < 2^32 (checked), so every offset fits.
+        let row_ptr: Vec<u32> = m.row_ptr().iter().map(|&o| o as u32).collect();
+        let vram = gpu.vram();
+        let mut put = |data: &[u32]| -> Result<DeviceBuffer<u32>> {
+            let mut d = vram.alloc_in::<u32>(room, data.len())?;
+            d.copy_from_host(data)?;
+            Ok(d)
+        };
+        let (row_ptr, cols, ids) = (put(&row_ptr)?, put(m.cols())?, put(m.coeff_ids())?);
+        let mut coeffs = vram.alloc_in::<Fr>(room, m.coeffs().len())?;
+        coeffs.copy_from_host(m.coeffs())?;
+        let id = |v: Fr| {
+            m.coeffs()
+                .iter()
+                .position(|&c| c == v)
+                .map_or(u32::MAX, |i| i as u32)
+        };
+        Ok(Self {
+            row_ptr,
+            cols,
+            ids,
+            coeffs,
+            rows: m.num_rows() as u32,
+            num_cols: m.num_cols(),
+            one: id(Fr::ONE),
+            minus_one: id(-Fr::ONE),
+        })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows as usize
+    }
+}
+
+/// `out = m · z` on `stream`: rows past `m`'s are zero (`out` is the domain, at least `m`'s
+/// rows long). `z` is Montgomery, one value per column of `m`.
+pub fn evaluate(
+    gpu: &Gpu,
+    stream: &Stream,
+    m: &DeviceMatrix,
+    z: &DeviceBuffer<Fr>,
+    out: &mut DeviceBuffer<Fr>,
+) -> Result<()> {
+    let kernel = "cuzk_r1cs_evaluate";
+    if z.len() != m.num_cols {
+        return Err(invalid(
+            kernel,
+            format!(
+                "z has {} values, the matrix {} columns",
+                z.len(),
+                m.num_cols
+            ),
+        ));
+    }
+    let n = out.len();
+    if n < m.rows() || n >= 1 << 31 {
+        return Err(invalid(
+            kernel,
+            format!("{n} outputs for {} rows (at most 2^31 - 1)", m.rows),
+        ));
+    }
+    let cfg = LaunchConfig::for_elements(n, EVALUATE_BLOCK)?;
+    let n32 = n as u32;
+    // SAFETY: thread t handles rows t + j·T < n, writing out[row] (n = out.len()); for a row
+    // below m.rows it reads row_ptr[row], row_ptr[row + 1] (m.rows + 1 offsets), the entries
+    // between them (monotone offsets ending at the entry count: SparseMatrix's invariants),
+    // z[col] with col < num_cols = z.len() and coeffs[id] with id < the table's length (both
+    // checked when the SparseMatrix was made). `out` is borrowed mutably for the call.
+    unsafe {
+        gpu.launch(
+            stream,
+            &EVALUATE,
+            kernel,
+            cfg,
+            &[
+                &*out,
+                &m.row_ptr,
+                &m.cols,
+                &m.ids,
+                &m.coeffs,
+                z,
+                &m.rows,
+                &n32,
+                &m.one,
+                &m.minus_one,
+            ],
+        )
+    }
+}
+
+/// The lowest row below `rows` where a·b ≠ c, or `None`; `flag` is a one-word scratch. Waits
+/// for `stream`.
+pub fn first_unsatisfied(
+    gpu: &Gpu,
+    stream: &Stream,
+    [a, b, c]: [&DeviceBuffer<Fr>; 3],
+    rows: usize,
+    flag: &mut DeviceBuffer<u32>,
+) -> Result<Option<usize>> {
+    let kernel = "cuzk_r1cs_check";
+    if [a.len(), b.len(), c.len()].iter().any(|&l| l < rows) || flag.len() != 1 {
+        return Err(invalid(
+            kernel,
+            format!(
+                "{rows} rows, a, b, c of {}, {}, {}, a flag of {}",
+                a.len(),
+                b.len(),
+                c.len(),
+                flag.len()
+            ),
+        ));
+    }
+    let rows32 = u32::try_from(rows).map_err(|_| invalid(kernel, format!("{rows} rows")))?;
+    flag.fill_bytes_async(0xff, stream.cuda())?;
+    if rows > 0 {
+        let cfg = LaunchConfig::for_elements(rows, EVALUATE_BLOCK)?;
+        // SAFETY: thread t reads a, b, c at rows t + j·T < rows (each at least rows long,
+        // checked) and writes only flag[0] (one word, checked), borrowed mutably for the call.
+        unsafe {
+            gpu.launch(stream, &EVALUATE, kernel, cfg, &[&*flag, a, b, c, &rows32])?;
+        }
+    }
+    let mut out = [0u32];
+    flag.copy_to_host_on(&mut out, stream.cuda())?;
+    Ok((out[0] != u32::MAX).then_some(out[0] as usize))
+}
+
+#[cfg(test)]
+mod tests {
+    use cuzk_field::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha20Rng;
+
+    /// Runs `kernels/groth16/setup_emu.cpp` (the kernels compiled by g++ with emulated PTX) on a
+    /// window-7 table (digits cross limb boundaries, last window partial) against blst:
+    /// `cargo test -p cuzk-groth16 --lib host_emu -- --ignored` (needs g++, no GPU).
+    #[test]
+    #[ignore = "host emulation: needs g++"]
+    fn host_emu_setup_kernels() {
+        let w = 7u32;
+        let (g1, g2) = (G1Projective::generator(), G2Projective::generator());
+        let (mut t1, mut t2) = (Vec::new(), Vec::new());
+        for k in 0..super::windows(w) {
+            for d in 1..1u64 << w {
+                let s = Fr::from_u64(2).pow(&[u64::from(w * k)]) * Fr::from_u64(d);
+                t1.push((g1 * s).to_affine());
+                t2.push((g2 * s).to_affine());
+            }
+        }
+        let mut rng = ChaCha20Rng::seed_from_u64(4);
+        let mut sc: Vec<Fr> = (0..333).map(|_| Fr::random(&mut rng)).collect();
+        sc[0] = Fr::ZERO;
+        sc[1] = Fr::ONE;
+        sc[2] = -Fr::ONE;
+        sc[5] = Fr::from_u64(u64::MAX);
+        sc[332] = Fr::ZERO;
+        let e1: Vec<G1Affine> = sc.iter().map(|s| (g1 * *s).to_affine()).collect();
+        let e2: Vec<G2Affine> = sc.iter().map(|s| (g2 * *s).to_affine()).collect();
+        cuzk_kernel_build::run_host_emu(
+            "groth16/setup_emu.cpp",
+            &[
+                ("t1.bin", bytemuck::cast_slice(&t1)),
+                ("t2.bin", bytemuck::cast_slice(&t2)),
+                ("sc.bin", bytemuck::cast_slice(&sc)),
+                ("e1.bin", bytemuck::cast_slice(&e1)),
+                ("e2.bin", bytemuck::cast_slice(&e2)),
+            ],
+            &[w.to_string()],
+        );
+    }
+
+    /// Runs `kernels/groth16/evaluate_emu.cpp` (the evaluation kernels compiled by g++ with
+    /// emulated PTX) on a demo circuit of 1000 rows in a domain of 1024, satisfied and with one
+    /// witness value changed, against `R1cs::evaluate_into`:
+    /// `cargo test -p cuzk-groth16 --lib host_emu -- --ignored` (needs g++, no GPU).
+    #[test]
+    #[ignore = "host emulation: needs g++"]
+    fn host_emu_evaluate_kernels() {
+        let mut rng = ChaCha20Rng::seed_from_u64(5);
+        let (r1cs, witness) =
+            crate::testing::demo::circuit_with_rows(1000, 3, 60, &mut rng).unwrap();
+        let mut z = witness.assignment().to_vec();
+        for broken in [false, true] {
+            if broken {
+                z[700] += Fr::ONE;
+            }
+            let n = 1024;
+            let mut e = [vec![Fr::ZERO; n], vec![Fr::ZERO; n], vec![Fr::ZERO; n]];
+            let [ea, eb, ec] = &mut e;
+            let rows = r1cs.num_constraints();
+            let bad =
+                match r1cs.evaluate_into(&z, &mut ea[..rows], &mut eb[..rows], &mut ec[..rows]) {
+                    Ok(()) => u32::MAX,
+                    Err(crate::WitnessError::Unsatisfied { constraint }) => constraint as u32,
+                    Err(e) => panic!("{e}"),
+                };
+            assert_eq!(broken, bad != u32::MAX);
+            let mut files: Vec<(String, Vec<u8>)> =
+                vec![("z.bin".into(), bytemuck::cast_slice(&z).to_vec())];
+            let mut args = vec![rows.to_string(), n.to_string()];
+            for (name, m, want) in [
+                ("a", r1cs.a(), ea),
+                ("b", r1cs.b(), eb),
+                ("c", r1cs.c(), ec),
+            ] {
+                let ptr: Vec<u32> = m.row_ptr().iter().map(|&o| o as u32).collect();
+                files.push((
+                    format!("{name}_ptr.bin"),
+                    bytemuck::cast_slice(&ptr).to_vec(),
+                ));
+                files.push((
+                    format!("{name}_cols.bin"),
+                    bytemuck::cast_slice(m.cols()).to_vec(),
+                ));
+                files.push((
+                    format!("{name}_ids.bin"),
+                    bytemuck::cast_slice(m.coeff_ids()).to_vec(),
+                ));
+                files.push((
+                    format!("{name}_coeffs.bin"),
+                    bytemuck::cast_slice(m.coeffs()).to_vec(),
+                ));
+                files.push((
+                    format!("e{name}.bin"),
+                    bytemuck::cast_slice(want.as_slice()).to_vec(),
+                ));
+                for v in [Fr::ONE, -Fr::ONE] {
+                    let id = m
+                        .coeffs()
+                        .iter()
+                        .position(|&c| c == v)
+                        .map_or(u32::MAX, |i| i as u32);
+                    args.push(id.to_string());
+                }
+            }
+            args.push(bad.to_string());
+            let files: Vec<(&str, &[u8])> = files
+                .iter()
+                .map(|(n, b)| (n.as_str(), b.as_slice()))
+                .collect();
+            let out = cuzk_kernel_build::run_host_emu("groth16/evaluate_emu.cpp", &files, &args);
+            assert!(out.contains(" 0 mismatches"), "{out}");
+        }
+    }
+}

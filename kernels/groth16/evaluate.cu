@@ -1,0 +1,48 @@
+// The witness map on the device (crates/groth16/src/gpu/circuit.rs; launchers in
+// crates/groth16/src/kernels.rs): out = M·z for one matrix M of an R1CS in the compact CSR of
+// crates/groth16/src/r1cs.rs (each entry a column and an index into its matrix's table of distinct
+// coefficients), then the check a·b = c of every row. z and the outputs are Montgomery, as the
+// host's R1cs::evaluate_into reads and writes them; field sums and products are fully reduced, so
+// every value is bit-identical to the CPU's.
+#include "ff/bls12_381.cuh"
+
+using namespace cuzk;
+
+// out[row] = Σ coeffs[ids[k]] · z[cols[k]] over the row's entries k for row < rows, and zero for
+// rows <= row < n (the domain's padding). One thread per row (a row's entries are contiguous);
+// a coefficient of ±1, most entries of Filecoin's circuits, costs an addition, not a product.
+// The host guarantees row_ptr[0..=rows] is monotone, every column < z's length and every id <
+// the table's length (SparseMatrix's invariants), and n < 2^31.
+extern "C" __global__ void __launch_bounds__(256)
+cuzk_r1cs_evaluate(fr_t* __restrict__ out, const uint32_t* __restrict__ row_ptr,
+                   const uint32_t* __restrict__ cols, const uint32_t* __restrict__ ids,
+                   const fr_t* __restrict__ coeffs, const fr_t* __restrict__ z, uint32_t rows,
+                   uint32_t n, uint32_t one, uint32_t minus_one)
+{
+    for (uint32_t row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x) {
+        fr_t acc = fr_t::zero();
+        if (row < rows) {
+            const uint32_t end = row_ptr[row + 1];
+            for (uint32_t k = row_ptr[row]; k < end; k++) {
+                const uint32_t id = ids[k];
+                const fr_t v = z[cols[k]];
+                if (id == one)
+                    acc += v;
+                else if (id == minus_one)
+                    acc -= v;
+                else
+                    acc += coeffs[id] * v;
+            }
+        }
+        out[row] = acc;
+    }
+}
+
+// *first_bad = min(*first_bad, the lowest row < rows with a·b != c); the host sets it to ~0 first.
+extern "C" __global__ void __launch_bounds__(256)
+cuzk_r1cs_check(uint32_t* __restrict__ first_bad, const fr_t* __restrict__ a,
+                const fr_t* __restrict__ b, const fr_t* __restrict__ c, uint32_t rows)
+{
+    for (uint32_t row = blockIdx.x * blockDim.x + threadIdx.x; row < rows; row += gridDim.x * blockDim.x)
+        if (a[row] * b[row] != c[row]) atomicMin(first_bad, row);
+}
