@@ -68,6 +68,10 @@ pub(crate) struct Args {
     /// GPU, whose budget must hold every point.
     #[arg(long, conflicts_with_all = ["queue", "split"])]
     key_on_device: bool,
+    /// Evaluate a, b, c on the host even where the device could hold the circuit (the engine's
+    /// `witness_map_on_device = false`; for comparison).
+    #[arg(long)]
+    host_witness_map: bool,
     /// Draw time per proof against size (SVG).
     #[arg(long)]
     plot: Option<PathBuf>,
@@ -129,6 +133,7 @@ pub(crate) fn run(a: Args, choice: BackendChoice) -> Result<()> {
             None => cuzk_scheduler::Workers::Auto,
         },
         split: a.split as usize,
+        witness_map_on_device: !a.host_witness_map,
         ..EngineConfig::from_env()?
     })?;
     let mut results = Vec::new();
