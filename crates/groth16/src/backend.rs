@@ -256,6 +256,12 @@ impl StagingNeeds {
             lock: 0,
         })
     }
+
+    /// The witness and a, b, c together: what one proof stages when both are on the device at
+    /// once.
+    pub fn staged(&self) -> u64 {
+        self.witness + self.evaluations
+    }
 }
 
 /// What a reservation of [`ProverBackend::reserve`] is for.

@@ -777,7 +777,7 @@ impl Inner {
                 .keys
                 .loaded_on(dev.index)
                 .iter()
-                .all(|(_, _, needs)| room >= needs.witness + needs.evaluations);
+                .all(|(_, _, needs)| room >= needs.staged());
             let n = if two { Workers::AUTO_MAX } else { 1 };
             if dev.admitted.swap(n, Ordering::SeqCst) != n {
                 tracing::info!(device = %dev.name, workers = n, staging_room = room, "workers admitted");

@@ -58,7 +58,7 @@ impl Loaded {
     /// device makes a, b, c itself.
     pub(crate) fn staged_at_once(&self) -> u64 {
         match self.circuit {
-            Some(_) => self.needs.witness + self.needs.evaluations,
+            Some(_) => self.needs.staged(),
             None => self.needs.witness.max(self.needs.evaluations),
         }
     }
@@ -152,7 +152,7 @@ impl KeyTable {
             .read()
             .values()
             .flat_map(|k| k.on.iter().flatten())
-            .map(|l| l.needs.witness + l.needs.evaluations)
+            .map(|l| l.needs.staged())
             .max()
             .unwrap_or(0)
     }
@@ -263,8 +263,7 @@ impl Inner {
         // A key whose proofs could never be admitted beside it is refused now: its jobs would
         // wait for host memory forever.
         let key_bytes = key_host_bytes(&pk, &r1cs);
-        let job = StagingNeeds::nominal(r1cs.num_variables(), n)
-            .map_or(u64::MAX, |s| s.witness + s.evaluations);
+        let job = StagingNeeds::nominal(r1cs.num_variables(), n).map_or(u64::MAX, |s| s.staged());
         let capacity = self.host().capacity();
         if key_bytes.saturating_add(job) > capacity {
             return Err(EngineError::Host(GateError::TooLarge {
@@ -343,8 +342,7 @@ impl Inner {
             if !self.config().witness_map_on_device {
                 return Ok(None);
             }
-            let both = needs.witness + needs.evaluations;
-            let keep_free = both * workers.clamp(1, 2) as u64 + needs.lock + tables;
+            let keep_free = needs.staged() * workers.clamp(1, 2) as u64 + needs.lock + tables;
             b.hold_circuit(r1cs, keep_free).map_err(backend_err)
         };
         let (backend, needs, points, circuit): (Arc<dyn ProverBackend>, StagingNeeds, u64, _) =
@@ -372,7 +370,7 @@ impl Inner {
                     let needs = b.staging_needs(pk, n).map_err(backend_err)?;
                     // Two workers overlap one proof's a, b, c with another's witness.
                     let target = if workers > 1 {
-                        needs.witness + needs.evaluations
+                        needs.staged()
                     } else {
                         needs.witness.max(needs.evaluations)
                     };

@@ -195,9 +195,8 @@ impl Inner {
         let (msms, staged, abc_permit, _mapped) = match on_device {
             Some(circuit) => {
                 // The device makes a, b, c from the staged witness: room for both at once.
-                let both = loaded.needs.witness + loaded.needs.evaluations;
                 let (room, wait) = rec.span("wait staging", SpanKind::Wait, || {
-                    self.stage_room(dev, both, priority, &cancelled)
+                    self.stage_room(dev, loaded.needs.staged(), priority, &cancelled)
                 });
                 t.memory_wait += wait;
                 let (mut permit, room) = room?;
