@@ -108,7 +108,7 @@ const PHASES: [&str; 16] = [
     "witness map ahead",
     "map ahead",
     "upload z",
-    "upload z, witness map",
+    "witness map (device)",
     "witness map",
     "MSM A",
     "MSM B (G1)",

@@ -295,6 +295,16 @@ pub(crate) enum DeviceWitness {
 pub struct StagedEvaluations {
     pub(crate) data: StagedData,
     pub(crate) _room: Reservation,
+    /// How long the backend took to make them ([`ProverBackend::stage_and_evaluate`]); `None`
+    /// for evaluations made by the host and copied.
+    pub(crate) made_in: Option<Duration>,
+}
+
+impl StagedEvaluations {
+    /// How long the backend's own witness map took, for evaluations it made.
+    pub fn made_in(&self) -> Option<Duration> {
+        self.made_in
+    }
 }
 
 #[derive(Debug)]
@@ -575,6 +585,7 @@ pub trait ProverBackend: Send + Sync + fmt::Debug {
         Ok(StagedEvaluations {
             data: StagedData::Host(abc),
             _room: room,
+            made_in: None,
         })
     }
 

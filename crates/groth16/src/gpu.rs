@@ -595,6 +595,7 @@ impl GpuBackend {
             StagedEvaluations {
                 data: StagedData::Device(abc),
                 _room: abc_room,
+                made_in: Some(took),
             },
         ))
     }
@@ -1090,6 +1091,7 @@ impl ProverBackend for GpuBackend {
         Ok(StagedEvaluations {
             data: StagedData::Device(dev),
             _room: room,
+            made_in: None,
         })
     }
 
@@ -1100,7 +1102,7 @@ impl ProverBackend for GpuBackend {
         key: KeyRef<'_>,
     ) -> Result<QuotientMsm, BackendError> {
         let phase = Phase::Quotient;
-        let StagedEvaluations { data, _room } = abc;
+        let StagedEvaluations { data, _room, .. } = abc;
         let dev = match data {
             StagedData::Device(dev) => dev,
             StagedData::Host(abc) => {

@@ -200,14 +200,21 @@ impl Inner {
                 });
                 t.memory_wait += wait;
                 let (mut permit, room) = room?;
-                let (staged, _) = rec.span("upload z, witness map", SpanKind::Copy, || {
-                    backend.stage_and_evaluate(circuit, z, n, room)
-                });
+                rec.enter("upload z");
+                let t0 = self.now();
+                let staged = backend.stage_and_evaluate(circuit, z, n, room);
+                let t1 = self.now();
                 drop(start);
                 let (staged, abc) = staged.map_err(|e| match e.kind() {
                     BackendErrorKind::Unsatisfied => JobError::Witness(e.to_string()),
-                    _ => backend_failed("upload z, witness map", e),
+                    _ => backend_failed("upload z", e),
                 })?;
+                // Two spans on the copy lane (outside the GPU lock): the upload, then the
+                // device's witness map.
+                let made = abc.made_in().map_or(0.0, |d| d.as_secs_f64());
+                let split = (t1 - made).max(t0);
+                rec.push("upload z", SpanKind::Copy, t0, split);
+                rec.push("witness map (device)", SpanKind::Copy, split, t1);
                 check()?;
                 let msms =
                     self.witness_msms(dev, &rec, &mut t, &key, backend, z, &staged, &cancelled);
@@ -440,9 +447,14 @@ impl Recorder<'_> {
         kind: SpanKind,
         f: impl FnOnce() -> T,
     ) -> (T, Duration) {
+        self.enter(phase);
+        self.aside(phase, kind, f)
+    }
+
+    /// Shows `phase` as the job's current one (its status) without recording a span.
+    pub(crate) fn enter(&self, phase: &'static str) {
         self.job.set_phase(phase);
         self.inner.devices()[self.device].set_phase(self.worker, phase);
-        self.aside(phase, kind, f)
     }
 
     /// Runs `f` beside the job's current phase (on another thread), recording its span.

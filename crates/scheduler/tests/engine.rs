@@ -1043,7 +1043,7 @@ fn a_device_with_room_holds_the_circuit_and_makes_a_b_c_itself() {
         .collect();
     for h in &jobs {
         let p = phases(&verify(&c, h));
-        assert!(p.contains(&"upload z, witness map"), "{p:?}");
+        assert!(p.contains(&"witness map (device)"), "{p:?}");
         assert!(
             !p.contains(&"witness map") && !p.contains(&"upload a,b,c"),
             "{p:?}"

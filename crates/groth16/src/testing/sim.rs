@@ -128,6 +128,7 @@ impl ProverBackend for SimBackend {
             .map_err(|e| BackendError::new(NAME, e))?;
         let staged = self.stage_witness(z, room)?;
         let mut abc = Evaluations::pinned_or_heap(None, n);
+        let start = std::time::Instant::now();
         match witness_map(r1cs, z, &mut abc) {
             Ok(()) => {}
             Err(WitnessError::Unsatisfied { constraint }) => {
@@ -135,7 +136,9 @@ impl ProverBackend for SimBackend {
             }
             Err(e) => return Err(BackendError::invalid(NAME, e)),
         }
-        Ok((staged, self.stage_evaluations(abc, abc_room)?))
+        let mut abc = self.stage_evaluations(abc, abc_room)?;
+        abc.made_in = Some(start.elapsed());
+        Ok((staged, abc))
     }
 
     fn reserve(&self, _what: Stage, bytes: u64) -> Result<Reservation, BackendError> {
@@ -184,6 +187,7 @@ impl ProverBackend for SimBackend {
         Ok(StagedEvaluations {
             data: StagedData::Device([a, b, c]),
             _room: room,
+            made_in: None,
         })
     }
 
