@@ -8,33 +8,60 @@
 
 using namespace cuzk;
 
-// out[row] = Σ coeffs[ids[k]] · z[cols[k]] over the row's entries k for row < rows, and zero for
-// rows <= row < n (the domain's padding). One thread per row (a row's entries are contiguous);
-// a coefficient of ±1, most entries of Filecoin's circuits, costs an addition, not a product.
+// Σ coeffs[ids[k]] · z[cols[k]] over the entries k of one row.
+__device__ __forceinline__ fr_t row_value(const uint32_t* __restrict__ row_ptr,
+                                          const uint32_t* __restrict__ cols,
+                                          const uint32_t* __restrict__ ids,
+                                          const fr_t* __restrict__ coeffs, const fr_t* __restrict__ z,
+                                          uint32_t row, uint32_t one, uint32_t minus_one)
+{
+    fr_t acc = fr_t::zero();
+    const uint32_t end = row_ptr[row + 1];
+    for (uint32_t k = row_ptr[row]; k < end; k++) {
+        const uint32_t id = ids[k];
+        const fr_t v = z[cols[k]];
+        if (id == one)
+            acc += v;
+        else if (id == minus_one)
+            acc -= v;
+        else
+            acc += coeffs[id] * v;
+    }
+    return acc;
+}
+
+// out[row] = the row's value for every row < rows of at most `short_len` entries, and zero for
+// rows <= row < n (the domain's padding); longer rows are left to cuzk_r1cs_evaluate_long. One
+// thread per row (a row's entries are contiguous); a coefficient of ±1, most entries of
+// Filecoin's circuits, costs an addition, not a product. Rows of one warp then differ little in
+// length: a 32-entry packing row among boolean rows would hold its warp 32 times as long.
 // The host guarantees row_ptr[0..=rows] is monotone, every column < z's length and every id <
 // the table's length (SparseMatrix's invariants), and n < 2^31.
 extern "C" __global__ void __launch_bounds__(256)
 cuzk_r1cs_evaluate(fr_t* __restrict__ out, const uint32_t* __restrict__ row_ptr,
                    const uint32_t* __restrict__ cols, const uint32_t* __restrict__ ids,
                    const fr_t* __restrict__ coeffs, const fr_t* __restrict__ z, uint32_t rows,
-                   uint32_t n, uint32_t one, uint32_t minus_one)
+                   uint32_t n, uint32_t one, uint32_t minus_one, uint32_t short_len)
 {
     for (uint32_t row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x) {
-        fr_t acc = fr_t::zero();
-        if (row < rows) {
-            const uint32_t end = row_ptr[row + 1];
-            for (uint32_t k = row_ptr[row]; k < end; k++) {
-                const uint32_t id = ids[k];
-                const fr_t v = z[cols[k]];
-                if (id == one)
-                    acc += v;
-                else if (id == minus_one)
-                    acc -= v;
-                else
-                    acc += coeffs[id] * v;
-            }
-        }
-        out[row] = acc;
+        if (row >= rows)
+            out[row] = fr_t::zero();
+        else if (row_ptr[row + 1] - row_ptr[row] <= short_len)
+            out[row] = row_value(row_ptr, cols, ids, coeffs, z, row, one, minus_one);
+    }
+}
+
+// out[long_rows[i]] = that row's value for i < count: the rows cuzk_r1cs_evaluate leaves, one
+// thread each, listed longest first so that a warp's rows are of about one length.
+extern "C" __global__ void __launch_bounds__(256)
+cuzk_r1cs_evaluate_long(fr_t* __restrict__ out, const uint32_t* __restrict__ long_rows, uint32_t count,
+                        const uint32_t* __restrict__ row_ptr, const uint32_t* __restrict__ cols,
+                        const uint32_t* __restrict__ ids, const fr_t* __restrict__ coeffs,
+                        const fr_t* __restrict__ z, uint32_t one, uint32_t minus_one)
+{
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
+        const uint32_t row = long_rows[i];
+        out[row] = row_value(row_ptr, cols, ids, coeffs, z, row, one, minus_one);
     }
 }
 

@@ -2,9 +2,10 @@
 // carry instructions emulated (CUZK_HOST_EMU, see ff/ptx.cuh) and runs every thread in a loop.
 // Inputs come from the ignored test `host_emu_evaluate_kernels` in crates/groth16/src/kernels.rs:
 // the three matrices of an R1CS ({a,b,c}_{ptr,cols,ids,coeffs}.bin), z, the CPU's evaluations
-// (e{a,b,c}.bin) and, as arguments, rows, n, each matrix's ids of 1 and -1 and the CPU's first
-// unsatisfied row (or 4294967295):
-//   emu <dir> <rows> <n> <one_a> <minus_one_a> <one_b> <minus_one_b> <one_c> <minus_one_c> <bad>
+// (e{a,b,c}.bin), each matrix's long rows ({a,b,c}_long.bin) and, as arguments, rows, n, each
+// matrix's ids of 1 and -1, the CPU's first unsatisfied row (or 4294967295) and the short-row
+// length:
+//   emu <dir> <rows> <n> <one_a> <minus_one_a> <one_b> <minus_one_b> <one_c> <minus_one_c> <bad> <short>
 // -> exit status 0 iff every evaluation and the first bad row match bit for bit.
 #define CUZK_HOST_EMU 1
 #include <cstdio>
@@ -22,10 +23,10 @@
 #include "evaluate.cu"
 #include "host_emu/files.h"
 int main(int argc, char** argv) {
-    if (argc != 11) { fprintf(stderr, "usage: emu <dir> <rows> <n> <ids x6> <bad>\n"); return 2; }
+    if (argc != 12) { fprintf(stderr, "usage: emu <dir> <rows> <n> <ids x6> <bad> <short>\n"); return 2; }
     emu_dir = argv[1];
     const uint32_t rows = strtoul(argv[2], 0, 10), n = strtoul(argv[3], 0, 10);
-    const uint32_t bad_want = strtoul(argv[10], 0, 10);
+    const uint32_t bad_want = strtoul(argv[10], 0, 10), short_len = strtoul(argv[11], 0, 10);
     auto z = load<fr_t>("z.bin");
     const char* names[3] = {"a", "b", "c"};
     std::vector<fr_t> out[3];
@@ -37,11 +38,16 @@ int main(int argc, char** argv) {
         snprintf(f, sizeof f, "%s_ids.bin", names[m]); auto ids = load<uint32_t>(f);
         snprintf(f, sizeof f, "%s_coeffs.bin", names[m]); auto coeffs = load<fr_t>(f);
         snprintf(f, sizeof f, "e%s.bin", names[m]); auto want = load<fr_t>(f);
+        snprintf(f, sizeof f, "%s_long.bin", names[m]); auto lng = load<uint32_t>(f);
         const uint32_t one = strtoul(argv[4 + 2 * m], 0, 10), minus_one = strtoul(argv[5 + 2 * m], 0, 10);
-        out[m].resize(n);
-        // A grid smaller than n / block, so the grid-stride loop runs more than once.
+        // Poisoned outputs: every row must be written by one of the two kernels.
+        out[m].assign(n, fr_t::one());
+        // Grids smaller than the work, so the grid-stride loops run more than once.
         launch(3, 32, [&] { cuzk_r1cs_evaluate(out[m].data(), ptr.data(), cols.data(), ids.data(), coeffs.data(),
-                                     z.data(), rows, n, one, minus_one); });
+                                     z.data(), rows, n, one, minus_one, short_len); });
+        const uint32_t count = lng.size();
+        launch(2, 4, [&] { cuzk_r1cs_evaluate_long(out[m].data(), lng.data(), count, ptr.data(), cols.data(),
+                                                   ids.data(), coeffs.data(), z.data(), one, minus_one); });
         if (want.size() != n) { printf("%s: %zu expected values for n = %u\n", names[m], want.size(), n); return 1; }
         for (uint32_t i = 0; i < n; i++)
             if (memcmp(&out[m][i], &want[i], sizeof(fr_t))) { if (bad++ < 5) printf("%s mismatch at row %u\n", names[m], i); }

@@ -203,33 +203,55 @@ pub fn batch_to_affine<A: Pod>(
 
 /// Threads per block of the evaluation kernels.
 const EVALUATE_BLOCK: u32 = 256;
+/// Rows of more entries than this are evaluated apart, longest first
+/// (`cuzk_r1cs_evaluate_long`), so that no warp of short rows waits on one long row.
+const SHORT_ROW: u32 = 4;
 
 /// One matrix of an R1CS in device memory, as `cuzk_r1cs_evaluate` reads it: 32-bit row
-/// offsets, each entry's column and coefficient id, the coefficient table, and the ids of 1
-/// and −1 (`u32::MAX` when absent). Made only from a [`SparseMatrix`], whose constructors check
-/// every column and id in range and its row offsets monotone: the kernel relies on them.
+/// offsets, each entry's column and coefficient id, the coefficient table, the ids of 1 and
+/// −1 (`u32::MAX` when absent), and the rows longer than [`SHORT_ROW`], longest first. Made only
+/// from a [`SparseMatrix`], whose constructors check every column and id in range and its row
+/// offsets monotone: the kernels rely on them.
 #[derive(Debug)]
 pub struct DeviceMatrix {
     row_ptr: DeviceBuffer<u32>,
     cols: DeviceBuffer<u32>,
     ids: DeviceBuffer<u32>,
     coeffs: DeviceBuffer<Fr>,
+    long_rows: DeviceBuffer<u32>,
     rows: u32,
     num_cols: usize,
     one: u32,
     minus_one: u32,
 }
 
+/// The rows of `m` longer than [`SHORT_ROW`], longest first.
+fn long_rows(m: &SparseMatrix) -> Vec<u32> {
+    let len = |r: usize| m.row_ptr()[r + 1] - m.row_ptr()[r];
+    let mut long: Vec<u32> = (0..m.num_rows())
+        .filter(|&r| len(r) > SHORT_ROW as usize)
+        .map(|r| r as u32)
+        .collect();
+    long.sort_by_key(|&r| std::cmp::Reverse(len(r as usize)));
+    long
+}
+
 impl DeviceMatrix {
     /// Device bytes of `m` held this way, or `None` when its rows or entries do not fit the
-    /// kernel's 32-bit offsets.
+    /// kernels' 32-bit offsets.
     pub fn bytes_for(m: &SparseMatrix) -> Option<u64> {
         u32::try_from(m.num_rows()).ok()?;
         u32::try_from(m.nnz()).ok()?;
+        let long = m
+            .row_ptr()
+            .windows(2)
+            .filter(|w| w[1] - w[0] > SHORT_ROW as usize)
+            .count();
         let words = |len| Vram::bytes_for::<u32>(len).ok();
         Some(
             words(m.num_rows() + 1)?
                 + 2 * words(m.nnz())?
+                + words(long)?
                 + Vram::bytes_for::<Fr>(m.coeffs().len()).ok()?,
         )
     }
@@ -257,6 +279,7 @@ impl DeviceMatrix {
             Ok(d)
         };
         let (row_ptr, cols, ids) = (put(&row_ptr)?, put(m.cols())?, put(m.coeff_ids())?);
+        let long_rows = put(&long_rows(m))?;
         let mut coeffs = vram.alloc_in::<Fr>(room, m.coeffs().len())?;
         coeffs.copy_from_host(m.coeffs())?;
         let id = |v: Fr| {
@@ -270,6 +293,7 @@ impl DeviceMatrix {
             cols,
             ids,
             coeffs,
+            long_rows,
             rows: m.num_rows() as u32,
             num_cols: m.num_cols(),
             one: id(Fr::ONE),
@@ -331,6 +355,36 @@ pub fn evaluate(
                 z,
                 &m.rows,
                 &n32,
+                &m.one,
+                &m.minus_one,
+                &SHORT_ROW,
+            ],
+        )?;
+    }
+    let count = m.long_rows.len();
+    if count == 0 {
+        return Ok(());
+    }
+    let count32 = count as u32; // at most the rows, < 2^32
+    let cfg = LaunchConfig::for_elements(count, EVALUATE_BLOCK)?;
+    // SAFETY: thread t handles list entries i = t + j·T < count = long_rows.len(), each a row
+    // below m.rows (made so by `long_rows`), read as above and written to out[row] (row <
+    // m.rows <= n = out.len()); `out` is borrowed mutably for the call.
+    unsafe {
+        gpu.launch(
+            stream,
+            &EVALUATE,
+            "cuzk_r1cs_evaluate_long",
+            cfg,
+            &[
+                &*out,
+                &m.long_rows,
+                &count32,
+                &m.row_ptr,
+                &m.cols,
+                &m.ids,
+                &m.coeffs,
+                z,
                 &m.one,
                 &m.minus_one,
             ],
@@ -474,6 +528,15 @@ mod tests {
                     format!("e{name}.bin"),
                     bytemuck::cast_slice(want.as_slice()).to_vec(),
                 ));
+                let long = super::long_rows(m);
+                assert!(
+                    name != "a" || !long.is_empty(),
+                    "the demo's packing rows are long"
+                );
+                files.push((
+                    format!("{name}_long.bin"),
+                    bytemuck::cast_slice(&long).to_vec(),
+                ));
                 for v in [Fr::ONE, -Fr::ONE] {
                     let id = m
                         .coeffs()
@@ -484,6 +547,7 @@ mod tests {
                 }
             }
             args.push(bad.to_string());
+            args.push(super::SHORT_ROW.to_string());
             let files: Vec<(&str, &[u8])> = files
                 .iter()
                 .map(|(n, b)| (n.as_str(), b.as_slice()))

@@ -235,6 +235,7 @@ pub fn run_host_emu(source: &str, files: &[(&str, &[u8])], args: &[String]) -> S
         .expect("run the emulator");
     let _ = std::fs::remove_dir_all(&dir);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{source}: {text}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{source}: {text}{err}");
     text
 }
