@@ -1,9 +1,9 @@
-// The witness map on the device (crates/groth16/src/gpu/circuit.rs; launchers in
-// crates/groth16/src/kernels.rs): out = M·z for one matrix M of an R1CS in the compact CSR of
-// crates/groth16/src/r1cs.rs (each entry a column and an index into its matrix's table of distinct
-// coefficients), then the check a·b = c of every row. z and the outputs are Montgomery, as the
-// host's R1cs::evaluate_into reads and writes them; field sums and products are fully reduced, so
-// every value is bit-identical to the CPU's.
+// The witness map on the device (launchers and DeviceCircuit in crates/groth16/src/kernels.rs):
+// out = M·z for one matrix M of an R1CS in the compact CSR of crates/groth16/src/r1cs.rs (each
+// entry a column and an index into its matrix's table of distinct coefficients), then the check
+// a·b = c of every row. z and the outputs are Montgomery, as the host's R1cs::evaluate_into reads
+// and writes them; field sums and products are fully reduced, so every value is bit-identical to
+// the CPU's.
 #include "ff/bls12_381.cuh"
 
 using namespace cuzk;

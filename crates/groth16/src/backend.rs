@@ -14,7 +14,7 @@ use cuzk_msm::gpu::CanonicalScalars;
 use cuzk_ntt::Domain;
 use cuzk_vram::{DeviceBuffer, PinnedBuffer, Reservation, Vram, VramError};
 
-use crate::gpu::DeviceCircuit;
+use crate::kernels::DeviceCircuit;
 use crate::keys::{KeyRef, ProvingKey, Query};
 use crate::r1cs::{R1cs, WitnessError};
 use crate::timing::timed;

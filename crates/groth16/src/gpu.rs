@@ -39,6 +39,7 @@ use crate::backend::{
     BackendError, DeviceWitness, Evaluations, HeldCircuit, HeldData, HostVec, MsmValue,
     ProverBackend, QuotientMsm, Stage, StagedData, StagedEvaluations, StagedWitness, StagingNeeds,
 };
+use crate::kernels::DeviceCircuit;
 use crate::keys::{KeyIdentity, KeyRef, ProvingKey, Query};
 use crate::r1cs::R1cs;
 use crate::timing::timed;
@@ -59,9 +60,6 @@ const HOLDS_ANOTHER_KEY: &str =
 mod phase;
 pub use phase::{GpuPhaseError, Phase};
 use phase::{NAME, fail, refuse_key};
-
-mod circuit;
-pub(crate) use circuit::DeviceCircuit;
 
 mod memory;
 use memory::point_bytes;

@@ -14,7 +14,7 @@ use crate::backend::{
     QuotientMsm, Stage, StagedData, StagedEvaluations, StagedWitness, host_quotient_msm,
     host_witness_msm,
 };
-use crate::gpu::DeviceCircuit;
+use crate::kernels::DeviceCircuit;
 use crate::keys::KeyRef;
 use crate::keys::Query;
 use crate::r1cs::{R1cs, WitnessError};
