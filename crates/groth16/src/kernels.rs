@@ -536,6 +536,31 @@ mod tests {
         );
     }
 
+    /// The rows the long-row kernel runs: those of more than [`super::SHORT_ROW`] entries,
+    /// longest first, and the device bytes count them.
+    #[test]
+    fn long_rows_are_listed_longest_first_and_counted() {
+        let lens = [0usize, 5, 1, 9, 4, 5, 2, 12];
+        let mut row_ptr = vec![0];
+        let (mut cols, mut vals) = (Vec::new(), Vec::new());
+        for &l in &lens {
+            cols.extend(0..l as u32);
+            vals.extend((1..=l as u64).map(Fr::from_u64));
+            row_ptr.push(cols.len());
+        }
+        let m = crate::r1cs::SparseMatrix::from_csr(16, row_ptr, cols, vals).unwrap();
+        assert_eq!(super::long_rows(&m), vec![7, 3, 1, 5]);
+        let rows_only = super::DeviceMatrix::bytes_for(&m).unwrap();
+        let vram = |len| cuzk_gpu::Vram::bytes_for::<u32>(len).unwrap();
+        assert_eq!(
+            rows_only,
+            vram(lens.len() + 1)
+                + 2 * vram(m.nnz())
+                + vram(4)
+                + cuzk_gpu::Vram::bytes_for::<Fr>(m.coeffs().len()).unwrap()
+        );
+    }
+
     /// Runs `kernels/groth16/evaluate_emu.cpp` (the evaluation kernels compiled by g++ with
     /// emulated PTX) on a demo circuit of 1000 rows in a domain of 1024, satisfied and with one
     /// witness value changed, against `R1cs::evaluate_into`:
