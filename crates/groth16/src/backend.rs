@@ -1,8 +1,9 @@
 //! The heavy steps of a proof behind one trait, one method per phase, so a GPU implementation
 //! can replace the CPU one without changing the prover API: the witness staged and its four
 //! MSMs (A, B in G1 and G2, L: they run while the CPU evaluates a, b, c), then a, b, c staged
-//! and the quotient H with its MSM. The one-shot prover and the scheduler's engine drive the
-//! same phases; only the engine admits and locks around them.
+//! and the quotient H with its MSM. A backend holding the circuit ([`HeldCircuit`]) makes a,
+//! b, c itself from the staged witness instead. The one-shot prover and the scheduler's engine
+//! drive the same phases; only the engine admits and locks around them.
 
 use core::fmt;
 use core::ops::{Deref, DerefMut};

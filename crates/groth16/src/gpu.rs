@@ -22,6 +22,10 @@
 //! for any allocation that needs the room, so the plan treats it as free. Every failure is a
 //! [`BackendError`] whose source is a [`GpuPhaseError`] naming the phase; RAII buffers return
 //! their budget on every path.
+//!
+//! A circuit's matrices may be held beside the key ([`ProverBackend::hold_circuit`], only when
+//! the budget keeps the caller's room free beside them): its proofs' a, b, c are then made on
+//! the device from the uploaded witness (`kernels/groth16/evaluate.cu`), every row checked.
 
 use core::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -576,10 +580,6 @@ impl GpuBackend {
         let (bad, took) = timed("evaluate", || {
             circuit.evaluate(&self.gpu, &stream, &dz, &mut abc)
         });
-        tracing::debug!(
-            ms = took.as_secs_f64() * 1e3,
-            "a, b, c evaluated on the device"
-        );
         if let Some(row) = bad.map_err(|e| fail(phase, e))? {
             return Err(BackendError::unsatisfied(NAME, row));
         }

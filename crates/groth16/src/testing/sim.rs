@@ -3,11 +3,11 @@
 //! injection) and read back by the CPU MSMs and quotient. So a proving engine drives the same
 //! data flow, budgets and allocation failures as on a GPU, on a machine without one.
 
+use std::sync::Arc;
+
 use cuzk_field::Fr;
 use cuzk_ntt::Domain;
 use cuzk_vram::{DeviceBuffer, Reservation, Vram};
-
-use std::sync::Arc;
 
 use crate::backend::{
     BackendError, DeviceWitness, Evaluations, HeldCircuit, HeldData, MsmValue, ProverBackend,
