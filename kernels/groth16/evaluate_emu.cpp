@@ -1,11 +1,12 @@
 // Host check of kernels/groth16/evaluate.cu without a GPU: g++ compiles the kernels with the PTX
 // carry instructions emulated (CUZK_HOST_EMU, see ff/ptx.cuh) and runs every thread in a loop.
 // Inputs come from the ignored test `host_emu_evaluate_kernels` in crates/groth16/src/kernels.rs:
-// the three matrices of an R1CS ({a,b,c}_{ptr,cols,ids,coeffs}.bin), z, the CPU's evaluations
-// (e{a,b,c}.bin), each matrix's long rows ({a,b,c}_long.bin) and, as arguments, rows, n, each
-// matrix's ids of 1 and -1, the CPU's first unsatisfied row (or 4294967295) and the short-row
-// length:
-//   emu <dir> <rows> <n> <one_a> <minus_one_a> <one_b> <minus_one_b> <one_c> <minus_one_c> <bad> <short>
+// the three matrices of an R1CS ({a,b,c}_{ptr,cols,ids,coeffs}.bin), each matrix's long rows
+// ({a,b,c}_long.bin), z, the CPU's evaluations ({a,b,c}_expected.bin) and, as arguments, rows,
+// n, each matrix's ids of 1 and -1, the CPU's first unsatisfied row (or 4294967295) and the
+// short-row length:
+//   emu <dir> <rows> <n> <one_a> <minus_one_a> <one_b> <minus_one_b> <one_c> <minus_one_c> <bad>
+//       <short>
 // -> exit status 0 iff every evaluation and the first bad row match bit for bit.
 #define CUZK_HOST_EMU 1
 #include <cstdio>
@@ -37,7 +38,7 @@ int main(int argc, char** argv) {
         snprintf(f, sizeof f, "%s_cols.bin", names[m]); auto cols = load<uint32_t>(f);
         snprintf(f, sizeof f, "%s_ids.bin", names[m]); auto ids = load<uint32_t>(f);
         snprintf(f, sizeof f, "%s_coeffs.bin", names[m]); auto coeffs = load<fr_t>(f);
-        snprintf(f, sizeof f, "e%s.bin", names[m]); auto want = load<fr_t>(f);
+        snprintf(f, sizeof f, "%s_expected.bin", names[m]); auto want = load<fr_t>(f);
         snprintf(f, sizeof f, "%s_long.bin", names[m]); auto lng = load<uint32_t>(f);
         const uint32_t one = strtoul(argv[4 + 2 * m], 0, 10), minus_one = strtoul(argv[5 + 2 * m], 0, 10);
         // Poisoned outputs: every row must be written by one of the two kernels.

@@ -337,6 +337,32 @@ pub(crate) enum HeldData {
 }
 
 impl HeldCircuit {
+    /// Room in `vram` for `r1cs`'s matrices as the device holds them, if it leaves `keep_free`
+    /// bytes of the budget available; `None` when it would not, or when a matrix is too large
+    /// for the kernels' 32-bit offsets.
+    pub(crate) fn room(
+        vram: &Vram,
+        r1cs: &R1cs,
+        keep_free: u64,
+    ) -> Result<Option<Reservation>, VramError> {
+        let Some(bytes) = DeviceCircuit::bytes_for(r1cs) else {
+            return Ok(None);
+        };
+        if vram.budget().available() < bytes.saturating_add(keep_free) {
+            return Ok(None);
+        }
+        vram.reserve(bytes).map(Some)
+    }
+
+    pub(crate) fn new(data: HeldData, r1cs: &R1cs, bytes: u64) -> Self {
+        Self {
+            data,
+            num_variables: r1cs.num_variables(),
+            num_constraints: r1cs.num_constraints(),
+            bytes,
+        }
+    }
+
     /// The device bytes it holds.
     pub fn bytes(&self) -> u64 {
         self.bytes

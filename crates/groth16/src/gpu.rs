@@ -933,14 +933,12 @@ impl ProverBackend for GpuBackend {
         keep_free: u64,
     ) -> Result<Option<HeldCircuit>, BackendError> {
         let phase = Phase::Prepare;
-        let Some(bytes) = DeviceCircuit::bytes_for(r1cs) else {
+        let Some(mut room) =
+            HeldCircuit::room(self.gpu.vram(), r1cs, keep_free).map_err(|e| fail(phase, e))?
+        else {
             return Ok(None);
         };
-        let vram = self.gpu.vram();
-        if vram.budget().available() < bytes.saturating_add(keep_free) {
-            return Ok(None);
-        }
-        let mut room = vram.reserve(bytes).map_err(|e| fail(phase, e))?;
+        let bytes = room.bytes();
         let (circuit, took) = timed("hold_circuit", || {
             DeviceCircuit::upload(&self.gpu, &mut room, r1cs)
         });
@@ -951,12 +949,8 @@ impl ProverBackend for GpuBackend {
             constraints = r1cs.num_constraints(),
             "circuit held on the device: its witness map runs there"
         );
-        Ok(Some(HeldCircuit {
-            data: HeldData::Device(Box::new(circuit)),
-            num_variables: r1cs.num_variables(),
-            num_constraints: r1cs.num_constraints(),
-            bytes,
-        }))
+        let data = HeldData::Device(Box::new(circuit));
+        Ok(Some(HeldCircuit::new(data, r1cs, bytes)))
     }
 
     fn stage_and_evaluate(

@@ -596,35 +596,22 @@ mod tests {
                 ("c", r1cs.c(), ec),
             ] {
                 let ptr: Vec<u32> = m.row_ptr().iter().map(|&o| o as u32).collect();
-                files.push((
-                    format!("{name}_ptr.bin"),
-                    bytemuck::cast_slice(&ptr).to_vec(),
-                ));
-                files.push((
-                    format!("{name}_cols.bin"),
-                    bytemuck::cast_slice(m.cols()).to_vec(),
-                ));
-                files.push((
-                    format!("{name}_ids.bin"),
-                    bytemuck::cast_slice(m.coeff_ids()).to_vec(),
-                ));
-                files.push((
-                    format!("{name}_coeffs.bin"),
-                    bytemuck::cast_slice(m.coeffs()).to_vec(),
-                ));
-                files.push((
-                    format!("e{name}.bin"),
-                    bytemuck::cast_slice(want.as_slice()).to_vec(),
-                ));
                 let long = super::long_rows(m);
                 assert!(
                     name != "a" || !long.is_empty(),
                     "the demo's packing rows are long"
                 );
-                files.push((
-                    format!("{name}_long.bin"),
-                    bytemuck::cast_slice(&long).to_vec(),
-                ));
+                let parts: [(&str, &[u8]); 6] = [
+                    ("ptr", bytemuck::cast_slice(&ptr)),
+                    ("cols", bytemuck::cast_slice(m.cols())),
+                    ("ids", bytemuck::cast_slice(m.coeff_ids())),
+                    ("coeffs", bytemuck::cast_slice(m.coeffs())),
+                    ("long", bytemuck::cast_slice(&long)),
+                    ("expected", bytemuck::cast_slice(want.as_slice())),
+                ];
+                for (part, bytes) in parts {
+                    files.push((format!("{name}_{part}.bin"), bytes.to_vec()));
+                }
                 for v in [Fr::ONE, -Fr::ONE] {
                     let id = m
                         .coeffs()

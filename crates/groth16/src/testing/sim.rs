@@ -14,7 +14,6 @@ use crate::backend::{
     QuotientMsm, Stage, StagedData, StagedEvaluations, StagedWitness, host_quotient_msm,
     host_witness_msm,
 };
-use crate::kernels::DeviceCircuit;
 use crate::keys::KeyRef;
 use crate::keys::Query;
 use crate::r1cs::{R1cs, WitnessError};
@@ -88,24 +87,15 @@ impl ProverBackend for SimBackend {
         r1cs: &Arc<R1cs>,
         keep_free: u64,
     ) -> Result<Option<HeldCircuit>, BackendError> {
-        let Some(bytes) = DeviceCircuit::bytes_for(r1cs) else {
-            return Ok(None);
-        };
-        if self.vram.budget().available() < bytes.saturating_add(keep_free) {
-            return Ok(None);
-        }
-        let room = self
-            .vram
-            .reserve(bytes)
+        let room = HeldCircuit::room(&self.vram, r1cs, keep_free)
             .map_err(|e| BackendError::new(NAME, e))?;
-        Ok(Some(HeldCircuit {
-            data: HeldData::Simulated {
+        Ok(room.map(|room| {
+            let bytes = room.bytes();
+            let data = HeldData::Simulated {
                 r1cs: r1cs.clone(),
                 _room: room,
-            },
-            num_variables: r1cs.num_variables(),
-            num_constraints: r1cs.num_constraints(),
-            bytes,
+            };
+            HeldCircuit::new(data, r1cs, bytes)
         }))
     }
 
