@@ -1,4 +1,4 @@
-// cuzk: XYZZ -> affine for many points with Montgomery's trick (kernels/setup/setup.cu for the
+// cuzk: XYZZ -> affine for many points with Montgomery's trick (kernels/groth16/setup.cu for the
 // proving key, kernels/msm/msm.cu for the MSM's precomputed point copies): the `per_thread` points
 // t, t + T, t + 2T, .. of each thread (T = threads in the grid, so a warp touches adjacent
 // points) share one Fp inversion (Fermat, a^(p-2)). Only ZZZ is inverted: 1/ZZ = (ZZ / ZZZ)^2

@@ -1,5 +1,5 @@
 // Fixed-base batch scalar multiplication for Groth16 parameter generation
-// (crates/groth16/src/setup/gpu.rs, launch wrappers in crates/groth16/src/setup/kernels.rs).
+// (crates/groth16/src/setup/gpu.rs, launch wrappers in crates/groth16/src/kernels.rs).
 //
 //  * *_mul: one thread per scalar. The host uploads the window table of the generator built by
 //    the CPU setup (window k, digit d >= 1 at k * (2^w - 1) + d - 1, affine, never identity),
