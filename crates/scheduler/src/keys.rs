@@ -337,13 +337,19 @@ impl Inner {
         };
         let workers = self.config().workers_per_device.threads();
         // The circuit goes to the device when it fits beside the key, the lock room and the
-        // staging of two proofs' witness and a, b, c at once (one with a single worker).
+        // staging of two proofs' witness and a, b, c at once (one with a single worker). It
+        // only saves host work: a device that cannot take it proves with the host's witness map.
         let hold = |b: &dyn ProverBackend, needs: &StagingNeeds, tables: u64| {
             if !self.config().witness_map_on_device {
-                return Ok(None);
+                return None;
             }
             let keep_free = needs.staged() * workers.clamp(1, 2) as u64 + needs.lock + tables;
-            b.hold_circuit(r1cs, keep_free).map_err(backend_err)
+            b.hold_circuit(r1cs, keep_free)
+                .map_err(|e| {
+                    tracing::warn!(key = id, device = %dev.name(), error = %e, "circuit not held on the device: the host makes a, b, c")
+                })
+                .ok()
+                .flatten()
         };
         let (backend, needs, points, circuit): (Arc<dyn ProverBackend>, StagingNeeds, u64, _) =
             match dev.gpu() {
@@ -380,7 +386,7 @@ impl Inner {
                         lock: plan.lock_bytes(),
                         ..needs
                     };
-                    let circuit = hold(&*b, &needs, crate::engine::DEVICE_TABLES)?;
+                    let circuit = hold(&*b, &needs, crate::engine::DEVICE_TABLES);
                     if circuit.is_none() {
                         // One worker's and the one made ahead (or a second worker's); a worker
                         // that finds none idle pins its own at its first proof.
@@ -407,7 +413,7 @@ impl Inner {
                 None => {
                     let b = SimBackend::new(dev.vram().clone());
                     let needs = b.staging_needs(pk, n).map_err(backend_err)?;
-                    let circuit = hold(&b, &needs, 0)?;
+                    let circuit = hold(&b, &needs, 0);
                     (Arc::new(b) as Arc<dyn ProverBackend>, needs, 0, circuit)
                 }
             };
