@@ -284,12 +284,7 @@ impl DeviceMatrix {
         let long_rows = put(&long_rows(m))?;
         let mut coeffs = vram.alloc_in::<Fr>(room, m.coeffs().len())?;
         coeffs.copy_from_host(m.coeffs())?;
-        let id = |v: Fr| {
-            m.coeffs()
-                .iter()
-                .position(|&c| c == v)
-                .map_or(u32::MAX, |i| i as u32)
-        };
+        let id = |v: Fr| m.coeff_id(v).unwrap_or(u32::MAX);
         Ok(Self {
             row_ptr,
             cols,
@@ -613,11 +608,7 @@ mod tests {
                     files.push((format!("{name}_{part}.bin"), bytes.to_vec()));
                 }
                 for v in [Fr::ONE, -Fr::ONE] {
-                    let id = m
-                        .coeffs()
-                        .iter()
-                        .position(|&c| c == v)
-                        .map_or(u32::MAX, |i| i as u32);
+                    let id = m.coeff_id(v).unwrap_or(u32::MAX);
                     args.push(id.to_string());
                 }
             }

@@ -285,6 +285,14 @@ impl SparseMatrix {
         &self.cols
     }
 
+    /// The id of `value` in the coefficient table, if an entry has it.
+    pub fn coeff_id(&self, value: Fr) -> Option<u32> {
+        self.coeffs
+            .iter()
+            .position(|&c| c == value)
+            .map(|i| i as u32)
+    }
+
     /// Every entry's value, in entry order.
     fn values(&self) -> impl IndexedParallelIterator<Item = Fr> + '_ {
         self.coeff_ids
@@ -375,12 +383,7 @@ struct EvalConsts {
 
 impl EvalConsts {
     fn new(m: &SparseMatrix) -> Self {
-        let id = |v: Fr| {
-            m.coeffs
-                .iter()
-                .position(|&c| c == v)
-                .map_or(u32::MAX, |i| i as u32)
-        };
+        let id = |v: Fr| m.coeff_id(v).unwrap_or(u32::MAX);
         Self {
             one: id(Fr::ONE),
             minus_one: id(-Fr::ONE),
