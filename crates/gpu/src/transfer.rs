@@ -203,39 +203,75 @@ impl<T: Pod> Staging<T> {
         dst_start: usize,
         mut fill: impl FnMut(&mut [T], &[T]),
     ) -> Result<()> {
-        let end = dst_start.checked_add(src.len());
-        if end.is_none_or(|e| e > dst.len()) {
+        self.upload_made(stream, &mut [dst], dst_start, src.len(), |at, parts| {
+            let part = &mut *parts[0];
+            let from = at - dst_start;
+            fill(part, &src[from..from + part.len()]);
+        })
+    }
+
+    /// Enqueues `dsts[k][start..start + len)` for every destination k on `stream`, made piece
+    /// by piece in the slots (a slot split evenly between the destinations): `make(at, parts)`
+    /// must write elements `at..at + parts[k].len()` of destination k into `parts[k]`. Making
+    /// one piece overlaps the DMA of the one before; returns once the last is enqueued, with
+    /// the same guarantees as [`Self::upload`].
+    pub fn upload_made(
+        &mut self,
+        stream: &Stream,
+        dsts: &mut [&mut DeviceBuffer<T>],
+        start: usize,
+        len: usize,
+        mut make: impl FnMut(usize, &mut [&mut [T]]),
+    ) -> Result<()> {
+        let what = "Staging::upload";
+        let end = start.checked_add(len);
+        for dst in dsts.iter() {
+            if end.is_none_or(|e| e > dst.len()) {
+                return Err(invalid(
+                    what,
+                    format!("{len} elements at {start} do not fit {} elements", dst.len()),
+                ));
+            }
+        }
+        if dsts.is_empty() || len == 0 {
+            return Ok(());
+        }
+        let piece_len = self.slot_len() / dsts.len();
+        if piece_len == 0 {
             return Err(invalid(
-                "Staging::upload",
-                format!(
-                    "{} elements at {dst_start} do not fit {} elements",
-                    src.len(),
-                    dst.len()
-                ),
+                what,
+                format!("{} destinations share a slot of {}", dsts.len(), self.slot_len()),
             ));
         }
-        let slot_len = self.slot_len();
-        for (i, piece) in src.chunks(slot_len).enumerate() {
+        for (i, at) in (start..start + len).step_by(piece_len).enumerate() {
+            let piece = piece_len.min(start + len - at);
             let b = i % 2;
             if self.pending[b] {
                 self.done[b].synchronize()?;
                 self.pending[b] = false;
             }
-            let slot = &mut self.slots[b][..piece.len()];
-            fill(slot, piece);
-            let at = dst.device_ptr() + ((dst_start + i * slot_len) * size_of::<T>()) as u64;
-            // SAFETY: the destination range lies inside dst's live allocation (checked above);
-            // the source is the pinned slot owned by self, which is not written again before
-            // `done[b]` (recorded right after this copy) completes, and Drop waits for it.
-            unsafe {
-                self.backend.copy_htod(
-                    at,
-                    slot.as_ptr().cast(),
-                    size_of_val(slot),
-                    Some(stream.cuda()),
-                )
+            let mut parts: Vec<&mut [T]> = self.slots[b]
+                .chunks_mut(piece_len)
+                .take(dsts.len())
+                .map(|p| &mut p[..piece])
+                .collect();
+            make(at, &mut parts);
+            for (dst, part) in dsts.iter_mut().zip(&parts) {
+                let to = dst.device_ptr() + (at * size_of::<T>()) as u64;
+                // SAFETY: the destination range lies inside dst's live allocation (checked
+                // above); the source is a pinned slot owned by self, which is not written again
+                // before `done[b]` (recorded right after these copies) completes, and Drop
+                // waits for it.
+                unsafe {
+                    self.backend.copy_htod(
+                        to,
+                        part.as_ptr().cast(),
+                        size_of_val(&**part),
+                        Some(stream.cuda()),
+                    )
+                }
+                .map_err(GpuError::from)?;
             }
-            .map_err(GpuError::from)?;
             stream.record(&self.done[b])?;
             self.pending[b] = true;
         }

@@ -100,6 +100,16 @@ impl BackendError {
         }
     }
 
+    /// A witness map's error: [`BackendErrorKind::Unsatisfied`] for a failing row, a request
+    /// this backend cannot serve ([`BackendErrorKind::Invalid`]) for a witness or output of the
+    /// wrong shape.
+    pub fn from_witness(backend: &'static str, e: WitnessError) -> Self {
+        match e {
+            WitnessError::Unsatisfied { constraint } => Self::unsatisfied(backend, constraint),
+            e => Self::invalid(backend, e),
+        }
+    }
+
     pub fn kind(&self) -> BackendErrorKind {
         self.kind
     }
@@ -599,6 +609,35 @@ pub trait ProverBackend: Send + Sync + fmt::Debug {
     /// staging them (a witness error, a failed MSM, a cancel), so the pool stays whole.
     fn return_evaluations(&self, abc: Evaluations) {
         drop(abc);
+    }
+
+    /// Whether [`Self::map_and_stage`] makes a, b, c straight into the memory the quotient
+    /// reads, piece by piece through the backend's own small staging buffers, so that a proof
+    /// with no pinned set holds no host set of a, b, c at all (a heap set is faulted in, then
+    /// copied at pageable speed, for every proof). `false` for host backends.
+    fn maps_through_staging(&self) -> bool {
+        false
+    }
+
+    /// The host's witness map (A·z, B·z, C·z of `r1cs` over a domain of `n`, every row
+    /// checked: a failing one is a [`BackendErrorKind::Unsatisfied`] error naming the first),
+    /// staged into `room` (at least [`StagingNeeds::evaluations`] bytes) as
+    /// [`Self::stage_evaluations`] stages it. The provided method maps into
+    /// [`Self::evaluation_buffers`] and stages them; a backend that
+    /// [`Self::maps_through_staging`] copies each piece of rows while it makes the next.
+    fn map_and_stage(
+        &self,
+        r1cs: &R1cs,
+        z: &[Fr],
+        n: usize,
+        room: Reservation,
+    ) -> Result<StagedEvaluations, BackendError> {
+        let mut abc = self.evaluation_buffers(n)?;
+        if let Err(e) = crate::witness_map(r1cs, z, &mut abc) {
+            self.return_evaluations(abc);
+            return Err(BackendError::from_witness(self.name(), e));
+        }
+        self.stage_evaluations(abc, room)
     }
 
     /// Copies a, b, c to where the quotient reads them, into `room` (at least

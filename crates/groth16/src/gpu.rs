@@ -55,6 +55,8 @@ const SLACK: u64 = 48 << 20;
 const STAGING_SLOT: usize = 1 << 19;
 /// Threads copying the witness into the staging slots (memory-bound: a few suffice).
 const STAGING_THREADS: usize = 4;
+/// Elements per pinned slot of a, b, c made in pieces (48 MiB: 2^19 rows of each; two slots).
+const MAP_SLOT: usize = 3 << 19;
 /// Residency priority, most valuable first.
 const PRIORITY: [Query; 5] = [Query::A, Query::BG1, Query::L, Query::H, Query::BG2];
 const G1_QUERIES: [Query; 4] = [Query::A, Query::BG1, Query::H, Query::L];
@@ -271,6 +273,9 @@ pub struct GpuBackend {
     state: Mutex<State>,
     side: Mutex<Side>,
     uploader: Mutex<Uploader>,
+    /// Page-locked slots that a, b, c are made into piece by piece when a proof has no pinned
+    /// set ([`ProverBackend::map_and_stage`]); made at first use.
+    map_staging: Mutex<Option<Staging<Fr>>>,
 }
 
 impl fmt::Debug for GpuBackend {
@@ -296,6 +301,7 @@ impl GpuBackend {
                 ..Side::default()
             }),
             uploader: Mutex::new(None),
+            map_staging: Mutex::new(None),
         }
     }
 
@@ -596,6 +602,70 @@ impl GpuBackend {
                 made_in: Some(took),
             },
         ))
+    }
+
+    /// [`ProverBackend::map_and_stage`]: pieces of rows made by the host's witness map into
+    /// [`GpuBackend::map_staging`]'s slots and copied to the device while the next is made, so
+    /// the proof holds no host set (without page-locked slots: a heap set, copied at
+    /// pageable speed).
+    fn map_in_pieces(
+        &self,
+        r1cs: &R1cs,
+        z: &[Fr],
+        n: usize,
+        mut room: Reservation,
+    ) -> Result<StagedEvaluations, BackendError> {
+        let phase = Phase::Evaluate;
+        if n < r1cs.num_constraints() {
+            return Err(BackendError::invalid(
+                NAME,
+                format!(
+                    "a domain of {n} cannot hold {} constraints",
+                    r1cs.num_constraints()
+                ),
+            ));
+        }
+        let mut slots = self.map_staging.lock().unwrap_or_else(|p| p.into_inner());
+        if slots.is_none() {
+            *slots = Staging::new(&self.gpu, MAP_SLOT)
+                .map_err(|e| tracing::warn!(error = %e, "no pinned slots for a, b, c; pageable"))
+                .ok();
+        }
+        let Some(slots) = slots.as_mut() else {
+            let mut abc = Evaluations::pinned_or_heap(None, n);
+            crate::witness_map(r1cs, z, &mut abc)
+                .map_err(|e| BackendError::from_witness(NAME, e))?;
+            return self.stage_evaluations(abc, room);
+        };
+        let vram = self.gpu.vram();
+        let mut alloc = || {
+            vram.alloc_in::<Fr>(&mut room, n)
+                .map_err(|e| fail(phase, e))
+        };
+        let [mut a, mut b, mut c] = [alloc()?, alloc()?, alloc()?];
+        let stream = self
+            .gpu
+            .stream("groth16-map")
+            .map_err(|e| fail(phase, e))?;
+        let mut failed = None;
+        let (copied, _) = timed("map_in_pieces", || {
+            let copied = slots.upload_made(&stream, &mut [&mut a, &mut b, &mut c], 0, n, |at, parts| {
+                // After a failing row the rest is not made: the first failure is named.
+                if let ([a, b, c], None) = (parts, &failed) {
+                    failed = r1cs.evaluate_rows(z, at, [a, b, c]).err();
+                }
+            });
+            copied.and_then(|()| stream.synchronize())
+        });
+        copied.map_err(|e| fail(phase, e))?;
+        if let Some(e) = failed {
+            return Err(BackendError::from_witness(NAME, e));
+        }
+        Ok(StagedEvaluations {
+            data: StagedData::Device([a, b, c]),
+            _room: room,
+            made_in: None,
+        })
     }
 
     /// Copies a, b, c into `dev` on a copy stream and waits for the copies; the pinned
@@ -968,6 +1038,20 @@ impl ProverBackend for GpuBackend {
                 "the circuit is held by another device",
             )),
         }
+    }
+
+    fn maps_through_staging(&self) -> bool {
+        true
+    }
+
+    fn map_and_stage(
+        &self,
+        r1cs: &R1cs,
+        z: &[Fr],
+        n: usize,
+        room: Reservation,
+    ) -> Result<StagedEvaluations, BackendError> {
+        self.map_in_pieces(r1cs, z, n, room)
     }
 
     fn pinned_evaluation_buffers(&self, n: usize) -> Option<Evaluations> {

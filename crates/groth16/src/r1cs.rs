@@ -708,13 +708,38 @@ impl R1cs {
         b: &mut [Fr],
         c: &mut [Fr],
     ) -> Result<(), WitnessError> {
+        let [a, b, c] = self.row_outputs([a, b, c])?;
+        self.evaluate_rows(z, 0, [a, b, c])
+    }
+
+    /// [`Self::evaluate_into`] for the rows `first..first + a.len()` of the domain: the rows
+    /// past the system's are zero. The outputs must be of one length. A failing row names its
+    /// place in the whole system (the first that fails in this range).
+    pub fn evaluate_rows(
+        &self,
+        z: &[Fr],
+        first: usize,
+        [a, b, c]: [&mut [Fr]; 3],
+    ) -> Result<(), WitnessError> {
         if z.len() != self.num_variables {
             return Err(WitnessError::Length {
                 expected: self.num_variables,
                 found: z.len(),
             });
         }
-        let [a, b, c] = self.row_outputs([a, b, c])?;
+        if b.len() != a.len() || c.len() != a.len() {
+            return Err(WitnessError::OutputLength {
+                expected: a.len(),
+                found: b.len().min(c.len()),
+            });
+        }
+        let held = self.num_constraints().saturating_sub(first).min(a.len());
+        let (a, a_pad) = a.split_at_mut(held);
+        let (b, b_pad) = b.split_at_mut(held);
+        let (c, c_pad) = c.split_at_mut(held);
+        for pad in [a_pad, b_pad, c_pad] {
+            pad.fill(Fr::ZERO);
+        }
         let rows = RowEvaluator::new(self);
         let first_bad = a
             .par_chunks_mut(EVAL_CHUNK_ROWS)
@@ -722,7 +747,7 @@ impl R1cs {
             .zip(c.par_chunks_mut(EVAL_CHUNK_ROWS))
             .enumerate()
             .filter_map(|(chunk, ((a, b), c))| {
-                let base = chunk * EVAL_CHUNK_ROWS;
+                let base = first + chunk * EVAL_CHUNK_ROWS;
                 let mut bad = None;
                 for (j, ((a, b), c)) in a.iter_mut().zip(b).zip(c).enumerate() {
                     let row = base + j;
@@ -1030,6 +1055,55 @@ mod tests {
         assert_eq!(w.assignment(), &[Fr::ONE, f(9), f(3)]);
         assert_eq!(w.public_inputs(), &[f(9)]);
         assert_eq!(r1cs.is_satisfied(&w), Ok(()));
+    }
+
+    /// Rows evaluated piece by piece, over any boundaries and past the system's rows, give
+    /// what the whole evaluation gives (zeros past the rows), and a broken witness is named at
+    /// its place in the system by the piece that holds it.
+    #[test]
+    fn rows_evaluated_in_pieces_match_the_whole() {
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(9);
+        let (r1cs, w) =
+            crate::testing::demo::circuit_with_rows(3000, 3, 60, &mut rng).expect("demo circuit");
+        let n = r1cs.domain_size();
+        let mut abc = crate::Evaluations::pinned_or_heap(None, n);
+        crate::witness_map(&r1cs, w.assignment(), &mut abc).unwrap();
+        for piece in [1, 7, 1000, 2999, 4096] {
+            let mut got = [vec![Fr::ONE; n], vec![Fr::ONE; n], vec![Fr::ONE; n]];
+            let mut at = 0;
+            while at < n {
+                let len = piece.min(n - at);
+                let [a, b, c] = &mut got;
+                r1cs.evaluate_rows(
+                    w.assignment(),
+                    at,
+                    [&mut a[at..at + len], &mut b[at..at + len], &mut c[at..at + len]],
+                )
+                .unwrap();
+                at += len;
+            }
+            assert_eq!(got[0][..], abc.a[..], "a in pieces of {piece}");
+            assert_eq!(got[1][..], abc.b[..], "b in pieces of {piece}");
+            assert_eq!(got[2][..], abc.c[..], "c in pieces of {piece}");
+        }
+        let mut bad = w.clone();
+        let last = r1cs.num_variables() - 1;
+        bad.set(last, bad.assignment()[last] + Fr::ONE).unwrap();
+        let Err(WitnessError::Unsatisfied { constraint }) = r1cs.is_satisfied(&bad) else {
+            panic!("a changed last value breaks a row");
+        };
+        let [mut a, mut b, mut c] = [vec![Fr::ZERO; 500], vec![Fr::ZERO; 500], vec![Fr::ZERO; 500]];
+        let first = constraint / 500 * 500;
+        let len = 500.min(n - first);
+        assert_eq!(
+            r1cs.evaluate_rows(bad.assignment(), first, [&mut a[..len], &mut b[..len], &mut c[..len]]),
+            Err(WitnessError::Unsatisfied { constraint })
+        );
+        assert!(matches!(
+            r1cs.evaluate_rows(w.assignment(), 0, [&mut a[..10], &mut b[..9], &mut c[..10]]),
+            Err(WitnessError::OutputLength { .. })
+        ));
     }
 
     #[test]

@@ -82,6 +82,28 @@ impl Inner {
         }
     }
 
+    /// The witness staged on `dev` for its MSMs, with the staging permit that holds its room.
+    #[allow(clippy::too_many_arguments)]
+    fn stage_witness(
+        &self,
+        dev: &Device,
+        rec: &Recorder<'_>,
+        t: &mut JobTimings,
+        backend: &dyn ProverBackend,
+        z: &[cuzk_field::Fr],
+        bytes: u64,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<(cuzk_groth16::StagedWitness, Permit), JobError> {
+        let (room, wait) = rec.span("wait staging", SpanKind::Wait, || {
+            self.stage_room(dev, bytes, rec.job.priority, cancelled)
+        });
+        t.memory_wait += wait;
+        let (permit, room) = room?;
+        let (staged, _) = rec.span("upload z", SpanKind::Copy, || backend.stage_witness(z, room));
+        let staged = staged.map_err(|e| backend_failed("upload z", e))?;
+        Ok((staged, permit))
+    }
+
     /// Runs `job` on worker `w` of device `d`; `start` (from [`Inner::next_job`]) is dropped
     /// once the witness is uploaded and the job has its evaluation set.
     pub(crate) fn run_job(
@@ -141,7 +163,15 @@ impl Inner {
                 .then(|| backend.pinned_evaluation_buffers(key.domain.size()))
                 .flatten(),
         };
-        let charged_evaluations = !map_ahead && on_device.is_none() && pinned_abc.abc.is_none();
+        // Without a pinned set, a backend that makes a, b, c in pieces through its own staging
+        // does so after the witness MSMs: no host set (faulted in and copied at pageable speed
+        // for every proof) and no host bytes for it.
+        let in_pieces = !map_ahead
+            && on_device.is_none()
+            && pinned_abc.abc.is_none()
+            && backend.maps_through_staging();
+        let charged_evaluations =
+            !map_ahead && on_device.is_none() && pinned_abc.abc.is_none() && !in_pieces;
         let host_bytes = match read_ahead {
             Some(_) => 0,
             None => loaded.needs.witness,
@@ -224,16 +254,34 @@ impl Inner {
                 check()?;
                 (msms, abc, permit, None)
             }
-            None => {
+            None if in_pieces => {
+                let (staged, z_permit) =
+                    self.stage_witness(dev, &rec, &mut t, backend, z, loaded.needs.witness, &cancelled)?;
+                drop(start);
+                check()?;
+                let msms =
+                    self.witness_msms(dev, &rec, &mut t, &key, backend, z, &staged, &cancelled);
+                drop((staged, z_permit));
+                let msms = msms?;
+                check()?;
                 let (room, wait) = rec.span("wait staging", SpanKind::Wait, || {
-                    self.stage_room(dev, loaded.needs.witness, priority, &cancelled)
+                    self.stage_room(dev, loaded.needs.evaluations, priority, &cancelled)
                 });
                 t.memory_wait += wait;
-                let (z_permit, z_room) = room?;
-                let (staged, _) = rec.span("upload z", SpanKind::Copy, || {
-                    backend.stage_witness(z, z_room)
+                let (abc_permit, abc_room) = room?;
+                let (staged, _) = rec.span("witness map", SpanKind::Cpu, || {
+                    backend.map_and_stage(&key.r1cs, z, n, abc_room)
                 });
-                let staged = staged.map_err(|e| backend_failed("upload z", e))?;
+                let staged = staged.map_err(|e| match e.kind() {
+                    BackendErrorKind::Unsatisfied => JobError::Witness(e.to_string()),
+                    _ => backend_failed("witness map", e),
+                })?;
+                check()?;
+                (msms, staged, abc_permit, None)
+            }
+            None => {
+                let (staged, z_permit) =
+                    self.stage_witness(dev, &rec, &mut t, backend, z, loaded.needs.witness, &cancelled)?;
                 // Evaluations made ahead may go on now, unless this job's own set is still to take.
                 let start = (!map_ahead).then_some(start);
                 check()?;

@@ -15,7 +15,8 @@ pub enum Phase {
     Prepare,
     /// The witness's copy to the device, shared by the A, B and L MSMs.
     Upload,
-    /// A, B, C times the witness on the device, and the check of every row.
+    /// A, B, C times the witness (on the device, or on the host in pieces staged to it), and
+    /// the check of every row.
     Evaluate,
     Quotient,
     Msm(Query),

@@ -16,7 +16,7 @@ use crate::backend::{
 };
 use crate::keys::KeyRef;
 use crate::keys::Query;
-use crate::r1cs::{R1cs, WitnessError};
+use crate::r1cs::R1cs;
 use crate::witness_map;
 
 const NAME: &str = "cpu";
@@ -81,6 +81,13 @@ impl ProverBackend for SimBackend {
         Some(Evaluations::pinned_or_heap(Some(set), n))
     }
 
+    /// As a GPU's: a proof without a pinned set stages a, b, c without a host set of its own
+    /// ([`ProverBackend::map_and_stage`]'s provided method, whose brief host copy the engine
+    /// does not charge: it stands for the GPU's staging slots).
+    fn maps_through_staging(&self) -> bool {
+        true
+    }
+
     /// Holds the system itself, charging the simulated budget what a GPU's copy takes.
     fn hold_circuit(
         &self,
@@ -119,13 +126,7 @@ impl ProverBackend for SimBackend {
         let staged = self.stage_witness(z, room)?;
         let mut abc = Evaluations::pinned_or_heap(None, n);
         let start = std::time::Instant::now();
-        match witness_map(r1cs, z, &mut abc) {
-            Ok(()) => {}
-            Err(WitnessError::Unsatisfied { constraint }) => {
-                return Err(BackendError::unsatisfied(NAME, constraint));
-            }
-            Err(e) => return Err(BackendError::invalid(NAME, e)),
-        }
+        witness_map(r1cs, z, &mut abc).map_err(|e| BackendError::from_witness(NAME, e))?;
         let mut abc = self.stage_evaluations(abc, abc_room)?;
         abc.made_in = Some(start.elapsed());
         Ok((staged, abc))
