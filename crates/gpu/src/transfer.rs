@@ -229,7 +229,10 @@ impl<T: Pod> Staging<T> {
             if end.is_none_or(|e| e > dst.len()) {
                 return Err(invalid(
                     what,
-                    format!("{len} elements at {start} do not fit {} elements", dst.len()),
+                    format!(
+                        "{len} elements at {start} do not fit {} elements",
+                        dst.len()
+                    ),
                 ));
             }
         }
@@ -240,7 +243,11 @@ impl<T: Pod> Staging<T> {
         if piece_len == 0 {
             return Err(invalid(
                 what,
-                format!("{} destinations share a slot of {}", dsts.len(), self.slot_len()),
+                format!(
+                    "{} destinations share a slot of {}",
+                    dsts.len(),
+                    self.slot_len()
+                ),
             ));
         }
         for (i, at) in (start..start + len).step_by(piece_len).enumerate() {

@@ -161,7 +161,13 @@ fn gpu_staging_uploads_made_pieces_into_several_buffers() {
     let g = gpu();
     let s = g.stream("staging").unwrap();
     let len = 1000;
-    for (slot, start, count) in [(10, 5, 37), (9, 0, 1000), (3, 999, 1), (64, 100, 0), (1 << 12, 7, 993)] {
+    for (slot, start, count) in [
+        (10, 5, 37),
+        (9, 0, 1000),
+        (3, 999, 1),
+        (64, 100, 0),
+        (1 << 12, 7, 993),
+    ] {
         let mut staging = Staging::<u64>::new(&g, slot).unwrap();
         let mut dsts: Vec<_> = (0..3).map(|_| g.alloc::<u64>(len).unwrap()).collect();
         for d in &mut dsts {
@@ -182,19 +188,30 @@ fn gpu_staging_uploads_made_pieces_into_several_buffers() {
         for (k, d) in dsts.iter().enumerate() {
             let got = d.to_vec().unwrap();
             for (i, x) in got.iter().enumerate() {
-                let want = if (start..start + count).contains(&i) { value(k, i) } else { u64::MAX };
-                assert_eq!(*x, want, "slot {slot}, start {start}, count {count}: buffer {k}[{i}]");
+                let want = if (start..start + count).contains(&i) {
+                    value(k, i)
+                } else {
+                    u64::MAX
+                };
+                assert_eq!(
+                    *x, want,
+                    "slot {slot}, start {start}, count {count}: buffer {k}[{i}]"
+                );
             }
         }
         let src: Vec<u64> = (0..count as u64).map(|i| i * 11 + 3).collect();
         staging
-            .upload(&s, &src, &mut dsts[0], start, |slot, piece| slot.copy_from_slice(piece))
+            .upload(&s, &src, &mut dsts[0], start, |slot, piece| {
+                slot.copy_from_slice(piece)
+            })
             .unwrap();
         s.synchronize().unwrap();
         assert_eq!(&dsts[0].to_vec().unwrap()[start..start + count], &src[..]);
     }
     let mut staging = Staging::<u64>::new(&g, 4).unwrap();
     let mut d = g.alloc::<u64>(10).unwrap();
-    let err = staging.upload_made(&s, &mut [&mut d], 5, 6, |_, _| panic!("made nothing")).unwrap_err();
+    let err = staging
+        .upload_made(&s, &mut [&mut d], 5, 6, |_, _| panic!("made nothing"))
+        .unwrap_err();
     assert!(err.to_string().contains("do not fit"), "{err}");
 }

@@ -643,18 +643,16 @@ impl GpuBackend {
                 .map_err(|e| fail(phase, e))
         };
         let [mut a, mut b, mut c] = [alloc()?, alloc()?, alloc()?];
-        let stream = self
-            .gpu
-            .stream("groth16-map")
-            .map_err(|e| fail(phase, e))?;
+        let stream = self.gpu.stream("groth16-map").map_err(|e| fail(phase, e))?;
         let mut failed = None;
         let (copied, _) = timed("map_in_pieces", || {
-            let copied = slots.upload_made(&stream, &mut [&mut a, &mut b, &mut c], 0, n, |at, parts| {
-                // After a failing row the rest is not made: the first failure is named.
-                if let ([a, b, c], None) = (parts, &failed) {
-                    failed = r1cs.evaluate_rows(z, at, [a, b, c]).err();
-                }
-            });
+            let copied =
+                slots.upload_made(&stream, &mut [&mut a, &mut b, &mut c], 0, n, |at, parts| {
+                    // After a failing row the rest is not made: the first failure is named.
+                    if let ([a, b, c], None) = (parts, &failed) {
+                        failed = r1cs.evaluate_rows(z, at, [a, b, c]).err();
+                    }
+                });
             copied.and_then(|()| stream.synchronize())
         });
         copied.map_err(|e| fail(phase, e))?;

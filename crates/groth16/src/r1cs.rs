@@ -1078,7 +1078,11 @@ mod tests {
                 r1cs.evaluate_rows(
                     w.assignment(),
                     at,
-                    [&mut a[at..at + len], &mut b[at..at + len], &mut c[at..at + len]],
+                    [
+                        &mut a[at..at + len],
+                        &mut b[at..at + len],
+                        &mut c[at..at + len],
+                    ],
                 )
                 .unwrap();
                 at += len;
@@ -1093,11 +1097,19 @@ mod tests {
         let Err(WitnessError::Unsatisfied { constraint }) = r1cs.is_satisfied(&bad) else {
             panic!("a changed last value breaks a row");
         };
-        let [mut a, mut b, mut c] = [vec![Fr::ZERO; 500], vec![Fr::ZERO; 500], vec![Fr::ZERO; 500]];
+        let [mut a, mut b, mut c] = [
+            vec![Fr::ZERO; 500],
+            vec![Fr::ZERO; 500],
+            vec![Fr::ZERO; 500],
+        ];
         let first = constraint / 500 * 500;
         let len = 500.min(n - first);
         assert_eq!(
-            r1cs.evaluate_rows(bad.assignment(), first, [&mut a[..len], &mut b[..len], &mut c[..len]]),
+            r1cs.evaluate_rows(
+                bad.assignment(),
+                first,
+                [&mut a[..len], &mut b[..len], &mut c[..len]]
+            ),
             Err(WitnessError::Unsatisfied { constraint })
         );
         assert!(matches!(

@@ -270,7 +270,10 @@ fn gpu_a_b_c_made_in_pieces_match_the_cpu() {
                     (r, want) => prop_assert!(false, "pieces {:?}, CPU {:?}", r.err(), want),
                 }
                 let small = b.map_and_stage(&f.r1cs, &z, f.r1cs.num_constraints() - 1, room());
-                prop_assert_eq!(small.map(|_| ()).unwrap_err().kind(), BackendErrorKind::Invalid);
+                prop_assert_eq!(
+                    small.map(|_| ()).unwrap_err().kind(),
+                    BackendErrorKind::Invalid
+                );
                 Ok(())
             },
         )

@@ -99,7 +99,9 @@ impl Inner {
         });
         t.memory_wait += wait;
         let (permit, room) = room?;
-        let (staged, _) = rec.span("upload z", SpanKind::Copy, || backend.stage_witness(z, room));
+        let (staged, _) = rec.span("upload z", SpanKind::Copy, || {
+            backend.stage_witness(z, room)
+        });
         let staged = staged.map_err(|e| backend_failed("upload z", e))?;
         Ok((staged, permit))
     }
@@ -255,8 +257,15 @@ impl Inner {
                 (msms, abc, permit, None)
             }
             None if in_pieces => {
-                let (staged, z_permit) =
-                    self.stage_witness(dev, &rec, &mut t, backend, z, loaded.needs.witness, &cancelled)?;
+                let (staged, z_permit) = self.stage_witness(
+                    dev,
+                    &rec,
+                    &mut t,
+                    backend,
+                    z,
+                    loaded.needs.witness,
+                    &cancelled,
+                )?;
                 drop(start);
                 check()?;
                 let msms =
@@ -280,8 +289,15 @@ impl Inner {
                 (msms, staged, abc_permit, None)
             }
             None => {
-                let (staged, z_permit) =
-                    self.stage_witness(dev, &rec, &mut t, backend, z, loaded.needs.witness, &cancelled)?;
+                let (staged, z_permit) = self.stage_witness(
+                    dev,
+                    &rec,
+                    &mut t,
+                    backend,
+                    z,
+                    loaded.needs.witness,
+                    &cancelled,
+                )?;
                 // Evaluations made ahead may go on now, unless this job's own set is still to take.
                 let start = (!map_ahead).then_some(start);
                 check()?;

@@ -1023,7 +1023,10 @@ fn a_job_charges_host_memory_for_its_witness_only() {
             .filter_map(|p| span(p).map(|s| s.end))
             .fold(0.0, f64::max);
         if pinned == 0 {
-            assert!(map.start >= msms_end, "a, b, c made in pieces after the witness MSMs");
+            assert!(
+                map.start >= msms_end,
+                "a, b, c made in pieces after the witness MSMs"
+            );
             // A witness that breaks a row fails naming the row the CPU names.
             let mut bad = (*c.witness).clone();
             bad.set(9, bad.assignment()[9] + Fr::ONE).unwrap();
