@@ -11,7 +11,7 @@
 #           checked likewise.
 # The daemon's peak host memory (VmHWM) and the key lines of its log are printed last.
 # (BACKEND=cpu SIZE=2KiB: a dry run without a GPU.) DAEMON_CONFIG: a daemon TOML to start it with
-# (e.g. `witness_map_on_device = false` for a baseline).
+# (e.g. `witness_map_on_device = false` for a baseline). DAEMON_LOG: its log filter (default info).
 # Usage: [SIZE=32GiB] [PROOFS=3] [IN_FLIGHT=3] [SECTORS=2349] sector.sh BUNDLE porep|window|snap
 set -u
 B=${1:?bundle dir}/cuzk
@@ -23,7 +23,7 @@ mkdir -p "$out"
 export FIL_PROOFS_PARAMETER_CACHE=$W/params
 STEP_TAIL=25
 . "$(dirname "$0")/steps.sh"
-start_daemon "$out/daemon-$KIND.log" --log info --backend ${BACKEND:-gpu} daemon --listen unix:$W/cuzk.sock \
+start_daemon "$out/daemon-$KIND.log" --log ${DAEMON_LOG:-info} --backend ${BACKEND:-gpu} daemon --listen unix:$W/cuzk.sock \
     --param-dir $W --filecoin-generate-keys ${DAEMON_CONFIG:+--config $DAEMON_CONFIG}
 S="--daemon unix:$W/cuzk.sock"
 P="--param-dir $W/params"
