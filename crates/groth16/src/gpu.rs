@@ -157,10 +157,14 @@ struct State {
 /// witness map). Its own lock, so that staging a witness never waits for running MSMs.
 type Uploader = Option<(Staging<Fr>, rayon::ThreadPool)>;
 
-/// One set of page-locked a, b, c of `n` elements each.
+/// One set of page-locked a, b, c of `n` elements each, or nothing pinned at all.
 fn pinned_set(gpu: &Gpu, n: usize) -> Result<[PinnedBuffer<Fr>; 3], VramError> {
-    let vram = gpu.vram();
-    Ok([vram.pinned(n)?, vram.pinned(n)?, vram.pinned(n)?])
+    let [a, b, c]: [PinnedBuffer<Fr>; 3] = gpu
+        .vram()
+        .pinned_many(&[n; 3])?
+        .try_into()
+        .map_err(|_| VramError::InvalidSize("three buffers asked, others made".into()))?;
+    Ok([a, b, c])
 }
 
 /// What the quotient's upload needs while the witness MSMs hold [`State`] (locked only

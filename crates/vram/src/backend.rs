@@ -277,6 +277,8 @@ pub struct FakeCounts {
     pub registered: usize,
     /// Total `alloc_device` calls made (successful or not).
     pub device_alloc_calls: u64,
+    /// Total `alloc_pinned` calls made (successful or not).
+    pub pinned_alloc_calls: u64,
 }
 
 /// CPU stand-in for a device: "device memory" is host memory (materialized on first touch,
@@ -309,6 +311,7 @@ struct FakeState {
     pinned: HashMap<usize, std::alloc::Layout>,
     registered: HashMap<usize, usize>,
     calls: u64,
+    pinned_calls: u64,
     faults: Faults,
 }
 
@@ -360,6 +363,7 @@ impl FakeBackend {
             pinned_allocs: s.pinned.len(),
             registered: s.registered.len(),
             device_alloc_calls: s.calls,
+            pinned_alloc_calls: s.pinned_calls,
         }
     }
 
@@ -469,6 +473,7 @@ impl MemoryBackend for FakeBackend {
 
     fn alloc_pinned(&self, bytes: usize) -> Result<NonNull<u8>> {
         let mut s = self.state.lock();
+        s.pinned_calls += 1;
         if s.faults.fail_pinned_alloc {
             return Err(VramError::Backend {
                 op: "cuMemHostAlloc",

@@ -292,11 +292,27 @@ impl Vram {
 
     /// Page-locked, zeroed host buffer charged to the host budget.
     pub fn pinned<T: Pod>(&self, len: usize) -> Result<PinnedBuffer<T>> {
-        let bytes = (len as u64)
-            .checked_mul(std::mem::size_of::<T>() as u64)
-            .ok_or_else(|| VramError::InvalidSize(format!("{len} elements overflow")))?;
-        let r = self.host.try_acquire_or_err(bytes)?;
+        let r = self.host.try_acquire_or_err(pinned_bytes::<T>(len)?)?;
         PinnedBuffer::new(self.backend.clone(), r, len)
+    }
+
+    /// Page-locked, zeroed host buffers, one per length, all or nothing: the total is taken
+    /// from the host budget first, so a set that does not fit pins nothing (pinning and
+    /// unpinning gigabytes takes seconds).
+    pub fn pinned_many<T: Pod>(&self, lens: &[usize]) -> Result<Vec<PinnedBuffer<T>>> {
+        let mut total = 0u64;
+        for &l in lens {
+            total = total
+                .checked_add(pinned_bytes::<T>(l)?)
+                .ok_or_else(|| VramError::InvalidSize("total size overflows".into()))?;
+        }
+        let mut room = self.host.try_acquire_or_err(total)?;
+        lens.iter()
+            .map(|&l| {
+                let r = room.split(pinned_bytes::<T>(l)?)?;
+                PinnedBuffer::new(self.backend.clone(), r, l)
+            })
+            .collect()
     }
 
     /// Page-locks `data` until the returned guard drops; charged to the host budget.
@@ -306,6 +322,13 @@ impl Vram {
             .try_acquire_or_err(std::mem::size_of_val(data) as u64)?;
         RegisteredHost::new(self.backend.clone(), r, data)
     }
+}
+
+/// Host bytes of `len` pinned elements (unrounded: page-locked memory is the host's).
+fn pinned_bytes<T>(len: usize) -> Result<u64> {
+    (len as u64)
+        .checked_mul(std::mem::size_of::<T>() as u64)
+        .ok_or_else(|| VramError::InvalidSize(format!("{len} elements overflow")))
 }
 
 #[cfg(test)]

@@ -256,6 +256,30 @@ fn pinned_and_registered_accounting() {
     );
 }
 
+/// A set of pinned buffers is taken from the host budget whole: one that does not fit pins
+/// nothing (not some buffers, then frees them), one that fits is charged exactly.
+#[test]
+fn a_pinned_set_that_does_not_fit_pins_nothing() {
+    let (fake, vram) = setup(MIB);
+    let _held = vram.pinned::<u8>(10 * MIB as usize).unwrap();
+    let calls = fake.counts().pinned_alloc_calls;
+    assert!(matches!(
+        vram.pinned_many::<u8>(&[20 * MIB as usize; 3]),
+        Err(VramError::OutOfBudget { kind: "host", .. })
+    ));
+    assert_eq!(fake.counts().pinned_alloc_calls, calls, "nothing pinned");
+    assert_eq!(vram.host_budget().in_use(), 10 * MIB);
+    {
+        let set = vram.pinned_many::<u64>(&[1000, 0, 7]).unwrap();
+        assert_eq!(
+            set.iter().map(|b| b.len()).collect::<Vec<_>>(),
+            [1000, 0, 7]
+        );
+        assert_eq!(vram.host_budget().in_use(), 10 * MIB + 8 * 1007);
+    }
+    assert_eq!(vram.host_budget().in_use(), 10 * MIB);
+}
+
 #[test]
 fn pinning_faults_restore_host_budget() {
     let (fake, vram) = setup(MIB);

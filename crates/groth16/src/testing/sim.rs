@@ -73,11 +73,7 @@ impl ProverBackend for SimBackend {
 
     /// Page-locked (simulated) host buffers when the pinned budget has room.
     fn pinned_evaluation_buffers(&self, n: usize) -> Option<Evaluations> {
-        let set = [
-            self.vram.pinned(n).ok()?,
-            self.vram.pinned(n).ok()?,
-            self.vram.pinned(n).ok()?,
-        ];
+        let set: [_; 3] = self.vram.pinned_many(&[n; 3]).ok()?.try_into().ok()?;
         Some(Evaluations::pinned_or_heap(Some(set), n))
     }
 
