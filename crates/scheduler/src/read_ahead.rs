@@ -39,7 +39,8 @@ pub(crate) struct ReadRoom(Mutex<()>);
 
 /// What a read-ahead does for one job.
 enum Ahead {
-    Witness(Make),
+    /// The witness made, into the host bytes the permit holds.
+    Witness(Make, Permit),
     /// A·z, B·z, C·z of a witness in memory, into the set (and with the host bytes) that
     /// `Mapped` holds.
     Map(Arc<cuzk_groth16::Witness>, Mapped),
@@ -54,9 +55,9 @@ enum Make {
 impl Inner {
     /// Read-ahead thread `r`.
     pub(crate) fn read_ahead_loop(&self, r: usize) {
-        while let Some((job, ahead, bytes)) = self.next_to_read() {
-            let make = match ahead {
-                Ahead::Witness(make) => make,
+        while let Some((job, ahead)) = self.next_to_read() {
+            let (make, permit) = match ahead {
+                Ahead::Witness(make, permit) => (make, permit),
                 Ahead::Map(witness, mapped) => {
                     let done = self.map_ahead(&job, &witness, mapped, r);
                     let mut state = job.map_ahead.lock();
@@ -70,10 +71,7 @@ impl Inner {
                     continue;
                 }
             };
-            let done = match self.take_read_room(bytes) {
-                None => ReadAhead::Done(None),
-                Some(permit) => self.do_ahead(&job, &make, r, permit),
-            };
+            let done = self.do_ahead(&job, &make, r, permit);
             let mut state = job.read_ahead.lock();
             // A job finished meanwhile has its state reset: the permit goes back at once.
             if matches!(*state, ReadAhead::Reading) {
@@ -170,10 +168,11 @@ impl Inner {
         }
     }
 
-    /// The first queued job whose witness nobody reads or computes yet, marked as being read,
-    /// while fewer than `read_ahead` queued jobs hold a witness made ahead; `None` once
+    /// The first queued job whose witness nobody reads or computes yet, marked as being read
+    /// with its host bytes taken, while fewer than `read_ahead` queued jobs hold a witness made
+    /// ahead; it waits for host room (jobs later in the queue do not pass it); `None` once
     /// closing.
-    fn next_to_read(&self) -> Option<(Arc<JobShared>, Ahead, u64)> {
+    fn next_to_read(&self) -> Option<(Arc<JobShared>, Ahead)> {
         self.queue().wait(|jobs| {
             if self.closing_hard() || (self.closing() && jobs.is_empty()) {
                 return ControlFlow::Break(None);
@@ -196,16 +195,20 @@ impl Inner {
                 if !matches!(*state, ReadAhead::NotStarted) {
                     continue;
                 }
-                let ahead = match j.witness.lock().clone() {
-                    Some(WitnessSource::File(path)) => Ahead::Witness(Make::Read(path)),
-                    Some(WitnessSource::Compute(f)) => Ahead::Witness(Make::Compute(f)),
+                let make = match j.witness.lock().clone() {
+                    Some(WitnessSource::File(path)) => Make::Read(path),
+                    Some(WitnessSource::Compute(f)) => Make::Compute(f),
                     _ => continue,
                 };
                 let Some(needs) = self.keys().needs(&j.key) else {
                     continue;
                 };
+                // No room now: wait for it rather than give the job up to its worker.
+                let Some(permit) = self.take_read_room(needs.witness) else {
+                    return ControlFlow::Continue(());
+                };
                 *state = ReadAhead::Reading;
-                return ControlFlow::Break(Some((j.clone(), ahead, needs.witness)));
+                return ControlFlow::Break(Some((j.clone(), Ahead::Witness(make, permit))));
             }
             ControlFlow::Continue(())
         })
@@ -216,7 +219,7 @@ impl Inner {
     /// queued jobs hold or make theirs. Only a job whose device is known (pinned to one, or its
     /// key on one) is mapped ahead: a set is lent by the device that stages it, and only one
     /// it keeps idle ([`cuzk_groth16::ProverBackend::idle_evaluation_buffers`]).
-    fn next_to_map(&self, jobs: &crate::queue::Jobs) -> Option<(Arc<JobShared>, Ahead, u64)> {
+    fn next_to_map(&self, jobs: &crate::queue::Jobs) -> Option<(Arc<JobShared>, Ahead)> {
         let ahead =
             |j: &JobShared| matches!(*j.map_ahead.lock(), MapAhead::Mapping | MapAhead::Done(_));
         if jobs.iter().filter(|j| ahead(j)).count() >= MAP_AHEAD {
@@ -258,7 +261,7 @@ impl Inner {
         }
         let mapped = Mapped::new(device, abc, lender, permit);
         *job.map_ahead.lock() = MapAhead::Mapping;
-        Some((job, Ahead::Map(witness, mapped), bytes))
+        Some((job, Ahead::Map(witness, mapped)))
     }
 
     /// Host bytes for one read-ahead, if taking them leaves the gate free for any one job.

@@ -855,6 +855,49 @@ fn a_computed_witness_is_made_by_the_worker_in_priority_order_and_its_error_fail
     assert_eq!(*calls.lock().unwrap(), ["high", "bad", "panics", "low"]);
 }
 
+/// With host room for one witness made ahead beside the running job (not two), a read-ahead
+/// refused room waits for it: later jobs are still made ahead, not left to their worker.
+#[test]
+fn a_read_ahead_without_room_waits_for_it() {
+    let c = circuit(10, 12);
+    let (zb, eb) = staged_bytes(&c);
+    let key_bytes = {
+        let (mems, _) = memories(1, 64 * MIB);
+        let probe = Engine::on_cpu(config(1), mems).unwrap();
+        probe.load_key("k", key(&c), None).unwrap();
+        probe.status().host_in_use
+    };
+    let (mems, _) = memories(1, 64 * MIB);
+    let tight = EngineConfig {
+        read_ahead: 2,
+        // The key, a running job's witness, and a read-ahead with a whole job's room beside it.
+        host_memory: Some(key_bytes + 3 * zb + eb + zb / 2),
+        ..config(1)
+    };
+    let engine = Engine::on_cpu(tight, mems).unwrap();
+    engine.load_key("k", key(&c), None).unwrap();
+    let compute = || {
+        let w = c.witness.clone();
+        WitnessSource::Compute(Arc::new(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            Ok((*w).clone())
+        }))
+    };
+    let jobs: Vec<_> = (0..6)
+        .map(|_| engine.submit(JobSpec::new("k", compute())).unwrap())
+        .collect();
+    for h in &jobs {
+        verify(&c, h);
+    }
+    let ahead = engine
+        .timeline()
+        .iter()
+        .filter(|s| s.phase == "synthesize ahead")
+        .count();
+    assert!(ahead >= 4, "{ahead} of 6 witnesses made ahead");
+    assert_idle(&engine, key_bytes);
+}
+
 #[test]
 fn computed_witnesses_are_made_ahead_while_the_worker_proves_and_each_function_runs_once() {
     use std::sync::atomic::{AtomicUsize, Ordering};
