@@ -61,6 +61,23 @@ fn random_fixture(log: u32, public: usize, pct: u32, seed: u64) -> Fixture {
     }
 }
 
+/// A random demo circuit of about `rows` rows (not a power of two) and its key from the CPU
+/// setup.
+fn rows_fixture(rows: usize, public: usize, pct: u32, seed: u64) -> Fixture {
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let (r1cs, witness) =
+        demo::circuit_with_rows(rows.max(2 * public + 4), public, pct, &mut rng).unwrap();
+    let (pk, _) =
+        generate_parameters_with_toxic_waste(&r1cs, &ToxicWaste::random(&mut rng)).unwrap();
+    Fixture {
+        r1cs,
+        witness,
+        pk,
+        setup: Duration::ZERO,
+        setup_on: "cpu",
+    }
+}
+
 fn prove(
     b: &dyn ProverBackend,
     f: &Fixture,
@@ -226,20 +243,7 @@ fn gpu_a_b_c_made_in_pieces_match_the_cpu() {
         .run(
             &(40usize..40_000, 0usize..6, 0u32..=100, any::<u64>()),
             |(rows, public, pct, seed)| {
-                let mut rng = ChaCha20Rng::seed_from_u64(seed);
-                let (r1cs, witness) =
-                    demo::circuit_with_rows(rows.max(2 * public + 4), public, pct, &mut rng)
-                        .unwrap();
-                let (pk, _) =
-                    generate_parameters_with_toxic_waste(&r1cs, &ToxicWaste::random(&mut rng))
-                        .unwrap();
-                let f = Fixture {
-                    r1cs,
-                    witness,
-                    pk,
-                    setup: Duration::ZERO,
-                    setup_on: "cpu",
-                };
+                let f = rows_fixture(rows, public, pct, seed);
                 let (r, s) = rs(seed);
                 let cpu = create_proof_with_randomness(&f.pk, &f.r1cs, &f.witness, r, s).unwrap();
                 let pieces = prove_staged_with(&b, &f, r, s, Map::InPieces);
@@ -301,20 +305,7 @@ fn gpu_witness_map_on_the_device_matches_the_cpu() {
         .run(
             &(40usize..40_000, 0usize..6, 0u32..=100, any::<u64>()),
             |(rows, public, pct, seed)| {
-                let mut rng = ChaCha20Rng::seed_from_u64(seed);
-                let (r1cs, witness) =
-                    demo::circuit_with_rows(rows.max(2 * public + 4), public, pct, &mut rng)
-                        .unwrap();
-                let (pk, _) =
-                    generate_parameters_with_toxic_waste(&r1cs, &ToxicWaste::random(&mut rng))
-                        .unwrap();
-                let f = Fixture {
-                    r1cs,
-                    witness,
-                    pk,
-                    setup: Duration::ZERO,
-                    setup_on: "cpu",
-                };
+                let f = rows_fixture(rows, public, pct, seed);
                 let r1cs = Arc::new(f.r1cs.clone());
                 let held = b
                     .hold_circuit(&r1cs, 0)

@@ -83,6 +83,25 @@ fn verify(c: &Circuit, h: &JobHandle) -> cuzk_scheduler::JobOutput {
     out
 }
 
+/// A job on key "k" whose witness has value `i` changed fails naming the row the CPU names.
+fn fails_naming_the_broken_row(engine: &Engine, c: &Circuit, i: usize) {
+    let mut bad = (*c.witness).clone();
+    bad.set(i, bad.assignment()[i] + Fr::ONE).unwrap();
+    let Err(want) = c.r1cs.is_satisfied(&bad) else {
+        panic!("changing value {i} breaks a row");
+    };
+    let err = engine
+        .submit(JobSpec::new("k", WitnessSource::Memory(Arc::new(bad))))
+        .unwrap()
+        .wait(WAIT)
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        matches!(&err, JobError::Witness(m) if m.contains(&want.to_string())),
+        "{err}, the CPU: {want}"
+    );
+}
+
 /// Every device budget, staging gate and the host gate are back at their idle level: a device
 /// holds only its keys' resident bytes (the circuits it evaluates).
 fn assert_idle(engine: &Engine, host_idle: u64) {
@@ -1070,22 +1089,7 @@ fn a_job_charges_host_memory_for_its_witness_only() {
                 map.start >= msms_end,
                 "a, b, c made in pieces after the witness MSMs"
             );
-            // A witness that breaks a row fails naming the row the CPU names.
-            let mut bad = (*c.witness).clone();
-            bad.set(9, bad.assignment()[9] + Fr::ONE).unwrap();
-            let Err(want) = c.r1cs.is_satisfied(&bad) else {
-                panic!("a changed value breaks a row");
-            };
-            let err = engine
-                .submit(JobSpec::new("k", WitnessSource::Memory(Arc::new(bad))))
-                .unwrap()
-                .wait(WAIT)
-                .unwrap()
-                .unwrap_err();
-            assert!(
-                matches!(&err, JobError::Witness(m) if m.contains(&want.to_string())),
-                "{err}, the CPU: {want}"
-            );
+            fails_naming_the_broken_row(&engine, &c, 9);
             assert_idle(&engine, key_bytes);
         }
     }
@@ -1122,19 +1126,7 @@ fn a_device_with_room_holds_the_circuit_and_makes_a_b_c_itself() {
         );
     }
     assert_idle(&engine, host_idle);
-    // A witness that breaks a row fails with the row named, as the host's witness map says.
-    let mut bad = (*c.witness).clone();
-    bad.set(5, bad.assignment()[5] + Fr::ONE).unwrap();
-    let err = engine
-        .submit(JobSpec::new("k", WitnessSource::Memory(Arc::new(bad))))
-        .unwrap()
-        .wait(WAIT)
-        .unwrap()
-        .unwrap_err();
-    assert!(
-        matches!(&err, JobError::Witness(m) if m.contains("constraint")),
-        "{err}"
-    );
+    fails_naming_the_broken_row(&engine, &c, 5);
     assert_idle(&engine, host_idle);
     drop(engine);
 
