@@ -17,7 +17,7 @@ use cuzk_groth16::{
     generate_parameters_with_toxic_waste, prepare_verifying_key, select_backend, verify_proof,
 };
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
@@ -76,6 +76,41 @@ fn rows_fixture(rows: usize, public: usize, pct: u32, seed: u64) -> Fixture {
         setup: Duration::ZERO,
         setup_on: "cpu",
     }
+}
+
+/// The witness of `f` with one value (chosen by `seed`) changed, and the first row that
+/// breaks as the CPU's witness map finds it (`None`: no row reading the value breaks).
+fn broken_witness(f: &Fixture, seed: u64) -> (Vec<Fr>, Option<usize>) {
+    let mut z = f.witness.assignment().to_vec();
+    let i = (seed as usize % (z.len() - 1)) + 1;
+    z[i] += Fr::ONE;
+    let mut abc = cuzk_groth16::Evaluations::pinned_or_heap(None, f.r1cs.domain_size());
+    match cuzk_groth16::witness_map(&f.r1cs, &z, &mut abc) {
+        Err(cuzk_groth16::WitnessError::Unsatisfied { constraint }) => (z, Some(constraint)),
+        Ok(()) => (z, None),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// A backend's a, b, c of a broken witness: refused naming the CPU's row, or made when the
+/// CPU found none.
+fn names_the_cpus_row<T>(
+    made: Result<T, cuzk_groth16::BackendError>,
+    want: Option<usize>,
+) -> Result<(), TestCaseError> {
+    match (made, want) {
+        (Ok(_), None) => {}
+        (Err(e), Some(row)) => {
+            prop_assert_eq!(e.kind(), BackendErrorKind::Unsatisfied);
+            prop_assert!(
+                e.to_string().contains(&format!("constraint {row} is")),
+                "{}",
+                e
+            );
+        }
+        (r, want) => prop_assert!(false, "backend {:?}, CPU {:?}", r.err(), want),
+    }
+    Ok(())
 }
 
 fn prove(
@@ -249,30 +284,11 @@ fn gpu_a_b_c_made_in_pieces_match_the_cpu() {
                 let pieces = prove_staged_with(&b, &f, r, s, Map::InPieces);
                 prop_assert_eq!(pieces, cpu, "{} rows {} public {}%", rows, public, pct);
 
-                let mut z = f.witness.assignment().to_vec();
-                let i = (seed as usize % (z.len() - 1)) + 1;
-                z[i] += Fr::ONE;
+                let (z, want) = broken_witness(&f, seed);
                 let n = f.r1cs.domain_size();
-                let mut abc = cuzk_groth16::Evaluations::pinned_or_heap(None, n);
-                let want = match cuzk_groth16::witness_map(&f.r1cs, &z, &mut abc) {
-                    Err(cuzk_groth16::WitnessError::Unsatisfied { constraint }) => Some(constraint),
-                    Ok(()) => None,
-                    Err(e) => panic!("{e}"),
-                };
                 let needs = b.staging_needs(KeyRef::from(&f.pk), n).unwrap();
                 let room = || b.gpu().vram().reserve(needs.evaluations).unwrap();
-                match (b.map_and_stage(&f.r1cs, &z, n, room()), want) {
-                    (Ok(_), None) => {}
-                    (Err(e), Some(row)) => {
-                        prop_assert_eq!(e.kind(), BackendErrorKind::Unsatisfied);
-                        prop_assert!(
-                            e.to_string().contains(&format!("constraint {row} is")),
-                            "{}",
-                            e
-                        );
-                    }
-                    (r, want) => prop_assert!(false, "pieces {:?}, CPU {:?}", r.err(), want),
-                }
+                names_the_cpus_row(b.map_and_stage(&f.r1cs, &z, n, room()), want)?;
                 let small = b.map_and_stage(&f.r1cs, &z, f.r1cs.num_constraints() - 1, room());
                 prop_assert_eq!(
                     small.map(|_| ()).unwrap_err().kind(),
@@ -316,36 +332,15 @@ fn gpu_witness_map_on_the_device_matches_the_cpu() {
                 let device = prove_staged_with(&b, &f, r, s, Map::Device(&held));
                 prop_assert_eq!(device, cpu, "{} rows {} public {}%", rows, public, pct);
 
-                // One value changed: the first row it breaks, as the CPU finds it.
-                let mut z = f.witness.assignment().to_vec();
-                let i = (seed as usize % (z.len() - 1)) + 1;
-                z[i] += Fr::ONE;
+                let (z, want) = broken_witness(&f, seed);
                 let n = f.r1cs.domain_size();
-                let mut abc = cuzk_groth16::Evaluations::pinned_or_heap(None, n);
-                let want = match cuzk_groth16::witness_map(&f.r1cs, &z, &mut abc) {
-                    Err(cuzk_groth16::WitnessError::Unsatisfied { constraint }) => Some(constraint),
-                    Ok(()) => None, // the value is read by no row that it breaks
-                    Err(e) => panic!("{e}"),
-                };
                 let needs = b.staging_needs(KeyRef::from(&f.pk), n).unwrap();
                 let room = b
                     .gpu()
                     .vram()
                     .reserve(needs.witness + needs.evaluations)
                     .unwrap();
-                match (b.stage_and_evaluate(&held, &z, n, room), want) {
-                    (Ok(_), None) => {}
-                    (Err(e), Some(row)) => {
-                        prop_assert_eq!(e.kind(), BackendErrorKind::Unsatisfied);
-                        prop_assert!(
-                            e.to_string().contains(&format!("constraint {row} is")),
-                            "{}",
-                            e
-                        );
-                    }
-                    (r, want) => prop_assert!(false, "device {:?}, CPU {:?}", r.err(), want),
-                }
-                Ok(())
+                names_the_cpus_row(b.stage_and_evaluate(&held, &z, n, room), want)
             },
         )
         .unwrap();
