@@ -10,9 +10,9 @@
 //! **Memory argument.** A read-ahead holds the witness's host bytes from the host gate until
 //! its job ends, and a map-ahead the evaluations' bytes. Each takes them only when no job
 //! waits on the gate and, after taking them, room for one whole job (witness and evaluations
-//! of the largest loaded key) is still free; the next job to read waits for that room. So when every worker waits on the gate and none
-//! runs, what the gate holds is read-ahead bytes alone, and the room left beside them admits
-//! any one job: the queue always moves. At most [`MAP_AHEAD`] queued jobs hold evaluations
+//! of the largest loaded key) is still free; the next job to read waits for that room. So
+//! when every worker waits on the gate and none runs, what the gate holds is read-ahead bytes
+//! alone, and the room left beside them admits any one job: the queue always moves. At most [`MAP_AHEAD`] queued jobs hold evaluations
 //! made ahead, each in a pinned set of three domain-sized vectors (12.9 GB at 2^27) that its
 //! device's backend keeps idle, and only while no worker of that device is starting a job (a
 //! set idle then may be the one its witness map is about to take): work ahead never pins a set
