@@ -179,6 +179,9 @@ struct Side {
     abc_sets: usize,
     /// The plan leaves room to upload a, b, c while the witness MSMs run.
     overlap_upload: bool,
+    /// A proof found no pinned set and said so (once: with a key that fills the pinned budget
+    /// every proof does, and makes its a, b, c in pieces instead).
+    told_no_set: bool,
 }
 
 impl State {
@@ -1057,11 +1060,17 @@ impl ProverBackend for GpuBackend {
     }
 
     fn pinned_evaluation_buffers(&self, n: usize) -> Option<Evaluations> {
-        self.idle_evaluation_buffers(n).or_else(|| {
-            let set = pinned_set(&self.gpu, n)
-                .map_err(|e| tracing::warn!(error = %e, "no pinned memory for a, b, c; pageable"))
-                .ok()?;
-            Some(Evaluations::pinned_or_heap(Some(set), n))
+        self.idle_evaluation_buffers(n).or_else(|| match pinned_set(&self.gpu, n) {
+            Ok(set) => Some(Evaluations::pinned_or_heap(Some(set), n)),
+            Err(e) => {
+                let first = !std::mem::replace(&mut self.side().told_no_set, true);
+                if first {
+                    tracing::warn!(error = %e, "no pinned set for a, b, c: proofs make them in pieces");
+                } else {
+                    tracing::debug!(error = %e, "no pinned set for a, b, c");
+                }
+                None
+            }
         })
     }
 
