@@ -110,7 +110,7 @@ pub struct ResultRing<T: Pod> {
 impl<T: Pod> ResultRing<T> {
     pub fn new(gpu: &Gpu, stream: &Stream, len: usize) -> Result<Self> {
         Ok(Self {
-            slots: [gpu.vram().pinned(len)?, gpu.vram().pinned(len)?],
+            slots: gpu.vram().pinned_many([len; 2])?,
             done: [gpu.event()?, gpu.event()?],
             pending: [false; 2],
             stream: stream.clone(),
@@ -179,7 +179,7 @@ impl<T: Pod> Staging<T> {
     pub fn new(gpu: &Gpu, slot_len: usize) -> Result<Self> {
         let slot_len = slot_len.max(1);
         Ok(Self {
-            slots: [gpu.vram().pinned(slot_len)?, gpu.vram().pinned(slot_len)?],
+            slots: gpu.vram().pinned_many([slot_len; 2])?,
             done: [gpu.event()?, gpu.event()?],
             pending: [false; 2],
             backend: gpu.vram().backend().clone(),

@@ -159,12 +159,7 @@ type Uploader = Option<(Staging<Fr>, rayon::ThreadPool)>;
 
 /// One set of page-locked a, b, c of `n` elements each, or nothing pinned at all.
 fn pinned_set(gpu: &Gpu, n: usize) -> Result<[PinnedBuffer<Fr>; 3], VramError> {
-    let [a, b, c]: [PinnedBuffer<Fr>; 3] = gpu
-        .vram()
-        .pinned_many(&[n; 3])?
-        .try_into()
-        .map_err(|_| VramError::InvalidSize("three buffers asked, others made".into()))?;
-    Ok([a, b, c])
+    gpu.vram().pinned_many([n; 3])
 }
 
 /// What the quotient's upload needs while the witness MSMs hold [`State`] (locked only

@@ -299,20 +299,24 @@ impl Vram {
     /// Page-locked, zeroed host buffers, one per length, all or nothing: the total is taken
     /// from the host budget first, so a set that does not fit pins nothing (pinning and
     /// unpinning gigabytes takes seconds).
-    pub fn pinned_many<T: Pod>(&self, lens: &[usize]) -> Result<Vec<PinnedBuffer<T>>> {
+    pub fn pinned_many<T: Pod, const N: usize>(
+        &self,
+        lens: [usize; N],
+    ) -> Result<[PinnedBuffer<T>; N]> {
         let mut total = 0u64;
-        for &l in lens {
+        for l in lens {
             total = total
                 .checked_add(pinned_bytes::<T>(l)?)
                 .ok_or_else(|| VramError::InvalidSize("total size overflows".into()))?;
         }
         let mut room = self.host.try_acquire_or_err(total)?;
-        lens.iter()
-            .map(|&l| {
-                let r = room.split(pinned_bytes::<T>(l)?)?;
-                PinnedBuffer::new(self.backend.clone(), r, l)
-            })
-            .collect()
+        let mut made = Vec::with_capacity(N);
+        for l in lens {
+            let r = room.split(pinned_bytes::<T>(l)?)?;
+            made.push(PinnedBuffer::new(self.backend.clone(), r, l)?);
+        }
+        made.try_into()
+            .map_err(|_| VramError::InvalidSize(format!("{N} pinned buffers asked, others made")))
     }
 
     /// Page-locks `data` until the returned guard drops; charged to the host budget.

@@ -264,13 +264,13 @@ fn a_pinned_set_that_does_not_fit_pins_nothing() {
     let _held = vram.pinned::<u8>(10 * MIB as usize).unwrap();
     let calls = fake.counts().pinned_alloc_calls;
     assert!(matches!(
-        vram.pinned_many::<u8>(&[20 * MIB as usize; 3]),
+        vram.pinned_many::<u8, 3>([20 * MIB as usize; 3]),
         Err(VramError::OutOfBudget { kind: "host", .. })
     ));
     assert_eq!(fake.counts().pinned_alloc_calls, calls, "nothing pinned");
     assert_eq!(vram.host_budget().in_use(), 10 * MIB);
     {
-        let set = vram.pinned_many::<u64>(&[1000, 0, 7]).unwrap();
+        let set = vram.pinned_many::<u64, 3>([1000, 0, 7]).unwrap();
         assert_eq!(
             set.iter().map(|b| b.len()).collect::<Vec<_>>(),
             [1000, 0, 7]

@@ -73,7 +73,7 @@ impl ProverBackend for SimBackend {
 
     /// Page-locked (simulated) host buffers when the pinned budget has room.
     fn pinned_evaluation_buffers(&self, n: usize) -> Option<Evaluations> {
-        let set: [_; 3] = self.vram.pinned_many(&[n; 3]).ok()?.try_into().ok()?;
+        let set = self.vram.pinned_many([n; 3]).ok()?;
         Some(Evaluations::pinned_or_heap(Some(set), n))
     }
 
