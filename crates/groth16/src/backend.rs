@@ -433,6 +433,23 @@ pub fn witness_msm_order(num_public: usize) -> [(Query, usize); 4] {
 }
 
 /// One witness MSM on the CPU over `z[offset..]` (the host backends' [`ProverBackend::witness_msm`]).
+/// The host's witness map into `backend`'s [`ProverBackend::evaluation_buffers`], staged by
+/// [`ProverBackend::stage_evaluations`] (the buffers go back to it on a witness error).
+pub(crate) fn map_then_stage<B: ProverBackend + ?Sized>(
+    backend: &B,
+    r1cs: &R1cs,
+    z: &[Fr],
+    n: usize,
+    room: Reservation,
+) -> Result<StagedEvaluations, BackendError> {
+    let mut abc = backend.evaluation_buffers(n)?;
+    if let Err(e) = crate::witness_map(r1cs, z, &mut abc) {
+        backend.return_evaluations(abc);
+        return Err(BackendError::from_witness(backend.name(), e));
+    }
+    backend.stage_evaluations(abc, room)
+}
+
 pub fn host_witness_msm(
     pk: &ProvingKey,
     z: &[Fr],
@@ -632,12 +649,7 @@ pub trait ProverBackend: Send + Sync + fmt::Debug {
         n: usize,
         room: Reservation,
     ) -> Result<StagedEvaluations, BackendError> {
-        let mut abc = self.evaluation_buffers(n)?;
-        if let Err(e) = crate::witness_map(r1cs, z, &mut abc) {
-            self.return_evaluations(abc);
-            return Err(BackendError::from_witness(self.name(), e));
-        }
-        self.stage_evaluations(abc, room)
+        map_then_stage(self, r1cs, z, n, room)
     }
 
     /// Copies a, b, c to where the quotient reads them, into `room` (at least

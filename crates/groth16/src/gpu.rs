@@ -42,6 +42,7 @@ use rayon::prelude::*;
 use crate::backend::{
     BackendError, DeviceWitness, Evaluations, HeldCircuit, HeldData, HostVec, MsmValue,
     ProverBackend, QuotientMsm, Stage, StagedData, StagedEvaluations, StagedWitness, StagingNeeds,
+    map_then_stage,
 };
 use crate::kernels::DeviceCircuit;
 use crate::keys::{KeyIdentity, KeyRef, ProvingKey, Query};
@@ -608,8 +609,8 @@ impl GpuBackend {
 
     /// [`ProverBackend::map_and_stage`]: pieces of rows made by the host's witness map into
     /// [`GpuBackend::map_staging`]'s slots and copied to the device while the next is made, so
-    /// the proof holds no host set (without page-locked slots: a heap set, copied at
-    /// pageable speed).
+    /// the proof holds no host set (without page-locked slots: the host's witness map into
+    /// [`ProverBackend::evaluation_buffers`], then copied).
     fn map_in_pieces(
         &self,
         r1cs: &R1cs,
@@ -634,10 +635,7 @@ impl GpuBackend {
                 .ok();
         }
         let Some(slots) = slots.as_mut() else {
-            let mut abc = Evaluations::pinned_or_heap(None, n);
-            crate::witness_map(r1cs, z, &mut abc)
-                .map_err(|e| BackendError::from_witness(NAME, e))?;
-            return self.stage_evaluations(abc, room);
+            return map_then_stage(self, r1cs, z, n, room);
         };
         let vram = self.gpu.vram();
         let mut alloc = || {

@@ -168,12 +168,9 @@ impl Inner {
         // Without a pinned set, a backend that makes a, b, c in pieces through its own staging
         // does so after the witness MSMs: no host set (faulted in and copied at pageable speed
         // for every proof) and no host bytes for it.
-        let in_pieces = !map_ahead
-            && on_device.is_none()
-            && pinned_abc.abc.is_none()
-            && backend.maps_through_staging();
-        let charged_evaluations =
-            !map_ahead && on_device.is_none() && pinned_abc.abc.is_none() && !in_pieces;
+        let no_set = !map_ahead && on_device.is_none() && pinned_abc.abc.is_none();
+        let in_pieces = no_set && backend.maps_through_staging();
+        let charged_evaluations = no_set && !in_pieces;
         let host_bytes = match read_ahead {
             Some(_) => 0,
             None => loaded.needs.witness,
