@@ -2,9 +2,10 @@
 //! circuits allocate, in their order, with every SHA-256 ([`native_sha256`]) and Poseidon
 //! ([`native_poseidon`]) computed natively and the rest (bit decompositions, packing,
 //! selection) through storage-proofs' and bellperson's own gadgets.
-//! - A PoRep challenge ([`ChallengeWitness`]): `StackedCircuit`'s head and one challenge, after
-//!   storage-proofs-porep 19.1's `StackedCircuit::synthesize` and `Proof::synthesize`; its 11
-//!   labels and comm_d path are ~99% of a 32 GiB partition's rows.
+//! - A PoRep partition's sections ([`PorepSection`]): `StackedCircuit`'s head, then each
+//!   challenge in pieces, after storage-proofs-porep 19.1's `StackedCircuit::synthesize` and
+//!   `Proof::synthesize`; a challenge's 11 labels and comm_d path are ~99% of a 32 GiB
+//!   partition's rows.
 //! - A PoSt challenge ([`SectorChallengeWitness`]): a `Sector`'s head and one inclusion proof,
 //!   after storage-proofs-post 19.1's `Sector::synthesize`.
 //!
@@ -13,6 +14,7 @@
 //! circuits' own at 2 KiB, and `synthesis_speed` at any size.
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use bellperson::SynthesisError;
 use bellperson::gadgets::boolean::{AllocatedBit, Boolean};
@@ -27,6 +29,7 @@ use filecoin_hashers::{Hasher, POSEIDON_CONSTANTS_2, POSEIDON_CONSTANTS_11, Pose
 use filecoin_proofs::{DefaultPieceHasher, MerkleTreeTrait};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use sha2::{Digest, Sha256};
 use storage_proofs_core::gadgets::encode::encode;
 use storage_proofs_core::gadgets::insertion::insert;
 use storage_proofs_core::gadgets::uint64::UInt64;
@@ -207,13 +210,6 @@ fn check_tree_path<Tree: MerkleTreeTrait>(path: &Path, what: &str) -> Result<(),
     Ok(())
 }
 
-impl<Tree: 'static + MerkleTreeTrait> WitnessPart for ChallengeWitness<Tree> {
-    fn write_witness(self, cs: &mut WitnessCs) -> Result<(), SynthesisError> {
-        let replica_id_bits = write_head(cs, &self.head)?;
-        self.write_challenge(cs, &replica_id_bits)
-    }
-}
-
 pub(crate) fn alloc(cs: &mut WitnessCs, value: Fr) -> Result<AllocatedNum<Fr>, SynthesisError> {
     AllocatedNum::alloc(cs, || Ok(value))
 }
@@ -233,12 +229,11 @@ fn reverse_bit_numbering(mut bits: Vec<Bit>) -> Vec<Bit> {
         .collect()
 }
 
-/// `StackedCircuit::synthesize` before its challenges; the replica id's bits, the one head
-/// value a challenge reads other than through rows.
-fn write_head(cs: &mut WitnessCs, head: &Head) -> Result<Vec<Bit>, SynthesisError> {
+/// `StackedCircuit::synthesize` before its challenges.
+fn write_head(cs: &mut WitnessCs, head: &Head) -> Result<(), SynthesisError> {
     let replica_id = alloc(cs, head.replica_id)?;
     replica_id.inputize(&mut *cs)?;
-    let replica_id_bits = reverse_bit_numbering(bits(&replica_id.to_bits_le(&mut *cs)?)?);
+    replica_id_bits(cs, &replica_id)?;
     let comm_d = alloc(cs, head.comm_d)?;
     comm_d.inputize(&mut *cs)?;
     let comm_r = alloc(cs, head.comm_r)?;
@@ -247,23 +242,111 @@ fn write_head(cs: &mut WitnessCs, head: &Head) -> Result<Vec<Bit>, SynthesisErro
     let comm_c = alloc(cs, head.comm_c)?;
     // Then comm_r = H(comm_c || comm_r_last): the hash's values; the equality is a row only.
     native_poseidon::poseidon_hash(cs, &[comm_c, comm_r_last], U2::PARAMETERS())?;
-    Ok(replica_id_bits)
+    Ok(())
 }
 
-impl<Tree: 'static + MerkleTreeTrait> ChallengeWitness<Tree> {
-    /// `stacked::circuit::Proof::synthesize`.
-    fn write_challenge(
-        self,
-        cs: &mut WitnessCs,
-        replica_id_bits: &[Bit],
-    ) -> Result<(), SynthesisError> {
-        let data_leaf = alloc(cs, self.data_leaf)?;
-        inclusion(cs, &self.comm_d_path, &data_leaf, sha256_of_leaves)?;
+/// The replica id's bits as the head allocates them: the one head value a challenge reads
+/// other than through rows.
+fn replica_id_bits(
+    cs: &mut WitnessCs,
+    replica_id: &AllocatedNum<Fr>,
+) -> Result<Vec<Bit>, SynthesisError> {
+    Ok(reverse_bit_numbering(bits(
+        &replica_id.to_bits_le(&mut *cs)?,
+    )?))
+}
 
-        let mut parent_columns = |columns: Vec<Column>| {
-            columns
-                .into_iter()
-                .map(|column| {
+/// A section of a PoRep partition's witness: the partition's head, or a piece of one challenge
+/// (`stacked::circuit::Proof::synthesize`): its comm_d path, its parents' columns, one layer's
+/// label, then the rest. A challenge is ~7.2M rows at 32 GiB, so a partition's 18 challenges
+/// as parts left 16 cores idle for a second round; its ~250 sections keep them all busy.
+/// Each section is synthesized alone: what it reads of earlier sections (the replica id's bits,
+/// a column's rows, the labels) it recomputes from the vanilla proof's values in a scratch
+/// system, since a witness-only synthesis reads values, never variables.
+pub(crate) enum PorepSection<Tree> {
+    Head(Head),
+    CommD(Arc<ChallengeWitness<Tree>>),
+    Columns(Arc<ChallengeWitness<Tree>>),
+    Label(Arc<ChallengeWitness<Tree>>, usize),
+    Rest(Arc<ChallengeWitness<Tree>>),
+}
+
+impl<Tree> ChallengeWitness<Tree> {
+    /// This challenge's sections, in the circuit's order.
+    pub(crate) fn sections(self) -> impl Iterator<Item = PorepSection<Tree>> {
+        let layers = self.layers();
+        let c = Arc::new(self);
+        [
+            PorepSection::CommD(c.clone()),
+            PorepSection::Columns(c.clone()),
+        ]
+        .into_iter()
+        .chain((1..=layers).map({
+            let c = c.clone();
+            move |layer| PorepSection::Label(c.clone(), layer)
+        }))
+        .chain([PorepSection::Rest(c)])
+    }
+
+    fn layers(&self) -> usize {
+        self.drg_parents[0].rows.len()
+    }
+
+    /// The rows layer `layer`'s label reads: the DRG parents' at the layer below it (their
+    /// column's row `layer − 1`), then, above layer 1, the expander parents' two below.
+    fn label_rows(&self, layer: usize) -> Vec<Fr> {
+        let mut rows: Vec<Fr> = self.drg_parents.iter().map(|c| c.rows[layer - 1]).collect();
+        if layer > 1 {
+            rows.extend(self.exp_parents.iter().map(|c| c.rows[layer - 2]));
+        }
+        rows
+    }
+
+    /// Layer `layer`'s label as `create_label` computes it, on plain bytes (the values the
+    /// label sections allocate, for the sections after them).
+    fn label_value(&self, layer: usize) -> Fr {
+        let mut h = Sha256::new();
+        h.update(self.head.replica_id.to_repr());
+        h.update((layer as u32).to_be_bytes());
+        h.update(self.node.to_be_bytes());
+        h.update([0u8; 20]);
+        for p in repeat_parents(self.label_rows(layer), layer) {
+            h.update(p.to_repr());
+        }
+        let mut digest: [u8; 32] = h.finalize().into();
+        // The circuit packs the digest's first 254 bits (little-endian).
+        digest[31] &= 0b0011_1111;
+        Option::from(Fr::from_repr(digest)).expect("254 bits are below the modulus")
+    }
+}
+
+/// storage-proofs repeats a label's parents (6 DRG parents on layer 1, then 14) up to 37.
+fn repeat_parents<T: Clone>(parents: Vec<T>, layer: usize) -> Vec<T> {
+    let mut expanded = parents.clone();
+    if layer > 1 {
+        expanded.extend_from_slice(&parents);
+        expanded.extend_from_slice(&parents[..9]);
+    } else {
+        for _ in 0..5 {
+            expanded.extend_from_slice(&parents);
+        }
+        expanded.push(parents[0].clone());
+    }
+    expanded
+}
+
+impl<Tree: 'static + MerkleTreeTrait> WitnessPart for PorepSection<Tree> {
+    fn write_witness(self, cs: &mut WitnessCs) -> Result<(), SynthesisError> {
+        // Earlier sections' values, allocated where the section's own rows never see them.
+        let mut scratch = WitnessCs::default();
+        match self {
+            PorepSection::Head(head) => write_head(cs, &head),
+            PorepSection::CommD(c) => {
+                let data_leaf = alloc(cs, c.data_leaf)?;
+                inclusion(cs, &c.comm_d_path, &data_leaf, sha256_of_leaves)
+            }
+            PorepSection::Columns(c) => {
+                for column in c.drg_parents.iter().chain(&c.exp_parents) {
                     let rows = column
                         .rows
                         .iter()
@@ -271,50 +354,32 @@ impl<Tree: 'static + MerkleTreeTrait> ChallengeWitness<Tree> {
                         .collect::<Result<Vec<_>, _>>()?;
                     let hash = hash_single_column(cs, &rows)?;
                     inclusion(cs, &column.path, &hash, poseidon_of_leaves)?;
-                    Ok(rows)
-                })
-                .collect::<Result<Vec<_>, SynthesisError>>()
-        };
-        let drg_parents = parent_columns(self.drg_parents)?;
-        let exp_parents = parent_columns(self.exp_parents)?;
-        let layers = drg_parents[0].len();
-
-        let challenge = UInt64::alloc(&mut *cs, Some(self.node))?;
-        challenge.pack_into_input(&mut *cs)?;
-        let node_bits = bits(&challenge.to_bits_be())?;
-
-        let mut labels = Vec::with_capacity(layers);
-        for layer in 1..=layers {
-            let mut parents = Vec::with_capacity(drg_parents.len() + exp_parents.len());
-            for column in &drg_parents {
-                let b = column[layer - 1].to_bits_le(&mut *cs)?;
-                parents.push(reverse_bit_numbering(bits(&b)?));
+                }
+                UInt64::alloc(&mut *cs, Some(c.node))?.pack_into_input(&mut *cs)
             }
-            if layer > 1 {
-                for column in &exp_parents {
-                    let b = column[layer - 2].to_bits_le(&mut *cs)?;
+            PorepSection::Label(c, layer) => {
+                let replica_id = alloc(&mut scratch, c.head.replica_id)?;
+                let replica_id_bits = replica_id_bits(&mut scratch, &replica_id)?;
+                let node_bits = bits(&UInt64::alloc(&mut scratch, Some(c.node))?.to_bits_be())?;
+                let mut parents = Vec::new();
+                for r in c.label_rows(layer) {
+                    let b = alloc(&mut scratch, r)?.to_bits_le(&mut *cs)?;
                     parents.push(reverse_bit_numbering(bits(&b)?));
                 }
+                let expanded = repeat_parents(parents, layer);
+                create_label(cs, &replica_id_bits, &expanded, layer as u32, &node_bits).map(drop)
             }
-            // storage-proofs repeats the parents up to 37.
-            let mut expanded = parents.clone();
-            if layer > 1 {
-                expanded.extend_from_slice(&parents);
-                expanded.extend_from_slice(&parents[..9]);
-            } else {
-                for _ in 0..5 {
-                    expanded.extend_from_slice(&parents);
-                }
-                expanded.push(parents[0].clone());
+            PorepSection::Rest(c) => {
+                let labels = (1..=c.layers())
+                    .map(|layer| alloc(&mut scratch, c.label_value(layer)))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let data_leaf = alloc(&mut scratch, c.data_leaf)?;
+                let encoded = encode(&mut *cs, &labels[labels.len() - 1], &data_leaf)?;
+                inclusion(cs, &c.comm_r_last_path, &encoded, poseidon_of_leaves)?;
+                let column_hash = hash_single_column(cs, &labels)?;
+                inclusion(cs, &c.c_x_path, &column_hash, poseidon_of_leaves)
             }
-            let label = create_label(cs, replica_id_bits, &expanded, layer as u32, &node_bits)?;
-            labels.push(label);
         }
-
-        let encoded = encode(&mut *cs, &labels[layers - 1], &data_leaf)?;
-        inclusion(cs, &self.comm_r_last_path, &encoded, poseidon_of_leaves)?;
-        let column_hash = hash_single_column(cs, &labels)?;
-        inclusion(cs, &self.c_x_path, &column_hash, poseidon_of_leaves)
     }
 }
 

@@ -14,7 +14,7 @@ use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, Stack
 
 use crate::c1::with_phase1;
 use crate::error::upstream;
-use crate::native_witness::{ChallengeWitness, Head};
+use crate::native_witness::{ChallengeWitness, Head, PorepSection};
 use crate::params::check_verifier_dir;
 use crate::seal_proof::with_shape;
 use crate::synth::{PartitionCircuit, Synth, synthesis_error};
@@ -183,8 +183,9 @@ impl<'a, Tree: 'static + MerkleTreeTrait> PorepCircuits<'a, Tree> {
     }
 }
 
-/// One PoRep partition. Its parts are one group: the head (replica id and its bits, comm_d,
-/// comm_r, comm_r_last, comm_c and their hash), then one challenge each.
+/// One PoRep partition. Its parts are sections, each a group of its own: the head (replica id
+/// and its bits, comm_d, comm_r, comm_r_last, comm_c and their hash), then each challenge's
+/// sections (`PorepSection`).
 pub(crate) struct PorepPartition<'a, Tree: 'static + MerkleTreeTrait> {
     circuits: &'a PorepCircuits<'a, Tree>,
     k: usize,
@@ -192,7 +193,7 @@ pub(crate) struct PorepPartition<'a, Tree: 'static + MerkleTreeTrait> {
 
 impl<Tree: 'static + MerkleTreeTrait> PartitionCircuit for PorepPartition<'_, Tree> {
     type Circuit = StackedCircuit<Tree, DefaultPieceHasher>;
-    type Part = ChallengeWitness<Tree>;
+    type Part = PorepSection<Tree>;
 
     fn whole(self) -> Result<Self::Circuit, FilecoinError> {
         self.circuits
@@ -220,21 +221,20 @@ impl<Tree: 'static + MerkleTreeTrait> PartitionCircuit for PorepPartition<'_, Tr
         Ok((compiled, witness))
     }
 
-    /// The head and one challenge per part, written natively (see `native_witness`).
-    fn parts(self) -> Result<Vec<Vec<ChallengeWitness<Tree>>>, FilecoinError> {
+    /// The head, then every challenge's sections, written natively (see `native_witness`).
+    fn parts(self) -> Result<Vec<Vec<PorepSection<Tree>>>, FilecoinError> {
         let k = self.k;
         let head = self.circuits.head(k)?;
-        let parts = self.circuits.vanilla[k]
-            .iter()
-            .enumerate()
-            .map(|(i, proof)| {
+        let mut sections = vec![vec![PorepSection::Head(head)]];
+        for (i, proof) in self.circuits.vanilla[k].iter().enumerate() {
+            let challenge =
                 ChallengeWitness::new(head, proof).map_err(|e| FilecoinError::Circuit {
                     partition: k,
                     reason: format!("challenge {i}: {e}"),
-                })
-            })
-            .collect::<Result<_, _>>()?;
-        Ok(vec![parts])
+                })?;
+            sections.extend(challenge.sections().map(|s| vec![s]));
+        }
+        Ok(sections)
     }
 }
 
