@@ -24,6 +24,7 @@ enum Elt {
 }
 
 impl Elt {
+    #[inline]
     fn value(self) -> Scalar {
         match self {
             Elt::Allocated(v) | Elt::Num(v) => v,
@@ -58,24 +59,26 @@ fn s_box(cs: &mut WitnessCs, e: Elt, pre: Option<Scalar>, post: Option<Scalar>) 
 struct Permutation<'a, A: Arity<Scalar>> {
     constants: &'a PoseidonConstants<Scalar, A>,
     elements: Vec<Elt>,
+    /// A dense matrix product's sums, kept between rounds (no allocation per round).
+    sums: Vec<Scalar>,
     offset: usize,
     round: usize,
 }
 
-impl<A: Arity<Scalar>> Permutation<'_, A> {
-    fn keys(&mut self, n: usize) -> Vec<Scalar> {
-        let keys = self.constants.compressed_round_constants[self.offset..self.offset + n].to_vec();
+impl<'a, A: Arity<Scalar>> Permutation<'a, A> {
+    fn keys(&mut self, n: usize) -> &'a [Scalar] {
+        let keys = &self.constants.compressed_round_constants[self.offset..self.offset + n];
         self.offset += n;
         keys
     }
 
     fn full_round(&mut self, cs: &mut WitnessCs, first: bool, last: bool) {
         let width = self.elements.len();
-        let pre = if first { self.keys(width) } else { Vec::new() };
+        let pre = if first { self.keys(width) } else { &[] };
         let post = if first || !last {
             self.keys(width)
         } else {
-            Vec::new()
+            &[]
         };
         for i in 0..width {
             let e = self.elements[i];
@@ -101,40 +104,36 @@ impl<A: Arity<Scalar>> Permutation<'_, A> {
     fn product_mds(&mut self) {
         let c = self.constants;
         let sparse_offset = c.half_full_rounds - 1;
-        let width = self.elements.len();
-        let dense = |elements: &[Elt], m: &[Vec<Scalar>]| -> Vec<Elt> {
-            (0..width)
-                .map(|j| {
-                    Elt::Num(
-                        elements
-                            .iter()
-                            .enumerate()
-                            .map(|(i, e)| e.value() * m[i][j])
-                            .sum(),
-                    )
-                })
-                .collect()
-        };
-        self.elements = if self.round == sparse_offset {
-            dense(&self.elements, &c.pre_sparse_matrix)
-        } else if self.round > sparse_offset && self.round < c.half_full_rounds + c.partial_rounds {
+        if self.round > sparse_offset && self.round < c.half_full_rounds + c.partial_rounds {
             let m = &c.sparse_matrixes[self.round - sparse_offset - 1];
             let first = self.elements[0].value();
-            let mut out = Vec::with_capacity(width);
-            out.push(Elt::Num(
-                self.elements
-                    .iter()
-                    .zip(&m.w_hat)
-                    .map(|(e, w)| e.value() * w)
-                    .sum(),
-            ));
-            for j in 1..width {
-                out.push(Elt::Num(self.elements[j].value() + first * m.v_rest[j - 1]));
+            let mut sum = Scalar::ZERO;
+            for (e, w) in self.elements.iter().zip(&m.w_hat) {
+                sum += e.value() * w;
             }
-            out
+            for (e, v) in self.elements[1..].iter_mut().zip(&m.v_rest) {
+                *e = Elt::Num(e.value() + first * v);
+            }
+            self.elements[0] = Elt::Num(sum);
         } else {
-            dense(&self.elements, &c.mds_matrices.m)
-        };
+            let m = if self.round == sparse_offset {
+                &c.pre_sparse_matrix
+            } else {
+                &c.mds_matrices.m
+            };
+            // Row by row: each element scales its row of the matrix into the sums.
+            self.sums.clear();
+            self.sums.resize(self.elements.len(), Scalar::ZERO);
+            for (e, row) in self.elements.iter().zip(m) {
+                let v = e.value();
+                for (sum, m_ij) in self.sums.iter_mut().zip(row) {
+                    *sum += v * m_ij;
+                }
+            }
+            for (e, sum) in self.elements.iter_mut().zip(&self.sums) {
+                *e = Elt::Num(*sum);
+            }
+        }
         self.round += 1;
     }
 }
@@ -162,6 +161,7 @@ pub fn poseidon_hash<A: Arity<Scalar>>(
     }
     let mut p = Permutation {
         constants,
+        sums: Vec::with_capacity(elements.len()),
         elements,
         offset: 0,
         round: 0,
