@@ -62,7 +62,7 @@ struct Column {
     path: Path,
 }
 
-/// The head and one challenge: a part of the partition's witness.
+/// The head and one challenge's values, read from its vanilla proof: what its sections write.
 pub(crate) struct ChallengeWitness<Tree> {
     head: Head,
     data_leaf: Fr,

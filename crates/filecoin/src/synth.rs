@@ -14,8 +14,9 @@ use crate::FilecoinError;
 
 /// One partition's circuit, built whole or as groups of parts in the circuit's order (see
 /// `CompiledCircuit::witness_of_parts`), each part a native generator of its values: its
-/// group's head (the allocations its challenges share) and one challenge, or, where the head
-/// is too large to repeat (SnapDeals), a section of the circuit that is a group of its own.
+/// group's head (the allocations its challenges share) and one challenge (PoSt), or a section
+/// of the circuit that is a group of its own (SnapDeals, whose head is too large to repeat;
+/// PoRep, whose challenges are too large to balance 16 cores).
 pub(crate) trait PartitionCircuit: Sized {
     type Circuit: Circuit<Scalar> + Send;
     type Part: WitnessPart;
