@@ -50,15 +50,7 @@ fn fixture_24() -> Fixture {
 fn random_fixture(log: u32, public: usize, pct: u32, seed: u64) -> Fixture {
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let (r1cs, witness) = demo::circuit_with(log, public, pct, &mut rng).unwrap();
-    let (pk, _) =
-        generate_parameters_with_toxic_waste(&r1cs, &ToxicWaste::random(&mut rng)).unwrap();
-    Fixture {
-        r1cs,
-        witness,
-        pk,
-        setup: Duration::ZERO,
-        setup_on: "cpu",
-    }
+    with_cpu_key(r1cs, witness, &mut rng)
 }
 
 /// A random demo circuit of about `rows` rows (not a power of two) and its key from the CPU
@@ -67,8 +59,16 @@ fn rows_fixture(rows: usize, public: usize, pct: u32, seed: u64) -> Fixture {
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let (r1cs, witness) =
         demo::circuit_with_rows(rows.max(2 * public + 4), public, pct, &mut rng).unwrap();
-    let (pk, _) =
-        generate_parameters_with_toxic_waste(&r1cs, &ToxicWaste::random(&mut rng)).unwrap();
+    with_cpu_key(r1cs, witness, &mut rng)
+}
+
+/// A circuit and its witness with a key from the CPU setup, its toxic waste drawn from `rng`.
+fn with_cpu_key(
+    r1cs: cuzk_groth16::R1cs,
+    witness: cuzk_groth16::Witness,
+    rng: &mut ChaCha20Rng,
+) -> Fixture {
+    let (pk, _) = generate_parameters_with_toxic_waste(&r1cs, &ToxicWaste::random(rng)).unwrap();
     Fixture {
         r1cs,
         witness,
