@@ -292,8 +292,7 @@ impl Vram {
 
     /// Page-locked, zeroed host buffer charged to the host budget.
     pub fn pinned<T: Pod>(&self, len: usize) -> Result<PinnedBuffer<T>> {
-        let r = self.host.try_acquire_or_err(pinned_bytes::<T>(len)?)?;
-        PinnedBuffer::new(self.backend.clone(), r, len)
+        self.pinned_many([len]).map(|[b]| b)
     }
 
     /// Page-locked, zeroed host buffers, one per length, all or nothing: the total is taken
