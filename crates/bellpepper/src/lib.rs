@@ -204,14 +204,96 @@ impl ConstraintSystem<Scalar> for SynthesisCs {
 /// A `ConstraintSystem` that only computes the assignment (bellperson's inputs-then-aux
 /// layout), never calling the `enforce` closures.
 #[derive(Debug)]
-pub struct WitnessCs {
+pub struct WitnessCs<'a> {
     /// The one, then the inputs.
     inputs: Vec<Scalar>,
-    aux: Vec<Scalar>,
+    aux: Aux<'a>,
     /// When `aux` reaches this length, the next call hands the values to the evaluator
     /// (`usize::MAX` when nothing is streamed): one comparison per call.
     flush_at: usize,
     stream: Option<AuxStream>,
+}
+
+/// Where a [`WitnessCs`] keeps its aux values: a vector of its own, or the slot of the joined
+/// witness that a part's recorded size gave it (`witness_of_parts`), so nothing is copied after.
+#[derive(Debug)]
+enum Aux<'a> {
+    Owned(Vec<Scalar>),
+    InSlot { slot: &'a mut [Scalar], len: usize },
+}
+
+impl<'a> Aux<'a> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        match self {
+            Self::Owned(v) => v.len(),
+            Self::InSlot { len, .. } => *len,
+        }
+    }
+
+    #[inline(always)]
+    fn values(&self) -> &[Scalar] {
+        match self {
+            Self::Owned(v) => v,
+            Self::InSlot { slot, len } => &slot[..*len],
+        }
+    }
+
+    #[inline(always)]
+    fn push(&mut self, value: Scalar) {
+        match self {
+            Self::Owned(v) => v.push(value),
+            Self::InSlot { slot, len } if *len < slot.len() => {
+                slot[*len] = value;
+                *len += 1;
+            }
+            Self::InSlot { .. } => self.spill().push(value),
+        }
+    }
+
+    /// `n` new zeros at the end, for a gadget to fill.
+    fn grow(&mut self, n: usize) -> &mut [Scalar] {
+        let start = self.len();
+        if matches!(self, Self::InSlot { slot, .. } if start + n > slot.len()) {
+            self.spill();
+        }
+        match self {
+            Self::Owned(v) => grow(v, n),
+            Self::InSlot { slot, len } => {
+                *len += n;
+                let new = &mut slot[start..start + n];
+                new.fill(Scalar::from(0u64));
+                new
+            }
+        }
+    }
+
+    fn into_vec(self) -> Vec<Scalar> {
+        match self {
+            Self::Owned(v) => v,
+            Self::InSlot { slot, len } => slot[..len].to_vec(),
+        }
+    }
+
+    fn extend_from_slice(&mut self, values: &[Scalar]) {
+        self.grow(values.len()).copy_from_slice(values);
+    }
+
+    /// More values than the slot holds: the part is not of its recorded size, so its values
+    /// move to a vector of their own (`witness_of_parts` then joins the parts by copying).
+    #[cold]
+    #[inline(never)]
+    fn spill(&mut self) -> &mut Vec<Scalar> {
+        if let Self::InSlot { slot, len } = self {
+            let mut v = Vec::with_capacity(2 * slot.len().max(1));
+            v.extend_from_slice(&slot[..*len]);
+            *self = Self::Owned(v);
+        }
+        match self {
+            Self::Owned(v) => v,
+            Self::InSlot { .. } => unreachable!("made owned above"),
+        }
+    }
 }
 
 /// Where [`WitnessCs`] sends completed aux values, as blocks of `Fr`.
@@ -236,19 +318,29 @@ impl AuxStream {
     }
 }
 
-impl Default for WitnessCs {
+impl Default for WitnessCs<'_> {
     fn default() -> Self {
         Self::with_capacity(0, 0)
     }
 }
 
-impl WitnessCs {
+impl<'a> WitnessCs<'a> {
     pub fn with_capacity(inputs: usize, aux: usize) -> Self {
+        Self::with_aux(inputs, Aux::Owned(Vec::with_capacity(aux)))
+    }
+
+    /// A system whose aux values are written into `slot` (spilling into a vector of its own
+    /// if they outgrow it).
+    fn in_slot(slot: &'a mut [Scalar]) -> Self {
+        Self::with_aux(0, Aux::InSlot { slot, len: 0 })
+    }
+
+    fn with_aux(inputs: usize, aux: Aux<'a>) -> Self {
         let mut v = Vec::with_capacity(inputs + 1);
         v.push(Scalar::from(1u64));
         Self {
             inputs: v,
-            aux: Vec::with_capacity(aux),
+            aux,
             flush_at: usize::MAX,
             stream: None,
         }
@@ -264,7 +356,7 @@ impl WitnessCs {
         if s.sent < self.aux.len() {
             let mut buf = s.spare.try_recv().unwrap_or_default();
             buf.clear();
-            buf.extend(self.aux[s.sent..].iter().map(fr_from_scalar));
+            buf.extend(self.aux.values()[s.sent..].iter().map(fr_from_scalar));
             // A closed channel means the evaluator panicked: joining it reports that.
             let _ = s.blocks.send(buf);
             s.sent = self.aux.len();
@@ -288,7 +380,7 @@ impl WitnessCs {
     }
 }
 
-impl ConstraintSystem<Scalar> for WitnessCs {
+impl ConstraintSystem<Scalar> for WitnessCs<'_> {
     type Root = Self;
 
     fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<BpVariable, SynthesisError>
@@ -341,7 +433,7 @@ impl ConstraintSystem<Scalar> for WitnessCs {
 
     fn allocate_empty(&mut self, aux_n: usize, inputs_n: usize) -> (&mut [Scalar], &mut [Scalar]) {
         self.maybe_flush();
-        (grow(&mut self.aux, aux_n), grow(&mut self.inputs, inputs_n))
+        (self.aux.grow(aux_n), grow(&mut self.inputs, inputs_n))
     }
 
     fn allocate_empty_inputs(&mut self, n: usize) -> &mut [Scalar] {
@@ -350,7 +442,7 @@ impl ConstraintSystem<Scalar> for WitnessCs {
 
     fn allocate_empty_aux(&mut self, n: usize) -> &mut [Scalar] {
         self.maybe_flush();
-        grow(&mut self.aux, n)
+        self.aux.grow(n)
     }
 
     fn inputs_slice(&self) -> &[Scalar] {
@@ -358,17 +450,18 @@ impl ConstraintSystem<Scalar> for WitnessCs {
     }
 
     fn aux_slice(&self) -> &[Scalar] {
-        &self.aux
+        self.aux.values()
     }
 }
 
 #[cfg(test)]
-impl WitnessCs {
+impl WitnessCs<'_> {
     /// Both systems hold the same values (native witnesses against their gadgets).
-    pub(crate) fn assert_same_values(&self, gadget: &WitnessCs, what: &str) {
+    pub(crate) fn assert_same_values(&self, gadget: &WitnessCs<'_>, what: &str) {
         assert_eq!(self.inputs, gadget.inputs, "{what}: inputs");
-        assert_eq!(self.aux.len(), gadget.aux.len(), "{what}: aux count");
-        if let Some(i) = (0..self.aux.len()).find(|&i| self.aux[i] != gadget.aux[i]) {
+        let (ours, theirs) = (self.aux.values(), gadget.aux.values());
+        assert_eq!(ours.len(), theirs.len(), "{what}: aux count");
+        if let Some(i) = (0..ours.len()).find(|&i| ours[i] != theirs[i]) {
             panic!("{what}: aux value {i} differs");
         }
     }
@@ -395,6 +488,8 @@ pub struct CompiledCircuit {
     /// Shared with a prover that keeps the system too (an engine's key).
     r1cs: Arc<R1cs>,
     schedule: overlap::Schedule,
+    /// The sizes of the parts of its last `witness_of_parts`, shared by its clones.
+    parts_layout: parts::KeptLayout,
 }
 
 impl CompiledCircuit {
@@ -404,6 +499,7 @@ impl CompiledCircuit {
         Self {
             r1cs: Arc::new(r1cs),
             schedule,
+            parts_layout: Default::default(),
         }
     }
 
@@ -434,7 +530,7 @@ impl CompiledCircuit {
         let z: Vec<Fr> = cs
             .inputs
             .iter()
-            .chain(&cs.aux)
+            .chain(cs.aux.values())
             .map(fr_from_scalar)
             .collect();
         Ok(Witness::from_assignment(inputs, z)?)
@@ -516,7 +612,7 @@ impl CompiledCircuit {
         synthesized?;
         self.check_shape(&cs)?;
         let (z, first_bad) = evaluator.finish(
-            cs.aux[sent..].iter().map(fr_from_scalar),
+            cs.aux.values()[sent..].iter().map(fr_from_scalar),
             cs.inputs.iter().map(fr_from_scalar),
             &rows,
             schedule,
@@ -526,7 +622,7 @@ impl CompiledCircuit {
         Ok(Witness::from_assignment(inputs, z)?)
     }
 
-    fn check_shape(&self, cs: &WitnessCs) -> Result<(), BellpepperError> {
+    fn check_shape(&self, cs: &WitnessCs<'_>) -> Result<(), BellpepperError> {
         let (inputs, aux) = (self.r1cs.num_public(), self.r1cs.num_private());
         if cs.inputs.len() != inputs + 1 || cs.aux.len() != aux {
             return Err(BellpepperError::ShapeChanged {

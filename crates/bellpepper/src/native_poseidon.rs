@@ -33,13 +33,13 @@ impl Elt {
 }
 
 #[inline]
-fn alloc(cs: &mut WitnessCs, v: Scalar) -> Scalar {
+fn alloc(cs: &mut WitnessCs<'_>, v: Scalar) -> Scalar {
     cs.push_aux(v);
     v
 }
 
 /// `Elt::ensure_allocated`: a combination becomes a variable.
-fn ensure_allocated(cs: &mut WitnessCs, e: Elt) -> Scalar {
+fn ensure_allocated(cs: &mut WitnessCs<'_>, e: Elt) -> Scalar {
     match e {
         Elt::Allocated(v) => v,
         Elt::Num(v) => alloc(cs, v),
@@ -48,7 +48,7 @@ fn ensure_allocated(cs: &mut WitnessCs, e: Elt) -> Scalar {
 
 /// `quintic_s_box` (`pre` empty) and `quintic_s_box_pre_add`: the input, its square, fourth
 /// and fifth powers (the fifth plus `post`), as variables.
-fn s_box(cs: &mut WitnessCs, e: Elt, pre: Option<Scalar>, post: Option<Scalar>) -> Elt {
+fn s_box(cs: &mut WitnessCs<'_>, e: Elt, pre: Option<Scalar>, post: Option<Scalar>) -> Elt {
     let l = ensure_allocated(cs, e);
     let x = l + pre.unwrap_or(Scalar::ZERO);
     let l2 = alloc(cs, x.square());
@@ -72,7 +72,7 @@ impl<'a, A: Arity<Scalar>> Permutation<'a, A> {
         keys
     }
 
-    fn full_round(&mut self, cs: &mut WitnessCs, first: bool, last: bool) {
+    fn full_round(&mut self, cs: &mut WitnessCs<'_>, first: bool, last: bool) {
         let width = self.elements.len();
         let pre = if first { self.keys(width) } else { &[] };
         let post = if first || !last {
@@ -95,7 +95,7 @@ impl<'a, A: Arity<Scalar>> Permutation<'a, A> {
         self.product_mds();
     }
 
-    fn partial_round(&mut self, cs: &mut WitnessCs) {
+    fn partial_round(&mut self, cs: &mut WitnessCs<'_>) {
         let key = self.keys(1)[0];
         self.elements[0] = s_box(cs, self.elements[0], None, Some(key));
         self.product_mds();
@@ -141,7 +141,7 @@ impl<'a, A: Arity<Scalar>> Permutation<'a, A> {
 /// neptune's `circuit::poseidon_hash` of `preimage` (as many elements as the arity): the
 /// digest, as the gadget's last variable.
 pub fn poseidon_hash<A: Arity<Scalar>>(
-    cs: &mut WitnessCs,
+    cs: &mut WitnessCs<'_>,
     preimage: &[AllocatedNum<Scalar>],
     constants: &PoseidonConstants<Scalar, A>,
 ) -> Result<AllocatedNum<Scalar>, SynthesisError> {

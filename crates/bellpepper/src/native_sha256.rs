@@ -59,13 +59,13 @@ impl Bit {
 
 /// A new variable holding `v`, as `AllocatedBit::alloc` (or any one-bit result) allocates it.
 #[inline]
-fn alloc(cs: &mut WitnessCs, v: bool) -> Bit {
+fn alloc(cs: &mut WitnessCs<'_>, v: bool) -> Bit {
     cs.push_aux(if v { Scalar::ONE } else { Scalar::ZERO });
     Bit::Is(v)
 }
 
 /// `Boolean::xor`: a constant folds; otherwise one variable, negated when the kinds differ.
-fn xor(cs: &mut WitnessCs, a: Bit, b: Bit) -> Bit {
+fn xor(cs: &mut WitnessCs<'_>, a: Bit, b: Bit) -> Bit {
     match (a, b) {
         (Bit::Constant(false), x) | (x, Bit::Constant(false)) => x,
         (Bit::Constant(true), x) | (x, Bit::Constant(true)) => x.not(),
@@ -75,7 +75,7 @@ fn xor(cs: &mut WitnessCs, a: Bit, b: Bit) -> Bit {
 }
 
 /// `Boolean::and`: a constant folds; otherwise one variable (`and`, `and_not` or `nor`).
-fn and(cs: &mut WitnessCs, a: Bit, b: Bit) -> Bit {
+fn and(cs: &mut WitnessCs<'_>, a: Bit, b: Bit) -> Bit {
     match (a, b) {
         (Bit::Constant(false), _) | (_, Bit::Constant(false)) => Bit::Constant(false),
         (Bit::Constant(true), x) | (x, Bit::Constant(true)) => x,
@@ -84,7 +84,7 @@ fn and(cs: &mut WitnessCs, a: Bit, b: Bit) -> Bit {
 }
 
 /// `Boolean::sha256_ch`, its cases in its order.
-fn ch(cs: &mut WitnessCs, a: Bit, b: Bit, c: Bit) -> Bit {
+fn ch(cs: &mut WitnessCs<'_>, a: Bit, b: Bit, c: Bit) -> Bit {
     let value = (a.value() & b.value()) ^ (!a.value() & c.value());
     match (a, b, c) {
         (Bit::Constant(_), Bit::Constant(_), Bit::Constant(_)) => Bit::Constant(value),
@@ -100,7 +100,7 @@ fn ch(cs: &mut WitnessCs, a: Bit, b: Bit, c: Bit) -> Bit {
 
 /// `Boolean::sha256_maj`, its cases in its order: three variables allocate the result, then
 /// `b and c`.
-fn maj(cs: &mut WitnessCs, a: Bit, b: Bit, c: Bit) -> Bit {
+fn maj(cs: &mut WitnessCs<'_>, a: Bit, b: Bit, c: Bit) -> Bit {
     let value = (a.value() & b.value()) ^ (a.value() & c.value()) ^ (b.value() & c.value());
     match (a, b, c) {
         (Bit::Constant(_), Bit::Constant(_), Bit::Constant(_)) => Bit::Constant(value),
@@ -167,7 +167,7 @@ impl Word {
         }
     }
 
-    fn xor(&self, cs: &mut WitnessCs, other: &Self) -> Self {
+    fn xor(&self, cs: &mut WitnessCs<'_>, other: &Self) -> Self {
         let mut bits = [Bit::Constant(false); 32];
         for (i, bit) in bits.iter_mut().enumerate() {
             *bit = xor(cs, self.bits[i], other.bits[i]);
@@ -179,10 +179,10 @@ impl Word {
     }
 
     fn triop(
-        cs: &mut WitnessCs,
+        cs: &mut WitnessCs<'_>,
         [a, b, c]: [&Self; 3],
         value: u32,
-        op: fn(&mut WitnessCs, Bit, Bit, Bit) -> Bit,
+        op: fn(&mut WitnessCs<'_>, Bit, Bit, Bit) -> Bit,
     ) -> Self {
         let mut bits = [Bit::Constant(false); 32];
         for (i, bit) in bits.iter_mut().enumerate() {
@@ -191,19 +191,19 @@ impl Word {
         Self { bits, value }
     }
 
-    fn ch(cs: &mut WitnessCs, a: &Self, b: &Self, c: &Self) -> Self {
+    fn ch(cs: &mut WitnessCs<'_>, a: &Self, b: &Self, c: &Self) -> Self {
         let value = (a.value & b.value) ^ (!a.value & c.value);
         Self::triop(cs, [a, b, c], value, ch)
     }
 
-    fn maj(cs: &mut WitnessCs, a: &Self, b: &Self, c: &Self) -> Self {
+    fn maj(cs: &mut WitnessCs<'_>, a: &Self, b: &Self, c: &Self) -> Self {
         let value = (a.value & b.value) ^ (a.value & c.value) ^ (b.value & c.value);
         Self::triop(cs, [a, b, c], value, maj)
     }
 
     /// `UInt32::addmany`: constants fold; otherwise every bit of the full sum (as many as
     /// `n · (2^32 − 1)` needs) is allocated, and the low 32 are the result.
-    fn addmany(cs: &mut WitnessCs, operands: &[Word]) -> Self {
+    fn addmany(cs: &mut WitnessCs<'_>, operands: &[Word]) -> Self {
         debug_assert!((2..=10).contains(&operands.len()));
         let sum: u64 = operands.iter().map(|w| u64::from(w.value)).sum();
         if operands
@@ -250,7 +250,7 @@ enum Maybe {
 }
 
 impl Maybe {
-    fn compute(self, cs: &mut WitnessCs, others: &[Word]) -> Word {
+    fn compute(self, cs: &mut WitnessCs<'_>, others: &[Word]) -> Word {
         match self {
             Maybe::Concrete(v) => v,
             Maybe::Deferred(mut v) => {
@@ -262,7 +262,7 @@ impl Maybe {
 }
 
 /// bellperson's `sha256_compression_function`.
-fn compression(cs: &mut WitnessCs, input: &[Bit], current: &[Word; 8]) -> [Word; 8] {
+fn compression(cs: &mut WitnessCs<'_>, input: &[Bit], current: &[Word; 8]) -> [Word; 8] {
     debug_assert_eq!(input.len(), 512);
     let mut w: Vec<Word> = input.chunks(32).map(Word::from_bits_be).collect();
     for i in 16..64 {
@@ -320,7 +320,7 @@ fn compression(cs: &mut WitnessCs, input: &[Bit], current: &[Word; 8]) -> [Word;
 
 /// bellperson's `sha256` gadget on `input` (a whole number of bytes): the digest's 256 bits,
 /// most significant first, each the variable the gadget would return.
-pub fn sha256(cs: &mut WitnessCs, input: &[Bit]) -> Vec<Bit> {
+pub fn sha256(cs: &mut WitnessCs<'_>, input: &[Bit]) -> Vec<Bit> {
     assert!(input.len().is_multiple_of(8), "SHA-256 of a partial byte");
     let mut padded = input.to_vec();
     let len = padded.len() as u64;
@@ -339,7 +339,10 @@ pub fn sha256(cs: &mut WitnessCs, input: &[Bit]) -> Vec<Bit> {
 
 /// bellperson's `multipack::pack_bits`: the first `CAPACITY` bits, least significant first,
 /// as one new variable.
-pub fn pack_bits(cs: &mut WitnessCs, bits: &[Bit]) -> Result<AllocatedNum<Scalar>, SynthesisError> {
+pub fn pack_bits(
+    cs: &mut WitnessCs<'_>,
+    bits: &[Bit],
+) -> Result<AllocatedNum<Scalar>, SynthesisError> {
     let mut repr = [0u8; 32];
     for (i, b) in bits.iter().take(Scalar::CAPACITY as usize).enumerate() {
         repr[i / 8] |= u8::from(b.value()) << (i % 8);

@@ -4,7 +4,7 @@
 //! alignments are asserted below; a blstrs that changed its layout fails to compile here.
 //!
 //! ```
-//! use cuzk_field::blstrs::{self as bs, AsBlstrs, AsCuzk};
+//! use cuzk_field::blstrs::{self as bs, AsBlstrs, AsBlstrsMut, AsCuzk};
 //! use cuzk_field::{Fr, G1Affine};
 //!
 //! let ours = vec![G1Affine::generator(); 4];
@@ -12,6 +12,9 @@
 //! assert_eq!(theirs.as_cuzk(), &ours[..]);
 //! let scalars = vec![bs::Scalar::from(3u64); 4];
 //! assert_eq!(scalars.as_cuzk()[0], Fr::from_u64(3));
+//! let mut z = vec![Fr::ZERO; 2];
+//! z.as_blstrs_mut()[1] = bs::Scalar::from(5u64); // written in place
+//! assert_eq!(z[1], Fr::from_u64(5));
 //! ```
 
 pub use ::blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
@@ -28,6 +31,13 @@ pub trait AsCuzk {
 pub trait AsBlstrs {
     type Target: ?Sized;
     fn as_blstrs(&self) -> &Self::Target;
+}
+
+/// Views cuzk slices as blstrs' for writing, without copying (a witness that blstrs-typed
+/// synthesis fills in place).
+pub trait AsBlstrsMut {
+    type Target: ?Sized;
+    fn as_blstrs_mut(&mut self) -> &mut Self::Target;
 }
 
 macro_rules! same_layout {
@@ -51,6 +61,16 @@ macro_rules! same_layout {
             fn as_blstrs(&self) -> &[$theirs] {
                 // SAFETY: as in `as_cuzk`, the other way round.
                 unsafe { core::slice::from_raw_parts(self.as_ptr().cast(), self.len()) }
+            }
+        }
+
+        impl AsBlstrsMut for [$ours] {
+            type Target = [$theirs];
+            fn as_blstrs_mut(&mut self) -> &mut [$theirs] {
+                // SAFETY: as in `as_cuzk`; the unique borrow carries over, and every bit
+                // pattern the other type may hold is one this type may hold (both are the same
+                // blst struct).
+                unsafe { core::slice::from_raw_parts_mut(self.as_mut_ptr().cast(), self.len()) }
             }
         }
 

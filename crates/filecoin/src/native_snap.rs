@@ -328,7 +328,7 @@ fn poseidon_value(preimage: [Fr; 2]) -> Result<Fr, String> {
 /// keeps values and never reads a variable, so they are allocated in a scratch system: the
 /// section's own holds only what it allocates itself.
 #[derive(Default)]
-struct Earlier(WitnessCs);
+struct Earlier(WitnessCs<'static>);
 
 impl Earlier {
     fn num(&mut self, v: Fr) -> Result<AllocatedNum<Fr>, SynthesisError> {
@@ -347,7 +347,7 @@ impl Earlier {
 }
 
 impl WitnessPart for SnapSection {
-    fn write_witness(self, cs: &mut WitnessCs) -> Result<(), SynthesisError> {
+    fn write_witness(self, cs: &mut WitnessCs<'_>) -> Result<(), SynthesisError> {
         match self {
             SnapSection::Head(shared) => write_head(cs, &shared),
             SnapSection::ApexHashes(shared, hashes) => write_apex_hashes(cs, &shared, hashes),
@@ -359,7 +359,7 @@ impl WitnessPart for SnapSection {
     }
 }
 
-fn input(cs: &mut WitnessCs, value: Fr) -> Result<AllocatedNum<Fr>, SynthesisError> {
+fn input(cs: &mut WitnessCs<'_>, value: Fr) -> Result<AllocatedNum<Fr>, SynthesisError> {
     let num = alloc(cs, value)?;
     num.inputize(&mut *cs)?;
     Ok(num)
@@ -370,7 +370,7 @@ fn booleans(bits: Vec<AllocatedBit>) -> Vec<Boolean> {
 }
 
 /// `synthesize` up to `apex_por`.
-fn write_head(cs: &mut WitnessCs, s: &Shared) -> Result<(), SynthesisError> {
+fn write_head(cs: &mut WitnessCs<'_>, s: &Shared) -> Result<(), SynthesisError> {
     input(cs, s.k_and_h_select)?;
     let bits = s
         .k_and_h_select_bits
@@ -404,7 +404,7 @@ fn write_head(cs: &mut WitnessCs, s: &Shared) -> Result<(), SynthesisError> {
 
 /// `apex_por`'s tree: hashes `hashes`, numbered row by row from the leaves.
 fn write_apex_hashes(
-    cs: &mut WitnessCs,
+    cs: &mut WitnessCs<'_>,
     s: &Shared,
     hashes: Range<usize>,
 ) -> Result<(), SynthesisError> {
@@ -426,7 +426,7 @@ fn write_apex_hashes(
 /// The rest of `apex_por` (the partition path from the apex root to comm_d_new), then
 /// `gen_challenge_bits`: each digest's index, the digest and its bits.
 fn write_partition_path_and_challenge_bits(
-    cs: &mut WitnessCs,
+    cs: &mut WitnessCs<'_>,
     s: &Shared,
 ) -> Result<(), SynthesisError> {
     let mut earlier = Earlier::default();
@@ -454,7 +454,7 @@ fn write_partition_path_and_challenge_bits(
 }
 
 /// One challenge of `synthesize`'s loop.
-fn write_challenge(cs: &mut WitnessCs, s: &Shared, c: Challenge) -> Result<(), SynthesisError> {
+fn write_challenge(cs: &mut WitnessCs<'_>, s: &Shared, c: Challenge) -> Result<(), SynthesisError> {
     let mut earlier = Earlier::default();
     let c_bits = booleans(earlier.bits(&c.bits)?);
     let h_select_bits = booleans(earlier.bits(s.h_select_bits())?);
@@ -492,7 +492,7 @@ fn write_challenge(cs: &mut WitnessCs, s: &Shared, c: Challenge) -> Result<(), S
 }
 
 fn alloc_path(
-    cs: &mut WitnessCs,
+    cs: &mut WitnessCs<'_>,
     path: &[Vec<Fr>],
 ) -> Result<Vec<Vec<AllocatedNum<Fr>>>, SynthesisError> {
     path.iter()
@@ -504,7 +504,7 @@ fn alloc_path(
 /// native: per level, the node inserted among its siblings at the index the next bits give
 /// (storage-proofs' `insert`), then hashed; the root's equality is a row only.
 pub(crate) fn merkle_path(
-    cs: &mut WitnessCs,
+    cs: &mut WitnessCs<'_>,
     bits: &[Boolean],
     leaf: AllocatedNum<Fr>,
     path: &[Vec<AllocatedNum<Fr>>],
@@ -534,7 +534,7 @@ pub(crate) fn merkle_path(
 /// storage-proofs-update's `get_challenge_high_bits`: for each `h` of `hs`, the challenge's
 /// `h` high bits packed, and that times its h-select bit; then their sum, the selected one.
 fn challenge_high_bits(
-    cs: &mut WitnessCs,
+    cs: &mut WitnessCs<'_>,
     c_bits: &[Boolean],
     h_select_bits: &[Boolean],
     hs: &[usize],
@@ -559,7 +559,7 @@ fn challenge_high_bits(
 
 /// storage-proofs-update's `label_r_new`: `label_r_old + label_d_new · rho`.
 fn label_r_new(
-    cs: &mut WitnessCs,
+    cs: &mut WitnessCs<'_>,
     label_r_old: &AllocatedNum<Fr>,
     label_d_new: &AllocatedNum<Fr>,
     rho: &AllocatedNum<Fr>,
@@ -650,7 +650,7 @@ mod tests {
     struct Native(PathValues, LevelHash);
 
     impl WitnessPart for Native {
-        fn write_witness(self, cs: &mut WitnessCs) -> Result<(), SynthesisError> {
+        fn write_witness(self, cs: &mut WitnessCs<'_>) -> Result<(), SynthesisError> {
             let (bits, leaf, path, _) = self.0.alloc(cs);
             merkle_path(cs, &booleans(bits), leaf, &path, self.1)
         }

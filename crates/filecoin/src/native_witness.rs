@@ -44,7 +44,7 @@ pub(crate) type Path = Vec<(Vec<Option<Fr>>, Option<usize>)>;
 
 /// A tree's hash of one level's nodes.
 pub(crate) type LevelHash =
-    fn(&mut WitnessCs, &[AllocatedNum<Fr>]) -> Result<AllocatedNum<Fr>, SynthesisError>;
+    fn(&mut WitnessCs<'_>, &[AllocatedNum<Fr>]) -> Result<AllocatedNum<Fr>, SynthesisError>;
 
 /// The partition's shared values (`StackedCircuit`'s fields besides its proofs).
 #[derive(Clone, Copy)]
@@ -210,7 +210,7 @@ fn check_tree_path<Tree: MerkleTreeTrait>(path: &Path, what: &str) -> Result<(),
     Ok(())
 }
 
-pub(crate) fn alloc(cs: &mut WitnessCs, value: Fr) -> Result<AllocatedNum<Fr>, SynthesisError> {
+pub(crate) fn alloc(cs: &mut WitnessCs<'_>, value: Fr) -> Result<AllocatedNum<Fr>, SynthesisError> {
     AllocatedNum::alloc(cs, || Ok(value))
 }
 
@@ -230,7 +230,7 @@ fn reverse_bit_numbering(mut bits: Vec<Bit>) -> Vec<Bit> {
 }
 
 /// `StackedCircuit::synthesize` before its challenges.
-fn write_head(cs: &mut WitnessCs, head: &Head) -> Result<(), SynthesisError> {
+fn write_head(cs: &mut WitnessCs<'_>, head: &Head) -> Result<(), SynthesisError> {
     let replica_id = alloc(cs, head.replica_id)?;
     replica_id.inputize(&mut *cs)?;
     replica_id_bits(cs, &replica_id)?;
@@ -248,7 +248,7 @@ fn write_head(cs: &mut WitnessCs, head: &Head) -> Result<(), SynthesisError> {
 /// The replica id's bits as the head allocates them: the one head value a challenge reads
 /// other than through rows.
 fn replica_id_bits(
-    cs: &mut WitnessCs,
+    cs: &mut WitnessCs<'_>,
     replica_id: &AllocatedNum<Fr>,
 ) -> Result<Vec<Bit>, SynthesisError> {
     Ok(reverse_bit_numbering(bits(
@@ -336,7 +336,7 @@ fn repeat_parents<T: Clone>(parents: Vec<T>, layer: usize) -> Vec<T> {
 }
 
 impl<Tree: 'static + MerkleTreeTrait> WitnessPart for PorepSection<Tree> {
-    fn write_witness(self, cs: &mut WitnessCs) -> Result<(), SynthesisError> {
+    fn write_witness(self, cs: &mut WitnessCs<'_>) -> Result<(), SynthesisError> {
         // Earlier sections' values, allocated where the section's own rows never see them.
         let mut scratch = WitnessCs::default();
         match self {
@@ -412,7 +412,7 @@ impl<Tree: 'static + MerkleTreeTrait> SectorChallengeWitness<Tree> {
 
 impl<Tree: 'static + MerkleTreeTrait> WitnessPart for SectorChallengeWitness<Tree> {
     /// `Sector::synthesize` with one challenge.
-    fn write_witness(self, cs: &mut WitnessCs) -> Result<(), SynthesisError> {
+    fn write_witness(self, cs: &mut WitnessCs<'_>) -> Result<(), SynthesisError> {
         let comm_r_last = alloc(cs, self.comm_r_last)?;
         let comm_c = alloc(cs, self.comm_c)?;
         let comm_r = alloc(cs, self.comm_r)?;
@@ -427,7 +427,7 @@ impl<Tree: 'static + MerkleTreeTrait> WitnessPart for SectorChallengeWitness<Tre
 /// storage-proofs' `create_label_circuit`: SHA-256 of the replica id, the layer and node,
 /// and the 37 parents, 32 bytes each, packed into a field element.
 fn create_label(
-    cs: &mut WitnessCs,
+    cs: &mut WitnessCs<'_>,
     replica_id: &[Bit],
     parents: &[Vec<Bit>],
     layer: u32,
@@ -464,7 +464,7 @@ fn create_label(
 /// index bits, its siblings, the node inserted among them (storage-proofs' `insert`) and their
 /// hash; then the index bits packed into an input (the computed root equals the root: a row).
 fn inclusion(
-    cs: &mut WitnessCs,
+    cs: &mut WitnessCs<'_>,
     path: &Path,
     leaf: &AllocatedNum<Fr>,
     hash: LevelHash,
@@ -492,7 +492,7 @@ fn inclusion(
 
 /// filecoin-hashers' `PoseidonFunction::hash_multi_leaf_circuit`: Poseidon of the arity.
 pub(crate) fn poseidon_of_leaves(
-    cs: &mut WitnessCs,
+    cs: &mut WitnessCs<'_>,
     leaves: &[AllocatedNum<Fr>],
 ) -> Result<AllocatedNum<Fr>, SynthesisError> {
     match leaves.len() {
@@ -509,7 +509,7 @@ pub(crate) fn poseidon_of_leaves(
 /// filecoin-hashers' `Sha256Function::hash_multi_leaf_circuit`: each leaf's bits, bytes in
 /// order, hashed, the digest's first 254 bits (each byte's least significant first) packed.
 pub(crate) fn sha256_of_leaves(
-    cs: &mut WitnessCs,
+    cs: &mut WitnessCs<'_>,
     leaves: &[AllocatedNum<Fr>],
 ) -> Result<AllocatedNum<Fr>, SynthesisError> {
     let mut preimage = Vec::with_capacity(leaves.len() * 256);
@@ -532,7 +532,7 @@ pub(crate) fn sha256_of_leaves(
 
 /// storage-proofs-porep's `hash_single_column`: Poseidon of a column of 2 or 11.
 fn hash_single_column(
-    cs: &mut WitnessCs,
+    cs: &mut WitnessCs<'_>,
     column: &[AllocatedNum<Fr>],
 ) -> Result<AllocatedNum<Fr>, SynthesisError> {
     match column.len() {

@@ -15,7 +15,7 @@ fn check<A: Arity<Scalar>>(seed: u64) {
     let values: Vec<Scalar> = (0..A::to_usize())
         .map(|_| Scalar::random(&mut rng))
         .collect();
-    let inputs = |cs: &mut WitnessCs| -> Vec<AllocatedNum<Scalar>> {
+    let inputs = |cs: &mut WitnessCs<'_>| -> Vec<AllocatedNum<Scalar>> {
         values
             .iter()
             .map(|v| AllocatedNum::alloc(&mut *cs, || Ok(*v)).unwrap())

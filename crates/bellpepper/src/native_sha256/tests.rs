@@ -21,7 +21,7 @@ enum Kinds {
 }
 
 /// `bytes` as bits (most significant first), each of a kind `kinds` picks, allocated into `cs`.
-fn input(cs: &mut WitnessCs, bytes: &[u8], kinds: Kinds, rng: &mut ChaCha8Rng) -> Vec<Boolean> {
+fn input(cs: &mut WitnessCs<'_>, bytes: &[u8], kinds: Kinds, rng: &mut ChaCha8Rng) -> Vec<Boolean> {
     let mut run_kind = 0u8;
     (0..bytes.len() * 8)
         .map(|i| {
