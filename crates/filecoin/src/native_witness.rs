@@ -6,8 +6,8 @@
 //!   challenge in pieces, after storage-proofs-porep 19.1's `StackedCircuit::synthesize` and
 //!   `Proof::synthesize`; a challenge's 11 labels and comm_d path are ~99% of a 32 GiB
 //!   partition's rows.
-//! - A PoSt challenge ([`SectorChallengeWitness`]): a `Sector`'s head and one inclusion proof,
-//!   after storage-proofs-post 19.1's `Sector::synthesize`.
+//! - A PoSt partition's sections ([`PostSection`]): each `Sector`'s head, then each of its
+//!   inclusion proofs, after storage-proofs-post 19.1's `Sector::synthesize`.
 //!
 //! Every PoRep and PoSt tree of Filecoin's shapes hashes with Poseidon (comm_d's with SHA-256),
 //! which these parts assume. The synthesis tests check the joined witnesses equal to the
@@ -383,44 +383,41 @@ impl<Tree: 'static + MerkleTreeTrait> WitnessPart for PorepSection<Tree> {
     }
 }
 
-/// A PoSt sector's head and one of its challenges: a part of a PoSt partition's witness.
-pub(crate) struct SectorChallengeWitness<Tree> {
-    comm_r_last: Fr,
-    comm_c: Fr,
-    comm_r: Fr,
-    leaf: Fr,
-    path: Path,
-    _tree: PhantomData<fn() -> Tree>,
+/// A piece of a PoSt partition's witness, after `Sector::synthesize`: a sector's head or one
+/// of its challenges. Each is a group of its own for `witness_of_parts` (a challenge reads no
+/// value of its head), so every piece is written in place.
+pub(crate) enum PostSection<Tree> {
+    /// The sector's `[comm_r_last, comm_c, comm_r]`, and comm_r's hash.
+    Head([Fr; 3]),
+    /// A challenged leaf and its inclusion proof.
+    Challenge(Fr, Path, PhantomData<fn() -> Tree>),
 }
 
-impl<Tree: 'static + MerkleTreeTrait> SectorChallengeWitness<Tree> {
-    /// `[comm_r_last, comm_c, comm_r]`, a challenged leaf and its path, checked for the tree's
-    /// shape.
-    pub(crate) fn new(roots: [Fr; 3], leaf: Fr, path: Path) -> Result<Self, String> {
+impl<Tree: 'static + MerkleTreeTrait> PostSection<Tree> {
+    /// A challenged leaf and its path, checked for the tree's shape.
+    pub(crate) fn challenge(leaf: Fr, path: Path) -> Result<Self, String> {
         check_tree_path::<Tree>(&path, "a challenge's path")?;
-        let [comm_r_last, comm_c, comm_r] = roots;
-        Ok(Self {
-            comm_r_last,
-            comm_c,
-            comm_r,
-            leaf,
-            path,
-            _tree: PhantomData,
-        })
+        Ok(Self::Challenge(leaf, path, PhantomData))
     }
 }
 
-impl<Tree: 'static + MerkleTreeTrait> WitnessPart for SectorChallengeWitness<Tree> {
-    /// `Sector::synthesize` with one challenge.
+impl<Tree: 'static + MerkleTreeTrait> WitnessPart for PostSection<Tree> {
     fn write_witness(self, cs: &mut WitnessCs<'_>) -> Result<(), SynthesisError> {
-        let comm_r_last = alloc(cs, self.comm_r_last)?;
-        let comm_c = alloc(cs, self.comm_c)?;
-        let comm_r = alloc(cs, self.comm_r)?;
-        comm_r.inputize(&mut *cs)?;
-        // comm_r = H(comm_c || comm_r_last): the hash's values; the equality is a row only.
-        native_poseidon::poseidon_hash(cs, &[comm_c, comm_r_last], U2::PARAMETERS())?;
-        let leaf = alloc(cs, self.leaf)?;
-        inclusion(cs, &self.path, &leaf, poseidon_of_leaves)
+        match self {
+            Self::Head([comm_r_last, comm_c, comm_r]) => {
+                let comm_r_last = alloc(cs, comm_r_last)?;
+                let comm_c = alloc(cs, comm_c)?;
+                let comm_r = alloc(cs, comm_r)?;
+                comm_r.inputize(&mut *cs)?;
+                // comm_r = H(comm_c || comm_r_last): the hash's values; the equality is a row.
+                native_poseidon::poseidon_hash(cs, &[comm_c, comm_r_last], U2::PARAMETERS())?;
+                Ok(())
+            }
+            Self::Challenge(leaf, path, _) => {
+                let leaf = alloc(cs, leaf)?;
+                inclusion(cs, &path, &leaf, poseidon_of_leaves)
+            }
+        }
     }
 }
 

@@ -30,7 +30,7 @@ use storage_proofs_post::fallback::{
 };
 
 use crate::error::upstream;
-use crate::native_witness::{Path, SectorChallengeWitness};
+use crate::native_witness::{Path, PostSection};
 use crate::params::check_verifier_dir;
 use crate::prover::FilecoinProver;
 use crate::seal_proof::with_shape;
@@ -546,12 +546,12 @@ pub(crate) fn post_circuit<Tree: 'static + MerkleTreeTrait>(
     Ok((id, circuit))
 }
 
-/// A PoSt partition's parts: a group per sector, whose head is the sector's comm_r_last,
-/// comm_c and comm_r and their hash, and a part per challenge (its inclusion proof), written
+/// A PoSt partition's parts: each sector's head (its comm_r_last, comm_c and comm_r and their
+/// hash), then each of its challenges (its inclusion proof), each a group of one, written
 /// natively (see `native_witness`).
 impl<Tree: 'static + MerkleTreeTrait> PartitionCircuit for PostPartition<Tree> {
     type Circuit = FallbackPoStCircuit<Tree>;
-    type Part = SectorChallengeWitness<Tree>;
+    type Part = PostSection<Tree>;
 
     fn whole(self) -> Result<FallbackPoStCircuit<Tree>, FilecoinError> {
         Ok(self.circuit)
@@ -591,35 +591,32 @@ impl<Tree: 'static + MerkleTreeTrait> PartitionCircuit for PostPartition<Tree> {
         Ok((compiled, witness))
     }
 
-    fn parts(self) -> Result<Vec<Vec<SectorChallengeWitness<Tree>>>, FilecoinError> {
+    fn parts(self) -> Result<Vec<Vec<PostSection<Tree>>>, FilecoinError> {
         let bad = |reason: String| FilecoinError::field("vanilla proofs", VANILLA, reason);
         let missing = || bad("a sector value is missing".into());
         if self.paths.len() != self.circuit.sectors.len() {
             return Err(bad("paths of other sectors".into()));
         }
-        self.circuit
-            .sectors
-            .into_iter()
-            .zip(self.paths)
-            .enumerate()
-            .map(|(i, (s, paths))| {
-                let root = |r: Option<blstrs::Scalar>| r.ok_or_else(missing);
-                let roots = [root(s.comm_r_last)?, root(s.comm_c)?, root(s.comm_r)?];
-                if paths.len() != s.leafs.len() {
-                    let (l, p) = (s.leafs.len(), paths.len());
-                    return Err(bad(format!("sector {i}: {l} leaves, {p} paths")));
-                }
-                s.leafs
-                    .iter()
-                    .zip(paths)
-                    .map(|(leaf, path)| {
-                        let leaf = leaf.ok_or_else(missing)?;
-                        SectorChallengeWitness::new(roots, leaf, path)
-                            .map_err(|e| bad(format!("sector {i}: {e}")))
-                    })
-                    .collect()
-            })
-            .collect()
+        let mut sections = Vec::new();
+        for (i, (s, paths)) in self.circuit.sectors.into_iter().zip(self.paths).enumerate() {
+            let root = |r: Option<blstrs::Scalar>| r.ok_or_else(missing);
+            sections.push(vec![PostSection::Head([
+                root(s.comm_r_last)?,
+                root(s.comm_c)?,
+                root(s.comm_r)?,
+            ])]);
+            if paths.len() != s.leafs.len() {
+                let (l, p) = (s.leafs.len(), paths.len());
+                return Err(bad(format!("sector {i}: {l} leaves, {p} paths")));
+            }
+            for (leaf, path) in s.leafs.iter().zip(paths) {
+                let leaf = leaf.ok_or_else(missing)?;
+                let challenge = PostSection::challenge(leaf, path)
+                    .map_err(|e| bad(format!("sector {i}: {e}")))?;
+                sections.push(vec![challenge]);
+            }
+        }
+        Ok(sections)
     }
 }
 
