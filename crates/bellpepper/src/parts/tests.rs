@@ -1,7 +1,11 @@
-//! `witness_of_parts` in a kept layout: after a first join, parts of as many groups of as many
-//! parts are written in place (each group's first part into its slot of the witness), values
-//! allocated one by one or in bulk; parts of the same groups split another way are joined by
-//! copying and their sizes kept instead; a part with another head is still refused.
+//! `CompiledCircuit::witness_of_parts`: a circuit of groups (a head each, then independent
+//! challenges) synthesized one part per challenge and joined gives the whole circuit's witness;
+//! parts of another circuit, missing parts and no parts are errors. After a first join, parts of
+//! as many groups of as many parts are written in place (each group's first part into its slot
+//! of the witness), values allocated one by one or in bulk; the same groups split another way
+//! are joined by copying and their sizes kept instead; a part with another head is still
+//! refused. `CompiledCircuit::replicate` builds the whole circuit's system from one group of one
+//! and of two challenges, and refuses circuits whose challenges differ in shape.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -12,7 +16,10 @@ use ff::Field;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::{Aux, BellpepperError, CompiledCircuit, Gadgets, PartsError, WitnessCs, WitnessPart};
+use crate::{
+    Aux, BellpepperError, CompiledCircuit, Gadgets, PartsError, ReplicateError, WitnessCs,
+    WitnessPart,
+};
 
 /// Groups in order: a head (a public seed and its square), then challenges, each a public
 /// value `c`, `c · seed²` and its square; a witness generator allocates the challenge's value
@@ -20,12 +27,20 @@ use crate::{Aux, BellpepperError, CompiledCircuit, Gadgets, PartsError, WitnessC
 #[derive(Clone)]
 struct Groups(Vec<(u64, Vec<u64>)>);
 
+/// A group's head: its public seed, and the seed's square.
+fn head<CS: ConstraintSystem<Scalar>>(
+    cs: &mut CS,
+    seed: u64,
+) -> Result<AllocatedNum<Scalar>, SynthesisError> {
+    let x = AllocatedNum::alloc(cs.namespace(|| "seed"), || Ok(Scalar::from(seed)))?;
+    x.inputize(cs.namespace(|| "seed input"))?;
+    x.square(cs.namespace(|| "seed²"))
+}
+
 impl Circuit<Scalar> for Groups {
     fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
         for (seed, challenges) in self.0 {
-            let x = AllocatedNum::alloc(cs.namespace(|| "seed"), || Ok(Scalar::from(seed)))?;
-            x.inputize(cs.namespace(|| "seed input"))?;
-            let square = x.square(cs.namespace(|| "seed²"))?;
+            let square = head(cs, seed)?;
             let sq = square.get_value().unwrap_or(Scalar::ZERO);
             for c in challenges {
                 let c = Scalar::from(c);
@@ -65,6 +80,14 @@ impl Groups {
                 .map(|&n| (rng.r#gen(), (0..n).map(|_| rng.r#gen()).collect()))
                 .collect(),
         )
+    }
+
+    /// One part per challenge: its group's head and that challenge.
+    fn parts(&self) -> Vec<Vec<Groups>> {
+        self.0
+            .iter()
+            .map(|(seed, cs)| cs.iter().map(|&c| Groups(vec![(*seed, vec![c])])).collect())
+            .collect()
     }
 
     /// Each group split into parts of `splits[g]` challenges each (its head and them).
@@ -176,4 +199,140 @@ fn parts_with_another_head_are_refused_in_place() {
     let (joined, in_slot) = witness_of(&compiled, next.split(ones));
     assert!(joined.unwrap().assignment() == expected.assignment());
     assert_eq!(in_slot, 2);
+}
+
+fn gadgets(groups: Vec<Vec<Groups>>) -> Vec<Vec<Gadgets<Groups>>> {
+    groups
+        .into_iter()
+        .map(|g| g.into_iter().map(Gadgets).collect())
+        .collect()
+}
+
+#[test]
+fn parts_join_into_the_whole_circuits_witness() {
+    let rng = &mut ChaCha8Rng::seed_from_u64(5);
+    let (compiled, _) = CompiledCircuit::compile(Groups::random(rng, &[3, 1, 4])).unwrap();
+    for _ in 0..3 {
+        let next = Groups::random(rng, &[3, 1, 4]);
+        let (_, expected) = CompiledCircuit::compile(next.clone()).unwrap();
+        let joined = compiled.witness_of_parts(gadgets(next.parts())).unwrap();
+        assert!(joined.assignment() == expected.assignment());
+        compiled.r1cs().is_satisfied(&joined).unwrap();
+        // One part is the whole circuit.
+        let whole = compiled
+            .witness_of_parts(gadgets(vec![vec![next]]))
+            .unwrap();
+        assert!(whole.assignment() == expected.assignment());
+    }
+}
+
+#[test]
+fn parts_of_another_circuit_are_refused() {
+    let rng = &mut ChaCha8Rng::seed_from_u64(6);
+    let (compiled, _) = CompiledCircuit::compile(Groups::random(rng, &[2, 2])).unwrap();
+    let next = Groups::random(rng, &[2, 2]);
+
+    // A part whose head is another group's.
+    let mut parts = next.parts();
+    parts[0][1] = parts[1][1].clone();
+    assert!(matches!(
+        compiled.witness_of_parts(gadgets(parts)),
+        Err(BellpepperError::Parts(PartsError::HeadsDiffer {
+            group: 0,
+            part: 1
+        }))
+    ));
+
+    // A part left out.
+    let mut parts = next.parts();
+    parts[1].pop();
+    assert!(matches!(
+        compiled.witness_of_parts(gadgets(parts)),
+        Err(BellpepperError::Parts(PartsError::Sizes { .. }))
+    ));
+
+    // A part too many.
+    let mut parts = next.parts();
+    let again = parts[1][0].clone();
+    parts[1].push(again);
+    assert!(matches!(
+        compiled.witness_of_parts(gadgets(parts)),
+        Err(BellpepperError::Parts(PartsError::Sizes { .. }))
+    ));
+
+    for empty in [vec![], vec![vec![]], vec![next.parts()[0].clone(), vec![]]] {
+        assert!(matches!(
+            compiled.witness_of_parts(gadgets(empty)),
+            Err(BellpepperError::Parts(PartsError::Empty))
+        ));
+    }
+}
+
+/// `Groups`, but every challenge after a group's first also squares itself: challenges of two
+/// shapes.
+#[derive(Clone)]
+struct Uneven(Groups);
+
+impl Circuit<Scalar> for Uneven {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        for (seed, challenges) in self.0.0 {
+            let square = head(cs, seed)?;
+            for (j, c) in challenges.into_iter().enumerate() {
+                let c = AllocatedNum::alloc(cs.namespace(|| "c"), || Ok(Scalar::from(c)))?;
+                c.inputize(cs.namespace(|| "c input"))?;
+                c.mul(cs.namespace(|| "c·seed²"), &square)?;
+                if j > 0 {
+                    c.square(cs.namespace(|| "c²"))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_replicated_system_is_the_compiled_one() {
+    let rng = &mut ChaCha8Rng::seed_from_u64(8);
+    let shape = [3, 1, 4];
+    let whole = Groups::random(rng, &shape);
+    let (compiled, expected) = CompiledCircuit::compile(whole.clone()).unwrap();
+    let (s, c) = (whole.0[0].0, whole.0[0].1[0]);
+    let one = Groups(vec![(s, vec![c])]);
+    let two = Groups(vec![(s, vec![c, c])]);
+    let two_groups = Groups(vec![(s, vec![c]), (whole.0[1].0, vec![c])]);
+    let replicated = CompiledCircuit::replicate(
+        one.clone(),
+        two.clone(),
+        vec![(vec![1, 1], two_groups)],
+        &shape,
+    )
+    .unwrap();
+    assert!(replicated.r1cs() == compiled.r1cs());
+    let joined = replicated.witness_of_parts(gadgets(whole.parts())).unwrap();
+    assert!(joined.assignment() == expected.assignment());
+    replicated.r1cs().is_satisfied(&joined).unwrap();
+
+    // Swapped, the sizes make no head.
+    assert!(matches!(
+        CompiledCircuit::replicate(two, one, vec![], &shape),
+        Err(BellpepperError::Replicate(ReplicateError::Sizes { .. }))
+    ));
+}
+
+#[test]
+fn challenges_of_two_shapes_are_not_replicated() {
+    let one = Uneven(Groups(vec![(3, vec![5])]));
+    let two = Uneven(Groups(vec![(3, vec![5, 7])]));
+    assert!(matches!(
+        CompiledCircuit::replicate(one, two, vec![], &[4]),
+        Err(BellpepperError::Replicate(ReplicateError::Differs))
+    ));
+    // A check of another shape that does not hold.
+    let one = Groups(vec![(3, vec![5])]);
+    let two = Groups(vec![(3, vec![5, 7])]);
+    let not_two_groups = Groups(vec![(3, vec![5, 7]), (4, vec![5])]);
+    assert!(matches!(
+        CompiledCircuit::replicate(one, two, vec![(vec![1, 1], not_two_groups)], &[4]),
+        Err(BellpepperError::Replicate(ReplicateError::Differs))
+    ));
 }
