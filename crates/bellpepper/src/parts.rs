@@ -123,9 +123,9 @@ impl CompiledCircuit {
     /// `witness_of_parts` in a kept layout. Each group's first part writes its values straight
     /// into its slot of the witness; each later part copies its own values into theirs once
     /// done (and keeps its head, to check). So no part's vector outlives its part and nothing
-    /// is copied after: at 32 GiB a PoRep partition's ~250 sections no longer fault in and
-    /// copy 4.2 GB of vectors of their own. Parts of other sizes than the kept ones (the
-    /// circuit split another way) are joined as in the first call.
+    /// is copied after: a 32 GiB PoRep partition's ~250 sections fault in and copy no vectors
+    /// of their own (4.2 GB). Parts of other sizes than the kept ones (the circuit split
+    /// another way) are joined as in the first call.
     fn witness_in_place<P: WitnessPart>(
         &self,
         layout: &PartsLayout,
