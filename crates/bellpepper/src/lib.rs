@@ -338,8 +338,13 @@ impl<'a> WitnessCs<'a> {
     fn with_aux(inputs: usize, aux: Aux<'a>) -> Self {
         let mut v = Vec::with_capacity(inputs + 1);
         v.push(Scalar::from(1u64));
+        Self::of_values(v, aux)
+    }
+
+    /// A system holding `inputs` (the one first) and `aux` already, streaming nothing.
+    fn of_values(inputs: Vec<Scalar>, aux: Aux<'a>) -> Self {
         Self {
-            inputs: v,
+            inputs,
             aux,
             flush_at: usize::MAX,
             stream: None,

@@ -185,12 +185,7 @@ impl CompiledCircuit {
                 .into_iter()
                 .map(|g| {
                     g.into_iter()
-                        .map(|(inputs, w)| WitnessCs {
-                            inputs,
-                            aux: Aux::Owned(w.into_vec()),
-                            flush_at: usize::MAX,
-                            stream: None,
-                        })
+                        .map(|(inputs, w)| WitnessCs::of_values(inputs, Aux::Owned(w.into_vec())))
                         .collect()
                 })
                 .collect();
