@@ -11,6 +11,8 @@
 use bellpepper_core::SynthesisError;
 use bellpepper_core::num::AllocatedNum;
 use blstrs::Scalar;
+use cuzk_field::Fr;
+use cuzk_field::blstrs::AsCuzk;
 use ff::Field;
 use neptune::poseidon::{Arity, PoseidonConstants};
 
@@ -59,8 +61,9 @@ fn s_box(cs: &mut WitnessCs<'_>, e: Elt, pre: Option<Scalar>, post: Option<Scala
 struct Permutation<'a, A: Arity<Scalar>> {
     constants: &'a PoseidonConstants<Scalar, A>,
     elements: Vec<Elt>,
-    /// A dense matrix product's sums, kept between rounds (no allocation per round).
-    sums: Vec<Scalar>,
+    /// The elements' values for a matrix product, kept between rounds (no allocation per
+    /// round).
+    values: Vec<Scalar>,
     offset: usize,
     round: usize,
 }
@@ -104,34 +107,27 @@ impl<'a, A: Arity<Scalar>> Permutation<'a, A> {
     fn product_mds(&mut self) {
         let c = self.constants;
         let sparse_offset = c.half_full_rounds - 1;
+        self.values.clear();
+        self.values.extend(self.elements.iter().map(|e| e.value()));
+        let values = self.values.as_cuzk();
         if self.round > sparse_offset && self.round < c.half_full_rounds + c.partial_rounds {
             let m = &c.sparse_matrixes[self.round - sparse_offset - 1];
-            let first = self.elements[0].value();
-            let mut sum = Scalar::ZERO;
-            for (e, w) in self.elements.iter().zip(&m.w_hat) {
-                sum += e.value() * w;
-            }
+            let first = self.values[0];
+            let sum = Fr::sum_of_products(values.iter().zip(m.w_hat.as_cuzk()));
             for (e, v) in self.elements[1..].iter_mut().zip(&m.v_rest) {
                 *e = Elt::Num(e.value() + first * v);
             }
-            self.elements[0] = Elt::Num(sum);
+            self.elements[0] = Elt::Num(sum.into());
         } else {
             let m = if self.round == sparse_offset {
                 &c.pre_sparse_matrix
             } else {
                 &c.mds_matrices.m
             };
-            // Row by row: each element scales its row of the matrix into the sums.
-            self.sums.clear();
-            self.sums.resize(self.elements.len(), Scalar::ZERO);
-            for (e, row) in self.elements.iter().zip(m) {
-                let v = e.value();
-                for (sum, m_ij) in self.sums.iter_mut().zip(row) {
-                    *sum += v * m_ij;
-                }
-            }
-            for (e, sum) in self.elements.iter_mut().zip(&self.sums) {
-                *e = Elt::Num(*sum);
+            // Element j is column j of the matrix against the state.
+            for (j, e) in self.elements.iter_mut().enumerate() {
+                let column = m.iter().map(|row| &row.as_cuzk()[j]);
+                *e = Elt::Num(Fr::sum_of_products(values.iter().zip(column)).into());
             }
         }
         self.round += 1;
@@ -161,7 +157,7 @@ pub fn poseidon_hash<A: Arity<Scalar>>(
     }
     let mut p = Permutation {
         constants,
-        sums: Vec::with_capacity(elements.len()),
+        values: Vec::with_capacity(elements.len()),
         elements,
         offset: 0,
         round: 0,

@@ -48,6 +48,7 @@ macro_rules! same_layout {
 
         impl AsCuzk for [$theirs] {
             type Target = [$ours];
+            #[inline]
             fn as_cuzk(&self) -> &[$ours] {
                 // SAFETY: both types are `#[repr(transparent)]` over the same blst struct (same
                 // size and alignment, asserted above), so the pointer and length describe the
@@ -58,6 +59,7 @@ macro_rules! same_layout {
 
         impl AsBlstrs for [$ours] {
             type Target = [$theirs];
+            #[inline]
             fn as_blstrs(&self) -> &[$theirs] {
                 // SAFETY: as in `as_cuzk`, the other way round.
                 unsafe { core::slice::from_raw_parts(self.as_ptr().cast(), self.len()) }
@@ -66,6 +68,7 @@ macro_rules! same_layout {
 
         impl AsBlstrsMut for [$ours] {
             type Target = [$theirs];
+            #[inline]
             fn as_blstrs_mut(&mut self) -> &mut [$theirs] {
                 // SAFETY: as in `as_cuzk`; the unique borrow carries over, and every bit
                 // pattern the other type may hold is one this type may hold (both are the same

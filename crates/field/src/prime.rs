@@ -278,6 +278,7 @@ macro_rules! assign_ops {
 pub(crate) use assign_ops;
 
 /// `a < b` for little-endian limbs of equal length.
+#[inline]
 fn is_below(a: &[u64], b: &[u64]) -> bool {
     for (x, y) in a.iter().rev().zip(b.iter().rev()) {
         if x != y {
@@ -366,6 +367,27 @@ impl Fr {
         Self(out)
     }
 
+    /// Σ aᵢ·bᵢ, with one Montgomery reduction per [`LAZY_PRODUCTS`] products instead of one
+    /// per product: the products are summed as integers. A Poseidon matrix row (9-12 products)
+    /// is 1.2-1.3x faster so than by `*` and `+`.
+    pub fn sum_of_products<'a>(pairs: impl IntoIterator<Item = (&'a Fr, &'a Fr)>) -> Fr {
+        let mut acc = [0u64; 9];
+        let mut n = 0;
+        for (a, b) in pairs {
+            if n == LAZY_PRODUCTS {
+                // Carry the partial sum on as partial·R, which the next reduction maps back.
+                let p = montgomery_reduce(acc);
+                acc = [0, 0, 0, 0, p[0], p[1], p[2], p[3], 0];
+                n = 0;
+            }
+            mul_add_wide(&mut acc, &a.0.l, &b.0.l);
+            n += 1;
+        }
+        Fr(blst_fr {
+            l: montgomery_reduce(acc),
+        })
+    }
+
     /// The canonical little-endian bytes blst's scalar multiplication takes.
     pub(crate) fn to_blst_scalar(self) -> blst_scalar {
         let mut out = blst_scalar::default();
@@ -373,6 +395,81 @@ impl Fr {
         unsafe { blst_scalar_from_fr(&mut out, &self.0) };
         out
     }
+}
+
+/// Products [`Fr::sum_of_products`] sums before it reduces: the sum stays below
+/// R·r + 16·r² < 2^515, and its reduction below 2r + 16·r·(r/R) < 9.25·r.
+const LAZY_PRODUCTS: usize = 16;
+
+/// acc += a·b over 4-limb integers (the product is below r² < 2^510).
+#[inline(always)]
+fn mul_add_wide(acc: &mut [u64; 9], a: &[u64; 4], b: &[u64; 4]) {
+    for (i, &ai) in a.iter().enumerate() {
+        let mut carry = 0u128;
+        for (j, &bj) in b.iter().enumerate() {
+            let t = acc[i + j] as u128 + ai as u128 * bj as u128 + carry;
+            acc[i + j] = t as u64;
+            carry = t >> 64;
+        }
+        carry_into(acc, i + 4, carry);
+    }
+}
+
+#[inline(always)]
+fn carry_into(acc: &mut [u64; 9], mut k: usize, mut carry: u128) {
+    while carry != 0 && k < acc.len() {
+        let t = acc[k] as u128 + carry;
+        acc[k] = t as u64;
+        carry = t >> 64;
+        k += 1;
+    }
+}
+
+/// acc·R⁻¹ mod r for acc < 2^515 (Montgomery's reduction, then the multiple of r it leaves,
+/// below 9.25·r, taken off by 8r, 4r, 2r and r in turn).
+#[inline(always)]
+fn montgomery_reduce(mut acc: [u64; 9]) -> [u64; 4] {
+    const INV: u64 = 0xffff_fffe_ffff_ffff; // −r⁻¹ mod 2^64
+    for i in 0..4 {
+        let m = acc[i].wrapping_mul(INV);
+        let mut carry = 0u128;
+        for (j, &rj) in Fr::MODULUS.iter().enumerate() {
+            let t = acc[i + j] as u128 + m as u128 * rj as u128 + carry;
+            acc[i + j] = t as u64;
+            carry = t >> 64;
+        }
+        carry_into(&mut acc, i + 4, carry);
+    }
+    let mut x = [acc[4], acc[5], acc[6], acc[7], acc[8]];
+    for shift in [3, 2, 1, 0] {
+        let m = modulus_shifted(shift);
+        if !is_below(&x, &m) {
+            let mut borrow = false;
+            for (xi, mi) in x.iter_mut().zip(m) {
+                let (d, b1) = xi.overflowing_sub(mi);
+                let (d, b2) = d.overflowing_sub(borrow as u64);
+                *xi = d;
+                borrow = b1 | b2;
+            }
+        }
+    }
+    [x[0], x[1], x[2], x[3]]
+}
+
+/// r·2^shift as 5 limbs (shift < 64).
+#[inline(always)]
+const fn modulus_shifted(shift: u32) -> [u64; 5] {
+    let r = Fr::MODULUS;
+    if shift == 0 {
+        return [r[0], r[1], r[2], r[3], 0];
+    }
+    [
+        r[0] << shift,
+        (r[1] << shift) | (r[0] >> (64 - shift)),
+        (r[2] << shift) | (r[1] >> (64 - shift)),
+        (r[3] << shift) | (r[2] >> (64 - shift)),
+        r[3] >> (64 - shift),
+    ]
 }
 
 impl Fp {
@@ -408,6 +505,28 @@ mod tests {
 
     fn fr(seed: u64) -> Fr {
         Fr::random(&mut ChaCha20Rng::seed_from_u64(seed))
+    }
+
+    /// r − 1 as raw Montgomery limbs: the largest an element's limbs can be.
+    fn max_limbs() -> [u64; 4] {
+        let mut l = Fr::MODULUS;
+        l[0] -= 1;
+        l
+    }
+
+    #[test]
+    fn sum_of_products_at_its_bounds() {
+        // Every product as large as it can be, at and around each reduction of the partial sum.
+        let max = Fr::from_montgomery(max_limbs()).unwrap();
+        for n in [0, 1, 15, 16, 17, 32, 33, 100] {
+            let a = vec![max; n];
+            let expected = (0..n).fold(Fr::ZERO, |acc, _| acc + max * max);
+            assert_eq!(
+                Fr::sum_of_products(a.iter().zip(&a)),
+                expected,
+                "{n} products"
+            );
+        }
     }
 
     #[test]
@@ -491,6 +610,25 @@ mod tests {
             if !a.is_zero() {
                 prop_assert_eq!(a * a.inverse().unwrap(), Fr::ONE);
             }
+        }
+
+        #[test]
+        fn sum_of_products_matches_products_and_sums(
+            seeds in proptest::collection::vec((any::<u64>(), 0u8..4, 0u8..4), 0..50),
+        ) {
+            // Random elements, and the largest raw limbs (r − 1), one and zero among them.
+            let pick = |seed, kind| match kind {
+                0 => Fr::from_montgomery(max_limbs()).unwrap(),
+                1 => Fr::ONE,
+                2 => Fr::ZERO,
+                _ => fr(seed),
+            };
+            let (a, b): (Vec<Fr>, Vec<Fr>) = seeds
+                .iter()
+                .map(|&(s, ka, kb)| (pick(s, ka), pick(s ^ 0x5555, kb)))
+                .unzip();
+            let expected = a.iter().zip(&b).fold(Fr::ZERO, |acc, (x, y)| acc + *x * *y);
+            prop_assert_eq!(Fr::sum_of_products(a.iter().zip(&b)), expected);
         }
 
         #[test]
