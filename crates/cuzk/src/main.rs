@@ -29,6 +29,11 @@ use cuzk_groth16::{BackendChoice, ProofTimings, ProverBackend, R1cs, Witness};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
+/// A proof's gigabyte host buffers on huge pages: their page faults were most of a witness's
+/// synthesis (`cuzk_vram::LargePages`).
+#[global_allocator]
+static HEAP: cuzk_vram::LargePages = cuzk_vram::LargePages;
+
 #[derive(Parser, Debug)]
 #[command(name = "cuzk", version = version(), about = "GPU Groth16 prover for BLS12-381")]
 struct Cli {

@@ -30,6 +30,11 @@
 
 #![forbid(unsafe_code)]
 
+/// The tests' heap is the `cuzk` binary's, so `synthesis_speed` times what the prover runs.
+#[cfg(test)]
+#[global_allocator]
+static HEAP: cuzk_vram::LargePages = cuzk_vram::LargePages;
+
 mod c1;
 mod error;
 mod job;
