@@ -44,6 +44,7 @@ use bellpepper_core::{
 use blstrs::Scalar;
 use cuzk_field::Fr;
 use cuzk_groth16::{R1cs, R1csBuilder, R1csError, Variable, Witness};
+use ff::Field;
 pub use parts::{Gadgets, PartsError, WitnessPart};
 pub use replicate::ReplicateError;
 
@@ -382,6 +383,33 @@ impl<'a> WitnessCs<'a> {
         self.maybe_flush();
         self.aux.push(value);
         self.aux.len() - 1
+    }
+
+    /// `n` new aux values, each 0 or 1: the low `n` bits of `bits`, least significant first.
+    /// A native gadget's word at once: into its slot without a check per value when it fits
+    /// before the next flush.
+    #[inline]
+    fn push_aux_bits(&mut self, bits: u64, n: usize) {
+        let bit = |i: usize| {
+            if (bits >> i) & 1 == 1 {
+                Scalar::ONE
+            } else {
+                Scalar::ZERO
+            }
+        };
+        if let Aux::InSlot { slot, len } = &mut self.aux
+            && *len + n <= self.flush_at
+            && let Some(to) = slot.get_mut(*len..*len + n)
+        {
+            for (i, v) in to.iter_mut().enumerate() {
+                *v = bit(i);
+            }
+            *len += n;
+            return;
+        }
+        for i in 0..n {
+            self.push_aux(bit(i));
+        }
     }
 }
 

@@ -51,10 +51,6 @@ impl Bit {
             Bit::Not(v) => Bit::Is(v),
         }
     }
-
-    fn is_constant(self) -> bool {
-        matches!(self, Bit::Constant(_))
-    }
 }
 
 /// A new variable holding `v`, as `AllocatedBit::alloc` (or any one-bit result) allocates it.
@@ -118,87 +114,139 @@ fn maj(cs: &mut WitnessCs<'_>, a: Bit, b: Bit, c: Bit) -> Bit {
     }
 }
 
-/// bellperson's `UInt32`: bits least significant first, and the value.
+/// `x`'s bit i at bit 2i.
+fn spread(x: u32) -> u64 {
+    let mut x = u64::from(x);
+    x = (x | (x << 16)) & 0x0000_ffff_0000_ffff;
+    x = (x | (x << 8)) & 0x00ff_00ff_00ff_00ff;
+    x = (x | (x << 4)) & 0x0f0f_0f0f_0f0f_0f0f;
+    x = (x | (x << 2)) & 0x3333_3333_3333_3333;
+    (x | (x << 1)) & 0x5555_5555_5555_5555
+}
+
+/// bellperson's `UInt32` as three masks, bit `i` being bit `i` of each: its value, whether it
+/// is a constant, whether it is a variable's negation (never both). After the first rounds
+/// nearly every word is all variables, and those take a word-wide path; a word with a constant
+/// bit goes bit by bit, through the cases of the `Boolean` operations above.
 #[derive(Clone, Copy, Debug)]
 struct Word {
-    bits: [Bit; 32],
     value: u32,
+    constant: u32,
+    not: u32,
 }
 
 impl Word {
     fn constant(value: u32) -> Self {
         Self {
-            bits: std::array::from_fn(|i| Bit::Constant((value >> i) & 1 == 1)),
             value,
+            constant: u32::MAX,
+            not: 0,
         }
+    }
+
+    fn bit(&self, i: usize) -> Bit {
+        let value = (self.value >> i) & 1 == 1;
+        if (self.constant >> i) & 1 == 1 {
+            Bit::Constant(value)
+        } else if (self.not >> i) & 1 == 1 {
+            Bit::Not(!value)
+        } else {
+            Bit::Is(value)
+        }
+    }
+
+    /// A word of 32 bits, least significant first (taken in order: they may allocate).
+    fn from_bits(bits: impl Iterator<Item = Bit>) -> Self {
+        let mut w = Self {
+            value: 0,
+            constant: 0,
+            not: 0,
+        };
+        for (i, b) in bits.enumerate() {
+            w.value |= u32::from(b.value()) << i;
+            match b {
+                Bit::Constant(_) => w.constant |= 1 << i,
+                Bit::Not(_) => w.not |= 1 << i,
+                Bit::Is(_) => {}
+            }
+        }
+        w
     }
 
     fn from_bits_be(bits: &[Bit]) -> Self {
         debug_assert_eq!(bits.len(), 32);
-        let value = bits
-            .iter()
-            .fold(0u32, |v, b| (v << 1) | u32::from(b.value()));
-        Self {
-            bits: std::array::from_fn(|i| bits[31 - i]),
-            value,
-        }
+        Self::from_bits(bits.iter().rev().copied())
     }
 
     fn into_bits_be(self) -> impl Iterator<Item = Bit> {
-        self.bits.into_iter().rev()
+        (0..32).rev().map(move |i| self.bit(i))
     }
 
-    fn rotr(&self, by: usize) -> Self {
+    /// A word of variables only, the word-wide path's case.
+    fn is_variables(&self) -> bool {
+        self.constant == 0
+    }
+
+    fn rotr(&self, by: u32) -> Self {
         Self {
-            bits: std::array::from_fn(|i| self.bits[(i + by) % 32]),
-            value: self.value.rotate_right(by as u32),
+            value: self.value.rotate_right(by),
+            constant: self.constant.rotate_right(by),
+            not: self.not.rotate_right(by),
         }
     }
 
-    fn shr(&self, by: usize) -> Self {
+    /// Shifted right by `by` (below 32): constant zeros come in at the top.
+    fn shr(&self, by: u32) -> Self {
         Self {
-            bits: std::array::from_fn(|i| {
-                self.bits
-                    .get(i + by)
-                    .copied()
-                    .unwrap_or(Bit::Constant(false))
-            }),
             value: self.value >> by,
+            constant: (self.constant >> by) | !(u32::MAX >> by),
+            not: self.not >> by,
         }
     }
 
+    /// `xor` bit by bit: on variables, one variable each, negated where the kinds differ.
     fn xor(&self, cs: &mut WitnessCs<'_>, other: &Self) -> Self {
-        let mut bits = [Bit::Constant(false); 32];
-        for (i, bit) in bits.iter_mut().enumerate() {
-            *bit = xor(cs, self.bits[i], other.bits[i]);
+        if self.is_variables() && other.is_variables() {
+            let (value, not) = (self.value ^ other.value, self.not ^ other.not);
+            // The variable holds the xor of the operands' variables.
+            cs.push_aux_bits(u64::from(value ^ not), 32);
+            return Self {
+                value,
+                constant: 0,
+                not,
+            };
         }
-        Self {
-            bits,
-            value: self.value ^ other.value,
-        }
+        Self::from_bits((0..32).map(|i| xor(cs, self.bit(i), other.bit(i))))
     }
 
-    fn triop(
-        cs: &mut WitnessCs<'_>,
-        [a, b, c]: [&Self; 3],
-        value: u32,
-        op: fn(&mut WitnessCs<'_>, Bit, Bit, Bit) -> Bit,
-    ) -> Self {
-        let mut bits = [Bit::Constant(false); 32];
-        for (i, bit) in bits.iter_mut().enumerate() {
-            *bit = op(cs, a.bits[i], b.bits[i], c.bits[i]);
-        }
-        Self { bits, value }
-    }
-
+    /// `ch` bit by bit: on variables, one variable each.
     fn ch(cs: &mut WitnessCs<'_>, a: &Self, b: &Self, c: &Self) -> Self {
         let value = (a.value & b.value) ^ (!a.value & c.value);
-        Self::triop(cs, [a, b, c], value, ch)
+        if a.is_variables() && b.is_variables() && c.is_variables() {
+            cs.push_aux_bits(u64::from(value), 32);
+            return Self {
+                value,
+                constant: 0,
+                not: 0,
+            };
+        }
+        Self::from_bits((0..32).map(|i| ch(cs, a.bit(i), b.bit(i), c.bit(i))))
     }
 
+    /// `maj` bit by bit: on variables, two variables each, the result's and `b and c`.
     fn maj(cs: &mut WitnessCs<'_>, a: &Self, b: &Self, c: &Self) -> Self {
         let value = (a.value & b.value) ^ (a.value & c.value) ^ (b.value & c.value);
-        Self::triop(cs, [a, b, c], value, maj)
+        if a.is_variables() && b.is_variables() && c.is_variables() {
+            // Interleaved: bit i's result, then bit i's `b and c`.
+            let (value_bits, b_and_c) = (spread(value), spread(b.value & c.value));
+            cs.push_aux_bits(value_bits | (b_and_c << 1), 64);
+            return Self {
+                value,
+                constant: 0,
+                not: 0,
+            };
+        }
+        Self::from_bits((0..32).map(|i| maj(cs, a.bit(i), b.bit(i), c.bit(i))))
     }
 
     /// `UInt32::addmany`: constants fold; otherwise every bit of the full sum (as many as
@@ -206,22 +254,17 @@ impl Word {
     fn addmany(cs: &mut WitnessCs<'_>, operands: &[Word]) -> Self {
         debug_assert!((2..=10).contains(&operands.len()));
         let sum: u64 = operands.iter().map(|w| u64::from(w.value)).sum();
-        if operands
-            .iter()
-            .all(|w| w.bits.iter().all(|b| b.is_constant()))
-        {
+        if operands.iter().all(|w| w.constant == u32::MAX) {
             return Self::constant(sum as u32);
         }
         let max = operands.len() as u64 * u64::from(u32::MAX);
         let width = 64 - max.leading_zeros() as usize;
-        let bits = std::array::from_fn(|i| alloc(cs, (sum >> i) & 1 == 1));
-        // The carries are allocated too, and dropped.
-        for i in 32..width {
-            alloc(cs, (sum >> i) & 1 == 1);
-        }
+        // The carries above the low 32 are allocated too, and dropped.
+        cs.push_aux_bits(sum, width);
         Self {
-            bits,
             value: sum as u32,
+            constant: 0,
+            not: 0,
         }
     }
 }
@@ -243,19 +286,29 @@ const IV: [u32; 8] = [
     0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
 ];
 
-/// The gadget's deferred sums: `a` and `e` are added up only when read.
+/// The gadget's deferred sums: `a` and `e` are added up only when read (at most 7 words, and
+/// one more at the end).
+#[derive(Clone, Copy)]
 enum Maybe {
-    Deferred(Vec<Word>),
+    Deferred { words: [Word; 8], len: usize },
     Concrete(Word),
 }
 
 impl Maybe {
+    fn deferred(first: &[Word], then: &[Word]) -> Self {
+        let mut words = [Word::constant(0); 8];
+        let len = first.len() + then.len();
+        words[..first.len()].copy_from_slice(first);
+        words[first.len()..len].copy_from_slice(then);
+        Maybe::Deferred { words, len }
+    }
+
     fn compute(self, cs: &mut WitnessCs<'_>, others: &[Word]) -> Word {
         match self {
             Maybe::Concrete(v) => v,
-            Maybe::Deferred(mut v) => {
-                v.extend_from_slice(others);
-                Word::addmany(cs, &v)
+            Maybe::Deferred { mut words, len } => {
+                words[len..len + others.len()].copy_from_slice(others);
+                Word::addmany(cs, &words[..len + others.len()])
             }
         }
     }
@@ -264,7 +317,10 @@ impl Maybe {
 /// bellperson's `sha256_compression_function`.
 fn compression(cs: &mut WitnessCs<'_>, input: &[Bit], current: &[Word; 8]) -> [Word; 8] {
     debug_assert_eq!(input.len(), 512);
-    let mut w: Vec<Word> = input.chunks(32).map(Word::from_bits_be).collect();
+    let mut w = [Word::constant(0); 64];
+    for (w, bits) in w.iter_mut().zip(input.chunks(32)) {
+        *w = Word::from_bits_be(bits);
+    }
     for i in 16..64 {
         let s0 = w[i - 15]
             .rotr(7)
@@ -274,8 +330,7 @@ fn compression(cs: &mut WitnessCs<'_>, input: &[Bit], current: &[Word; 8]) -> [W
             .rotr(17)
             .xor(cs, &w[i - 2].rotr(19))
             .xor(cs, &w[i - 2].shr(10));
-        let next = Word::addmany(cs, &[w[i - 16], s0, w[i - 7], s1]);
-        w.push(next);
+        w[i] = Word::addmany(cs, &[w[i - 16], s0, w[i - 7], s1]);
     }
 
     let mut a = Maybe::Concrete(current[0]);
@@ -300,11 +355,11 @@ fn compression(cs: &mut WitnessCs<'_>, input: &[Bit], current: &[Word; 8]) -> [W
         h = g;
         g = f;
         f = new_e;
-        e = Maybe::Deferred(temp1.iter().copied().chain([d]).collect());
+        e = Maybe::deferred(&temp1, &[d]);
         d = c;
         c = b;
         b = new_a;
-        a = Maybe::Deferred(temp1.iter().copied().chain([s0, maj]).collect());
+        a = Maybe::deferred(&temp1, &[s0, maj]);
     }
 
     let h0 = a.compute(cs, &[current[0]]);
