@@ -402,6 +402,18 @@ async fn serve(config: DaemonConfig) -> Result<()> {
             None => eprintln!("cuzk daemon: device {name} (CPU backend)"),
         }
     }
+    // Synthesis writes gigabytes of fresh memory per partition: on 4 KiB pages the faults
+    // take about as long as the writing (crates/bellpepper/PERF-NOTES.md, session 44).
+    match cuzk_vram::transparent_huge_pages().as_deref() {
+        Some("never") => eprintln!(
+            "cuzk daemon: transparent huge pages are off (mode `never`): witnesses are faulted \
+             in 4 KiB at a time, which slows synthesis; `madvise` lets cuzk use huge pages"
+        ),
+        Some(mode) => {
+            eprintln!("cuzk daemon: allocations of 32 MiB and up on huge pages (THP mode `{mode}`)")
+        }
+        None => {}
+    }
     let n = config.keys.len();
     let queue = config.queue.clone();
     let daemon = Daemon::bind(config, engine).await?;

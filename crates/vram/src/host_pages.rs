@@ -23,6 +23,21 @@ const HUGE_PAGE: usize = 2 << 20;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LargePages;
 
+/// The kernel's transparent-huge-page mode (`always`, `madvise` or `never`); `None` where the
+/// kernel has none. Under `never` this heap's advice does nothing, and every fresh witness is
+/// faulted in 4 KiB at a time.
+pub fn transparent_huge_pages() -> Option<String> {
+    let modes = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").ok()?;
+    selected_mode(&modes)
+}
+
+/// The mode in brackets, as the kernel marks the one in force: `always [madvise] never`.
+fn selected_mode(modes: &str) -> Option<String> {
+    let start = modes.find('[')? + 1;
+    let len = modes[start..].find(']')?;
+    Some(modes[start..start + len].to_string())
+}
+
 /// Advises the whole huge pages inside `[ptr, ptr + len)`; a refusal (no THP in this kernel)
 /// leaves ordinary pages, which is only slower.
 fn advise(ptr: *mut u8, len: usize) {
@@ -73,6 +88,20 @@ unsafe impl GlobalAlloc for LargePages {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_mode_in_force_is_the_bracketed_one() {
+        assert_eq!(
+            selected_mode("always [madvise] never\n").as_deref(),
+            Some("madvise")
+        );
+        assert_eq!(
+            selected_mode("[always] madvise never").as_deref(),
+            Some("always")
+        );
+        assert_eq!(selected_mode("always madvise never"), None);
+        assert_eq!(selected_mode(""), None);
+    }
 
     #[test]
     fn large_and_small_allocations_keep_their_contents() {

@@ -42,7 +42,7 @@ pub use config::{
     BudgetConfig, DEFAULT_MARGIN_FLOOR, DEFAULT_MARGIN_FRACTION, parse_size, physical_ram,
 };
 pub use error::{CUDA_OUT_OF_MEMORY, Result, VramError};
-pub use host_pages::{LARGE_ALLOCATION, LargePages};
+pub use host_pages::{LARGE_ALLOCATION, LargePages, transparent_huge_pages};
 
 /// Host bytes pinned per byte of device page table (8-byte entries for 4 KiB pages).
 const PINNED_BYTES_PER_TABLE_BYTE: u64 = 512;
