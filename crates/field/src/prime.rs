@@ -405,14 +405,20 @@ const LAZY_PRODUCTS: usize = 16;
 #[inline(always)]
 fn mul_add_wide(acc: &mut [u64; 9], a: &[u64; 4], b: &[u64; 4]) {
     for (i, &ai) in a.iter().enumerate() {
-        let mut carry = 0u128;
-        for (j, &bj) in b.iter().enumerate() {
-            let t = acc[i + j] as u128 + ai as u128 * bj as u128 + carry;
-            acc[i + j] = t as u64;
-            carry = t >> 64;
-        }
-        carry_into(acc, i + 4, carry);
+        mul_limb_add(acc, i, ai, b);
     }
+}
+
+/// acc += x·b·2^(64·at), for one limb x.
+#[inline(always)]
+fn mul_limb_add(acc: &mut [u64; 9], at: usize, x: u64, b: &[u64; 4]) {
+    let mut carry = 0u128;
+    for (j, &bj) in b.iter().enumerate() {
+        let t = acc[at + j] as u128 + x as u128 * bj as u128 + carry;
+        acc[at + j] = t as u64;
+        carry = t >> 64;
+    }
+    carry_into(acc, at + 4, carry);
 }
 
 #[inline(always)]
@@ -432,13 +438,7 @@ fn montgomery_reduce(mut acc: [u64; 9]) -> [u64; 4] {
     const INV: u64 = 0xffff_fffe_ffff_ffff; // −r⁻¹ mod 2^64
     for i in 0..4 {
         let m = acc[i].wrapping_mul(INV);
-        let mut carry = 0u128;
-        for (j, &rj) in Fr::MODULUS.iter().enumerate() {
-            let t = acc[i + j] as u128 + m as u128 * rj as u128 + carry;
-            acc[i + j] = t as u64;
-            carry = t >> 64;
-        }
-        carry_into(&mut acc, i + 4, carry);
+        mul_limb_add(&mut acc, i, m, &Fr::MODULUS);
     }
     let mut x = [acc[4], acc[5], acc[6], acc[7], acc[8]];
     for shift in [3, 2, 1, 0] {
