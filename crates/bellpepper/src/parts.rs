@@ -20,7 +20,7 @@ use bellpepper_core::{Circuit, SynthesisError};
 use blstrs::Scalar;
 use cuzk_field::Fr;
 use cuzk_field::blstrs::AsBlstrsMut;
-use cuzk_groth16::Witness;
+use cuzk_groth16::{Witness, WitnessBuffer};
 use rayon::prelude::*;
 
 use crate::{Aux, BellpepperError, CompiledCircuit, WitnessCs, fr_from_scalar};
@@ -69,10 +69,12 @@ impl CompiledCircuit {
     /// order, parts in order. A single part is the whole circuit.
     ///
     /// The parts' sizes are kept: the next call with as many groups of as many parts writes
-    /// its parts in place (see `witness_in_place`).
+    /// its parts in place (see `witness_in_place`), into `reuse` if given (a finished witness
+    /// of this circuit), else into fresh memory.
     pub fn witness_of_parts<P: WitnessPart>(
         &self,
         groups: Vec<Vec<P>>,
+        reuse: Option<WitnessBuffer>,
     ) -> Result<Witness, BellpepperError> {
         if groups.is_empty() || groups.iter().any(Vec::is_empty) {
             return Err(PartsError::Empty.into());
@@ -83,7 +85,7 @@ impl CompiledCircuit {
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
         if let Some(layout) = kept.filter(|l| l.fits(&groups)) {
-            return self.witness_in_place(&layout, groups);
+            return self.witness_in_place(&layout, groups, reuse);
         }
         // Each part's share of the aux values (its head is small): a part's vector is sized
         // once rather than doubled from empty.
@@ -126,13 +128,22 @@ impl CompiledCircuit {
     /// is copied after: a 32 GiB PoRep partition's ~250 sections fault in and copy no vectors
     /// of their own (4.2 GB). Parts of other sizes than the kept ones (the circuit split
     /// another way) are joined as in the first call.
+    ///
+    /// A witness returned from here has had every entry written: the slots tile the aux
+    /// values, each part fills its slot or is a misfit (and misfits are joined into fresh
+    /// memory), and the parts' inputs tile the public ones. So `reuse`'s stale values are
+    /// never read and need no zeroing.
     fn witness_in_place<P: WitnessPart>(
         &self,
         layout: &PartsLayout,
         groups: Vec<Vec<P>>,
+        reuse: Option<WitnessBuffer>,
     ) -> Result<Witness, BellpepperError> {
         let inputs = self.r1cs.num_public();
-        let mut z = zeroed(1 + inputs + self.r1cs.num_private());
+        let len = 1 + inputs + self.r1cs.num_private();
+        let mut z = reuse
+            .and_then(|b| b.into_stale(len))
+            .unwrap_or_else(|| zeroed(len));
         z[0] = Fr::ONE;
         let (public, private) = z[1..].split_at_mut(inputs);
         let mut rest = private.as_blstrs_mut();

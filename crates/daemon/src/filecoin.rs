@@ -906,8 +906,10 @@ fn queue(
             Some(w) => WitnessSource::Memory(Arc::new(w)),
             None => {
                 let (proof, compiled) = (p.proof.clone(), compiled.clone());
-                WitnessSource::Compute(Arc::new(move || {
-                    proof.witness(k, &compiled).map_err(|e| e.to_string())
+                WitnessSource::Compute(Arc::new(move |reuse| {
+                    proof
+                        .witness(k, &compiled, reuse)
+                        .map_err(|e| e.to_string())
                 }))
             }
         };

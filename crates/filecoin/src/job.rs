@@ -5,9 +5,9 @@
 use std::ops::Range;
 
 use cuzk_bellpepper::CompiledCircuit;
-use cuzk_groth16::Witness;
+use cuzk_groth16::{Witness, WitnessBuffer};
 
-use crate::synth::{CompileCircuit, Synth};
+use crate::synth::{CompileCircuit, Synth, WitnessOnly};
 use crate::{
     C1Output, FilecoinError, ParamStore, PostKind, PostProof, PostStatement, PostVanilla,
     SealProof, SnapStatement, SnapVanilla,
@@ -224,13 +224,15 @@ impl PartitionedProof {
     }
 
     /// Partition `partition`'s witness, by witness-only synthesis of `compiled` (this proof's
-    /// circuit, compiled before).
+    /// circuit, compiled before), written into `reuse` if given (a finished witness of the
+    /// same circuit).
     pub fn witness(
         &self,
         partition: usize,
         compiled: &CompiledCircuit,
+        reuse: Option<WitnessBuffer>,
     ) -> Result<Witness, FilecoinError> {
-        self.synthesize(partition, compiled)
+        self.synthesize(partition, WitnessOnly { compiled, reuse })
     }
 
     fn synthesize<S: Synth>(&self, partition: usize, how: S) -> Result<S::Out, FilecoinError> {

@@ -662,7 +662,7 @@ mod tests {
             let gadget = Gadget::<Tree>(values.clone(), std::marker::PhantomData);
             let (compiled, expected) = CompiledCircuit::compile(gadget).unwrap();
             let native = compiled
-                .witness_of_parts(vec![vec![Native(values, hash)]])
+                .witness_of_parts(vec![vec![Native(values, hash)]], None)
                 .unwrap();
             assert!(
                 native.assignment() == expected.assignment(),

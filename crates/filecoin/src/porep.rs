@@ -216,7 +216,7 @@ impl<Tree: 'static + MerkleTreeTrait> PartitionCircuit for PorepPartition<'_, Tr
         let compiled = CompiledCircuit::replicate(one, two, vec![], &groups)
             .map_err(synthesis_error(partition))?;
         let witness = compiled
-            .witness_of_parts(self.parts()?)
+            .witness_of_parts(self.parts()?, None)
             .map_err(synthesis_error(partition))?;
         Ok((compiled, witness))
     }

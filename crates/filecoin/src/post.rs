@@ -586,7 +586,7 @@ impl<Tree: 'static + MerkleTreeTrait> PartitionCircuit for PostPartition<Tree> {
         let compiled = CompiledCircuit::replicate(one, two, checks, &groups)
             .map_err(synthesis_error(partition))?;
         let witness = compiled
-            .witness_of_parts(self.parts()?)
+            .witness_of_parts(self.parts()?, None)
             .map_err(synthesis_error(partition))?;
         Ok((compiled, witness))
     }

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use crate::c1::with_phase1;
 use crate::porep::PorepCircuits;
-use crate::synth::{Compile, PartitionCircuit, Synth};
+use crate::synth::{Compile, PartitionCircuit, Synth, WitnessOnly};
 use crate::{C1Output, FilecoinError, PARTITION_PROOF_BYTES, ParamStore, PorepProof, ProofTimings};
 
 /// Proves Filecoin proofs on one backend, with the parameters of a [`ParamStore`]. The first
@@ -141,7 +141,13 @@ impl FilecoinProver {
             .collect::<Vec<_>>()
             .into_par_iter()
             .enumerate()
-            .map(|(k, c)| prover.compiled().run(c, first_partition + skip + k))
+            .map(|(k, c)| {
+                let only = WitnessOnly {
+                    compiled: prover.compiled(),
+                    reuse: None,
+                };
+                only.run(c, first_partition + skip + k)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         timings.synthesis = compile + start.elapsed();
         if first.is_some() {

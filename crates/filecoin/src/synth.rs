@@ -8,7 +8,7 @@ use blstrs::Scalar;
 use cuzk_bellpepper::batch::{BatchError, CircuitProver};
 use cuzk_bellpepper::{BellpepperError, CompiledCircuit, WitnessPart};
 use cuzk_formats::BpParameters;
-use cuzk_groth16::Witness;
+use cuzk_groth16::{Witness, WitnessBuffer};
 
 use crate::FilecoinError;
 
@@ -37,7 +37,8 @@ pub(crate) fn synthesis_error(partition: usize) -> impl Fn(BellpepperError) -> F
 }
 
 /// How to synthesize one partition's circuit: fully, compiling it with its parameters
-/// ([`Compile`]), or its witness only, in parts, with the circuit compiled before.
+/// ([`Compile`]), or its witness only, in parts, with the circuit compiled before
+/// ([`WitnessOnly`]).
 pub(crate) trait Synth {
     type Out;
     fn run<P: PartitionCircuit>(
@@ -87,14 +88,22 @@ impl Synth for CompileCircuit {
     }
 }
 
-impl Synth for &CompiledCircuit {
+/// A witness-only synthesis in parts with the circuit compiled before, into a finished
+/// witness's storage if one is given.
+pub(crate) struct WitnessOnly<'a> {
+    pub(crate) compiled: &'a CompiledCircuit,
+    pub(crate) reuse: Option<WitnessBuffer>,
+}
+
+impl Synth for WitnessOnly<'_> {
     type Out = Witness;
     fn run<P: PartitionCircuit>(
         self,
         circuit: P,
         partition: usize,
     ) -> Result<Witness, FilecoinError> {
-        self.witness_of_parts(circuit.parts()?)
+        self.compiled
+            .witness_of_parts(circuit.parts()?, self.reuse)
             .map_err(synthesis_error(partition))
     }
     fn witness(out: &Witness) -> &Witness {

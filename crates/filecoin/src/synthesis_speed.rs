@@ -163,7 +163,7 @@ fn bench<P: PartitionCircuit>(name: &str, build: impl Fn() -> P) {
         "{name}: the own compile's witness differs"
     );
     drop((own, own_witness));
-    let (mut bp, mut wit, mut parts) = (vec![], vec![], vec![]);
+    let (mut bp, mut wit, mut parts, mut reused) = (vec![], vec![], vec![], vec![]);
     for _ in 0..runs() {
         let circuit = whole();
         settle();
@@ -183,21 +183,34 @@ fn bench<P: PartitionCircuit>(name: &str, build: impl Fn() -> P) {
         settle();
         let t = Instant::now();
         let w = compiled
-            .witness_of_parts(circuit)
+            .witness_of_parts(circuit, None)
             .expect("witness-only synthesis in parts");
         parts.push(t.elapsed());
         assert!(
             w.assignment() == expected.assignment(),
             "{name}: the parts' witness differs"
         );
+
+        // Into the last witness's storage, as the engine's next job of a key writes.
+        let circuit = build().parts().expect("parts");
+        settle();
+        let t = Instant::now();
+        let w = compiled
+            .witness_of_parts(circuit, Some(w.into_buffer()))
+            .expect("witness-only synthesis in parts, reused storage");
+        reused.push(t.elapsed());
+        assert!(
+            w.assignment() == expected.assignment(),
+            "{name}: the parts' witness in reused storage differs"
+        );
     }
     compiled
         .r1cs()
         .is_satisfied(&expected)
         .expect("every row satisfied");
-    let (bp, wit, parts) = (median(bp), median(wit), median(parts));
+    let (bp, wit, parts, reused) = (median(bp), median(wit), median(parts), median(reused));
     println!(
-        "| {name} | {rows} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2}x | {:.1} | {:.2}x |",
+        "| {name} | {rows} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2}x | {:.1} | {:.2}x | {:.1} | {:.2}x |",
         ms(bp),
         ms(full),
         ms(own_time),
@@ -205,6 +218,8 @@ fn bench<P: PartitionCircuit>(name: &str, build: impl Fn() -> P) {
         bp.as_secs_f64() / wit.as_secs_f64(),
         ms(parts),
         bp.as_secs_f64() / parts.as_secs_f64(),
+        ms(reused),
+        bp.as_secs_f64() / reused.as_secs_f64(),
     );
 }
 
@@ -234,9 +249,9 @@ fn synthesis_speed_against_bellperson() {
     println!(
         "| circuit | constraints | bellperson synthesis ms | cuzk full (compile) ms | \
          cuzk compile as the prover runs it (replicated) ms | cuzk witness-only, whole ms | bellperson / that | cuzk witness-only, parts ms | \
-         bellperson / that |"
+         bellperson / that | parts into the last witness's storage ms | bellperson / that |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for (size, seal_proof) in sectors() {
         let rng = &mut rand_chacha::ChaCha8Rng::seed_from_u64(3);
         let commit = sparse_seal(seal_proof, 1000, 1, rng).expect("sparse C1");

@@ -83,7 +83,9 @@ fn same_synthesis<P: PartitionCircuit>(build: impl Fn() -> P) {
     // The second join writes its parts in place, in the sizes the first kept.
     for call in ["first", "in place"] {
         let parts = build().parts().expect("parts");
-        let joined = compiled.witness_of_parts(parts).expect("parts joined");
+        let joined = compiled
+            .witness_of_parts(parts, None)
+            .expect("parts joined");
         assert!(
             joined.assignment() == &expected[..],
             "the parts' witness differs ({call})"
@@ -183,7 +185,9 @@ fn snap_parts_of_a_later_8mib_partition_match_its_synthesis() {
     };
     let (compiled, expected) = CompiledCircuit::compile(circuit()).expect("cuzk synthesis");
     let parts = SnapPartition::new(circuit(), k).parts().expect("parts");
-    let joined = compiled.witness_of_parts(parts).expect("parts joined");
+    let joined = compiled
+        .witness_of_parts(parts, None)
+        .expect("parts joined");
     assert!(
         joined.assignment() == expected.assignment(),
         "the parts' witness differs"
@@ -198,5 +202,5 @@ fn snap_parts_of_a_later_8mib_partition_match_its_synthesis() {
     let mut unencoded = circuit();
     unencoded.priv_inputs.challenge_proofs[1].leaf_r_new = Some(Scalar::ONE);
     let parts = SnapPartition::new(unencoded, k).parts().expect("parts");
-    assert!(compiled.witness_of_parts(parts).is_err());
+    assert!(compiled.witness_of_parts(parts, None).is_err());
 }

@@ -48,7 +48,7 @@ pub use prover::{
 };
 pub use r1cs::{
     LinearCombination, R1cs, R1csBuilder, R1csError, Row, RowEvaluator, SparseMatrix, Variable,
-    Witness, WitnessError,
+    Witness, WitnessBuffer, WitnessError,
 };
 pub use select::{BackendChoice, GpuUnavailable, select_backend};
 pub use setup::{

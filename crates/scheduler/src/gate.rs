@@ -88,6 +88,15 @@ impl Permit {
         self.amount
     }
 
+    /// `amount` of what is held, as a permit of its own; `None` if less is held.
+    pub fn split(&mut self, amount: u64) -> Option<Permit> {
+        self.amount = self.amount.checked_sub(amount)?;
+        Some(Permit {
+            gate: self.gate.clone(),
+            amount,
+        })
+    }
+
     /// Returns `amount` (at most what is held) to the gate now, keeping the rest.
     pub fn release(&mut self, amount: u64) {
         let amount = amount.min(self.amount);

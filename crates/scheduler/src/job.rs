@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use cuzk_groth16::{Evaluations, Fr, Proof, ProverBackend, Witness};
+use cuzk_groth16::{Evaluations, Fr, Proof, ProverBackend, Witness, WitnessBuffer};
 use parking_lot::{Condvar, Mutex};
 
 use crate::gate::{Permit, Rank};
@@ -57,8 +57,10 @@ impl std::str::FromStr for Priority {
     }
 }
 
-/// Computes a job's witness (a caller's circuit synthesis); an error names what was wrong.
-pub type WitnessFn = Arc<dyn Fn() -> Result<Witness, String> + Send + Sync>;
+/// Computes a job's witness (a caller's circuit synthesis), into the storage of a finished
+/// witness of the same key when the engine has one to give (see [`WitnessBuffer`]); an error
+/// names what was wrong.
+pub type WitnessFn = Arc<dyn Fn(Option<WitnessBuffer>) -> Result<Witness, String> + Send + Sync>;
 
 /// Where a job's witness is.
 #[derive(Clone)]
@@ -249,12 +251,32 @@ pub(crate) enum JobState {
 /// Where a queued job's witness is with the read-ahead.
 pub(crate) enum ReadAhead {
     NotStarted,
+    /// Not started, with a finished job's witness storage and host bytes to compute it into
+    /// (see `Inner::pass_on`): the read-ahead or the worker, whichever starts it, takes them.
+    Reuse(Reuse),
     Reading,
     /// Read or computed into memory, holding the host bytes it was charged; `None`: not done
     /// ahead (no room, or a read error that the worker's own read will report).
     Done(Option<Permit>),
     /// Computed ahead, and the job's function failed: the job fails with this.
     Failed(JobError),
+}
+
+/// A finished job's witness storage and the host bytes that hold it, for a queued job of the
+/// same key to compute its witness into.
+pub(crate) struct Reuse {
+    pub(crate) storage: WitnessBuffer,
+    pub(crate) permit: Permit,
+}
+
+/// What a job's worker takes of its read-ahead.
+pub(crate) enum Taken {
+    /// Nothing: the worker reads or computes the witness into host bytes of its own.
+    Nothing,
+    /// The witness, made ahead into the job's slot, in these host bytes.
+    Witness(Permit),
+    /// Storage and host bytes to compute the witness into.
+    Storage(Reuse),
 }
 
 /// Queued jobs that may hold evaluations made ahead at once: one covers the next job's, the
@@ -333,11 +355,15 @@ pub const READ_AHEAD_LANE: usize = 1 << 16;
 /// and its key), in [`Span::worker`]; its spans have job 0.
 pub const LOAD_LANE: usize = 1 << 17;
 
-/// Runs a job's witness function; its error, or its panic, is the job's error.
-pub(crate) fn compute_witness(f: &WitnessFn) -> Result<Witness, JobError> {
+/// Runs a job's witness function, into `storage` if given; its error, or its panic, is the
+/// job's error.
+pub(crate) fn compute_witness(
+    f: &WitnessFn,
+    storage: Option<WitnessBuffer>,
+) -> Result<Witness, JobError> {
     // The caller's code (a circuit's synthesis over untrusted inputs) must not take the
     // engine's thread down with it.
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f()))
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(storage)))
         .unwrap_or_else(|p| {
             let what = p
                 .downcast_ref::<&str>()

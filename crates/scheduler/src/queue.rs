@@ -96,6 +96,11 @@ impl Queue {
         self.cond.notify_all();
     }
 
+    /// Looks at the queued jobs with `f` once.
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&Jobs) -> T) -> T {
+        f(&self.jobs.lock())
+    }
+
     /// Looks at the queued jobs with `f` until it breaks with its answer, sleeping between
     /// looks until woken (or [`WAKE`] passed).
     pub(crate) fn wait<T>(&self, mut f: impl FnMut(&mut Jobs) -> ControlFlow<T>) -> T {

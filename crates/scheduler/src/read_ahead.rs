@@ -23,15 +23,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cuzk_formats::cuzk;
+use cuzk_groth16::{Witness, WitnessBuffer};
 use parking_lot::Mutex;
 
 use crate::engine::Inner;
 use crate::gate::Permit;
 use crate::job::{
-    JobError, JobShared, MAP_AHEAD, MapAhead, Mapped, READ_AHEAD_LANE, ReadAhead, Span, SpanKind,
-    WitnessFn, WitnessSource, compute_witness,
+    JobError, JobShared, MAP_AHEAD, MapAhead, Mapped, READ_AHEAD_LANE, ReadAhead, Reuse, Span,
+    SpanKind, Taken, WitnessFn, WitnessSource, compute_witness,
 };
 use crate::keys::read;
+use crate::queue::Jobs;
 
 /// Read-aheads check the host gate's room and take from it one at a time.
 #[derive(Default)]
@@ -49,7 +51,8 @@ enum Ahead {
 /// How a witness is made ahead.
 enum Make {
     Read(std::path::PathBuf),
-    Compute(WitnessFn),
+    /// The job's function, into a finished job's storage if one was passed on.
+    Compute(WitnessFn, Option<WitnessBuffer>),
 }
 
 impl Inner {
@@ -71,7 +74,7 @@ impl Inner {
                     continue;
                 }
             };
-            let done = self.do_ahead(&job, &make, r, permit);
+            let done = self.do_ahead(&job, make, r, permit);
             let mut state = job.read_ahead.lock();
             // A job finished meanwhile has its state reset: the permit goes back at once.
             if matches!(*state, ReadAhead::Reading) {
@@ -118,13 +121,13 @@ impl Inner {
     }
 
     /// Reads or computes `job`'s witness into its slot, holding `permit` for it.
-    fn do_ahead(&self, job: &JobShared, make: &Make, r: usize, permit: Permit) -> ReadAhead {
+    fn do_ahead(&self, job: &JobShared, make: Make, r: usize, permit: Permit) -> ReadAhead {
         let start = Instant::now();
         let made = match make {
-            Make::Read(path) => read(path, cuzk::read_witness).map_err(|e| e.to_string()),
-            Make::Compute(f) => {
+            Make::Read(path) => read(&path, cuzk::read_witness).map_err(|e| e.to_string()),
+            Make::Compute(f, storage) => {
                 let t0 = self.now();
-                let made = compute_witness(f);
+                let made = compute_witness(&f, storage);
                 let device = self
                     .keys()
                     .get(&job.key)
@@ -180,11 +183,23 @@ impl Inner {
             if let Some(map) = self.next_to_map(jobs) {
                 return ControlFlow::Break(Some(map));
             }
-            let held = jobs
-                .iter()
-                .filter(|j| matches!(*j.read_ahead.lock(), ReadAhead::Done(Some(_))))
-                .count();
-            if held >= self.config().read_ahead {
+            // A job passed a finished job's storage holds its bytes already, and counts as held.
+            for j in jobs.iter().filter(|j| !j.cancelled()) {
+                let mut state = j.read_ahead.lock();
+                if !matches!(*state, ReadAhead::Reuse(_)) {
+                    continue;
+                }
+                let Some(WitnessSource::Compute(f)) = j.witness.lock().clone() else {
+                    continue;
+                };
+                let ReadAhead::Reuse(reuse) = std::mem::replace(&mut *state, ReadAhead::Reading)
+                else {
+                    continue;
+                };
+                let make = Make::Compute(f, Some(reuse.storage));
+                return ControlFlow::Break(Some((j.clone(), Ahead::Witness(make, reuse.permit))));
+            }
+            if held_ahead(jobs) >= self.config().read_ahead {
                 return ControlFlow::Continue(());
             }
             for j in jobs.iter() {
@@ -197,7 +212,7 @@ impl Inner {
                 }
                 let make = match j.witness.lock().clone() {
                     Some(WitnessSource::File(path)) => Make::Read(path),
-                    Some(WitnessSource::Compute(f)) => Make::Compute(f),
+                    Some(WitnessSource::Compute(f)) => Make::Compute(f, None),
                     _ => continue,
                 };
                 let Some(needs) = self.keys().needs(&j.key) else {
@@ -219,7 +234,7 @@ impl Inner {
     /// queued jobs hold or make theirs. Only a job whose device is known (pinned to one, or its
     /// key on one) is mapped ahead: a set is lent by the device that stages it, and only one
     /// it keeps idle ([`cuzk_groth16::ProverBackend::idle_evaluation_buffers`]).
-    fn next_to_map(&self, jobs: &crate::queue::Jobs) -> Option<(Arc<JobShared>, Ahead)> {
+    fn next_to_map(&self, jobs: &Jobs) -> Option<(Arc<JobShared>, Ahead)> {
         let ahead =
             |j: &JobShared| matches!(*j.map_ahead.lock(), MapAhead::Mapping | MapAhead::Done(_));
         if jobs.iter().filter(|j| ahead(j)).count() >= MAP_AHEAD {
@@ -277,6 +292,62 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// Passes a finished job's witness, as storage, with the host bytes that hold it, to the
+    /// first queued job of key `key` whose witness is still to compute, if a read-ahead could
+    /// take those bytes for that job now (`take_read_room`'s rule, with them counted as free):
+    /// its synthesis then writes into memory already faulted in, rather than fault in and
+    /// zero a fresh witness (a fifth of a partition's synthesis). Otherwise both are dropped,
+    /// as they would have been.
+    pub(crate) fn pass_on(&self, key: &str, witness: Witness, permit: Permit) {
+        if self
+            .keys()
+            .needs(key)
+            .is_none_or(|n| n.witness != permit.amount())
+        {
+            return;
+        }
+        let passed = self.queue().with(|jobs| {
+            if held_ahead(jobs) >= self.config().read_ahead {
+                return false;
+            }
+            let Some(job) = jobs.iter().find(|j| {
+                !j.cancelled()
+                    && j.key == key
+                    && matches!(*j.read_ahead.lock(), ReadAhead::NotStarted)
+                    && matches!(*j.witness.lock(), Some(WitnessSource::Compute(_)))
+            }) else {
+                return false;
+            };
+            let _one_at_a_time = self.read_room().0.lock();
+            let host = self.host();
+            let free = host.capacity().saturating_sub(host.in_use()) + permit.amount();
+            if host.waiters() > 0 || free < permit.amount() + self.keys().largest_job() {
+                return false;
+            }
+            let storage = witness.into_buffer();
+            *job.read_ahead.lock() = ReadAhead::Reuse(Reuse { storage, permit });
+            true
+        });
+        if passed {
+            self.queue().notify();
+        }
+    }
+}
+
+/// Queued jobs that hold host bytes for their witness ahead of their worker: made, or
+/// storage passed on to make it in.
+fn held_ahead(jobs: &Jobs) -> usize {
+    jobs.iter()
+        .filter(|j| {
+            matches!(
+                *j.read_ahead.lock(),
+                ReadAhead::Done(Some(_)) | ReadAhead::Reuse(_)
+            )
+        })
+        .count()
+}
+
 impl JobShared {
     /// Whether a read-ahead thread is making the job's evaluations now.
     pub(crate) fn being_mapped(&self) -> bool {
@@ -317,18 +388,21 @@ impl JobShared {
         matches!(*self.read_ahead.lock(), ReadAhead::Reading)
     }
 
-    /// Waits while the job's witness is being read or computed ahead; then the host bytes
-    /// that holds, if it was made ahead, or the error its witness function gave there.
-    pub(crate) fn take_read_ahead(&self) -> Result<Option<Permit>, JobError> {
+    /// Waits while the job's witness is being read or computed ahead; then what the worker
+    /// takes of it, or the error its witness function gave there.
+    pub(crate) fn take_read_ahead(&self) -> Result<Taken, JobError> {
         let mut state = self.read_ahead.lock();
         while matches!(*state, ReadAhead::Reading) {
             self.read_done
                 .wait_for(&mut state, Duration::from_millis(100));
         }
         match std::mem::replace(&mut *state, ReadAhead::Done(None)) {
-            ReadAhead::Done(p) => Ok(p),
+            ReadAhead::Done(Some(p)) => Ok(Taken::Witness(p)),
+            ReadAhead::Reuse(reuse) => Ok(Taken::Storage(reuse)),
             ReadAhead::Failed(e) => Err(e),
-            ReadAhead::NotStarted | ReadAhead::Reading => Ok(None),
+            ReadAhead::NotStarted | ReadAhead::Reading | ReadAhead::Done(None) => {
+                Ok(Taken::Nothing)
+            }
         }
     }
 }

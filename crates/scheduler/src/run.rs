@@ -13,8 +13,8 @@ use cuzk_vram::Reservation;
 use crate::engine::{Device, Inner, JobStart};
 use crate::gate::{GateError, Permit};
 use crate::job::{
-    JobError, JobOutput, JobShared, JobTimings, Priority, Span, SpanKind, WitnessSource,
-    compute_witness,
+    JobError, JobOutput, JobShared, JobTimings, Priority, Reuse, Span, SpanKind, Taken,
+    WitnessSource, compute_witness,
 };
 use crate::keys::{Key, read};
 
@@ -145,14 +145,19 @@ impl Inner {
             worker: w,
         };
 
-        let read_ahead = if job.being_read_ahead() {
+        let taken = if job.being_read_ahead() {
             let (p, wait) = rec.span("read ahead", SpanKind::Wait, || job.take_read_ahead());
             t.memory_wait += wait;
             p
         } else {
             job.take_read_ahead()
         };
-        let read_ahead = read_ahead?;
+        // The host bytes of a witness made ahead, or of storage passed on to compute it into.
+        let (read_ahead, storage) = match taken? {
+            Taken::Nothing => (None, None),
+            Taken::Witness(permit) => (Some(permit), None),
+            Taken::Storage(Reuse { storage, permit }) => (Some(permit), Some(storage)),
+        };
         // Evaluations made ahead hold their host bytes already; they are taken beside the
         // witness MSMs, so a job started before they are done does not wait for them.
         let map_ahead = job.claim_map_ahead()?;
@@ -204,7 +209,7 @@ impl Inner {
                 w
             }
             Some(WitnessSource::Compute(f)) => {
-                let (r, _) = rec.span("synthesize", SpanKind::Cpu, || compute_witness(&f));
+                let (r, _) = rec.span("synthesize", SpanKind::Cpu, || compute_witness(&f, storage));
                 // Kept for a run again after the driver's out-of-memory.
                 let w = Arc::new(r?);
                 *job.witness.lock() = Some(WitnessSource::Memory(w.clone()));
@@ -407,12 +412,25 @@ impl Inner {
                 return Err(JobError::SelfCheck(e.to_string()));
             }
         }
+        let public_inputs = witness.public_inputs().to_vec();
+        // The slot's copy was kept for a retry; without it the witness's storage, with its
+        // host bytes, can go to the next job of this key.
+        job.witness.lock().take();
+        if let Ok(witness) = Arc::try_unwrap(witness) {
+            let permit = match host.1.take() {
+                Some(p) => Some(p),
+                None => host.0.split(loaded.needs.witness),
+            };
+            if let Some(permit) = permit {
+                self.pass_on(&job.key, witness, permit);
+            }
+        }
         t.run = started.elapsed();
         t.spans = self.spans_of(job.id);
         Ok(JobOutput {
             id: job.id,
             proof,
-            public_inputs: witness.public_inputs().to_vec(),
+            public_inputs,
             device: d,
             worker: w,
             timings: t,

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cuzk_formats::{PointChecks, cuzk};
-use cuzk_groth16::{Fr, ProvingKey, R1cs, Witness, generate_parameters_with_toxic_waste};
+use cuzk_groth16::{
+    Fr, ProvingKey, R1cs, Witness, WitnessBuffer, generate_parameters_with_toxic_waste,
+};
 use cuzk_scheduler::{
     Engine, EngineConfig, EngineError, JobError, JobHandle, JobSpec, JobStatus, KeySource,
     Priority, SpanKind, WitnessSource, Workers,
@@ -815,7 +817,7 @@ fn a_computed_witness_is_made_by_the_worker_in_priority_order_and_its_error_fail
     let calls = Arc::new(Mutex::new(Vec::new()));
     let compute = |name: &'static str, ok: bool| {
         let (calls, w) = (calls.clone(), c.witness.clone());
-        WitnessSource::Compute(Arc::new(move || {
+        WitnessSource::Compute(Arc::new(move |_| {
             calls.lock().unwrap().push(name);
             // A panic's message goes to stderr; the job's error says it panicked.
             match (ok, name) {
@@ -897,7 +899,7 @@ fn a_read_ahead_without_room_waits_for_it() {
     engine.load_key("k", key(&c), None).unwrap();
     let compute = || {
         let w = c.witness.clone();
-        WitnessSource::Compute(Arc::new(move || {
+        WitnessSource::Compute(Arc::new(move |_| {
             std::thread::sleep(Duration::from_millis(100));
             Ok((*w).clone())
         }))
@@ -931,7 +933,7 @@ fn computed_witnesses_are_made_ahead_while_the_worker_proves_and_each_function_r
     let calls = Arc::new(AtomicUsize::new(0));
     let compute = |ok: bool| {
         let (calls, w) = (calls.clone(), c.witness.clone());
-        WitnessSource::Compute(Arc::new(move || {
+        WitnessSource::Compute(Arc::new(move |_| {
             calls.fetch_add(1, Ordering::SeqCst);
             // A synthesis that takes a while: long enough to overlap another job's proof.
             std::thread::sleep(Duration::from_millis(150));
@@ -978,6 +980,53 @@ fn computed_witnesses_are_made_ahead_while_the_worker_proves_and_each_function_r
         })
     });
     assert!(overlaps, "no synthesis ahead beside the worker: {spans:?}");
+}
+
+#[test]
+fn a_finished_witness_is_the_storage_of_the_next_one_of_its_key() {
+    use std::sync::Mutex;
+    let c = circuit(10, 13);
+    let (mems, _) = memories(1, 64 * MIB);
+    let ahead = EngineConfig {
+        read_ahead: 1,
+        ..config(1)
+    };
+    let engine = Engine::on_cpu(ahead, mems).unwrap();
+    engine.load_key("k", key(&c), None).unwrap();
+    let key_bytes = engine.status().host_in_use;
+    // The storage of every witness made, and of each passed on: whether an earlier one made it.
+    let made = Arc::new(Mutex::new(Vec::new()));
+    let passed = Arc::new(Mutex::new(Vec::new()));
+    let compute = || {
+        let (made, passed, w) = (made.clone(), passed.clone(), c.witness.clone());
+        WitnessSource::Compute(Arc::new(move |storage: Option<WitnessBuffer>| {
+            // Slower than a proof: the worker ends jobs while the read-ahead computes.
+            std::thread::sleep(Duration::from_millis(300));
+            let mut z = match storage {
+                Some(s) => {
+                    let z = s.into_stale(w.len()).ok_or("storage of another length")?;
+                    let earlier = made.lock().unwrap().contains(&z.as_ptr().addr());
+                    passed.lock().unwrap().push(earlier);
+                    z
+                }
+                None => vec![Fr::ZERO; w.len()],
+            };
+            z.copy_from_slice(w.assignment());
+            made.lock().unwrap().push(z.as_ptr().addr());
+            Witness::from_assignment(w.num_public(), z).map_err(|e| e.to_string())
+        }))
+    };
+    let jobs: Vec<_> = (0..6)
+        .map(|_| engine.submit(JobSpec::new("k", compute())).unwrap())
+        .collect();
+    for h in &jobs {
+        verify(&c, h);
+    }
+    let passed = passed.lock().unwrap();
+    assert!(!passed.is_empty(), "no storage passed on");
+    assert!(passed.iter().all(|&earlier| earlier), "{passed:?}");
+    // The bytes passed on with it went back with the last job.
+    assert_idle(&engine, key_bytes);
 }
 
 #[test]
@@ -1066,7 +1115,7 @@ fn a_job_charges_host_memory_for_its_witness_only() {
         let job = engine
             .submit(JobSpec::new(
                 "k",
-                WitnessSource::Compute(Arc::new(move || {
+                WitnessSource::Compute(Arc::new(move |_| {
                     started.send(()).ok();
                     go_rx.lock().unwrap().recv().ok();
                     Ok((*w).clone())

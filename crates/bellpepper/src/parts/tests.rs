@@ -126,6 +126,15 @@ fn witness_of(
     compiled: &CompiledCircuit,
     parts: Vec<Vec<Groups>>,
 ) -> (Result<cuzk_groth16::Witness, BellpepperError>, usize) {
+    witness_into(compiled, parts, None)
+}
+
+/// `witness_of`, into `reuse`.
+fn witness_into(
+    compiled: &CompiledCircuit,
+    parts: Vec<Vec<Groups>>,
+    reuse: Option<cuzk_groth16::WitnessBuffer>,
+) -> (Result<cuzk_groth16::Witness, BellpepperError>, usize) {
     let in_slot = AtomicUsize::new(0);
     let parts = parts
         .into_iter()
@@ -135,7 +144,7 @@ fn witness_of(
                 .collect()
         })
         .collect();
-    let w = compiled.witness_of_parts(parts);
+    let w = compiled.witness_of_parts(parts, reuse);
     (w, in_slot.into_inner())
 }
 
@@ -153,6 +162,39 @@ fn parts_are_written_in_place_once_their_sizes_are_kept() {
         compiled.r1cs().is_satisfied(&joined).unwrap();
         assert_eq!(in_slot, if call == 0 { 0 } else { 3 }, "call {call}");
     }
+}
+
+#[test]
+fn a_reused_witness_is_overwritten_whole() {
+    let rng = &mut ChaCha8Rng::seed_from_u64(14);
+    let shape = [3, 1, 4];
+    let ones: &[&[usize]] = &[&[1; 3], &[1], &[1; 4]];
+    let another: &[&[usize]] = &[&[2, 1], &[1], &[1; 4]];
+    let (compiled, _) = CompiledCircuit::compile(Groups::random(rng, &shape)).unwrap();
+    let (first, _) = witness_of(&compiled, Groups::random(rng, &shape).split(ones));
+    let mut last = first.unwrap();
+    // Each call writes into the last one's storage, whose stale values are another instance's;
+    // split another way, the parts are joined into fresh memory.
+    for (call, split) in [ones, ones, another].into_iter().enumerate() {
+        let next = Groups::random(rng, &shape);
+        let (_, expected) = CompiledCircuit::compile(next.clone()).unwrap();
+        let storage = last.assignment().as_ptr();
+        let (joined, _) = witness_into(&compiled, next.split(split), Some(last.into_buffer()));
+        let joined = joined.unwrap();
+        assert!(joined.assignment() == expected.assignment(), "call {call}");
+        assert_eq!(
+            joined.assignment().as_ptr() == storage,
+            call < 2,
+            "call {call}"
+        );
+        last = joined;
+    }
+    // Another circuit's storage is not used.
+    let (_, other) = CompiledCircuit::compile(Groups::random(rng, &[2])).unwrap();
+    let next = Groups::random(rng, &shape);
+    let (_, expected) = CompiledCircuit::compile(next.clone()).unwrap();
+    let (joined, _) = witness_into(&compiled, next.split(ones), Some(other.into_buffer()));
+    assert!(joined.unwrap().assignment() == expected.assignment());
 }
 
 #[test]
@@ -215,12 +257,14 @@ fn parts_join_into_the_whole_circuits_witness() {
     for _ in 0..3 {
         let next = Groups::random(rng, &[3, 1, 4]);
         let (_, expected) = CompiledCircuit::compile(next.clone()).unwrap();
-        let joined = compiled.witness_of_parts(gadgets(next.parts())).unwrap();
+        let joined = compiled
+            .witness_of_parts(gadgets(next.parts()), None)
+            .unwrap();
         assert!(joined.assignment() == expected.assignment());
         compiled.r1cs().is_satisfied(&joined).unwrap();
         // One part is the whole circuit.
         let whole = compiled
-            .witness_of_parts(gadgets(vec![vec![next]]))
+            .witness_of_parts(gadgets(vec![vec![next]]), None)
             .unwrap();
         assert!(whole.assignment() == expected.assignment());
     }
@@ -236,7 +280,7 @@ fn parts_of_another_circuit_are_refused() {
     let mut parts = next.parts();
     parts[0][1] = parts[1][1].clone();
     assert!(matches!(
-        compiled.witness_of_parts(gadgets(parts)),
+        compiled.witness_of_parts(gadgets(parts), None),
         Err(BellpepperError::Parts(PartsError::HeadsDiffer {
             group: 0,
             part: 1
@@ -247,7 +291,7 @@ fn parts_of_another_circuit_are_refused() {
     let mut parts = next.parts();
     parts[1].pop();
     assert!(matches!(
-        compiled.witness_of_parts(gadgets(parts)),
+        compiled.witness_of_parts(gadgets(parts), None),
         Err(BellpepperError::Parts(PartsError::Sizes { .. }))
     ));
 
@@ -256,13 +300,13 @@ fn parts_of_another_circuit_are_refused() {
     let again = parts[1][0].clone();
     parts[1].push(again);
     assert!(matches!(
-        compiled.witness_of_parts(gadgets(parts)),
+        compiled.witness_of_parts(gadgets(parts), None),
         Err(BellpepperError::Parts(PartsError::Sizes { .. }))
     ));
 
     for empty in [vec![], vec![vec![]], vec![next.parts()[0].clone(), vec![]]] {
         assert!(matches!(
-            compiled.witness_of_parts(gadgets(empty)),
+            compiled.witness_of_parts(gadgets(empty), None),
             Err(BellpepperError::Parts(PartsError::Empty))
         ));
     }
@@ -308,7 +352,9 @@ fn a_replicated_system_is_the_compiled_one() {
     )
     .unwrap();
     assert!(replicated.r1cs() == compiled.r1cs());
-    let joined = replicated.witness_of_parts(gadgets(whole.parts())).unwrap();
+    let joined = replicated
+        .witness_of_parts(gadgets(whole.parts()), None)
+        .unwrap();
     assert!(joined.assignment() == expected.assignment());
     replicated.r1cs().is_satisfied(&joined).unwrap();
 
