@@ -16,7 +16,10 @@
 //! made ahead, each in a pinned set of three domain-sized vectors (12.9 GB at 2^27) that its
 //! device's backend keeps idle, and only while no worker of that device is starting a job (a
 //! set idle then may be the one its witness map is about to take): work ahead never pins a set
-//! of its own, so a GPU with two workers holds two sets, not three.
+//! of its own, so a GPU with two workers holds two sets, not three. A finished job's witness
+//! passes, as storage with its host bytes, to a queued job of its key whose witness is still to
+//! compute ([`Inner::pass_on`]) only where a read-ahead could take those bytes for that job
+//! then (counted as free): the argument is unchanged.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
