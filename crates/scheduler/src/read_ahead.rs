@@ -328,6 +328,7 @@ impl Inner {
             if host.waiters() > 0 || free < permit.amount() + self.keys().largest_job() {
                 return false;
             }
+            tracing::debug!(job = job.id, key, "a finished witness's storage passed on");
             let storage = witness.into_buffer();
             *job.read_ahead.lock() = ReadAhead::Reuse(Reuse { storage, permit });
             true
