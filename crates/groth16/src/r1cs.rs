@@ -542,8 +542,8 @@ impl Witness {
 
 /// A finished witness's storage (its values stale), handed to the synthesis of the next
 /// witness of the same circuit so that it writes into memory already faulted in: at 2^27 a
-/// witness is 4.2 GB, and a fresh one's page faults and zeroing are a fifth of a partition's
-/// synthesis.
+/// witness is 4.2 GB, and a fresh one's page faults and zeroing took 40% of a PoRep
+/// partition's synthesis (crates/bellpepper/PERF-NOTES.md).
 pub struct WitnessBuffer(Vec<Fr>);
 
 impl fmt::Debug for WitnessBuffer {
