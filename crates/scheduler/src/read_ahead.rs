@@ -300,8 +300,8 @@ impl Inner {
     /// first queued job of key `key` whose witness is still to compute, if a read-ahead could
     /// take those bytes for that job now (`take_read_room`'s rule, with them counted as free):
     /// its synthesis then writes into memory already faulted in, rather than fault in and
-    /// zero a fresh witness (40% of a PoRep partition's synthesis on the dev box). Otherwise both are dropped,
-    /// as they would have been.
+    /// zero a fresh witness (40% of a PoRep partition's synthesis on the dev box). Otherwise
+    /// both are dropped, as they would have been.
     pub(crate) fn pass_on(&self, key: &str, witness: Witness, permit: Permit) {
         if self
             .keys()
