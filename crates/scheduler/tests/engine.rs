@@ -919,17 +919,23 @@ fn a_read_ahead_without_room_waits_for_it() {
     assert_idle(&engine, key_bytes);
 }
 
-#[test]
-fn computed_witnesses_are_made_ahead_while_the_worker_proves_and_each_function_runs_once() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let c = circuit(10, 9);
+/// One worker and one read-ahead thread on the CPU, with `c`'s key loaded as "k".
+fn one_read_ahead(c: &Circuit) -> Engine {
     let (mems, _) = memories(1, 64 * MIB);
     let ahead = EngineConfig {
         read_ahead: 1,
         ..config(1)
     };
     let engine = Engine::on_cpu(ahead, mems).unwrap();
-    engine.load_key("k", key(&c), None).unwrap();
+    engine.load_key("k", key(c), None).unwrap();
+    engine
+}
+
+#[test]
+fn computed_witnesses_are_made_ahead_while_the_worker_proves_and_each_function_runs_once() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let c = circuit(10, 9);
+    let engine = one_read_ahead(&c);
     let calls = Arc::new(AtomicUsize::new(0));
     let compute = |ok: bool| {
         let (calls, w) = (calls.clone(), c.witness.clone());
@@ -986,13 +992,7 @@ fn computed_witnesses_are_made_ahead_while_the_worker_proves_and_each_function_r
 fn a_finished_witness_is_the_storage_of_the_next_one_of_its_key() {
     use std::sync::Mutex;
     let c = circuit(10, 13);
-    let (mems, _) = memories(1, 64 * MIB);
-    let ahead = EngineConfig {
-        read_ahead: 1,
-        ..config(1)
-    };
-    let engine = Engine::on_cpu(ahead, mems).unwrap();
-    engine.load_key("k", key(&c), None).unwrap();
+    let engine = one_read_ahead(&c);
     let key_bytes = engine.status().host_in_use;
     // The storage of every witness made, and of each passed on: whether an earlier one made it.
     let made = Arc::new(Mutex::new(Vec::new()));
