@@ -390,12 +390,14 @@ impl<'a> WitnessCs<'a> {
     /// before the next flush.
     #[inline]
     fn push_aux_bits(&mut self, bits: u64, n: usize) {
+        // One's limbs masked by the bit: a hash's bits are random, and a branch per bit
+        // mispredicts half the time.
+        let one = blst::blst_fr::from(Scalar::ONE).l;
         let bit = |i: usize| {
-            if (bits >> i) & 1 == 1 {
-                Scalar::ONE
-            } else {
-                Scalar::ZERO
-            }
+            let mask = 0u64.wrapping_sub((bits >> i) & 1);
+            Scalar::from(blst::blst_fr {
+                l: one.map(|limb| limb & mask),
+            })
         };
         if let Aux::InSlot { slot, len } = &mut self.aux
             && *len + n <= self.flush_at

@@ -13,7 +13,7 @@ use bellpepper_core::SynthesisError;
 use bellpepper_core::boolean::Boolean;
 use bellpepper_core::num::AllocatedNum;
 use blstrs::Scalar;
-use ff::{Field, PrimeField};
+use ff::PrimeField;
 
 use crate::WitnessCs;
 
@@ -56,7 +56,7 @@ impl Bit {
 /// A new variable holding `v`, as `AllocatedBit::alloc` (or any one-bit result) allocates it.
 #[inline]
 fn alloc(cs: &mut WitnessCs<'_>, v: bool) -> Bit {
-    cs.push_aux(if v { Scalar::ONE } else { Scalar::ZERO });
+    cs.push_aux_bits(u64::from(v), 1);
     Bit::Is(v)
 }
 
