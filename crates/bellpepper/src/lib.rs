@@ -390,14 +390,9 @@ impl<'a> WitnessCs<'a> {
     /// before the next flush.
     #[inline]
     fn push_aux_bits(&mut self, bits: u64, n: usize) {
-        // One's limbs masked by the bit: a hash's bits are random, and a branch per bit
-        // mispredicts half the time.
-        let one = blst::blst_fr::from(Scalar::ONE).l;
+        // A hash's bits are random: a branch per bit would mispredict half the time.
         let bit = |i: usize| {
-            let mask = 0u64.wrapping_sub((bits >> i) & 1);
-            Scalar::from(blst::blst_fr {
-                l: one.map(|limb| limb & mask),
-            })
+            std::hint::select_unpredictable((bits >> i) & 1 == 1, Scalar::ONE, Scalar::ZERO)
         };
         if let Aux::InSlot { slot, len } = &mut self.aux
             && *len + n <= self.flush_at
