@@ -558,14 +558,6 @@ impl WitnessBuffer {
     pub fn into_stale(self, len: usize) -> Option<Vec<Fr>> {
         (self.0.len() == len).then_some(self.0)
     }
-
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
 }
 
 /// A rank-1 constraint system whose last `num_public + 1` rows are the instance rows.
