@@ -179,30 +179,24 @@ fn bench<P: PartitionCircuit>(name: &str, build: impl Fn() -> P) {
             "{name}: witnesses differ"
         );
 
-        let circuit = build().parts().expect("parts");
-        settle();
-        let t = Instant::now();
-        let w = compiled
-            .witness_of_parts(circuit, None)
-            .expect("witness-only synthesis in parts");
-        parts.push(t.elapsed());
-        assert!(
-            w.assignment() == expected.assignment(),
-            "{name}: the parts' witness differs"
-        );
-
-        // Into the last witness's storage, as the engine's next job of a key writes.
-        let circuit = build().parts().expect("parts");
-        settle();
-        let t = Instant::now();
-        let w = compiled
-            .witness_of_parts(circuit, Some(w.into_buffer()))
-            .expect("witness-only synthesis in parts, reused storage");
-        reused.push(t.elapsed());
-        assert!(
-            w.assignment() == expected.assignment(),
-            "{name}: the parts' witness in reused storage differs"
-        );
+        // In parts into fresh memory, then into that witness's storage, as the engine's next
+        // job of a key writes.
+        let in_parts = |reuse, times: &mut Vec<Duration>| {
+            let circuit = build().parts().expect("parts");
+            settle();
+            let t = Instant::now();
+            let w = compiled
+                .witness_of_parts(circuit, reuse)
+                .expect("witness-only synthesis in parts");
+            times.push(t.elapsed());
+            assert!(
+                w.assignment() == expected.assignment(),
+                "{name}: the parts' witness differs"
+            );
+            w
+        };
+        let w = in_parts(None, &mut parts);
+        in_parts(Some(w.into_buffer()), &mut reused);
     }
     compiled
         .r1cs()

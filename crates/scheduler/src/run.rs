@@ -416,14 +416,10 @@ impl Inner {
         // The slot's copy was kept for a retry; without it the witness's storage, with its
         // host bytes, can go to the next job of this key.
         job.witness.lock().take();
-        if let Ok(witness) = Arc::try_unwrap(witness) {
-            let permit = match host.1.take() {
-                Some(p) => Some(p),
-                None => host.0.split(loaded.needs.witness),
-            };
-            if let Some(permit) = permit {
-                self.pass_on(&job.key, witness, permit);
-            }
+        if let Ok(witness) = Arc::try_unwrap(witness)
+            && let Some(permit) = host.1.take().or_else(|| host.0.split(loaded.needs.witness))
+        {
+            self.pass_on(&job.key, witness, permit);
         }
         t.run = started.elapsed();
         t.spans = self.spans_of(job.id);
